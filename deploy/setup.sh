@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs every Debian package seqboat needs to build, test and serve, and the
+# project-local Python venv. Idempotent: installs only what is missing and says so.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap build-essential git clang-format
+  # C++ dependencies, all linked from the system
+  libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libopenblas-dev libre2-dev
+  # python: references, converters, training
+  python3-torch python3-numpy python3-venv python3-pip
+  # the bundled model's training text
+  fortunes
+  # load-balancer tests
+  nginx-light
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  [[ $(id -u) == 0 ]] && SUDO="" || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating $venv from /usr/bin/python3 (system torch, numpy)"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+req="$root/weights/requirements.txt"
+if [[ -f "$req" ]] && ! "$venv/bin/python" -m pip install -q --dry-run -r "$req" 2>/dev/null | grep -q "Would install"; then
+  echo "setup: python requirements present"
+elif [[ -f "$req" ]]; then
+  echo "setup: installing $(tr '\n' ' ' <"$req")"
+  "$venv/bin/python" -m pip install -q -r "$req"
+fi
