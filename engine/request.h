@@ -1,0 +1,84 @@
+// The contract between the server and the engine: what a generation request
+// carries, the events it produces, and how its client reaches it while it runs.
+#ifndef SEQBOAT_ENGINE_REQUEST_H_
+#define SEQBOAT_ENGINE_REQUEST_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace seqboat {
+
+// Sampling parameters, already validated by the server (see proto comments).
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 means greedy
+  int32_t top_k = 0;         // 0 means off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // 1 means off
+  uint64_t seed = 0;
+};
+
+struct StoppingParams {
+  int32_t max_new_tokens = 256;
+  std::vector<std::string> stop_strings;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kLength, kStopString, kEos, kCancelled };
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // best first
+};
+
+// One step's output for one request. Events of a request arrive in order; the
+// last one has finish != kNone or a non-OK status.
+struct GenerationEvent {
+  std::vector<int32_t> token_ids;
+  std::string text;  // complete UTF-8 only
+  std::vector<TokenLogprobs> logprobs;  // one per token id when requested
+  FinishReason finish = FinishReason::kNone;
+  std::string matched_stop;
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;
+  absl::Status status;  // non-OK ends the request with that error
+};
+
+// Receives a request's events on the engine thread. Must not block: the server
+// buffers and coalesces. Called for the final event exactly once.
+using EventSink = std::function<void(GenerationEvent)>;
+
+// Shared between the server (which may cancel) and the engine (which polls).
+struct RequestControl {
+  std::atomic<bool> cancelled{false};
+};
+
+struct Request {
+  std::string id;
+  std::vector<int32_t> prompt;  // token ids, validated against the vocabulary
+  SamplingParams sampling;
+  StoppingParams stopping;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+  absl::Time arrival = absl::Now();
+  std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();
+  EventSink sink;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_REQUEST_H_
