@@ -1,0 +1,72 @@
+// The engine: owns a model, its state arena and one engine thread that runs
+// continuous batching. Thread-safe; the server calls it from any thread.
+#ifndef SEQBOAT_ENGINE_ENGINE_H_
+#define SEQBOAT_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace seqboat {
+
+struct EngineOptions {
+  std::string model_dir;        // config.json, model.safetensors, tokenizer.json
+  std::string backend = "cpu";  // "cpu" (CUDA comes with kernels/)
+  int32_t max_slots = 64;       // concurrent sequences (state slots)
+  int32_t max_queue = 256;      // waiting requests before RESOURCE_EXHAUSTED
+  int32_t step_token_budget = 512;  // decode tokens + prefill chunk tokens per step
+  int32_t max_prompt_tokens = 1 << 20;
+  int32_t max_new_tokens_limit = 4096;
+  int32_t cpu_threads = 0;      // 0: the BLAS default
+};
+
+struct EngineStats {
+  int32_t running = 0;     // sequences holding a slot
+  int32_t waiting = 0;     // queued, not yet admitted
+  int32_t free_slots = 0;
+  int64_t steps = 0;
+  int64_t last_step_batch = 0;  // sequences in the most recent step
+  bool draining = false;
+};
+
+struct ModelSummary {
+  std::string name;
+  std::vector<std::string> layer_kinds;
+  int32_t vocab_size = 0;
+  int32_t eos_token_id = -1;
+  int64_t state_bytes_per_slot = 0;
+  std::string backend;
+};
+
+class Engine {
+ public:
+  // Loads the model and starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE
+  // while draining, INVALID_ARGUMENT for ids outside the vocabulary. On OK the
+  // sink will receive a final event exactly once.
+  virtual absl::Status Submit(Request request) = 0;
+
+  // Stops admitting new requests; running and queued ones go on to finish.
+  virtual void BeginDrain() = 0;
+  // Cancels everything still in flight (each gets a kCancelled final event) and
+  // stops the engine thread. Idempotent.
+  virtual void Shutdown() = 0;
+
+  virtual EngineStats Stats() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual const ModelSummary& summary() const = 0;
+  virtual const EngineOptions& options() const = 0;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_ENGINE_H_
