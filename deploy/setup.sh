@@ -11,7 +11,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libopenblas-dev libre2-dev
   # python: references, converters, training
-  python3-torch python3-numpy python3-venv python3-pip
+  python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio
   # the bundled model's training text
   fortunes
   # load-balancer tests
