@@ -1,0 +1,1 @@
+"""seqboat weights: canonical format I/O, converters, PyTorch references, training."""

@@ -1,0 +1,163 @@
+"""The canonical model directory (MODELS.md section 6): config, tensor set, tokenizer.
+
+One place that knows which tensors a canonical Mamba-1 model must hold and with
+which shapes, so the converters, the reference and the random-model maker all
+agree with each other and with the C++ loader.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+
+from weights import safetensors_io
+
+FORMAT = "seqboat-canonical"
+VERSION = 1
+BYTE_VOCAB = 264      # 256 bytes + EOS, padded to a multiple of 8
+BYTE_EOS = 256
+
+# Tensors whose recurrence role needs full precision regardless of the model dtype.
+FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D")
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class CanonicalError(ValueError):
+    """A canonical directory or tensor set that does not follow MODELS.md section 6."""
+
+
+def byte_tokenizer():
+    """The byte-level tokenizer.json the C++ side parses (ids 0..255 = bytes, 256 = EOS)."""
+    return {"version": "1.0", "model": {"type": "Bytes"},
+            "added_tokens": [{"id": BYTE_EOS, "content": "<|endoftext|>", "special": True}]}
+
+
+def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_conv, dt_rank,
+                 eps=1e-5, tie_embeddings=True, in_proj_bias=False, out_proj_bias=False,
+                 conv_bias=True, eos_token_id=None, bos_token_id=None):
+    """A canonical config.json dict for a pure Mamba-1 stack."""
+    block = {"kind": "mamba1", "norm": {"type": "rmsnorm", "eps": eps},
+             "d_inner": d_inner, "d_state": d_state, "d_conv": d_conv, "dt_rank": dt_rank,
+             "in_proj_bias": in_proj_bias, "out_proj_bias": out_proj_bias, "conv_bias": conv_bias}
+    return {"format": FORMAT, "version": VERSION, "name": name,
+            "vocab_size": vocab_size, "d_model": d_model,
+            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tie_embeddings,
+            "logit_scale": 1.0,
+            "final_norm": {"type": "rmsnorm", "eps": eps, "affine": True},
+            "residual_dtype": "float32",
+            "eos_token_id": eos_token_id, "bos_token_id": bos_token_id,
+            "blocks": [dict(block, norm=dict(block["norm"])) for _ in range(n_layers)]}
+
+
+def expected_shapes(config):
+    """{canonical tensor name: shape} for a config; raises CanonicalError on a bad config."""
+    for key in ("format", "version", "vocab_size", "d_model", "blocks", "tie_embeddings"):
+        if key not in config:
+            raise CanonicalError(f"config: missing field {key!r}")
+    if config["format"] != FORMAT or config["version"] != VERSION:
+        raise CanonicalError(f"config: not {FORMAT} v{VERSION}")
+    V, D = config["vocab_size"], config["d_model"]
+    shapes = {"embed.weight": (V, D)}
+    fn = config.get("final_norm") or {}
+    if fn.get("type") != "rmsnorm":
+        raise CanonicalError(f"config: final_norm type {fn.get('type')!r} unsupported here")
+    if fn.get("affine", True):
+        shapes["final_norm.weight"] = (D,)
+    if not config["tie_embeddings"]:
+        shapes["lm_head.weight"] = (V, D)
+    for i, b in enumerate(config["blocks"]):
+        if b.get("kind") != "mamba1":
+            raise CanonicalError(f"config: blocks[{i}] kind {b.get('kind')!r} is not mamba1")
+        if (b.get("norm") or {}).get("type") != "rmsnorm":
+            raise CanonicalError(f"config: blocks[{i}] norm must be rmsnorm")
+        E, N, K, R = b["d_inner"], b["d_state"], b["d_conv"], b["dt_rank"]
+        p = f"blocks.{i}."
+        shapes[p + "norm.weight"] = (D,)
+        shapes[p + "in_proj.weight"] = (2 * E, D)
+        if b["in_proj_bias"]:
+            shapes[p + "in_proj.bias"] = (2 * E,)
+        shapes[p + "conv.weight"] = (E, K)
+        if b["conv_bias"]:
+            shapes[p + "conv.bias"] = (E,)
+        shapes[p + "x_proj.weight"] = (R + 2 * N, E)
+        shapes[p + "dt_proj.weight"] = (E, R)
+        shapes[p + "dt_proj.bias"] = (E,)
+        shapes[p + "A"] = (E, N)
+        shapes[p + "D"] = (E,)
+        shapes[p + "out_proj.weight"] = (D, E)
+        if b["out_proj_bias"]:
+            shapes[p + "out_proj.bias"] = (D,)
+    return shapes
+
+
+def is_fp32_only(name):
+    """True for tensors MODELS.md 1.8 requires in fp32 (A, D, dt_proj.bias)."""
+    return name.endswith(FP32_SUFFIXES)
+
+
+def check_tensors(config, tensors):
+    """Raise CanonicalError naming the first missing, unknown, mis-shaped or mis-typed tensor."""
+    shapes = expected_shapes(config)
+    for name in sorted(shapes):
+        if name not in tensors:
+            raise CanonicalError(f"missing tensor {name!r}")
+    for name in sorted(tensors):
+        if name not in shapes:
+            raise CanonicalError(f"unknown tensor {name!r}")
+        got = tuple(tensors[name].shape)
+        if got != shapes[name]:
+            raise CanonicalError(f"tensor {name!r}: shape {list(got)}, expected {list(shapes[name])}")
+        if is_fp32_only(name) and tensors[name].dtype != torch.float32:
+            raise CanonicalError(f"tensor {name!r}: must be float32, is {tensors[name].dtype}")
+
+
+def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenizer_path=None,
+                    extra_files=None):
+    """Validate and write a canonical directory atomically.
+
+    Everything goes into a temporary sibling directory that is renamed onto
+    `out_dir` only when complete, so a failure never leaves a half-written model.
+    `out_dir` must not exist (refusing to overwrite keeps a failed run from
+    destroying a good model).
+    """
+    check_tensors(config, tensors)
+    out_dir = os.path.abspath(out_dir)
+    if os.path.exists(out_dir):
+        raise CanonicalError(f"output {out_dir} already exists")
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out_dir) + ".tmp-", dir=parent)
+    try:
+        os.chmod(tmp, 0o755)   # mkdtemp makes it owner-only; a model dir is meant to be shared
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        meta = {"format": FORMAT, "version": str(VERSION), **metadata}
+        safetensors_io.save_file(tensors, os.path.join(tmp, "model.safetensors"), meta)
+        if tokenizer_path is not None:
+            shutil.copyfile(tokenizer_path, os.path.join(tmp, "tokenizer.json"))
+        elif tokenizer is not None:
+            with open(os.path.join(tmp, "tokenizer.json"), "w") as f:
+                json.dump(tokenizer, f)
+                f.write("\n")
+        for fname, text in (extra_files or {}).items():
+            with open(os.path.join(tmp, fname), "w") as f:
+                f.write(text)
+        os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_model_dir(model_dir):
+    """Read and validate a canonical directory; return (config, {name: tensor}, metadata)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    tensors, meta = safetensors_io.load_file(os.path.join(model_dir, "model.safetensors"))
+    if meta.get("format") != FORMAT:
+        raise CanonicalError(f"{model_dir}: safetensors __metadata__ format is {meta.get('format')!r}")
+    check_tensors(config, tensors)
+    return config, tensors, meta

@@ -1,0 +1,1 @@
+"""One module per source checkpoint format, each mapping it to canonical tensors."""

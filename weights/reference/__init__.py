@@ -1,0 +1,1 @@
+"""PyTorch reference definitions of the canonical layer kinds (full-sequence form)."""
