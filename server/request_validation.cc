@@ -1,0 +1,224 @@
+#include "server/request_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace seqboat {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
+}
+
+// Float checks written as "!(in range)" so NaN is rejected too.
+absl::Status CheckFloat(absl::string_view field, float value, bool in_range,
+                        absl::string_view range) {
+  if (std::isfinite(value) && in_range) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be in ", range, ", got ", value));
+}
+
+absl::Status CheckTokenId(absl::string_view field, int32_t id,
+                          int32_t vocab_size) {
+  if (id >= 0 && id < vocab_size) return absl::OkStatus();
+  return Invalid(field,
+                 absl::StrCat("must be in [0, ", vocab_size, "), got ", id));
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptFromProto(
+    const v1::GenerateRequest& proto, const Vocabulary& vocabulary,
+    const ValidationLimits& limits) {
+  std::vector<int32_t> prompt;
+  switch (proto.prompt_case()) {
+    case v1::GenerateRequest::kText: {
+      if (proto.text().empty()) return Invalid("text", "must not be empty");
+      if (!vocabulary.encode) {
+        return absl::InternalError("no tokenizer to encode text prompts");
+      }
+      absl::StatusOr<std::vector<int32_t>> ids =
+          vocabulary.encode(proto.text());
+      if (!ids.ok()) {
+        return Invalid("text", absl::StrCat("could not be tokenized: ",
+                                            ids.status().message()));
+      }
+      prompt = *std::move(ids);
+      if (prompt.empty()) return Invalid("text", "tokenizes to no tokens");
+      if (prompt.size() > static_cast<size_t>(limits.max_prompt_tokens)) {
+        return Invalid(
+            "text", absl::StrCat("is ", prompt.size(), " tokens, the limit is ",
+                                 limits.max_prompt_tokens));
+      }
+      // The tokenizer's own output is trusted to be inside the vocabulary,
+      // but checking is cheap and keeps a tokenizer bug off the engine thread.
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        if (prompt[i] < 0 || prompt[i] >= vocabulary.size) {
+          return absl::InternalError(absl::StrCat(
+              "tokenizer produced id ", prompt[i], " outside the vocabulary"));
+        }
+      }
+      return prompt;
+    }
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = proto.token_ids().ids();
+      if (ids.empty()) return Invalid("token_ids.ids", "must not be empty");
+      if (ids.size() > limits.max_prompt_tokens) {
+        return Invalid("token_ids.ids", absl::StrCat("has ", ids.size(),
+                                                     " tokens, the limit is ",
+                                                     limits.max_prompt_tokens));
+      }
+      bool any_text = false;
+      for (int i = 0; i < ids.size(); ++i) {
+        absl::Status status = CheckTokenId(
+            absl::StrCat("token_ids.ids[", i, "]"), ids[i], vocabulary.size);
+        if (!status.ok()) return status;
+        if (!vocabulary.is_special || !vocabulary.is_special(ids[i])) {
+          any_text = true;
+        }
+      }
+      // A prompt of control tokens alone (e.g. just BOS) gives the model
+      // nothing to continue; it is almost always a client bug.
+      if (!any_text) {
+        return Invalid("token_ids.ids", "must contain a non-special token");
+      }
+      prompt.assign(ids.begin(), ids.end());
+      return prompt;
+    }
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      break;
+  }
+  return Invalid("prompt", "must be set (text or token_ids)");
+}
+
+absl::StatusOr<SamplingParams> SamplingFromProto(
+    const v1::SamplingParams& proto, uint64_t fallback_seed) {
+  SamplingParams params;
+  if (proto.has_temperature()) {
+    float t = proto.temperature();
+    absl::Status status =
+        CheckFloat("sampling.temperature", t, t >= 0.0f && t <= kMaxTemperature,
+                   absl::StrCat("[0, ", kMaxTemperature, "]"));
+    if (!status.ok()) return status;
+    params.temperature = t;
+  }
+  if (proto.has_top_k()) {
+    if (proto.top_k() < 0) {
+      return Invalid("sampling.top_k",
+                     absl::StrCat("must be >= 0, got ", proto.top_k()));
+    }
+    params.top_k = proto.top_k();
+  }
+  if (proto.has_top_p()) {
+    float p = proto.top_p();
+    absl::Status status =
+        CheckFloat("sampling.top_p", p, p > 0.0f && p <= 1.0f, "(0, 1]");
+    if (!status.ok()) return status;
+    params.top_p = p;
+  }
+  if (proto.has_min_p()) {
+    float p = proto.min_p();
+    absl::Status status =
+        CheckFloat("sampling.min_p", p, p >= 0.0f && p <= 1.0f, "[0, 1]");
+    if (!status.ok()) return status;
+    params.min_p = p;
+  }
+  if (proto.has_repetition_penalty()) {
+    float r = proto.repetition_penalty();
+    absl::Status status =
+        CheckFloat("sampling.repetition_penalty", r,
+                   r > 0.0f && r <= kMaxRepetitionPenalty,
+                   absl::StrCat("(0, ", kMaxRepetitionPenalty, "]"));
+    if (!status.ok()) return status;
+    params.repetition_penalty = r;
+  }
+  params.seed = proto.has_seed() ? proto.seed() : fallback_seed;
+  return params;
+}
+
+absl::StatusOr<StoppingParams> StoppingFromProto(
+    const v1::StoppingCriteria& proto, int32_t vocab_size,
+    const ValidationLimits& limits) {
+  StoppingParams params;
+  params.max_new_tokens =
+      std::min(limits.max_new_tokens_default, limits.max_new_tokens_limit);
+  if (proto.has_max_new_tokens()) {
+    uint32_t n = proto.max_new_tokens();
+    if (n == 0 || n > static_cast<uint32_t>(limits.max_new_tokens_limit)) {
+      return Invalid("stopping.max_new_tokens",
+                     absl::StrCat("must be in [1, ",
+                                  limits.max_new_tokens_limit, "], got ", n));
+    }
+    params.max_new_tokens = static_cast<int32_t>(n);
+  }
+  if (proto.stop_size() > kMaxStopStrings) {
+    return Invalid("stopping.stop",
+                   absl::StrCat("has ", proto.stop_size(),
+                                " strings, the limit is ", kMaxStopStrings));
+  }
+  for (int i = 0; i < proto.stop_size(); ++i) {
+    const std::string& stop = proto.stop(i);
+    std::string field = absl::StrCat("stopping.stop[", i, "]");
+    if (stop.empty()) return Invalid(field, "must not be empty");
+    if (stop.size() > static_cast<size_t>(kMaxStopStringBytes)) {
+      return Invalid(field,
+                     absl::StrCat("is ", stop.size(), " bytes, the limit is ",
+                                  kMaxStopStringBytes));
+    }
+    params.stop_strings.push_back(stop);
+  }
+  for (int i = 0; i < proto.stop_token_ids_size(); ++i) {
+    absl::Status status =
+        CheckTokenId(absl::StrCat("stopping.stop_token_ids[", i, "]"),
+                     proto.stop_token_ids(i), vocab_size);
+    if (!status.ok()) return status;
+    params.stop_token_ids.push_back(proto.stop_token_ids(i));
+  }
+  params.ignore_eos = proto.ignore_eos();
+  return params;
+}
+
+}  // namespace
+
+absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
+                                         const Vocabulary& vocabulary,
+                                         const ValidationLimits& limits,
+                                         const RequestFallbacks& fallbacks) {
+  Request request;
+  if (proto.request_id().size() > static_cast<size_t>(kMaxRequestIdBytes)) {
+    return Invalid("request_id",
+                   absl::StrCat("is ", proto.request_id().size(),
+                                " bytes, the limit is ", kMaxRequestIdBytes));
+  }
+  request.id =
+      proto.request_id().empty() ? fallbacks.request_id : proto.request_id();
+
+  // Cheap field checks first, so a bad parameter never costs a tokenization.
+  absl::StatusOr<SamplingParams> sampling =
+      SamplingFromProto(proto.sampling(), fallbacks.seed);
+  if (!sampling.ok()) return sampling.status();
+  request.sampling = *sampling;
+
+  absl::StatusOr<StoppingParams> stopping =
+      StoppingFromProto(proto.stopping(), vocabulary.size, limits);
+  if (!stopping.ok()) return stopping.status();
+  request.stopping = *std::move(stopping);
+
+  if (proto.logprobs().top_n() > static_cast<uint32_t>(kMaxTopLogprobs)) {
+    return Invalid("logprobs.top_n",
+                   absl::StrCat("must be <= ", kMaxTopLogprobs, ", got ",
+                                proto.logprobs().top_n()));
+  }
+  // Asking for alternatives implies asking for the chosen token's logprob.
+  request.top_logprobs = static_cast<int32_t>(proto.logprobs().top_n());
+  request.logprobs = proto.logprobs().enabled() || request.top_logprobs > 0;
+
+  absl::StatusOr<std::vector<int32_t>> prompt =
+      PromptFromProto(proto, vocabulary, limits);
+  if (!prompt.ok()) return prompt.status();
+  request.prompt = *std::move(prompt);
+  return request;
+}
+
+}  // namespace seqboat

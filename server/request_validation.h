@@ -1,0 +1,63 @@
+// Turns a GenerateRequest from the wire into an engine Request, checking every
+// field first so that nothing malformed reaches the engine thread. Errors are
+// INVALID_ARGUMENT and name the offending field, e.g.
+// "sampling.top_p must be in (0, 1], got 1.5".
+#ifndef SEQBOAT_SERVER_REQUEST_VALIDATION_H_
+#define SEQBOAT_SERVER_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/request.h"
+#include "seqboat/v1/generate.pb.h"
+
+namespace seqboat {
+
+// Fixed bounds of the public API (see generate.proto).
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxStopStringBytes = 256;
+inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxRequestIdBytes = 256;
+inline constexpr float kMaxTemperature = 100.0f;
+inline constexpr float kMaxRepetitionPenalty = 100.0f;
+
+// Server-configured limits.
+struct ValidationLimits {
+  int32_t max_new_tokens_default = 256;  // used when the field is unset
+  int32_t max_new_tokens_limit = 4096;   // larger values are rejected
+  int32_t max_prompt_tokens = 1 << 20;   // after tokenizing
+};
+
+// What validation needs to know about the model's vocabulary. Kept to plain
+// callables so validation can be tested without loading a model; the service
+// fills it from the engine's tokenizer.
+struct Vocabulary {
+  int32_t size = 0;
+  // Tokenizes a text prompt.
+  std::function<absl::StatusOr<std::vector<int32_t>>(absl::string_view)> encode;
+  // True for control tokens (BOS, EOS, padding...) that are not text.
+  std::function<bool(int32_t)> is_special;
+};
+
+// Values the server supplies when the client leaves them out. Passed in, not
+// drawn here, so the conversion stays a pure function.
+struct RequestFallbacks {
+  std::string request_id;  // used when request_id is empty
+  uint64_t seed = 0;       // used when sampling.seed is unset
+};
+
+// Validates `proto` and builds the engine request (without sink, control or
+// deadline, which belong to the call). Returns INVALID_ARGUMENT naming the
+// field on the first problem found.
+absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
+                                         const Vocabulary& vocabulary,
+                                         const ValidationLimits& limits,
+                                         const RequestFallbacks& fallbacks);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_REQUEST_VALIDATION_H_

@@ -1,0 +1,322 @@
+#include "server/request_validation.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int32_t kVocab = 100;
+constexpr int32_t kBos = 0;
+constexpr int32_t kEos = 1;
+
+// One token per whitespace-separated word: the word's length plus 10.
+Vocabulary TestVocabulary() {
+  Vocabulary v;
+  v.size = kVocab;
+  v.encode =
+      [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    if (text == "untokenizable") return absl::InvalidArgumentError("bad byte");
+    std::vector<int32_t> ids;
+    for (absl::string_view word :
+         absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+      ids.push_back(10 + static_cast<int32_t>(word.size()));
+    }
+    return ids;
+  };
+  v.is_special = [](int32_t id) { return id == kBos || id == kEos; };
+  return v;
+}
+
+ValidationLimits TestLimits() {
+  ValidationLimits limits;
+  limits.max_new_tokens_default = 32;
+  limits.max_new_tokens_limit = 64;
+  limits.max_prompt_tokens = 5;
+  return limits;
+}
+
+RequestFallbacks TestFallbacks() { return {"generated-id", 424242}; }
+
+v1::GenerateRequest TextRequest(const std::string& text = "hello there") {
+  v1::GenerateRequest proto;
+  proto.set_text(text);
+  return proto;
+}
+
+absl::StatusOr<Request> Convert(const v1::GenerateRequest& proto) {
+  return RequestFromProto(proto, TestVocabulary(), TestLimits(),
+                          TestFallbacks());
+}
+
+// Asserts INVALID_ARGUMENT whose message contains `field`.
+void ExpectInvalid(const v1::GenerateRequest& proto, const std::string& field) {
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_FALSE(request.ok()) << "accepted: " << proto.DebugString();
+  EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(request.status().message()), HasSubstr(field));
+}
+
+TEST(RequestValidationTest, DefaultsFilledIn) {
+  absl::StatusOr<Request> request = Convert(TextRequest("hello there"));
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->id, "generated-id");
+  EXPECT_THAT(request->prompt, ElementsAre(15, 15));
+  EXPECT_EQ(request->sampling.temperature, 1.0f);
+  EXPECT_EQ(request->sampling.top_k, 0);
+  EXPECT_EQ(request->sampling.top_p, 1.0f);
+  EXPECT_EQ(request->sampling.min_p, 0.0f);
+  EXPECT_EQ(request->sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(request->sampling.seed, 424242u);
+  EXPECT_EQ(request->stopping.max_new_tokens, 32);
+  EXPECT_TRUE(request->stopping.stop_strings.empty());
+  EXPECT_FALSE(request->stopping.ignore_eos);
+  EXPECT_FALSE(request->logprobs);
+  EXPECT_EQ(request->top_logprobs, 0);
+}
+
+TEST(RequestValidationTest, AllFieldsCarriedOver) {
+  v1::GenerateRequest proto;
+  proto.set_request_id("mine");
+  proto.mutable_token_ids()->add_ids(kBos);
+  proto.mutable_token_ids()->add_ids(42);
+  auto* s = proto.mutable_sampling();
+  s->set_temperature(0.0f);
+  s->set_top_k(40);
+  s->set_top_p(0.9f);
+  s->set_min_p(0.05f);
+  s->set_repetition_penalty(1.3f);
+  s->set_seed(7);
+  auto* st = proto.mutable_stopping();
+  st->set_max_new_tokens(64);
+  st->add_stop("\n\n");
+  st->add_stop_token_ids(99);
+  st->set_ignore_eos(true);
+  proto.mutable_logprobs()->set_enabled(true);
+  proto.mutable_logprobs()->set_top_n(20);
+
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->id, "mine");
+  EXPECT_THAT(request->prompt, ElementsAre(kBos, 42));
+  EXPECT_EQ(request->sampling.temperature, 0.0f);
+  EXPECT_EQ(request->sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(request->sampling.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(request->sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(request->sampling.repetition_penalty, 1.3f);
+  EXPECT_EQ(request->sampling.seed, 7u);
+  EXPECT_EQ(request->stopping.max_new_tokens, 64);
+  EXPECT_THAT(request->stopping.stop_strings, ElementsAre("\n\n"));
+  EXPECT_THAT(request->stopping.stop_token_ids, ElementsAre(99));
+  EXPECT_TRUE(request->stopping.ignore_eos);
+  EXPECT_TRUE(request->logprobs);
+  EXPECT_EQ(request->top_logprobs, 20);
+}
+
+TEST(RequestValidationTest, SeedZeroIsAValidExplicitSeed) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_seed(0);
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_TRUE(request.ok());
+  EXPECT_EQ(request->sampling.seed, 0u);
+}
+
+TEST(RequestValidationTest, TopNImpliesLogprobs) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_logprobs()->set_top_n(3);
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_TRUE(request.ok());
+  EXPECT_TRUE(request->logprobs);
+  EXPECT_EQ(request->top_logprobs, 3);
+}
+
+TEST(RequestValidationTest, DefaultMaxNewTokensNeverExceedsLimit) {
+  ValidationLimits limits = TestLimits();
+  limits.max_new_tokens_default = 1000;
+  absl::StatusOr<Request> request = RequestFromProto(
+      TextRequest(), TestVocabulary(), limits, TestFallbacks());
+  ASSERT_TRUE(request.ok());
+  EXPECT_EQ(request->stopping.max_new_tokens, 64);
+}
+
+TEST(RequestValidationTest, RejectsMissingOrEmptyPrompt) {
+  ExpectInvalid(v1::GenerateRequest(), "prompt");
+  ExpectInvalid(TextRequest(""), "text");
+  ExpectInvalid(TextRequest("   "), "text");  // tokenizes to nothing
+  v1::GenerateRequest empty_ids;
+  empty_ids.mutable_token_ids();
+  ExpectInvalid(empty_ids, "token_ids.ids");
+}
+
+TEST(RequestValidationTest, RejectsTextTheTokenizerRefuses) {
+  ExpectInvalid(TextRequest("untokenizable"), "text");
+}
+
+TEST(RequestValidationTest, RejectsTooLongPrompts) {
+  ExpectInvalid(TextRequest("a b c d e f"), "text");  // 6 tokens > 5
+  EXPECT_TRUE(Convert(TextRequest("a b c d e")).ok());
+  v1::GenerateRequest proto;
+  for (int i = 0; i < 6; ++i) proto.mutable_token_ids()->add_ids(5);
+  ExpectInvalid(proto, "token_ids.ids");
+}
+
+TEST(RequestValidationTest, RejectsTokenIdsOutsideVocabulary) {
+  for (int32_t bad : {-1, kVocab, std::numeric_limits<int32_t>::max()}) {
+    v1::GenerateRequest proto;
+    proto.mutable_token_ids()->add_ids(5);
+    proto.mutable_token_ids()->add_ids(bad);
+    absl::StatusOr<Request> request = Convert(proto);
+    ASSERT_FALSE(request.ok());
+    EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(request.status().message()),
+                HasSubstr("token_ids.ids[1] must be in [0, 100)"));
+  }
+}
+
+TEST(RequestValidationTest, RejectsSpecialOnlyPrompt) {
+  v1::GenerateRequest proto;
+  proto.mutable_token_ids()->add_ids(kBos);
+  proto.mutable_token_ids()->add_ids(kEos);
+  ExpectInvalid(proto, "token_ids.ids");
+}
+
+TEST(RequestValidationTest, RejectsBadTemperature) {
+  for (float t :
+       {-0.1f, 100.5f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_temperature(t);
+    ExpectInvalid(proto, "sampling.temperature");
+  }
+  for (float t : {0.0f, 100.0f}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_temperature(t);
+    EXPECT_TRUE(Convert(proto).ok()) << t;
+  }
+}
+
+TEST(RequestValidationTest, RejectsNegativeTopK) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_top_k(-1);
+  ExpectInvalid(proto, "sampling.top_k");
+}
+
+TEST(RequestValidationTest, TopPMessageNamesFieldAndValue) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_top_p(1.5f);
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_FALSE(request.ok());
+  EXPECT_EQ(request.status().message(),
+            "sampling.top_p must be in (0, 1], got 1.5");
+}
+
+TEST(RequestValidationTest, RejectsBadTopP) {
+  for (float p : {0.0f, -0.5f, 1.0001f, std::nanf("")}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_top_p(p);
+    ExpectInvalid(proto, "sampling.top_p");
+  }
+}
+
+TEST(RequestValidationTest, RejectsBadMinP) {
+  for (float p : {-0.01f, 1.01f, std::nanf("")}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_min_p(p);
+    ExpectInvalid(proto, "sampling.min_p");
+  }
+  for (float p : {0.0f, 1.0f}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_min_p(p);
+    EXPECT_TRUE(Convert(proto).ok()) << p;
+  }
+}
+
+TEST(RequestValidationTest, RejectsBadRepetitionPenalty) {
+  for (float r :
+       {0.0f, -1.0f, 100.5f, -std::numeric_limits<float>::infinity()}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_repetition_penalty(r);
+    ExpectInvalid(proto, "sampling.repetition_penalty");
+  }
+}
+
+TEST(RequestValidationTest, RejectsBadMaxNewTokens) {
+  for (uint32_t n : {0u, 65u, 4000000000u}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_stopping()->set_max_new_tokens(n);
+    ExpectInvalid(proto, "stopping.max_new_tokens");
+  }
+}
+
+TEST(RequestValidationTest, RejectsBadStopStrings) {
+  v1::GenerateRequest too_many = TextRequest();
+  for (int i = 0; i < 17; ++i) too_many.mutable_stopping()->add_stop("x");
+  ExpectInvalid(too_many, "stopping.stop");
+
+  v1::GenerateRequest sixteen = TextRequest();
+  for (int i = 0; i < 16; ++i) sixteen.mutable_stopping()->add_stop("x");
+  EXPECT_TRUE(Convert(sixteen).ok());
+
+  v1::GenerateRequest empty = TextRequest();
+  empty.mutable_stopping()->add_stop("ok");
+  empty.mutable_stopping()->add_stop("");
+  ExpectInvalid(empty, "stopping.stop[1]");
+
+  v1::GenerateRequest too_long = TextRequest();
+  too_long.mutable_stopping()->add_stop(std::string(257, 'a'));
+  ExpectInvalid(too_long, "stopping.stop[0]");
+
+  v1::GenerateRequest longest = TextRequest();
+  longest.mutable_stopping()->add_stop(std::string(256, 'a'));
+  EXPECT_TRUE(Convert(longest).ok());
+}
+
+TEST(RequestValidationTest, RejectsStopTokenIdsOutsideVocabulary) {
+  for (int32_t bad : {-1, kVocab}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_stopping()->add_stop_token_ids(3);
+    proto.mutable_stopping()->add_stop_token_ids(bad);
+    ExpectInvalid(proto, "stopping.stop_token_ids[1]");
+  }
+}
+
+TEST(RequestValidationTest, RejectsTooManyTopLogprobs) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_logprobs()->set_enabled(true);
+  proto.mutable_logprobs()->set_top_n(21);
+  ExpectInvalid(proto, "logprobs.top_n");
+}
+
+TEST(RequestValidationTest, RejectsTooLongRequestId) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.set_request_id(std::string(257, 'r'));
+  ExpectInvalid(proto, "request_id");
+  proto.set_request_id(std::string(256, 'r'));
+  EXPECT_TRUE(Convert(proto).ok());
+}
+
+TEST(RequestValidationTest, ParameterErrorsNeverTokenize) {
+  int encode_calls = 0;
+  Vocabulary vocabulary = TestVocabulary();
+  vocabulary.encode = [&](absl::string_view) {
+    ++encode_calls;
+    return absl::StatusOr<std::vector<int32_t>>(std::vector<int32_t>{5});
+  };
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_top_k(-3);
+  EXPECT_FALSE(
+      RequestFromProto(proto, vocabulary, TestLimits(), TestFallbacks()).ok());
+  EXPECT_EQ(encode_calls, 0);
+}
+
+}  // namespace
+}  // namespace seqboat
