@@ -1,0 +1,88 @@
+// The op set every layer is written against. The CPU backend (engine/cpu) and
+// the CUDA backend (kernels/) implement it; parity tests run both. Pointers
+// passed to ops are device pointers of the backend that made them; small
+// descriptors (token ids, segments, row lists) are host memory.
+#ifndef SEQBOAT_ENGINE_BACKEND_BACKEND_H_
+#define SEQBOAT_ENGINE_BACKEND_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace seqboat {
+
+// A run of consecutive tokens of one sequence inside a step's packed batch:
+// rows [start, start + len) of every activation, state in arena slot `slot`.
+// Decode is len == 1; a prefill chunk is len > 1.
+struct Segment {
+  int32_t slot = 0;
+  int32_t start = 0;
+  int32_t len = 0;
+};
+
+// A weight matrix [rows, cols] (PyTorch Linear layout: out x in) as the
+// backend stores it. Owned by the backend's memory; the layer keeps the handle.
+struct Matrix {
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// Device memory with an owner; freed when the last handle goes.
+using DeviceBuffer = std::shared_ptr<void>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // --- memory ---------------------------------------------------------------
+  // Zeroed device memory, aligned for vector loads.
+  virtual absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) = 0;
+  virtual void Zero(void* dst, size_t bytes) = 0;
+  virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
+  // Makes a device copy of a vector (norm weights, biases, recurrence params).
+  virtual absl::StatusOr<const float*> UploadVector(const float* host, int64_t n) = 0;
+  // Makes the backend's matrix from fp32 host data; the backend picks its
+  // storage (the CPU keeps fp32 and may alias `host`, which must outlive it).
+  virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows, int64_t cols) = 0;
+
+  // --- dense ops over the n rows of a step ------------------------------------
+  // out[i, :] = scale * table[ids[i], :]                       ids on the host
+  virtual void Embed(const int32_t* ids, int n, const float* table, int d, float scale,
+                     float* out) = 0;
+  // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
+  virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps, float* out) = 0;
+  // y[i, :] (+)= x[i, :] · Wᵀ + bias; x rows have stride ldx, y rows ldy.
+  // accumulate adds into y (the residual add of a block).
+  virtual void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+                    float* y, int ldy, bool accumulate) = 0;
+  // out[j, :] = x[rows[j], :]                                  rows on the host
+  virtual void GatherRows(const float* x, int d, const int32_t* rows, int m, float* out) = 0;
+
+  // --- recurrent ops: one state per segment's slot -----------------------------
+  // Mamba-1 causal depthwise conv + SiLU over each segment's tokens (§1.3/1.4).
+  //   x: pre-conv inputs, row stride ldx; state: slot s's [e, k-1] window at
+  //   state + s * state_stride; w: [e, k]; bias: [e] or null; out: [n, e].
+  virtual void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx, float* state,
+                         int64_t state_stride, const float* w, const float* bias, int e, int k,
+                         float* out) = 0;
+  // Mamba-1 selective scan over each segment's tokens (§1.3/1.4).
+  //   x: conv outputs [n, e]; dt: W_dt δ̃ [n, e] (before bias and softplus);
+  //   bc: rows holding B at column 0 and C at column n_state, stride ldbc;
+  //   z: gate, stride ldz; a: [e, n_state]; d, dt_bias: [e];
+  //   state: slot s's [e, n_state] at state + s * state_stride;
+  //   out: [n, e] = (C·h + D x) SiLU(z).
+  virtual void MambaScan(const Segment* segs, int nsegs, const float* x, const float* dt,
+                         const float* bc, int ldbc, const float* z, int ldz, const float* a,
+                         const float* d, const float* dt_bias, float* state,
+                         int64_t state_stride, int e, int n_state, float* out) = 0;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_BACKEND_BACKEND_H_

@@ -1,0 +1,281 @@
+#include "engine/engine.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/model.h"
+#include "engine/scheduler/sequence.h"
+#include "engine/scheduler/step_plan.h"
+#include "spdlog/spdlog.h"
+
+namespace seqboat {
+namespace {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
+             std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model)
+      : options_(std::move(options)),
+        backend_(std::move(backend)),
+        tokenizer_(std::move(tokenizer)),
+        model_(std::move(model)) {
+    const ModelConfig& cfg = model_->config();
+    summary_.name = cfg.name;
+    for (const auto& layer : model_->layers()) summary_.layer_kinds.push_back(layer->kind());
+    summary_.vocab_size = cfg.vocab_size;
+    summary_.eos_token_id = tokenizer_->eos_token_id();
+    summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
+    summary_.backend = backend_->name();
+    stats_.free_slots = model_->arena().free_slots();
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~EngineImpl() override { Shutdown(); }
+
+  absl::Status Submit(Request request) override {
+    if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+    const int32_t limit = std::min(tokenizer_->vocab_size(), model_->vocab_size());
+    for (size_t i = 0; i < request.prompt.size(); ++i) {
+      const int32_t id = request.prompt[i];
+      if (id < 0 || id >= limit) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt token ", i, " is ", id, ", outside [0, ", limit, ")"));
+      }
+    }
+    if (!request.sink) return absl::InvalidArgumentError("request has no event sink");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_ || stopping_) return absl::UnavailableError("server is draining");
+    if (static_cast<int>(waiting_.size()) >= options_.max_queue) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("queue full: ", waiting_.size(), " requests waiting for a slot"));
+    }
+    waiting_.push_back(std::move(request));
+    stats_.waiting = static_cast<int32_t>(waiting_.size());
+    cv_.notify_one();
+    return absl::OkStatus();
+  }
+
+  void BeginDrain() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+    stats_.draining = true;
+  }
+
+  void Shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      draining_ = true;
+      stats_.draining = true;
+      cv_.notify_one();
+    }
+    std::call_once(joined_, [this] { thread_.join(); });
+  }
+
+  EngineStats Stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const ModelSummary& summary() const override { return summary_; }
+  const EngineOptions& options() const override { return options_; }
+
+ private:
+  void Loop() {
+    std::vector<float> logits;
+    while (true) {
+      std::deque<Request> admitted_now, gone, expired;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+        if (stopping_) break;
+        // Admission: requests that left while waiting never touch the model.
+        const absl::Time now = absl::Now();
+        for (auto it = waiting_.begin(); it != waiting_.end();) {
+          if (it->control->cancelled.load() || now > it->deadline) {
+            (now > it->deadline ? expired : gone).push_back(std::move(*it));
+            it = waiting_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        while (!waiting_.empty() && model_->arena().free_slots() > 0) {
+          admitted_now.push_back(std::move(waiting_.front()));
+          waiting_.pop_front();
+        }
+        stats_.waiting = static_cast<int32_t>(waiting_.size());
+      }
+      // Sinks run outside the lock: they belong to the server.
+      for (Request& r : gone) FinishUnadmitted(r, false);
+      for (Request& r : expired) FinishUnadmitted(r, true);
+      for (Request& r : admitted_now) {
+        const int slot = *model_->arena().Acquire();
+        running_.push_back(std::make_unique<Sequence>(std::move(r), slot, *tokenizer_));
+      }
+      DropCancelled();
+      if (!running_.empty()) RunStep(logits);
+      PublishStats();
+    }
+    // Shutdown: everything still in flight ends as cancelled.
+    std::deque<Request> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(waiting_);
+    }
+    for (Request& r : left) FinishUnadmitted(r, false);
+    for (auto& seq : running_) Release(*seq, seq->Abort(FinishReason::kCancelled));
+    running_.clear();
+    PublishStats();
+  }
+
+  static void FinishUnadmitted(Request& r, bool expired) {
+    GenerationEvent event;
+    event.finish = FinishReason::kCancelled;
+    event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+    if (expired) event.status = absl::DeadlineExceededError("deadline passed while queued");
+    r.sink(std::move(event));
+  }
+
+  void DropCancelled() {
+    const absl::Time now = absl::Now();
+    for (auto& seq : running_) {
+      const Request& r = seq->request();
+      if (r.control->cancelled.load()) {
+        Release(*seq, seq->Abort(FinishReason::kCancelled));
+      } else if (now > r.deadline) {
+        Release(*seq, seq->Abort(FinishReason::kCancelled,
+                                 absl::DeadlineExceededError("deadline passed")));
+      }
+    }
+    EraseFinished();
+  }
+
+  void RunStep(std::vector<float>& logits) {
+    std::vector<SequenceView> views;
+    views.reserve(running_.size());
+    for (auto& seq : running_) views.push_back({seq->prompt_len(), seq->prefilled()});
+    const StepPlan plan = PlanStep(views, options_.step_token_budget);
+
+    ids_.clear();
+    segs_.clear();
+    logit_rows_.clear();
+    logit_seqs_.clear();
+    for (const PlannedRun& run : plan.runs) {
+      Sequence& seq = *running_[run.seq];
+      const int32_t start = static_cast<int32_t>(ids_.size());
+      if (run.decode) {
+        ids_.push_back(seq.last_token());
+      } else {
+        const auto& p = seq.request().prompt;
+        ids_.insert(ids_.end(), p.begin() + run.prompt_from, p.begin() + run.prompt_from + run.len);
+        seq.AddPrefilled(run.len);
+      }
+      segs_.push_back({seq.slot(), start, run.len});
+      if (run.wants_logits) {
+        logit_rows_.push_back(start + run.len - 1);
+        logit_seqs_.push_back(run.seq);
+      }
+    }
+    const int vocab = model_->vocab_size();
+    logits.resize(static_cast<size_t>(logit_rows_.size()) * vocab);
+    absl::Status s = model_->Forward(ids_.data(), static_cast<int>(ids_.size()), segs_.data(),
+                                     static_cast<int>(segs_.size()), logit_rows_.data(),
+                                     static_cast<int>(logit_rows_.size()), logits.data());
+    ++steps_;
+    last_batch_ = static_cast<int64_t>(plan.runs.size());
+    if (!s.ok()) {
+      spdlog::error("engine step failed: {}", s.ToString());
+      for (auto& seq : running_) Release(*seq, seq->Abort(FinishReason::kNone, s));
+      EraseFinished();
+      return;
+    }
+    for (size_t j = 0; j < logit_seqs_.size(); ++j) {
+      Sequence& seq = *running_[logit_seqs_[j]];
+      GenerationEvent event = seq.Advance(logits.data() + j * vocab, vocab);
+      if (seq.finished()) {
+        Release(seq, std::move(event));
+      } else {
+        seq.request().sink(std::move(event));
+      }
+    }
+    EraseFinished();
+  }
+
+  // Sends the final event and returns the slot to the arena.
+  void Release(Sequence& seq, GenerationEvent event) {
+    model_->arena().Release(seq.slot());
+    seq.request().sink(std::move(event));
+  }
+
+  void EraseFinished() {
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [](const auto& s) { return s->finished(); }),
+                   running_.end());
+  }
+
+  void PublishStats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.running = static_cast<int32_t>(running_.size());
+    stats_.waiting = static_cast<int32_t>(waiting_.size());
+    stats_.free_slots = model_->arena().free_slots();
+    stats_.steps = steps_;
+    stats_.last_step_batch = last_batch_;
+  }
+
+  const EngineOptions options_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Model> model_;
+  ModelSummary summary_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> waiting_;  // guarded by mu_
+  bool draining_ = false;        // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+  EngineStats stats_;            // guarded by mu_
+
+  // Engine thread only.
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<int32_t> ids_, logit_rows_;
+  std::vector<Segment> segs_;
+  std::vector<int> logit_seqs_;
+  int64_t steps_ = 0, last_batch_ = 0;
+  std::thread thread_;
+  std::once_flag joined_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.max_slots <= 0 || options.max_queue < 0 || options.step_token_budget <= 0) {
+    return absl::InvalidArgumentError("max_slots and step_token_budget must be > 0");
+  }
+  std::unique_ptr<Backend> backend;
+  if (options.backend == "cpu" || options.backend == "auto") {
+    backend = MakeCpuBackend(options.cpu_threads);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend '", options.backend, "' is not available in this build"));
+  }
+  auto tokenizer = LoadTokenizer(options.model_dir + "/tokenizer.json");
+  if (!tokenizer.ok()) return tokenizer.status();
+  ModelLimits limits;
+  limits.max_slots = options.max_slots;
+  limits.max_rows_per_step = options.step_token_budget + options.max_slots;
+  auto model = Model::Load(options.model_dir, *backend, limits);
+  if (!model.ok()) return model.status();
+  if ((*tokenizer)->vocab_size() > (*model)->vocab_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer defines ", (*tokenizer)->vocab_size(), " ids but the model has ",
+        (*model)->vocab_size(), " embedding rows"));
+  }
+  return std::unique_ptr<Engine>(new EngineImpl(options, std::move(backend),
+                                                *std::move(tokenizer), *std::move(model)));
+}
+
+}  // namespace seqboat

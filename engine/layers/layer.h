@@ -1,0 +1,42 @@
+// A block of the layer stack, written once against the Backend op set.
+// Each block owns its weights (as backend handles) and a fixed-size state per
+// arena slot; Forward runs every token of an engine step through it.
+#ifndef SEQBOAT_ENGINE_LAYERS_LAYER_H_
+#define SEQBOAT_ENGINE_LAYERS_LAYER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/backend/backend.h"
+
+namespace seqboat {
+
+// What a block sees of one engine step: n packed rows split into segments.
+struct StepContext {
+  Backend* backend = nullptr;
+  const Segment* segs = nullptr;  // host
+  int nsegs = 0;
+  int n = 0;                  // rows in this step
+  float* scratch = nullptr;   // device, ScratchFloatsPerRow() * n floats at least
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string kind() const = 0;
+  // Bytes of recurrent state one sequence needs in this block (0 if none).
+  virtual int64_t StateBytesPerSlot() const = 0;
+  // Scratch floats per step row that Forward may use.
+  virtual int64_t ScratchFloatsPerRow() const = 0;
+  // Gives the block its arena region: [max_slots, StateBytesPerSlot()] bytes.
+  virtual void BindState(void* base) = 0;
+  // Clears one slot's state (a new sequence starts from zeros).
+  virtual void ResetSlot(Backend& backend, int slot) = 0;
+  // residual [n, d_model] is updated in place by the block.
+  virtual absl::Status Forward(const StepContext& ctx, float* residual) = 0;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_LAYERS_LAYER_H_

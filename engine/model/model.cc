@@ -1,0 +1,138 @@
+#include "engine/model/model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/layers/mamba1.h"
+
+namespace seqboat {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
+                                                 WeightStore& weights, Backend& backend) {
+  const BlockConfig& block = cfg.blocks[i];
+  const std::string prefix = absl::StrCat("blocks.", i, ".");
+  const std::string where = absl::StrCat("blocks[", i, "] (", BlockKindName(block.kind), ")");
+  if (const Mamba1Config* m = block.mamba1()) {
+    if (!block.norm.has_value() || block.norm->type != NormType::kRmsNorm || !block.norm->affine) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": field \"norm\" must be an affine rmsnorm"));
+    }
+    Mamba1Dims dims;
+    dims.d_model = static_cast<int>(cfg.d_model);
+    dims.d_inner = static_cast<int>(m->d_inner);
+    dims.d_state = static_cast<int>(m->d_state);
+    dims.d_conv = static_cast<int>(m->d_conv);
+    dims.dt_rank = static_cast<int>(m->dt_rank);
+    dims.in_proj_bias = m->in_proj_bias;
+    dims.out_proj_bias = m->out_proj_bias;
+    dims.conv_bias = m->conv_bias;
+    dims.norm_eps = static_cast<float>(block.norm->eps);
+    return MakeMamba1(dims, prefix, weights, backend);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(where, ": kind not supported by this build"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, Backend& backend,
+                                                   const ModelLimits& limits) {
+  if (limits.max_slots <= 0 || limits.max_rows_per_step <= 0) {
+    return absl::InvalidArgumentError("model limits must be positive");
+  }
+  auto config = LoadModelConfig(dir + "/config.json");
+  if (!config.ok()) return config.status();
+  auto weights = WeightStore::Open(dir + "/model.safetensors");
+  if (!weights.ok()) return weights.status();
+
+  std::unique_ptr<Model> model(new Model());
+  model->config_ = *std::move(config);
+  model->limits_ = limits;
+  model->backend_ = &backend;
+  model->weights_ = *std::move(weights);
+  const ModelConfig& cfg = model->config_;
+  WeightStore& ws = *model->weights_;
+  const int64_t d = cfg.d_model, v = cfg.vocab_size;
+
+  if (!cfg.final_norm.has_value() || cfg.final_norm->type != NormType::kRmsNorm) {
+    return absl::InvalidArgumentError("config.json: field \"final_norm\" must be an rmsnorm");
+  }
+  auto embed = ws.F32("embed.weight", {v, d});
+  if (!embed.ok()) return embed.status();
+  model->embed_ = *embed;
+  if (cfg.final_norm->affine) {
+    auto fn = ws.F32("final_norm.weight", {d});
+    if (!fn.ok()) return fn.status();
+    auto dev = backend.UploadVector(*fn, d);
+    if (!dev.ok()) return dev.status();
+    model->final_norm_ = *dev;
+  }
+  auto head_host = cfg.tie_embeddings ? embed : ws.F32("lm_head.weight", {v, d});
+  if (!head_host.ok()) return head_host.status();
+  auto head = backend.UploadMatrix(*head_host, v, d);
+  if (!head.ok()) return head.status();
+  model->head_ = *head;
+
+  for (int i = 0; i < static_cast<int>(cfg.blocks.size()); ++i) {
+    auto layer = MakeBlock(cfg, i, ws, backend);
+    if (!layer.ok()) return layer.status();
+    model->layers_.push_back(*std::move(layer));
+  }
+  if (absl::Status s = ws.CheckAllUsed(); !s.ok()) return s;
+
+  std::vector<Layer*> raw;
+  int64_t scratch_per_row = 0;
+  for (auto& l : model->layers_) {
+    raw.push_back(l.get());
+    scratch_per_row = std::max(scratch_per_row, l->ScratchFloatsPerRow());
+  }
+  auto arena = SlotArena::Create(backend, limits.max_slots, raw);
+  if (!arena.ok()) return arena.status();
+  model->arena_ = *std::move(arena);
+
+  const int64_t rows = limits.max_rows_per_step;
+  auto alloc = [&](int64_t floats, DeviceBuffer* out) -> absl::Status {
+    auto buf = backend.Alloc(static_cast<size_t>(floats) * sizeof(float));
+    if (!buf.ok()) return buf.status();
+    *out = *buf;
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  if (!(s = alloc(rows * d, &model->residual_)).ok()) return s;
+  if (!(s = alloc(rows * scratch_per_row, &model->scratch_)).ok()) return s;
+  if (!(s = alloc(limits.max_slots * d, &model->gathered_)).ok()) return s;
+  if (!(s = alloc(limits.max_slots * d, &model->normed_)).ok()) return s;
+  if (!(s = alloc(limits.max_slots * v, &model->logits_)).ok()) return s;
+  return model;
+}
+
+absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs, int nsegs,
+                            const int32_t* logit_rows, int m, float* logits) {
+  if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step of ", n, " rows and ", m,
+                                                   " logit rows exceeds the model's limits"));
+  }
+  Backend& be = *backend_;
+  const int d = static_cast<int>(config_.d_model), v = static_cast<int>(config_.vocab_size);
+  auto* r = static_cast<float*>(residual_.get());
+  be.Embed(ids, n, embed_, d, static_cast<float>(config_.embed.scale), r);
+  StepContext ctx{&be, segs, nsegs, n, static_cast<float*>(scratch_.get())};
+  for (auto& layer : layers_) {
+    if (absl::Status s = layer->Forward(ctx, r); !s.ok()) return s;
+  }
+  if (m == 0) return absl::OkStatus();
+  auto* g = static_cast<float*>(gathered_.get());
+  auto* u = static_cast<float*>(normed_.get());
+  auto* out = static_cast<float*>(logits_.get());
+  be.GatherRows(r, d, logit_rows, m, g);
+  be.RmsNorm(g, m, d, final_norm_, static_cast<float>(config_.final_norm->eps), u);
+  be.Gemm(u, d, m, head_, nullptr, out, v, false);
+  be.CopyToHost(logits, out, static_cast<size_t>(m) * v * sizeof(float));
+  if (config_.logit_scale != 1.0) {
+    const float scale = static_cast<float>(config_.logit_scale);
+    for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i) logits[i] *= scale;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seqboat

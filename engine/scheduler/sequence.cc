@@ -1,0 +1,77 @@
+#include "engine/scheduler/sequence.h"
+
+#include <algorithm>
+#include <optional>
+
+namespace seqboat {
+
+Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
+    : request_(std::move(request)),
+      slot_(slot),
+      eos_(tokenizer.eos_token_id()),
+      sampler_(request_.sampling, tokenizer.vocab_size(), request_.logprobs,
+               request_.top_logprobs),
+      detok_(tokenizer),
+      stops_(request_.stopping.stop_strings) {
+  for (int32_t id : request_.prompt) sampler_.Observe(id);
+}
+
+GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
+  GenerationEvent event;
+  TokenLogprobs lp;
+  const int32_t token = sampler_.Sample(logits, n, request_.logprobs ? &lp : nullptr);
+  sampler_.Observe(token);
+  last_token_ = token;
+  ++generated_;
+  event.token_ids.push_back(token);
+  if (request_.logprobs) event.logprobs.push_back(std::move(lp));
+
+  const auto& stop_ids = request_.stopping.stop_token_ids;
+  const bool is_eos = (token == eos_ && !request_.stopping.ignore_eos) ||
+                      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  if (is_eos) {
+    Finish(event, FinishReason::kEos);
+    return event;
+  }
+  std::optional<std::string> matched;
+  event.text = stops_.Push(detok_.Push(token), &matched);
+  if (matched.has_value()) {
+    event.matched_stop = *matched;
+    finished_ = true;
+    event.finish = FinishReason::kStopString;
+    event.prompt_tokens = prompt_len();
+    event.generated_tokens = generated_;
+    return event;
+  }
+  if (generated_ >= request_.stopping.max_new_tokens) Finish(event, FinishReason::kLength);
+  return event;
+}
+
+void Sequence::Finish(GenerationEvent& event, FinishReason reason) {
+  // Bytes held back for an unfinished character or a possible stop string
+  // belong to the output once nothing more can follow.
+  std::optional<std::string> matched;
+  event.text += stops_.Push(detok_.Flush(), &matched);
+  if (matched.has_value()) {
+    event.matched_stop = *matched;
+    reason = FinishReason::kStopString;
+  } else {
+    event.text += stops_.Flush();
+  }
+  finished_ = true;
+  event.finish = reason;
+  event.prompt_tokens = prompt_len();
+  event.generated_tokens = generated_;
+}
+
+GenerationEvent Sequence::Abort(FinishReason reason, absl::Status status) {
+  GenerationEvent event;
+  finished_ = true;
+  event.finish = reason;
+  event.status = std::move(status);
+  event.prompt_tokens = prompt_len();
+  event.generated_tokens = generated_;
+  return event;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,55 @@
+// One admitted request on the engine thread: its slot, how far its prompt has
+// been read, and the per-request pipeline from logits to events (sampler,
+// incremental detokenizer, stop strings, finish rules).
+#ifndef SEQBOAT_ENGINE_SCHEDULER_SEQUENCE_H_
+#define SEQBOAT_ENGINE_SCHEDULER_SEQUENCE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/request.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/incremental_detokenizer.h"
+#include "engine/tokenizer/stop_checker.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace seqboat {
+
+class Sequence {
+ public:
+  Sequence(Request request, int slot, const Tokenizer& tokenizer);
+
+  // Samples the next token from this sequence's logits row and returns the
+  // event to send; event.finish != kNone when the sequence is done.
+  GenerationEvent Advance(const float* logits, int32_t n);
+  // The final event for a sequence ended from outside (cancel, shutdown).
+  GenerationEvent Abort(FinishReason reason, absl::Status status = absl::OkStatus());
+
+  const Request& request() const { return request_; }
+  int slot() const { return slot_; }
+  int32_t prompt_len() const { return static_cast<int32_t>(request_.prompt.size()); }
+  int32_t prefilled() const { return prefilled_; }
+  void AddPrefilled(int32_t n) { prefilled_ += n; }
+  // The token the next decode step feeds.
+  int32_t last_token() const { return last_token_; }
+  int32_t generated() const { return generated_; }
+  bool finished() const { return finished_; }
+
+ private:
+  void Finish(GenerationEvent& event, FinishReason reason);
+
+  Request request_;
+  int slot_;
+  int32_t eos_;
+  Sampler sampler_;
+  IncrementalDetokenizer detok_;
+  StopChecker stops_;
+  int32_t prefilled_ = 0;
+  int32_t generated_ = 0;
+  int32_t last_token_ = -1;
+  bool finished_ = false;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_SCHEDULER_SEQUENCE_H_

@@ -1,0 +1,55 @@
+// The slot arena: every block's per-sequence state, allocated once at start-up
+// as one [max_slots, bytes_per_slot] region per block, and the free list of
+// slots. Admission counts slots, never pages: memory is known before the first
+// request. Not thread-safe; the engine thread owns it.
+#ifndef SEQBOAT_ENGINE_STATE_SLOT_ARENA_H_
+#define SEQBOAT_ENGINE_STATE_SLOT_ARENA_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/backend.h"
+#include "engine/layers/layer.h"
+
+namespace seqboat {
+
+class SlotArena {
+ public:
+  // Allocates and binds every layer's state region. RESOURCE_EXHAUSTED, with
+  // the size asked for, when the backend cannot hold it.
+  static absl::StatusOr<std::unique_ptr<SlotArena>> Create(Backend& backend, int max_slots,
+                                                           const std::vector<Layer*>& layers);
+
+  // The lowest free slot with its state zeroed, or nullopt when all are taken.
+  std::optional<int> Acquire();
+  // Returns a slot; releasing a free or out-of-range slot is a no-op that
+  // returns false (a double release must never hand one slot to two sequences).
+  bool Release(int slot);
+
+  int max_slots() const { return max_slots_; }
+  int free_slots() const { return static_cast<int>(free_.size()); }
+  int64_t bytes_per_slot() const { return bytes_per_slot_; }
+
+  // Copies a slot's whole state out (host) and back: prefix reuse later.
+  std::vector<uint8_t> Snapshot(int slot) const;
+  void Restore(int slot, const std::vector<uint8_t>& snapshot);
+
+ private:
+  SlotArena(Backend& backend, int max_slots, std::vector<Layer*> layers);
+
+  Backend& backend_;
+  int max_slots_;
+  std::vector<Layer*> layers_;
+  std::vector<DeviceBuffer> regions_;  // one per layer with state
+  std::vector<int64_t> region_bytes_;  // per-slot bytes of each layer
+  std::vector<bool> in_use_;
+  std::vector<int> free_;  // kept sorted descending: back() is the lowest
+  int64_t bytes_per_slot_ = 0;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_STATE_SLOT_ARENA_H_
