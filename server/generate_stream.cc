@@ -1,0 +1,198 @@
+#include "server/generate_stream.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/grpc_status.h"
+#include "server/response_coalescer.h"
+#include "spdlog/spdlog.h"
+
+namespace seqboat {
+
+struct GenerateStream::State {
+  State(std::string id, std::shared_ptr<RequestControl> ctl)
+      : request_id(std::move(id)), control(std::move(ctl)) {}
+
+  const std::string request_id;
+  const std::shared_ptr<RequestControl> control;
+  const absl::Time start = absl::Now();
+
+  absl::Mutex mu;
+  // Null once OnDone ran; from then on events are dropped.
+  GenerateStream* reactor ABSL_GUARDED_BY(mu) = nullptr;
+  std::vector<GenerationEvent> pending ABSL_GUARDED_BY(mu);
+  // The engine delivered its last event; later calls are ignored.
+  bool engine_done ABSL_GUARDED_BY(mu) = false;
+  bool write_in_flight ABSL_GUARDED_BY(mu) = false;
+  // Finish or StartWriteAndFinish was called; nothing may follow.
+  bool finish_started ABSL_GUARDED_BY(mu) = false;
+  // How the call will end once the in-flight write (if any) completes.
+  std::optional<grpc::Status> finish_status ABSL_GUARDED_BY(mu);
+  // The message being written. Only the thread that set write_in_flight or
+  // finish_started touches it until the write completes.
+  v1::GenerateResponse out;
+
+  // For the per-request log line.
+  int64_t events = 0;
+  int64_t messages = 0;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  uint32_t generated_tokens = 0;
+};
+
+GenerateStream::GenerateStream(std::string request_id,
+                               std::shared_ptr<RequestControl> control)
+    : state_(
+          std::make_shared<State>(std::move(request_id), std::move(control))) {
+  absl::MutexLock lock(&state_->mu);
+  state_->reactor = this;
+}
+
+EventSink GenerateStream::sink() {
+  return [state = state_](GenerationEvent event) {
+    {
+      absl::MutexLock lock(&state->mu);
+      if (state->engine_done) return;
+      state->engine_done =
+          event.finish != FinishReason::kNone || !event.status.ok();
+      ++state->events;
+      // The call already ended or is ending (cancelled): nobody will read.
+      if (state->reactor == nullptr || state->finish_started ||
+          state->finish_status.has_value()) {
+        return;
+      }
+      state->pending.push_back(std::move(event));
+    }
+    Pump(state);
+  };
+}
+
+void GenerateStream::Fail(grpc::Status status) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (!state_->finish_status.has_value()) {
+      state_->finish_status = std::move(status);
+    }
+  }
+  Pump(state_);
+}
+
+// Takes `state` by value: a Finish below may let OnDone delete the reactor
+// that owns the caller's reference.
+void GenerateStream::Pump(std::shared_ptr<State> state) {
+  enum class Op { kWrite, kWriteAndFinish, kFinish };
+  Op op;
+  grpc::Status status;
+  GenerateStream* reactor;
+  {
+    absl::MutexLock lock(&state->mu);
+    if (state->reactor == nullptr || state->write_in_flight ||
+        state->finish_started) {
+      return;
+    }
+    if (!state->pending.empty() && !state->finish_status.has_value()) {
+      CoalescedEvents batch =
+          CoalesceEvents(std::move(state->pending), state->request_id);
+      state->pending.clear();
+      state->out = std::move(batch.response);
+      if (!batch.ended) {
+        op = Op::kWrite;
+      } else if (batch.error.ok()) {
+        // One operation carries the last tokens, usage and the OK status.
+        op = Op::kWriteAndFinish;
+        state->finish_reason = state->out.finish_reason();
+        state->generated_tokens = state->out.usage().generated_tokens();
+      } else {
+        // A non-OK finish drops a message sent with it, so tokens produced
+        // before the error go out first.
+        state->finish_status = ToGrpcStatus(batch.error);
+        if (!batch.has_content) {
+          op = Op::kFinish;
+          status = *state->finish_status;
+        } else {
+          op = Op::kWrite;
+        }
+      }
+    } else if (state->finish_status.has_value()) {
+      op = Op::kFinish;
+      status = *state->finish_status;
+    } else {
+      return;
+    }
+    if (op == Op::kWrite) {
+      state->write_in_flight = true;
+    } else {
+      state->finish_started = true;
+    }
+    if (op != Op::kFinish) ++state->messages;
+    reactor = state->reactor;
+  }
+  // gRPC calls happen outside the lock: a reaction may run inline and take it.
+  // The reactor cannot be deleted meanwhile, since OnDone needs the write or
+  // finish started here to complete first.
+  switch (op) {
+    case Op::kWrite:
+      reactor->StartWrite(&state->out);
+      break;
+    case Op::kWriteAndFinish:
+      reactor->StartWriteAndFinish(&state->out, grpc::WriteOptions(),
+                                   grpc::Status::OK);
+      break;
+    case Op::kFinish:
+      reactor->Finish(std::move(status));
+      break;
+  }
+}
+
+void GenerateStream::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->write_in_flight = false;
+    if (!ok) {
+      // The stream broke (client gone): stop generating for it.
+      state_->control->cancelled.store(true);
+      state_->pending.clear();
+      if (!state_->finish_status.has_value()) {
+        state_->finish_status =
+            grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+    }
+  }
+  Pump(state_);
+}
+
+void GenerateStream::OnCancel() {
+  state_->control->cancelled.store(true);
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->pending.clear();
+    if (!state_->finish_status.has_value()) {
+      state_->finish_status =
+          grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+    }
+  }
+  Pump(state_);
+}
+
+void GenerateStream::OnDone() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->reactor = nullptr;
+    state_->pending.clear();
+    spdlog::debug(
+        "request {} done: finish={} generated={} events={} messages={} "
+        "status={} in {:.1f} ms",
+        state_->request_id, v1::FinishReason_Name(state_->finish_reason),
+        state_->generated_tokens, state_->events, state_->messages,
+        state_->finish_status.has_value()
+            ? std::to_string(state_->finish_status->error_code())
+            : "0",
+        absl::ToDoubleMilliseconds(absl::Now() - state_->start));
+  }
+  delete this;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,56 @@
+// The server side of one streaming Generate call.
+//
+// The engine delivers events through sink() on its own thread and must never
+// block, so events are only appended to a pending buffer; at most one gRPC
+// write is in flight, and when it completes everything that piled up is sent
+// as one coalesced message. Client cancellation (and deadline expiry, which
+// gRPC reports as a cancellation) sets the request's control->cancelled so
+// the engine frees the slot at its next step.
+//
+// Lifetime: gRPC owns the reactor until OnDone, where it deletes itself. The
+// buffer lives in shared state that the sink closure also holds, so the
+// engine may call the sink (or drop it) after the call is long gone.
+#ifndef SEQBOAT_SERVER_GENERATE_STREAM_H_
+#define SEQBOAT_SERVER_GENERATE_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/request.h"
+#include "seqboat/v1/generate.grpc.pb.h"
+
+namespace seqboat {
+
+class GenerateStream final
+    : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  // `request_id` is echoed in every message; `control` is the request's.
+  GenerateStream(std::string request_id,
+                 std::shared_ptr<RequestControl> control);
+
+  // The sink to put in the engine Request. Thread-safe, never blocks, and may
+  // be called or destroyed at any time, including after the call ended.
+  EventSink sink();
+
+  // Ends the call with `status`; for requests the engine never accepted.
+  void Fail(grpc::Status status);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  struct State;
+  ~GenerateStream() override = default;
+
+  // Starts the next write or the finish if the state allows one now.
+  static void Pump(std::shared_ptr<State> state);
+
+  const std::shared_ptr<State> state_;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_GENERATE_STREAM_H_
