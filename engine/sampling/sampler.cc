@@ -1,0 +1,197 @@
+#include "engine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/sampling/sampling_math.h"
+
+namespace seqboat {
+namespace {
+
+// Below this a temperature only amplifies rounding noise; vLLM treats it as
+// greedy too.
+constexpr float kMinTemperature = 1e-5f;
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
+                 bool want_logprobs, int32_t top_logprobs)
+    : params_(params),
+      valid_vocab_(std::max<int32_t>(valid_vocab, 0)),
+      want_logprobs_(want_logprobs),
+      top_logprobs_(std::clamp<int32_t>(top_logprobs, 0, valid_vocab_)) {
+  // Written as !(x >= lo) so NaN parameters fall back to "off" as well.
+  greedy_ = !(params_.temperature >= kMinTemperature) || params_.top_k == 1;
+  if (!(params_.repetition_penalty > 0.0f)) params_.repetition_penalty = 1.0f;
+  penalize_ = params_.repetition_penalty != 1.0f;
+  if (!(params_.top_p > 0.0f && params_.top_p <= 1.0f)) params_.top_p = 1.0f;
+  if (!(params_.min_p > 0.0f)) params_.min_p = 0.0f;
+  params_.min_p = std::min(params_.min_p, 1.0f);
+  if (params_.top_k < 0) params_.top_k = 0;
+  if (penalize_) seen_.assign(static_cast<size_t>(valid_vocab_), 0);
+}
+
+void Sampler::Observe(int32_t token) {
+  if (!penalize_ || token < 0 || token >= valid_vocab_) return;
+  seen_[static_cast<size_t>(token)] = 1;
+}
+
+float Sampler::PenalizedLogit(const float* logits, int32_t id) const {
+  const float l = sampling::SanitizeLogit(logits[id]);
+  return penalize_ && seen_[static_cast<size_t>(id)]
+             ? sampling::PenalizeLogit(l, params_.repetition_penalty)
+             : l;
+}
+
+int32_t Sampler::Sample(const float* logits, int32_t n,
+                        TokenLogprobs* logprobs) {
+  const uint64_t step = step_++;
+  const int32_t v = std::min(valid_vocab_, n);
+  if (logits == nullptr || v <= 0) return 0;
+  const int32_t chosen =
+      greedy_ ? ArgMax(logits, v)
+              : Draw(logits, v,
+                     sampling::UniformFromBits(
+                         sampling::CounterRandom(params_.seed, step)));
+  if (want_logprobs_ && logprobs != nullptr) {
+    FillLogprobs(logits, v, chosen, logprobs);
+  }
+  return chosen;
+}
+
+int32_t Sampler::ArgMax(const float* logits, int32_t v) const {
+  // One pass; the penalty is applied on the fly rather than to a copy.
+  int32_t best = 0;
+  float best_logit = PenalizedLogit(logits, 0);
+  for (int32_t i = 1; i < v; ++i) {
+    const float l = PenalizedLogit(logits, i);
+    if (sampling::RanksAbove(l, i, best_logit, best)) {
+      best = i;
+      best_logit = l;
+    }
+  }
+  return best;
+}
+
+int32_t Sampler::Draw(const float* logits, int32_t v, double uniform) {
+  const float inv_temperature = 1.0f / params_.temperature;
+  candidates_.clear();
+  for (int32_t i = 0; i < v; ++i) {
+    const float l = PenalizedLogit(logits, i) * inv_temperature;
+    // Impossible tokens (-inf, NaN) never take part.
+    if (l > -INFINITY) candidates_.push_back({l, i});
+  }
+  if (candidates_.empty()) return ArgMax(logits, v);
+
+  const auto ranks_above = [](const Candidate& a, const Candidate& b) {
+    return sampling::RanksAbove(a.logit, a.id, b.logit, b.id);
+  };
+  if (params_.top_k > 0 &&
+      static_cast<size_t>(params_.top_k) < candidates_.size()) {
+    // Selection, not a full sort: O(V) to find the k best.
+    std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k,
+                     candidates_.end(), ranks_above);
+    candidates_.resize(static_cast<size_t>(params_.top_k));
+  }
+
+  float max_logit = candidates_[0].logit;
+  for (const Candidate& c : candidates_)
+    max_logit = std::max(max_logit, c.logit);
+
+  if (params_.top_p < 1.0f) {
+    // Top-p needs the tokens in order; after top-k this sorts only k.
+    std::sort(candidates_.begin(), candidates_.end(), ranks_above);
+    double total = 0.0;
+    for (const Candidate& c : candidates_) {
+      total += sampling::SoftmaxWeight(c.logit, max_logit);
+    }
+    // Smallest prefix whose probability reaches top_p; always at least one.
+    const double target = static_cast<double>(params_.top_p) * total;
+    double cumulative = 0.0;
+    size_t keep = candidates_.size();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cumulative += sampling::SoftmaxWeight(candidates_[i].logit, max_logit);
+      if (cumulative >= target) {
+        keep = i + 1;
+        break;
+      }
+    }
+    candidates_.resize(keep);
+  }
+
+  if (params_.min_p > 0.0f) {
+    // Relative to the maximum, so renormalisation after top-k/top-p does not
+    // change which tokens pass; the maximum itself always passes.
+    const float min_p = params_.min_p;
+    candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                     [max_logit, min_p](const Candidate& c) {
+                                       return !sampling::PassesMinP(
+                                           c.logit, max_logit, min_p);
+                                     }),
+                      candidates_.end());
+  }
+  double total = 0.0;
+  for (const Candidate& c : candidates_) {
+    total += sampling::SoftmaxWeight(c.logit, max_logit);
+  }
+  const double target = uniform * total;
+  double cumulative = 0.0;
+  for (const Candidate& c : candidates_) {
+    cumulative += sampling::SoftmaxWeight(c.logit, max_logit);
+    if (cumulative > target) return c.id;
+  }
+  // Rounding can leave target == total; the last candidate with weight wins.
+  for (auto it = candidates_.rbegin(); it != candidates_.rend(); ++it) {
+    if (sampling::SoftmaxWeight(it->logit, max_logit) > 0.0f) return it->id;
+  }
+  return candidates_.back().id;
+}
+
+void Sampler::FillLogprobs(const float* logits, int32_t v, int32_t chosen,
+                           TokenLogprobs* out) {
+  float max_logit = -INFINITY;
+  for (int32_t i = 0; i < v; ++i) {
+    max_logit = std::max(max_logit, sampling::SanitizeLogit(logits[i]));
+  }
+  double sum = 0.0;
+  if (max_logit > -INFINITY) {
+    for (int32_t i = 0; i < v; ++i) {
+      sum += sampling::SoftmaxWeight(sampling::SanitizeLogit(logits[i]),
+                                     max_logit);
+    }
+  }
+  const auto logprob = [&](int32_t id) {
+    if (!(max_logit > -INFINITY)) return -INFINITY;
+    return sampling::LogSoftmax(sampling::SanitizeLogit(logits[id]), max_logit,
+                                static_cast<float>(sum));
+  };
+
+  out->chosen = {chosen, logprob(chosen)};
+  out->top.clear();
+  if (top_logprobs_ == 0) return;
+
+  // A bounded heap whose front is the worst kept entry: one pass, O(V log N),
+  // without copying or sorting the vocabulary.
+  const auto ranks_above = [](const Candidate& a, const Candidate& b) {
+    return sampling::RanksAbove(a.logit, a.id, b.logit, b.id);
+  };
+  const size_t limit = static_cast<size_t>(top_logprobs_);
+  top_heap_.clear();
+  for (int32_t i = 0; i < v; ++i) {
+    const Candidate c{sampling::SanitizeLogit(logits[i]), i};
+    if (top_heap_.size() < limit) {
+      top_heap_.push_back(c);
+      std::push_heap(top_heap_.begin(), top_heap_.end(), ranks_above);
+    } else if (ranks_above(c, top_heap_.front())) {
+      std::pop_heap(top_heap_.begin(), top_heap_.end(), ranks_above);
+      top_heap_.back() = c;
+      std::push_heap(top_heap_.begin(), top_heap_.end(), ranks_above);
+    }
+  }
+  std::sort_heap(top_heap_.begin(), top_heap_.end(), ranks_above);
+  out->top.reserve(top_heap_.size());
+  for (const Candidate& c : top_heap_)
+    out->top.push_back({c.id, logprob(c.id)});
+}
+
+}  // namespace seqboat

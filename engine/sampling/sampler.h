@@ -1,0 +1,68 @@
+// Turns one row of logits into a token id with one request's sampling
+// parameters. Processing order matches Hugging Face / vLLM: repetition
+// penalty, temperature (0 = greedy), top-k, top-p, min-p, then a draw from the
+// renormalised remainder. Reproducible: the draw for the k-th Sample() call
+// uses CounterRandom(seed, k) from sampling_math.h, so the same seed and
+// logits give the same tokens on any backend. One instance per request, used
+// from the engine thread only.
+#ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
+#define SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace seqboat {
+
+class Sampler {
+ public:
+  // valid_vocab: ids >= valid_vocab (padding rows of the embedding) are never
+  // sampled. Parameters are assumed validated by the server; out-of-range
+  // values are clamped rather than trusted (penalty <= 0 means off,
+  // temperature below 1e-5 means greedy, top_p outside (0, 1] means off).
+  Sampler(const SamplingParams& params, int32_t valid_vocab, bool want_logprobs,
+          int32_t top_logprobs);
+
+  // Prompt and generated tokens, for the repetition penalty. Ids outside
+  // [0, valid_vocab) are ignored.
+  void Observe(int32_t token);
+
+  // logits: the model's row (n >= valid_vocab entries; if n is smaller only n
+  // are used). Returns the chosen id. When the sampler was built with
+  // want_logprobs and `logprobs` is non-null, fills it with the chosen
+  // token's and the top_logprobs best tokens' log-probabilities under the
+  // raw model distribution (log-softmax over valid_vocab), best first.
+  int32_t Sample(const float* logits, int32_t n, TokenLogprobs* logprobs);
+
+  // Number of Sample() calls so far: the counter of the next random draw.
+  uint64_t step() const { return step_; }
+
+ private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+
+  float PenalizedLogit(const float* logits, int32_t id) const;
+  int32_t ArgMax(const float* logits, int32_t v) const;
+  int32_t Draw(const float* logits, int32_t v, double uniform);
+  void FillLogprobs(const float* logits, int32_t v, int32_t chosen,
+                    TokenLogprobs* out);
+
+  SamplingParams params_;
+  int32_t valid_vocab_;
+  bool want_logprobs_;
+  int32_t top_logprobs_;
+  bool greedy_;
+  bool penalize_;
+  std::vector<uint8_t> seen_;  // 1 for ids passed to Observe
+  uint64_t step_ = 0;
+  // Scratch reused across steps so the per-token path does not allocate.
+  std::vector<Candidate> candidates_;
+  std::vector<Candidate> top_heap_;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_

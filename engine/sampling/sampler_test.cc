@@ -1,0 +1,318 @@
+#include "engine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/request.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+SamplingParams Params(float temperature, uint64_t seed = 1) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.seed = seed;
+  return p;
+}
+
+int32_t SampleOnce(const SamplingParams& params,
+                   const std::vector<float>& logits, int32_t valid_vocab) {
+  Sampler sampler(params, valid_vocab, false, 0);
+  return sampler.Sample(logits.data(), static_cast<int32_t>(logits.size()),
+                        nullptr);
+}
+
+// Counts of `draws` samples from one sampler (successive steps).
+std::vector<int> Histogram(const SamplingParams& params,
+                           const std::vector<float>& logits, int draws) {
+  const int32_t n = static_cast<int32_t>(logits.size());
+  Sampler sampler(params, n, false, 0);
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < draws; ++i) {
+    const int32_t id = sampler.Sample(logits.data(), n, nullptr);
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, n);
+    ++counts[static_cast<size_t>(id)];
+  }
+  return counts;
+}
+
+std::vector<double> Softmax(const std::vector<float>& logits, float t) {
+  double max = -INFINITY;
+  for (float l : logits) max = std::max<double>(max, l / t);
+  std::vector<double> p;
+  double sum = 0.0;
+  for (float l : logits) {
+    p.push_back(std::exp(l / t - max));
+    sum += p.back();
+  }
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+// Logits whose softmax is exactly `probs`.
+std::vector<float> LogitsFor(const std::vector<double>& probs) {
+  std::vector<float> logits;
+  for (double p : probs) logits.push_back(static_cast<float>(std::log(p)));
+  return logits;
+}
+
+TEST(SamplerTest, GreedyPicksArgmaxWithTiesToLowestId) {
+  EXPECT_EQ(SampleOnce(Params(0.0f), {0.1f, 2.0f, -3.0f, 1.9f}, 4), 1);
+  EXPECT_EQ(SampleOnce(Params(0.0f), {1.0f, 5.0f, 5.0f, 5.0f}, 4), 1);
+  EXPECT_EQ(SampleOnce(Params(0.0f), {-INFINITY, -INFINITY, -1.0f}, 3), 2);
+  // A NaN logit never wins.
+  EXPECT_EQ(SampleOnce(Params(0.0f), {0.0f, NAN, 1.0f}, 3), 2);
+}
+
+TEST(SamplerTest, PaddingIdsAreNeverChosen) {
+  // Ids 3.. are padding rows with enormous logits.
+  const std::vector<float> logits = {0.0f, 0.5f, 0.2f, 100.0f, 100.0f};
+  EXPECT_EQ(SampleOnce(Params(0.0f), logits, 3), 1);
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    EXPECT_LT(SampleOnce(Params(1.5f, seed), logits, 3), 3);
+  }
+  Sampler sampler(Params(1.0f), 3, true, 10);
+  TokenLogprobs lp;
+  sampler.Sample(logits.data(), 5, &lp);
+  ASSERT_EQ(lp.top.size(), 3u);  // clamped to the valid vocabulary
+  for (const TokenLogprob& t : lp.top) EXPECT_LT(t.token_id, 3);
+}
+
+TEST(SamplerTest, TopKOneEqualsGreedy) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<float> logits(1000);
+    for (float& l : logits) l = normal(rng);
+    SamplingParams k1 = Params(1.3f, static_cast<uint64_t>(trial));
+    k1.top_k = 1;
+    EXPECT_EQ(SampleOnce(k1, logits, 1000),
+              SampleOnce(Params(0.0f), logits, 1000));
+  }
+}
+
+TEST(SamplerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  std::vector<float> logits(100, 0.0f);  // uniform: every draw is random
+  const auto run = [&](uint64_t seed) {
+    Sampler sampler(Params(1.0f, seed), 100, false, 0);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i)
+      out.push_back(sampler.Sample(logits.data(), 100, nullptr));
+    return out;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+  EXPECT_NE(run(0), run(1));
+}
+
+TEST(SamplerTest, FrequenciesMatchTemperedSoftmax) {
+  const std::vector<float> logits = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 1.5f};
+  const float t = 0.8f;
+  const int draws = 20000;
+  const std::vector<int> counts = Histogram(Params(t, 2024), logits, draws);
+  const std::vector<double> p = Softmax(logits, t);
+  for (size_t i = 0; i < p.size(); ++i) {
+    // Five standard deviations of a binomial proportion.
+    const double sigma = std::sqrt(p[i] * (1.0 - p[i]) / draws);
+    EXPECT_NEAR(counts[i] / static_cast<double>(draws), p[i], 5.0 * sigma)
+        << "token " << i;
+  }
+}
+
+TEST(SamplerTest, TopKKeepsExactlyTheKBest) {
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.9f, 2.0f, -1.0f};
+  SamplingParams params = Params(1.0f, 9);
+  params.top_k = 3;  // ids 1, 3, 4
+  const int draws = 20000;
+  const std::vector<int> counts = Histogram(params, logits, draws);
+  EXPECT_EQ(counts[0] + counts[2] + counts[5], 0);
+  const std::vector<double> p = Softmax({3.0f, 2.9f, 2.0f}, 1.0f);
+  EXPECT_NEAR(counts[1] / double(draws), p[0], 0.02);
+  EXPECT_NEAR(counts[3] / double(draws), p[1], 0.02);
+  EXPECT_NEAR(counts[4] / double(draws), p[2], 0.02);
+}
+
+TEST(SamplerTest, TopPKeepsSmallestSetReachingP) {
+  // Sorted probabilities 0.5, 0.3, 0.15, 0.05 (ids shuffled).
+  const std::vector<float> logits = LogitsFor({0.15, 0.5, 0.05, 0.3});
+  const int draws = 20000;
+  {
+    SamplingParams params = Params(1.0f, 11);
+    params.top_p = 0.75f;  // 0.5 < 0.75 <= 0.8: keeps ids 1 and 3
+    const std::vector<int> counts = Histogram(params, logits, draws);
+    EXPECT_EQ(counts[0] + counts[2], 0);
+    EXPECT_NEAR(counts[1] / double(draws), 0.5 / 0.8, 0.02);
+    EXPECT_NEAR(counts[3] / double(draws), 0.3 / 0.8, 0.02);
+  }
+  {
+    SamplingParams params = Params(1.0f, 12);
+    params.top_p = 0.9f;  // 0.8 < 0.9 <= 0.95: adds id 0
+    const std::vector<int> counts = Histogram(params, logits, draws);
+    EXPECT_EQ(counts[2], 0);
+    EXPECT_GT(counts[0], 0);
+    EXPECT_NEAR(counts[0] / double(draws), 0.15 / 0.95, 0.02);
+  }
+  {
+    SamplingParams params = Params(1.0f, 13);
+    params.top_p = 0.01f;  // below the best token: still keeps that one
+    const std::vector<int> counts = Histogram(params, logits, 500);
+    EXPECT_EQ(counts[1], 500);
+  }
+}
+
+TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
+  const std::vector<float> logits = LogitsFor({0.15, 0.5, 0.05, 0.3});
+  SamplingParams params = Params(1.0f, 21);
+  params.min_p = 0.2f;  // threshold 0.1: drops only id 2 (0.05)
+  const int draws = 20000;
+  const std::vector<int> counts = Histogram(params, logits, draws);
+  EXPECT_EQ(counts[2], 0);
+  EXPECT_NEAR(counts[0] / double(draws), 0.15 / 0.95, 0.02);
+  EXPECT_NEAR(counts[1] / double(draws), 0.5 / 0.95, 0.02);
+  EXPECT_NEAR(counts[3] / double(draws), 0.3 / 0.95, 0.02);
+
+  params.min_p = 0.7f;  // threshold 0.35: only id 1 survives
+  const std::vector<int> only = Histogram(params, logits, 500);
+  EXPECT_EQ(only[1], 500);
+}
+
+TEST(SamplerTest, FiltersCompose) {
+  // top-k 3 keeps {0.5, 0.3, 0.15}; top-p 0.9 of the renormalised
+  // {0.526, 0.316, 0.158} keeps all three; min-p 0.5 then drops 0.15.
+  const std::vector<float> logits = LogitsFor({0.15, 0.5, 0.05, 0.3});
+  SamplingParams params = Params(1.0f, 31);
+  params.top_k = 3;
+  params.top_p = 0.9f;
+  params.min_p = 0.5f;
+  const std::vector<int> counts = Histogram(params, logits, 5000);
+  EXPECT_EQ(counts[0] + counts[2], 0);
+  EXPECT_GT(counts[1], 0);
+  EXPECT_GT(counts[3], 0);
+}
+
+TEST(SamplerTest, RepetitionPenaltyChangesArgmax) {
+  SamplingParams params = Params(0.0f);
+  params.repetition_penalty = 1.5f;
+  {
+    // Positive logit divided: 2.0 -> 1.33 < 1.8.
+    const std::vector<float> logits = {2.0f, 1.8f, -1.0f};
+    Sampler sampler(params, 3, false, 0);
+    EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 0);
+    sampler.Observe(0);
+    EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 1);
+  }
+  {
+    // Negative logit multiplied: -1.0 -> -1.5 < -1.2.
+    const std::vector<float> logits = {-1.0f, -1.2f, -5.0f};
+    Sampler sampler(params, 3, false, 0);
+    sampler.Observe(0);
+    sampler.Observe(0);   // observing twice penalises once, like HF
+    sampler.Observe(-4);  // ignored
+    sampler.Observe(99);  // ignored
+    EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 1);
+  }
+  {
+    // Without a penalty, observing changes nothing.
+    const std::vector<float> logits = {2.0f, 1.8f};
+    Sampler sampler(Params(0.0f), 2, false, 0);
+    sampler.Observe(0);
+    EXPECT_EQ(sampler.Sample(logits.data(), 2, nullptr), 0);
+  }
+}
+
+TEST(SamplerTest, RepetitionPenaltyAppliesWhenSampling) {
+  // Two equal tokens; penalising id 0 shifts mass to id 1.
+  const std::vector<float> logits = {1.0f, 1.0f};
+  SamplingParams params = Params(1.0f, 41);
+  params.repetition_penalty = 2.0f;  // id 0: 1.0 -> 0.5
+  Sampler sampler(params, 2, false, 0);
+  sampler.Observe(0);
+  int ones = 0;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i)
+    ones += sampler.Sample(logits.data(), 2, nullptr);
+  const double p1 = 1.0 / (1.0 + std::exp(-0.5));
+  EXPECT_NEAR(ones / double(draws), p1, 0.02);
+}
+
+TEST(SamplerTest, LogprobsAreRawLogSoftmaxBestFirst) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 7.0f};
+  SamplingParams params = Params(0.3f, 5);  // processing must not matter
+  params.repetition_penalty = 3.0f;
+  params.top_k = 2;
+  Sampler sampler(params, 5, true, 5);
+  sampler.Observe(1);
+  TokenLogprobs lp;
+  const int32_t chosen = sampler.Sample(logits.data(), 6, &lp);
+
+  const std::vector<double> p = Softmax({0.5f, 2.0f, -1.0f, 2.0f, 0.0f}, 1.0f);
+  EXPECT_EQ(lp.chosen.token_id, chosen);
+  EXPECT_NEAR(lp.chosen.logprob, std::log(p[chosen]), 1e-5);
+  ASSERT_EQ(lp.top.size(), 5u);
+  // Ties (ids 1 and 3) in id order.
+  const int32_t order[] = {1, 3, 0, 4, 2};
+  double total = 0.0;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lp.top[i].token_id, order[i]);
+    EXPECT_NEAR(lp.top[i].logprob, std::log(p[order[i]]), 1e-5);
+    EXPECT_LE(lp.top[i].logprob, 0.0f);
+    if (i > 0) {
+      EXPECT_LE(lp.top[i].logprob, lp.top[i - 1].logprob);
+    }
+    total += std::exp(lp.top[i].logprob);
+  }
+  EXPECT_NEAR(total, 1.0, 1e-5);
+}
+
+TEST(SamplerTest, TopLogprobsOnLargeVocabularyMatchFullSort) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(50000);
+  for (float& l : logits) l = normal(rng);
+  Sampler sampler(Params(1.0f, 3), 50000, true, 20);
+  TokenLogprobs lp;
+  sampler.Sample(logits.data(), 50000, &lp);
+  std::vector<int32_t> ids(50000);
+  for (int32_t i = 0; i < 50000; ++i) ids[i] = i;
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  ASSERT_EQ(lp.top.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(lp.top[i].token_id, ids[i]);
+}
+
+TEST(SamplerTest, LogprobsOnlyWhenAsked) {
+  const std::vector<float> logits = {1.0f, 2.0f};
+  Sampler sampler(Params(0.0f), 2, false, 2);
+  TokenLogprobs lp;
+  lp.chosen.token_id = -7;
+  EXPECT_EQ(sampler.Sample(logits.data(), 2, &lp), 1);
+  EXPECT_EQ(lp.chosen.token_id, -7);
+  EXPECT_TRUE(lp.top.empty());
+
+  Sampler chosen_only(Params(0.0f), 2, true, 0);
+  EXPECT_EQ(chosen_only.Sample(logits.data(), 2, &lp), 1);
+  EXPECT_EQ(lp.chosen.token_id, 1);
+  EXPECT_TRUE(lp.top.empty());
+}
+
+TEST(SamplerTest, DegenerateRowsDoNotCrash) {
+  const std::vector<float> all_neg_inf(4, -INFINITY);
+  Sampler sampler(Params(1.0f), 4, true, 2);
+  TokenLogprobs lp;
+  const int32_t id = sampler.Sample(all_neg_inf.data(), 4, &lp);
+  EXPECT_GE(id, 0);
+  EXPECT_LT(id, 4);
+  EXPECT_EQ(lp.chosen.logprob, -INFINITY);
+
+  Sampler empty(Params(1.0f), 0, false, 0);
+  EXPECT_EQ(empty.Sample(all_neg_inf.data(), 4, nullptr), 0);
+}
+
+}  // namespace
+}  // namespace seqboat

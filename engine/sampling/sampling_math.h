@@ -1,0 +1,82 @@
+// Per-element sampling arithmetic shared by the CPU sampler and a future CUDA
+// sampling kernel, so both pick the same token for the same inputs: the
+// repetition penalty of one logit, softmax pieces, the min-p test, and the
+// counter-based random numbers (a value depends only on (seed, step), never
+// on a generator's hidden state, so a GPU thread can compute it directly).
+#ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
+#define SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
+
+#include <math.h>
+#include <stdint.h>
+
+// Same definition as engine/backend/hd.h; guarded so whichever header comes
+// first defines it and the two never clash.
+#ifndef SEQBOAT_HD
+#if defined(__CUDACC__)
+#define SEQBOAT_HD __host__ __device__ __forceinline__
+#else
+#define SEQBOAT_HD inline
+#endif
+#endif
+
+namespace seqboat {
+namespace sampling {
+
+// Hugging Face / vLLM repetition penalty: pushes an already-seen token's
+// logit towards "less likely" whatever its sign.
+SEQBOAT_HD float PenalizeLogit(float logit, float penalty) {
+  return logit > 0.0f ? logit / penalty : logit * penalty;
+}
+
+// NaN logits (a broken model row) must never win a comparison or poison a
+// sum; treat them as impossible tokens.
+SEQBOAT_HD float SanitizeLogit(float logit) {
+  return logit != logit ? -INFINITY : logit;
+}
+
+// Strict "a ranks above b": higher logit, ties to the lower id, so greedy
+// decoding and top-k are deterministic.
+SEQBOAT_HD bool RanksAbove(float a, int32_t id_a, float b, int32_t id_b) {
+  return a > b || (a == b && id_a < id_b);
+}
+
+// Unnormalised softmax weight relative to the row maximum (never overflows).
+SEQBOAT_HD float SoftmaxWeight(float logit, float max_logit) {
+  return expf(logit - max_logit);
+}
+
+// Log-softmax of one entry given the row's max and sum of SoftmaxWeight.
+SEQBOAT_HD float LogSoftmax(float logit, float max_logit, float sum_weights) {
+  return logit - max_logit - logf(sum_weights);
+}
+
+// Min-p keeps a token iff p / p_max >= min_p, i.e. exp(l - l_max) >= min_p
+// in scaled-logit space (no normalisation needed).
+SEQBOAT_HD bool PassesMinP(float logit, float max_logit, float min_p) {
+  return SoftmaxWeight(logit, max_logit) >= min_p;
+}
+
+// SplitMix64's finaliser: a bijective 64-bit mix with good avalanche.
+SEQBOAT_HD uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The random bits for sampling step `step` of a request seeded with `seed`.
+// The seed is mixed before the step is added so that nearby seeds do not give
+// shifted copies of one sequence.
+SEQBOAT_HD uint64_t CounterRandom(uint64_t seed, uint64_t step) {
+  return Mix64(Mix64(seed ^ 0x5EB0A7C0FFEE1234ull) +
+               (step + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+// Uniform double in [0, 1) from the top 53 bits.
+SEQBOAT_HD double UniformFromBits(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace sampling
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
