@@ -1,0 +1,485 @@
+#include "engine/model/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace seqboat {
+namespace {
+
+using nlohmann::json;
+
+// Sizes beyond this are corruption, and keeping them in int32 range keeps
+// products of two sizes inside int64 everywhere downstream.
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+// A config is a few kilobytes; refuse to slurp anything huge.
+constexpr long kMaxConfigBytes = 16l << 20;
+
+// Debian's Abseil is built without the std::string_view alias.
+absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+std::string Brief(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+// Reads the fields of one JSON object, remembering which keys were asked
+// for so the rest can be reported as unknown. Errors read
+// "<source>: <context>: field "<key>" <problem>".
+class ObjectReader {
+ public:
+  ObjectReader(const json& object, std::string source, std::string context)
+      : object_(object),
+        source_(std::move(source)),
+        context_(std::move(context)) {}
+
+  const std::string& context() const { return context_; }
+
+  // The value, or nullptr when absent. Marks the key as known.
+  const json* Get(const char* key) {
+    known_.insert(key);
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  absl::Status Error(const char* key, absl::string_view problem) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Prefix(), "field \"", key, "\" ", problem));
+  }
+  absl::Status Invalid(const char* key, absl::string_view expected,
+                       const json& got) const {
+    return Error(key, absl::StrCat("must be ", expected, ", got ", Brief(got)));
+  }
+  absl::Status Missing(const char* key, absl::string_view expected) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Prefix(), "missing field \"", key, "\" (", expected, ")"));
+  }
+  // For failures that are not about one field.
+  absl::Status Fail(absl::string_view problem) const {
+    return absl::InvalidArgumentError(absl::StrCat(Prefix(), problem));
+  }
+
+  absl::Status PositiveInt(const char* key, int64_t* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return Missing(key, "a positive integer");
+    return CheckPositiveInt(key, *v, out);
+  }
+
+  absl::Status Bool(const char* key, bool* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return Missing(key, "true or false");
+    if (!v->is_boolean()) return Invalid(key, "true or false", *v);
+    *out = v->get<bool>();
+    return absl::OkStatus();
+  }
+
+  absl::Status OptionalBool(const char* key, bool fallback, bool* out) {
+    const json* v = Get(key);
+    if (v == nullptr) {
+      *out = fallback;
+      return absl::OkStatus();
+    }
+    return Bool(key, out);
+  }
+
+  // A finite number > 0, `fallback` when absent.
+  absl::Status OptionalPositiveNumber(const char* key, double fallback,
+                                      double* out) {
+    const json* v = Get(key);
+    if (v == nullptr) {
+      *out = fallback;
+      return absl::OkStatus();
+    }
+    return CheckPositiveNumber(key, *v, out);
+  }
+
+  absl::Status PositiveNumber(const char* key, double* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return Missing(key, "a positive number");
+    return CheckPositiveNumber(key, *v, out);
+  }
+
+  absl::Status String(const char* key, std::string* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return Missing(key, "a string");
+    if (!v->is_string()) return Invalid(key, "a string", *v);
+    *out = v->get<std::string>();
+    return absl::OkStatus();
+  }
+
+  // An integer in [0, limit), or null / absent (nullopt).
+  absl::Status OptionalIndex(const char* key, int64_t limit,
+                             absl::string_view limit_name,
+                             std::optional<int64_t>* out) {
+    const json* v = Get(key);
+    out->reset();
+    if (v == nullptr || v->is_null()) return absl::OkStatus();
+    const std::string expected = absl::StrCat("null or an integer in [0, ",
+                                              limit_name, " = ", limit, ")");
+    if (!v->is_number_integer()) return Invalid(key, expected, *v);
+    if (v->is_number_unsigned()
+            ? v->get<uint64_t>() >= static_cast<uint64_t>(limit)
+            : (v->get<int64_t>() < 0 || v->get<int64_t>() >= limit)) {
+      return Invalid(key, expected, *v);
+    }
+    *out = v->get<int64_t>();
+    return absl::OkStatus();
+  }
+
+  // Warnings for every key nobody asked for.
+  void ReportUnknown(std::vector<std::string>* warnings) const {
+    for (auto it = object_.begin(); it != object_.end(); ++it) {
+      if (known_.count(it.key()) == 0) {
+        warnings->push_back(
+            absl::StrCat(context_.empty() ? "" : context_ + ": ",
+                         "unknown field \"", it.key(), "\""));
+      }
+    }
+  }
+
+ private:
+  std::string Prefix() const {
+    return absl::StrCat(source_, ": ", context_.empty() ? "" : context_ + ": ");
+  }
+
+  absl::Status CheckPositiveInt(const char* key, const json& v,
+                                int64_t* out) const {
+    if (!v.is_number_integer() ||
+        (v.is_number_integer() && !v.is_number_unsigned() &&
+         v.get<int64_t>() <= 0) ||
+        (v.is_number_unsigned() && v.get<uint64_t>() == 0)) {
+      return Invalid(key, "a positive integer", v);
+    }
+    if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) {
+      return Invalid(key, absl::StrCat("at most ", kMaxSize), v);
+    }
+    *out = v.get<int64_t>();
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckPositiveNumber(const char* key, const json& v,
+                                   double* out) const {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+        v.get<double>() <= 0) {
+      return Invalid(key, "a positive finite number", v);
+    }
+    *out = v.get<double>();
+    return absl::OkStatus();
+  }
+
+  const json& object_;
+  std::string source_;
+  std::string context_;
+  std::set<std::string, std::less<>> known_;
+};
+
+constexpr struct {
+  NormType type;
+  std::string_view name;
+} kNormTypes[] = {
+    {NormType::kRmsNorm, "rmsnorm"},
+    {NormType::kLayerNorm, "layernorm"},
+    {NormType::kRmsNormT5, "rmsnorm_t5"},
+    {NormType::kScaleNorm, "scalenorm"},
+};
+
+// `parent.key` is a norm object or null.
+absl::Status ParseNorm(ObjectReader& parent, const char* key,
+                       const std::string& source,
+                       std::vector<std::string>* warnings,
+                       std::optional<NormConfig>* out) {
+  const json* value = parent.Get(key);
+  if (value == nullptr) return parent.Missing(key, "a norm object or null");
+  out->reset();
+  if (value->is_null()) return absl::OkStatus();
+  if (!value->is_object()) {
+    return parent.Invalid(key, "a norm object or null", *value);
+  }
+  ObjectReader reader(*value, source,
+                      parent.context().empty()
+                          ? key
+                          : absl::StrCat(parent.context(), ": ", key));
+  NormConfig norm;
+  std::string type;
+  if (absl::Status s = reader.String("type", &type); !s.ok()) return s;
+  bool found = false;
+  for (const auto& t : kNormTypes) {
+    if (t.name == type) {
+      norm.type = t.type;
+      found = true;
+    }
+  }
+  if (!found) {
+    return reader.Invalid(
+        "type",
+        "one of \"rmsnorm\", \"layernorm\", \"rmsnorm_t5\", \"scalenorm\"",
+        *reader.Get("type"));
+  }
+  if (absl::Status s = reader.PositiveNumber("eps", &norm.eps); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = reader.OptionalBool("affine", true, &norm.affine);
+      !s.ok()) {
+    return s;
+  }
+  reader.ReportUnknown(warnings);
+  *out = norm;
+  return absl::OkStatus();
+}
+
+absl::Status ParseMamba1(ObjectReader& r, BlockParams* params) {
+  Mamba1Config c;
+  for (auto [key, field] :
+       {std::pair{"d_inner", &c.d_inner}, std::pair{"d_state", &c.d_state},
+        std::pair{"d_conv", &c.d_conv}, std::pair{"dt_rank", &c.dt_rank}}) {
+    if (absl::Status s = r.PositiveInt(key, field); !s.ok()) return s;
+  }
+  for (auto [key, field] : {std::pair{"in_proj_bias", &c.in_proj_bias},
+                            std::pair{"out_proj_bias", &c.out_proj_bias},
+                            std::pair{"conv_bias", &c.conv_bias}}) {
+    if (absl::Status s = r.Bool(key, field); !s.ok()) return s;
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+// Reads the kind-specific fields of a block (the common "kind" and "norm"
+// are handled by the caller).
+using ParseBlockFn = absl::Status (*)(ObjectReader& reader, BlockParams* out);
+
+// Every kind of MODELS.md §6.1. A null parser means the kind is known but
+// this build cannot run it yet.
+constexpr struct {
+  BlockKind kind;
+  std::string_view name;
+  ParseBlockFn parse;
+} kBlockKinds[] = {
+    {BlockKind::kMamba1, "mamba1", ParseMamba1},
+    {BlockKind::kSeqBoat, "seqboat", nullptr},
+    {BlockKind::kAttention, "attention", nullptr},
+    {BlockKind::kMlp, "mlp", nullptr},
+    {BlockKind::kMoe, "moe", nullptr},
+    {BlockKind::kS4d, "s4d", nullptr},
+    {BlockKind::kS4Local, "s4_local", nullptr},
+};
+
+absl::Status ParseBlock(const json& value, size_t index,
+                        const std::string& source,
+                        std::vector<std::string>* warnings, BlockConfig* out) {
+  const std::string where = absl::StrCat("blocks[", index, "]");
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ", where, " must be an object, got ", Brief(value)));
+  }
+  auto kind_it = value.find("kind");
+  if (kind_it == value.end() || !kind_it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ", where, ": field \"kind\" must be a string, got ",
+        kind_it == value.end() ? "nothing" : Brief(*kind_it)));
+  }
+  const std::string kind = kind_it->get<std::string>();
+  for (const auto& k : kBlockKinds) {
+    if (k.name != kind) continue;
+    if (k.parse == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ", where, ": kind '", kind,
+                       "' is not supported by this build"));
+    }
+    ObjectReader reader(value, source, absl::StrCat(where, " (", kind, ")"));
+    reader.Get("kind");
+    out->kind = k.kind;
+    if (absl::Status s =
+            ParseNorm(reader, "norm", source, warnings, &out->norm);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = k.parse(reader, &out->params); !s.ok()) return s;
+    reader.ReportUnknown(warnings);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": ", where, ": unknown kind '", kind, "'"));
+}
+
+// Parses JSON, rejecting a key repeated within one object: nlohmann keeps the
+// last silently, which would hide a conflicting value.
+absl::Status ParseJson(std::string_view text, const std::string& source,
+                       json* out) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  json::parser_callback_t callback = [&](int /*depth*/,
+                                         json::parse_event_t event,
+                                         json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty() &&
+               parsed.is_string() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second &&
+               duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  *out = json::parse(text.begin(), text.end(), callback,
+                     /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": duplicate key \"", duplicate, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view BlockKindName(BlockKind kind) {
+  for (const auto& k : kBlockKinds) {
+    if (k.kind == kind) return k.name;
+  }
+  return "?";
+}
+
+std::string_view NormTypeName(NormType type) {
+  for (const auto& t : kNormTypes) {
+    if (t.type == type) return t.name;
+  }
+  return "?";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
+                                             std::string_view source_view) {
+  const std::string source(source_view);
+  json root;
+  if (absl::Status s = ParseJson(json_text, source, &root); !s.ok()) return s;
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": top level must be an object"));
+  }
+  ObjectReader r(root, source, "");
+  ModelConfig config;
+
+  std::string format;
+  if (absl::Status s = r.String("format", &format); !s.ok()) return s;
+  if (format != "seqboat-canonical") {
+    return r.Invalid("format", "\"seqboat-canonical\"", *r.Get("format"));
+  }
+  const json* version = r.Get("version");
+  if (version == nullptr) return r.Missing("version", "1");
+  if (!version->is_number_integer() || version->get<int64_t>() != 1) {
+    return r.Invalid("version", "1", *version);
+  }
+  if (const json* name = r.Get("name"); name != nullptr) {
+    if (absl::Status s = r.String("name", &config.name); !s.ok()) return s;
+  }
+  if (absl::Status s = r.PositiveInt("vocab_size", &config.vocab_size);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.PositiveInt("d_model", &config.d_model); !s.ok()) {
+    return s;
+  }
+
+  if (const json* embed = r.Get("embed"); embed != nullptr) {
+    if (!embed->is_object()) return r.Invalid("embed", "an object", *embed);
+    ObjectReader e(*embed, source, "embed");
+    if (absl::Status s =
+            e.OptionalPositiveNumber("scale", 1.0, &config.embed.scale);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            e.OptionalIndex("padding_idx", config.vocab_size, "vocab_size",
+                            &config.embed.padding_idx);
+        !s.ok()) {
+      return s;
+    }
+    e.ReportUnknown(&config.warnings);
+  }
+
+  if (absl::Status s = r.Bool("tie_embeddings", &config.tie_embeddings);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          r.OptionalPositiveNumber("logit_scale", 1.0, &config.logit_scale);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ParseNorm(r, "final_norm", source, &config.warnings,
+                                 &config.final_norm);
+      !s.ok()) {
+    return s;
+  }
+  if (const json* dtype = r.Get("residual_dtype"); dtype != nullptr) {
+    // Only fp32 residuals are implemented; the field exists so a model that
+    // needs another one fails here rather than running with the wrong one.
+    if (!dtype->is_string() || dtype->get<std::string>() != "float32") {
+      return r.Invalid("residual_dtype", "\"float32\"", *dtype);
+    }
+  }
+  if (absl::Status s = r.OptionalIndex("eos_token_id", config.vocab_size,
+                                       "vocab_size", &config.eos_token_id);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = r.OptionalIndex("bos_token_id", config.vocab_size,
+                                       "vocab_size", &config.bos_token_id);
+      !s.ok()) {
+    return s;
+  }
+
+  const json* blocks = r.Get("blocks");
+  if (blocks == nullptr) return r.Missing("blocks", "a non-empty array");
+  if (!blocks->is_array() || blocks->empty()) {
+    return r.Invalid("blocks", "a non-empty array", *blocks);
+  }
+  config.blocks.resize(blocks->size());
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    if (absl::Status s = ParseBlock((*blocks)[i], i, source, &config.warnings,
+                                    &config.blocks[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  r.ReportUnknown(&config.warnings);
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                             &std::fclose);
+  if (file == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open"));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
+    text.append(buffer, n);
+    if (text.size() > static_cast<size_t>(kMaxConfigBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": larger than ", kMaxConfigBytes, " bytes; not a config"));
+    }
+  }
+  if (std::ferror(file.get())) {
+    return absl::DataLossError(absl::StrCat(path, ": read error"));
+  }
+  return ParseModelConfig(text, path);
+}
+
+}  // namespace seqboat

@@ -1,0 +1,105 @@
+// The model's config.json in the canonical format (MODELS.md §6.1), parsed
+// and checked before anything is allocated.
+//
+// Every error names the offending field by path, e.g.
+//   config.json: blocks[3] (mamba1): field "d_state" must be a positive
+//   integer, got -1
+// Unknown fields are not errors (converters may add informational ones); they
+// are collected in ModelConfig::warnings for the loader to log. Duplicate keys
+// are errors. Block kinds this build cannot run are rejected by name.
+//
+// Adding a block kind: a params struct, an alternative in BlockParams, an
+// entry in BlockKind, and one parse function registered in config.cc.
+#ifndef SEQBOAT_ENGINE_MODEL_CONFIG_H_
+#define SEQBOAT_ENGINE_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace seqboat {
+
+enum class NormType { kRmsNorm, kLayerNorm, kRmsNormT5, kScaleNorm };
+
+// {"type": ..., "eps": ..., "affine": ...}; a JSON null norm is std::nullopt.
+struct NormConfig {
+  NormType type = NormType::kRmsNorm;
+  double eps = 1e-5;   // > 0
+  bool affine = true;  // false: no weight/bias tensors
+};
+
+enum class BlockKind {
+  kMamba1,
+  kSeqBoat,
+  kAttention,
+  kMlp,
+  kMoe,
+  kS4d,
+  kS4Local
+};
+
+// Mamba-1 selective-scan mixer (MODELS.md §1). All sizes >= 1.
+struct Mamba1Config {
+  int64_t d_inner = 0;  // E
+  int64_t d_state = 0;  // N
+  int64_t d_conv = 0;   // K
+  int64_t dt_rank = 0;  // R
+  bool in_proj_bias = false;
+  bool out_proj_bias = false;
+  bool conv_bias = true;
+};
+
+// One alternative per kind this build can run.
+using BlockParams = std::variant<Mamba1Config>;
+
+struct BlockConfig {
+  BlockKind kind = BlockKind::kMamba1;
+  std::optional<NormConfig> norm;  // nullopt: no pre-norm
+  BlockParams params;              // matches `kind`
+
+  // nullptr unless kind == kMamba1.
+  const Mamba1Config* mamba1() const {
+    return std::get_if<Mamba1Config>(&params);
+  }
+};
+
+struct EmbedConfig {
+  double scale = 1.0;                  // embeddings are multiplied by this
+  std::optional<int64_t> padding_idx;  // informational; in [0, vocab_size)
+};
+
+struct ModelConfig {
+  std::string name;  // "" when absent
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  EmbedConfig embed;
+  bool tie_embeddings = true;
+  double logit_scale = 1.0;
+  std::optional<NormConfig> final_norm;  // nullopt: no final norm
+  std::string residual_dtype = "float32";
+  std::optional<int64_t> eos_token_id;  // in [0, vocab_size)
+  std::optional<int64_t> bos_token_id;  // in [0, vocab_size)
+  std::vector<BlockConfig> blocks;      // non-empty
+  // Unknown fields, by path ("blocks[0] (mamba1): unknown field \"x\"").
+  std::vector<std::string> warnings;
+};
+
+// `source` prefixes every error message (the file name).
+absl::StatusOr<ModelConfig> ParseModelConfig(
+    std::string_view json_text, std::string_view source = "config.json");
+// Reads and parses the file; errors are prefixed with `path`.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+
+// "mamba1", "seqboat", ... (the config.json spelling).
+std::string_view BlockKindName(BlockKind kind);
+// "rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm".
+std::string_view NormTypeName(NormType type);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_MODEL_CONFIG_H_
