@@ -25,7 +25,8 @@ class EngineImpl final : public Engine {
         model_(std::move(model)) {
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
-    for (const auto& layer : model_->layers()) summary_.layer_kinds.push_back(layer->kind());
+    for (const auto& layer : model_->layers())
+      summary_.layer_kinds.push_back(layer->kind());
     summary_.vocab_size = cfg.vocab_size;
     summary_.eos_token_id = tokenizer_->eos_token_id();
     summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
@@ -37,21 +38,25 @@ class EngineImpl final : public Engine {
   ~EngineImpl() override { Shutdown(); }
 
   absl::Status Submit(Request request) override {
-    if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
-    const int32_t limit = std::min(tokenizer_->vocab_size(), model_->vocab_size());
+    if (request.prompt.empty())
+      return absl::InvalidArgumentError("prompt is empty");
+    const int32_t limit =
+        std::min(tokenizer_->vocab_size(), model_->vocab_size());
     for (size_t i = 0; i < request.prompt.size(); ++i) {
       const int32_t id = request.prompt[i];
       if (id < 0 || id >= limit) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("prompt token ", i, " is ", id, ", outside [0, ", limit, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "prompt token ", i, " is ", id, ", outside [0, ", limit, ")"));
       }
     }
-    if (!request.sink) return absl::InvalidArgumentError("request has no event sink");
+    if (!request.sink)
+      return absl::InvalidArgumentError("request has no event sink");
     std::lock_guard<std::mutex> lock(mu_);
-    if (draining_ || stopping_) return absl::UnavailableError("server is draining");
+    if (draining_ || stopping_)
+      return absl::UnavailableError("server is draining");
     if (static_cast<int>(waiting_.size()) >= options_.max_queue) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("queue full: ", waiting_.size(), " requests waiting for a slot"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "queue full: ", waiting_.size(), " requests waiting for a slot"));
     }
     waiting_.push_back(std::move(request));
     stats_.waiting = static_cast<int32_t>(waiting_.size());
@@ -91,7 +96,9 @@ class EngineImpl final : public Engine {
       std::deque<Request> admitted_now, gone, expired;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+        cv_.wait(lock, [&] {
+          return stopping_ || !waiting_.empty() || !running_.empty();
+        });
         if (stopping_) break;
         // Admission: requests that left while waiting never touch the model.
         const absl::Time now = absl::Now();
@@ -114,7 +121,8 @@ class EngineImpl final : public Engine {
       for (Request& r : expired) FinishUnadmitted(r, true);
       for (Request& r : admitted_now) {
         const int slot = *model_->arena().Acquire();
-        running_.push_back(std::make_unique<Sequence>(std::move(r), slot, *tokenizer_));
+        running_.push_back(
+            std::make_unique<Sequence>(std::move(r), slot, *tokenizer_));
       }
       DropCancelled();
       if (!running_.empty()) RunStep(logits);
@@ -127,7 +135,8 @@ class EngineImpl final : public Engine {
       left.swap(waiting_);
     }
     for (Request& r : left) FinishUnadmitted(r, false);
-    for (auto& seq : running_) Release(*seq, seq->Abort(FinishReason::kCancelled));
+    for (auto& seq : running_)
+      Release(*seq, seq->Abort(FinishReason::kCancelled));
     running_.clear();
     PublishStats();
   }
@@ -136,7 +145,9 @@ class EngineImpl final : public Engine {
     GenerationEvent event;
     event.finish = FinishReason::kCancelled;
     event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-    if (expired) event.status = absl::DeadlineExceededError("deadline passed while queued");
+    if (expired)
+      event.status =
+          absl::DeadlineExceededError("deadline passed while queued");
     r.sink(std::move(event));
   }
 
@@ -147,8 +158,9 @@ class EngineImpl final : public Engine {
       if (r.control->cancelled.load()) {
         Release(*seq, seq->Abort(FinishReason::kCancelled));
       } else if (now > r.deadline) {
-        Release(*seq, seq->Abort(FinishReason::kCancelled,
-                                 absl::DeadlineExceededError("deadline passed")));
+        Release(*seq,
+                seq->Abort(FinishReason::kCancelled,
+                           absl::DeadlineExceededError("deadline passed")));
       }
     }
     EraseFinished();
@@ -157,7 +169,8 @@ class EngineImpl final : public Engine {
   void RunStep(std::vector<float>& logits) {
     std::vector<SequenceView> views;
     views.reserve(running_.size());
-    for (auto& seq : running_) views.push_back({seq->prompt_len(), seq->prefilled()});
+    for (auto& seq : running_)
+      views.push_back({seq->prompt_len(), seq->prefilled()});
     const StepPlan plan = PlanStep(views, options_.step_token_budget);
 
     ids_.clear();
@@ -171,7 +184,8 @@ class EngineImpl final : public Engine {
         ids_.push_back(seq.last_token());
       } else {
         const auto& p = seq.request().prompt;
-        ids_.insert(ids_.end(), p.begin() + run.prompt_from, p.begin() + run.prompt_from + run.len);
+        ids_.insert(ids_.end(), p.begin() + run.prompt_from,
+                    p.begin() + run.prompt_from + run.len);
         seq.AddPrefilled(run.len);
       }
       segs_.push_back({seq.slot(), start, run.len});
@@ -182,14 +196,16 @@ class EngineImpl final : public Engine {
     }
     const int vocab = model_->vocab_size();
     logits.resize(static_cast<size_t>(logit_rows_.size()) * vocab);
-    absl::Status s = model_->Forward(ids_.data(), static_cast<int>(ids_.size()), segs_.data(),
-                                     static_cast<int>(segs_.size()), logit_rows_.data(),
-                                     static_cast<int>(logit_rows_.size()), logits.data());
+    absl::Status s = model_->Forward(
+        ids_.data(), static_cast<int>(ids_.size()), segs_.data(),
+        static_cast<int>(segs_.size()), logit_rows_.data(),
+        static_cast<int>(logit_rows_.size()), logits.data());
     ++steps_;
     last_batch_ = static_cast<int64_t>(plan.runs.size());
     if (!s.ok()) {
       spdlog::error("engine step failed: {}", s.ToString());
-      for (auto& seq : running_) Release(*seq, seq->Abort(FinishReason::kNone, s));
+      for (auto& seq : running_)
+        Release(*seq, seq->Abort(FinishReason::kNone, s));
       EraseFinished();
       return;
     }
@@ -251,16 +267,19 @@ class EngineImpl final : public Engine {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  if (options.max_slots <= 0 || options.max_queue < 0 || options.step_token_budget <= 0) {
-    return absl::InvalidArgumentError("max_slots and step_token_budget must be > 0");
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const EngineOptions& options) {
+  if (options.max_slots <= 0 || options.max_queue < 0 ||
+      options.step_token_budget <= 0) {
+    return absl::InvalidArgumentError(
+        "max_slots and step_token_budget must be > 0");
   }
   std::unique_ptr<Backend> backend;
   if (options.backend == "cpu" || options.backend == "auto") {
     backend = MakeCpuBackend(options.cpu_threads);
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend '", options.backend, "' is not available in this build"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend '", options.backend, "' is not available in this build"));
   }
   auto tokenizer = LoadTokenizer(options.model_dir + "/tokenizer.json");
   if (!tokenizer.ok()) return tokenizer.status();
@@ -271,11 +290,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (!model.ok()) return model.status();
   if ((*tokenizer)->vocab_size() > (*model)->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tokenizer defines ", (*tokenizer)->vocab_size(), " ids but the model has ",
-        (*model)->vocab_size(), " embedding rows"));
+        "tokenizer defines ", (*tokenizer)->vocab_size(),
+        " ids but the model has ", (*model)->vocab_size(), " embedding rows"));
   }
-  return std::unique_ptr<Engine>(new EngineImpl(options, std::move(backend),
-                                                *std::move(tokenizer), *std::move(model)));
+  return std::unique_ptr<Engine>(new EngineImpl(
+      options, std::move(backend), *std::move(tokenizer), *std::move(model)));
 }
 
 }  // namespace seqboat

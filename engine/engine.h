@@ -16,19 +16,20 @@
 namespace seqboat {
 
 struct EngineOptions {
-  std::string model_dir;        // config.json, model.safetensors, tokenizer.json
+  std::string model_dir;  // config.json, model.safetensors, tokenizer.json
   std::string backend = "cpu";  // "cpu" (CUDA comes with kernels/)
   int32_t max_slots = 64;       // concurrent sequences (state slots)
   int32_t max_queue = 256;      // waiting requests before RESOURCE_EXHAUSTED
-  int32_t step_token_budget = 512;  // decode tokens + prefill chunk tokens per step
+  int32_t step_token_budget =
+      512;  // decode tokens + prefill chunk tokens per step
   int32_t max_prompt_tokens = 1 << 20;
   int32_t max_new_tokens_limit = 4096;
-  int32_t cpu_threads = 0;      // 0: the BLAS default
+  int32_t cpu_threads = 0;  // 0: the BLAS default
 };
 
 struct EngineStats {
-  int32_t running = 0;     // sequences holding a slot
-  int32_t waiting = 0;     // queued, not yet admitted
+  int32_t running = 0;  // sequences holding a slot
+  int32_t waiting = 0;  // queued, not yet admitted
   int32_t free_slots = 0;
   int64_t steps = 0;
   int64_t last_step_batch = 0;  // sequences in the most recent step
@@ -47,7 +48,8 @@ struct ModelSummary {
 class Engine {
  public:
   // Loads the model and starts the engine thread.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options);
   virtual ~Engine() = default;
 
   // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE

@@ -48,7 +48,7 @@ struct TokenLogprobs {
 // last one has finish != kNone or a non-OK status.
 struct GenerationEvent {
   std::vector<int32_t> token_ids;
-  std::string text;  // complete UTF-8 only
+  std::string text;                     // complete UTF-8 only
   std::vector<TokenLogprobs> logprobs;  // one per token id when requested
   FinishReason finish = FinishReason::kNone;
   std::string matched_stop;

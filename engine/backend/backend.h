@@ -46,30 +46,37 @@ class Backend {
   virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
   // Makes a device copy of a vector (norm weights, biases, recurrence params).
-  virtual absl::StatusOr<const float*> UploadVector(const float* host, int64_t n) = 0;
+  virtual absl::StatusOr<const float*> UploadVector(const float* host,
+                                                    int64_t n) = 0;
   // Makes the backend's matrix from fp32 host data; the backend picks its
   // storage (the CPU keeps fp32 and may alias `host`, which must outlive it).
-  virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows, int64_t cols) = 0;
+  virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                              int64_t cols) = 0;
 
-  // --- dense ops over the n rows of a step ------------------------------------
-  // out[i, :] = scale * table[ids[i], :]                       ids on the host
-  virtual void Embed(const int32_t* ids, int n, const float* table, int d, float scale,
-                     float* out) = 0;
+  // --- dense ops over the n rows of a step
+  // ------------------------------------ out[i, :] = scale * table[ids[i], :]
+  // ids on the host
+  virtual void Embed(const int32_t* ids, int n, const float* table, int d,
+                     float scale, float* out) = 0;
   // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
-  virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps, float* out) = 0;
+  virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+                       float* out) = 0;
   // y[i, :] (+)= x[i, :] · Wᵀ + bias; x rows have stride ldx, y rows ldy.
   // accumulate adds into y (the residual add of a block).
-  virtual void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
-                    float* y, int ldy, bool accumulate) = 0;
+  virtual void Gemm(const float* x, int ldx, int n, const Matrix& w,
+                    const float* bias, float* y, int ldy, bool accumulate) = 0;
   // out[j, :] = x[rows[j], :]                                  rows on the host
-  virtual void GatherRows(const float* x, int d, const int32_t* rows, int m, float* out) = 0;
+  virtual void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                          float* out) = 0;
 
-  // --- recurrent ops: one state per segment's slot -----------------------------
-  // Mamba-1 causal depthwise conv + SiLU over each segment's tokens (§1.3/1.4).
+  // --- recurrent ops: one state per segment's slot
+  // ----------------------------- Mamba-1 causal depthwise conv + SiLU over
+  // each segment's tokens (§1.3/1.4).
   //   x: pre-conv inputs, row stride ldx; state: slot s's [e, k-1] window at
   //   state + s * state_stride; w: [e, k]; bias: [e] or null; out: [n, e].
-  virtual void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx, float* state,
-                         int64_t state_stride, const float* w, const float* bias, int e, int k,
+  virtual void MambaConv(const Segment* segs, int nsegs, const float* x,
+                         int ldx, float* state, int64_t state_stride,
+                         const float* w, const float* bias, int e, int k,
                          float* out) = 0;
   // Mamba-1 selective scan over each segment's tokens (§1.3/1.4).
   //   x: conv outputs [n, e]; dt: W_dt δ̃ [n, e] (before bias and softplus);
@@ -77,10 +84,12 @@ class Backend {
   //   z: gate, stride ldz; a: [e, n_state]; d, dt_bias: [e];
   //   state: slot s's [e, n_state] at state + s * state_stride;
   //   out: [n, e] = (C·h + D x) SiLU(z).
-  virtual void MambaScan(const Segment* segs, int nsegs, const float* x, const float* dt,
-                         const float* bc, int ldbc, const float* z, int ldz, const float* a,
+  virtual void MambaScan(const Segment* segs, int nsegs, const float* x,
+                         const float* dt, const float* bc, int ldbc,
+                         const float* z, int ldz, const float* a,
                          const float* d, const float* dt_bias, float* state,
-                         int64_t state_stride, int e, int n_state, float* out) = 0;
+                         int64_t state_stride, int e, int n_state,
+                         float* out) = 0;
 };
 
 }  // namespace seqboat

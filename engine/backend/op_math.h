@@ -27,7 +27,8 @@ SEQBOAT_HD float RmsScale(float sum_sq, int n, float eps) {
 //           left and appended with `x` in place.
 //   w:      the channel's K taps, w[K-1] multiplies the current input.
 // Returns SiLU(conv + bias).
-SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x, int k) {
+SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x,
+                          int k) {
   float acc = bias;
   for (int i = 0; i < k - 1; ++i) acc += w[i] * window[i];
   acc += w[k - 1] * x;
@@ -42,8 +43,9 @@ SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x, in
 //   b, c: the token's B and C vectors, N entries each.
 //   dt_raw: (W_dt δ̃)[e] before bias and softplus.
 // Returns (C·h + D x) · SiLU(z).
-SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b, const float* c,
-                          float dt_raw, float dt_bias, float x, float d, float z, int n) {
+SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b,
+                          const float* c, float dt_raw, float dt_bias, float x,
+                          float d, float z, int n) {
   const float delta = Softplus(dt_raw + dt_bias);
   const float dx = delta * x;
   float y = 0.0f;

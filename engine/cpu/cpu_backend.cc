@@ -30,7 +30,8 @@ class CpuBackend final : public Backend {
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
     if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
     return DeviceBuffer(p, std::free);
@@ -44,7 +45,8 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
 
-  absl::StatusOr<const float*> UploadVector(const float* host, int64_t n) override {
+  absl::StatusOr<const float*> UploadVector(const float* host,
+                                            int64_t n) override {
     auto buf = Alloc(n * sizeof(float));
     if (!buf.ok()) return buf.status();
     std::memcpy(buf->get(), host, n * sizeof(float));
@@ -52,7 +54,8 @@ class CpuBackend final : public Backend {
     return static_cast<const float*>(buf->get());
   }
 
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows, int64_t cols) override {
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override {
     return Matrix{host, rows, cols};
   }
 
@@ -65,7 +68,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void RmsNorm(const float* x, int n, int d, const float* w, float eps, float* out) override {
+  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+               float* out) override {
 #pragma omp parallel for schedule(static) if (n > 8)
     for (int i = 0; i < n; ++i) {
       const float* xi = x + static_cast<int64_t>(i) * d;
@@ -81,8 +85,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias, float* y, int ldy,
-            bool accumulate) override {
+  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+            float* y, int ldy, bool accumulate) override {
     if (n == 0) return;
     const int m = static_cast<int>(w.rows);
     const int k = static_cast<int>(w.cols);
@@ -99,26 +103,29 @@ class CpuBackend final : public Backend {
       beta = 1.0f;
     }
     // Always sgemm, never sgemv for n == 1: one accumulation order for every
-    // batch size keeps a sequence's output independent of who it is batched with.
+    // batch size keeps a sequence's output independent of who it is batched
+    // with.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, ldx,
                 static_cast<const float*>(w.data), k, beta, y, ldy);
   }
 
-  void GatherRows(const float* x, int d, const int32_t* rows, int m, float* out) override {
+  void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                  float* out) override {
     for (int j = 0; j < m; ++j) {
-      std::memcpy(out + static_cast<int64_t>(j) * d, x + static_cast<int64_t>(rows[j]) * d,
-                  d * sizeof(float));
+      std::memcpy(out + static_cast<int64_t>(j) * d,
+                  x + static_cast<int64_t>(rows[j]) * d, d * sizeof(float));
     }
   }
 
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx, float* state,
-                 int64_t per_slot, const float* w, const float* bias, int e, int k,
-                 float* out) override {
+  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
+                 float* state, int64_t per_slot, const float* w,
+                 const float* bias, int e, int k, float* out) override {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int s = 0; s < nsegs; ++s) {
       for (int c = 0; c < e; ++c) {
         const Segment& seg = segs[s];
-        float* window = state + seg.slot * per_slot + static_cast<int64_t>(c) * (k - 1);
+        float* window =
+            state + seg.slot * per_slot + static_cast<int64_t>(c) * (k - 1);
         const float b = bias != nullptr ? bias[c] : 0.0f;
         for (int t = seg.start; t < seg.start + seg.len; ++t) {
           out[static_cast<int64_t>(t) * e + c] =
@@ -129,22 +136,24 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void MambaScan(const Segment* segs, int nsegs, const float* x, const float* dt, const float* bc,
-                 int ldbc, const float* z, int ldz, const float* a, const float* d,
-                 const float* dt_bias, float* state, int64_t per_slot, int e, int n_state,
+  void MambaScan(const Segment* segs, int nsegs, const float* x,
+                 const float* dt, const float* bc, int ldbc, const float* z,
+                 int ldz, const float* a, const float* d, const float* dt_bias,
+                 float* state, int64_t per_slot, int e, int n_state,
                  float* out) override {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int s = 0; s < nsegs; ++s) {
       for (int c = 0; c < e; ++c) {
         const Segment& seg = segs[s];
-        float* h = state + seg.slot * per_slot + static_cast<int64_t>(c) * n_state;
+        float* h =
+            state + seg.slot * per_slot + static_cast<int64_t>(c) * n_state;
         const float* ac = a + static_cast<int64_t>(c) * n_state;
         for (int t = seg.start; t < seg.start + seg.len; ++t) {
           const int64_t row = static_cast<int64_t>(t);
           const float* b_row = bc + row * ldbc;
-          out[row * e + c] = op_math::ScanStep(h, ac, b_row, b_row + n_state, dt[row * e + c],
-                                               dt_bias[c], x[row * e + c], d[c], z[row * ldz + c],
-                                               n_state);
+          out[row * e + c] = op_math::ScanStep(
+              h, ac, b_row, b_row + n_state, dt[row * e + c], dt_bias[c],
+              x[row * e + c], d[c], z[row * ldz + c], n_state);
         }
       }
     }

@@ -17,8 +17,9 @@ struct StepContext {
   Backend* backend = nullptr;
   const Segment* segs = nullptr;  // host
   int nsegs = 0;
-  int n = 0;                  // rows in this step
-  float* scratch = nullptr;   // device, ScratchFloatsPerRow() * n floats at least
+  int n = 0;  // rows in this step
+  float* scratch =
+      nullptr;  // device, ScratchFloatsPerRow() * n floats at least
 };
 
 class Layer {

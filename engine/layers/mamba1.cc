@@ -12,8 +12,8 @@ class Mamba1 final : public Layer {
   explicit Mamba1(const Mamba1Dims& dims) : dims_(dims) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
-    const int64_t d = dims_.d_model, e = dims_.d_inner, n = dims_.d_state, k = dims_.d_conv,
-                  r = dims_.dt_rank;
+    const int64_t d = dims_.d_model, e = dims_.d_inner, n = dims_.d_state,
+                  k = dims_.d_conv, r = dims_.dt_rank;
     auto vec = [&](const std::string& name, std::vector<int64_t> shape,
                    const float** out) -> absl::Status {
       auto host = ws.F32(name, shape);
@@ -37,17 +37,22 @@ class Mamba1 final : public Layer {
     absl::Status s;
     if (!(s = vec(p + "norm.weight", {d}, &norm_w_)).ok()) return s;
     if (!(s = mat("in_proj.weight", 2 * e, d, &in_proj_)).ok()) return s;
-    if (dims_.in_proj_bias && !(s = vec(p + "in_proj.bias", {2 * e}, &in_bias_)).ok()) return s;
+    if (dims_.in_proj_bias &&
+        !(s = vec(p + "in_proj.bias", {2 * e}, &in_bias_)).ok())
+      return s;
     // The conv taps and A feed the shared op math directly: plain fp32 arrays.
     if (!(s = vec(p + "conv.weight", {e, k}, &conv_w_)).ok()) return s;
-    if (dims_.conv_bias && !(s = vec(p + "conv.bias", {e}, &conv_b_)).ok()) return s;
+    if (dims_.conv_bias && !(s = vec(p + "conv.bias", {e}, &conv_b_)).ok())
+      return s;
     if (!(s = mat("x_proj.weight", r + 2 * n, e, &x_proj_)).ok()) return s;
     if (!(s = mat("dt_proj.weight", e, r, &dt_proj_)).ok()) return s;
     if (!(s = vec(p + "dt_proj.bias", {e}, &dt_bias_)).ok()) return s;
     if (!(s = vec(p + "A", {e, n}, &a_)).ok()) return s;
     if (!(s = vec(p + "D", {e}, &d_)).ok()) return s;
     if (!(s = mat("out_proj.weight", d, e, &out_proj_)).ok()) return s;
-    if (dims_.out_proj_bias && !(s = vec(p + "out_proj.bias", {d}, &out_bias_)).ok()) return s;
+    if (dims_.out_proj_bias &&
+        !(s = vec(p + "out_proj.bias", {d}, &out_bias_)).ok())
+      return s;
     return absl::OkStatus();
   }
 
@@ -70,8 +75,8 @@ class Mamba1 final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = dims_.d_model, e = dims_.d_inner, ns = dims_.d_state,
-              r = dims_.dt_rank, xc = XdblCols();
+    const int n = ctx.n, d = dims_.d_model, e = dims_.d_inner,
+              ns = dims_.d_state, r = dims_.dt_rank, xc = XdblCols();
     float* u = ctx.scratch;
     float* xz = u + static_cast<int64_t>(n) * d;
     float* x = xz + static_cast<int64_t>(n) * 2 * e;
@@ -84,19 +89,23 @@ class Mamba1 final : public Layer {
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = ConvFloats() + SsmFloats();
-    be.MambaConv(ctx.segs, ctx.nsegs, xz, 2 * e, state_, stride, conv_w_, conv_b_, e,
-                 dims_.d_conv, x);
+    be.MambaConv(ctx.segs, ctx.nsegs, xz, 2 * e, state_, stride, conv_w_,
+                 conv_b_, e, dims_.d_conv, x);
     be.Gemm(x, e, n, x_proj_, nullptr, xdbl, xc, false);
     be.Gemm(xdbl, xc, n, dt_proj_, nullptr, dt, e, false);
-    be.MambaScan(ctx.segs, ctx.nsegs, x, dt, xdbl + r, xc, xz + e, 2 * e, a_, d_, dt_bias_,
-                 state_ + ConvFloats(), stride, e, ns, y);
+    be.MambaScan(ctx.segs, ctx.nsegs, x, dt, xdbl + r, xc, xz + e, 2 * e, a_,
+                 d_, dt_bias_, state_ + ConvFloats(), stride, e, ns, y);
     be.Gemm(y, e, n, out_proj_, out_bias_, residual, d, /*accumulate=*/true);
     return absl::OkStatus();
   }
 
  private:
-  int64_t ConvFloats() const { return static_cast<int64_t>(dims_.d_inner) * (dims_.d_conv - 1); }
-  int64_t SsmFloats() const { return static_cast<int64_t>(dims_.d_inner) * dims_.d_state; }
+  int64_t ConvFloats() const {
+    return static_cast<int64_t>(dims_.d_inner) * (dims_.d_conv - 1);
+  }
+  int64_t SsmFloats() const {
+    return static_cast<int64_t>(dims_.d_inner) * dims_.d_state;
+  }
   int XdblCols() const { return dims_.dt_rank + 2 * dims_.d_state; }
   float* SlotState(int slot) const {
     return state_ + static_cast<int64_t>(slot) * (ConvFloats() + SsmFloats());
@@ -105,8 +114,9 @@ class Mamba1 final : public Layer {
   Mamba1Dims dims_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, x_proj_, dt_proj_, out_proj_;
-  const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr, *dt_bias_ = nullptr,
-              *a_ = nullptr, *d_ = nullptr, *out_bias_ = nullptr;
+  const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr,
+              *dt_bias_ = nullptr, *a_ = nullptr, *d_ = nullptr,
+              *out_bias_ = nullptr;
   float* state_ = nullptr;
 };
 
@@ -114,7 +124,8 @@ class Mamba1 final : public Layer {
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba1(const Mamba1Dims& dims,
                                                   const std::string& prefix,
-                                                  WeightStore& weights, Backend& backend) {
+                                                  WeightStore& weights,
+                                                  Backend& backend) {
   auto layer = std::make_unique<Mamba1>(dims);
   absl::Status s = layer->Bind(prefix, weights, backend);
   if (!s.ok()) return s;

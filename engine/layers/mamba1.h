@@ -29,7 +29,8 @@ struct Mamba1Dims {
 // Fetches `prefix` + canonical tensor names (MODELS.md §6.2) from the store.
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba1(const Mamba1Dims& dims,
                                                   const std::string& prefix,
-                                                  WeightStore& weights, Backend& backend);
+                                                  WeightStore& weights,
+                                                  Backend& backend);
 
 }  // namespace seqboat
 

@@ -9,12 +9,15 @@ namespace seqboat {
 namespace {
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
-                                                 WeightStore& weights, Backend& backend) {
+                                                 WeightStore& weights,
+                                                 Backend& backend) {
   const BlockConfig& block = cfg.blocks[i];
   const std::string prefix = absl::StrCat("blocks.", i, ".");
-  const std::string where = absl::StrCat("blocks[", i, "] (", BlockKindName(block.kind), ")");
+  const std::string where = absl::StrCat(
+      "blocks[", i, "] (", std::string(BlockKindName(block.kind)), ")");
   if (const Mamba1Config* m = block.mamba1()) {
-    if (!block.norm.has_value() || block.norm->type != NormType::kRmsNorm || !block.norm->affine) {
+    if (!block.norm.has_value() || block.norm->type != NormType::kRmsNorm ||
+        !block.norm->affine) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": field \"norm\" must be an affine rmsnorm"));
     }
@@ -30,12 +33,14 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     dims.norm_eps = static_cast<float>(block.norm->eps);
     return MakeMamba1(dims, prefix, weights, backend);
   }
-  return absl::InvalidArgumentError(absl::StrCat(where, ": kind not supported by this build"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": kind not supported by this build"));
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, Backend& backend,
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   Backend& backend,
                                                    const ModelLimits& limits) {
   if (limits.max_slots <= 0 || limits.max_rows_per_step <= 0) {
     return absl::InvalidArgumentError("model limits must be positive");
@@ -54,8 +59,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, Backe
   WeightStore& ws = *model->weights_;
   const int64_t d = cfg.d_model, v = cfg.vocab_size;
 
-  if (!cfg.final_norm.has_value() || cfg.final_norm->type != NormType::kRmsNorm) {
-    return absl::InvalidArgumentError("config.json: field \"final_norm\" must be an rmsnorm");
+  if (!cfg.final_norm.has_value() ||
+      cfg.final_norm->type != NormType::kRmsNorm) {
+    return absl::InvalidArgumentError(
+        "config.json: field \"final_norm\" must be an rmsnorm");
   }
   auto embed = ws.F32("embed.weight", {v, d});
   if (!embed.ok()) return embed.status();
@@ -67,7 +74,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, Backe
     if (!dev.ok()) return dev.status();
     model->final_norm_ = *dev;
   }
-  auto head_host = cfg.tie_embeddings ? embed : ws.F32("lm_head.weight", {v, d});
+  auto head_host =
+      cfg.tie_embeddings ? embed : ws.F32("lm_head.weight", {v, d});
   if (!head_host.ok()) return head_host.status();
   auto head = backend.UploadMatrix(*head_host, v, d);
   if (!head.ok()) return head.status();
@@ -106,14 +114,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, Backe
   return model;
 }
 
-absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                            const int32_t* logit_rows, int m, float* logits) {
+absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
+                            int nsegs, const int32_t* logit_rows, int m,
+                            float* logits) {
   if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("step of ", n, " rows and ", m,
-                                                   " logit rows exceeds the model's limits"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step of ", n, " rows and ", m,
+                     " logit rows exceeds the model's limits"));
   }
   Backend& be = *backend_;
-  const int d = static_cast<int>(config_.d_model), v = static_cast<int>(config_.vocab_size);
+  const int d = static_cast<int>(config_.d_model),
+            v = static_cast<int>(config_.vocab_size);
   auto* r = static_cast<float*>(residual_.get());
   be.Embed(ids, n, embed_, d, static_cast<float>(config_.embed.scale), r);
   StepContext ctx{&be, segs, nsegs, n, static_cast<float*>(scratch_.get())};
@@ -125,12 +136,14 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs, int 
   auto* u = static_cast<float*>(normed_.get());
   auto* out = static_cast<float*>(logits_.get());
   be.GatherRows(r, d, logit_rows, m, g);
-  be.RmsNorm(g, m, d, final_norm_, static_cast<float>(config_.final_norm->eps), u);
+  be.RmsNorm(g, m, d, final_norm_, static_cast<float>(config_.final_norm->eps),
+             u);
   be.Gemm(u, d, m, head_, nullptr, out, v, false);
   be.CopyToHost(logits, out, static_cast<size_t>(m) * v * sizeof(float));
   if (config_.logit_scale != 1.0) {
     const float scale = static_cast<float>(config_.logit_scale);
-    for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i) logits[i] *= scale;
+    for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i)
+      logits[i] *= scale;
   }
   return absl::OkStatus();
 }

@@ -18,22 +18,24 @@
 namespace seqboat {
 
 struct ModelLimits {
-  int max_slots = 64;          // concurrent sequences
+  int max_slots = 64;           // concurrent sequences
   int max_rows_per_step = 576;  // packed tokens in one step
 };
 
 class Model {
  public:
   // Reads dir/config.json and dir/model.safetensors; every tensor must be used.
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, Backend& backend,
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                                     Backend& backend,
                                                      const ModelLimits& limits);
 
   // Runs one packed step: ids[0..n) (host) split into segments, each segment's
   // state in its slot. Writes logits (host, [m, vocab_size]) for the rows
   // listed in logit_rows (host). Requires n <= max_rows_per_step and
   // m <= max_slots.
-  absl::Status Forward(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                       const int32_t* logit_rows, int m, float* logits);
+  absl::Status Forward(const int32_t* ids, int n, const Segment* segs,
+                       int nsegs, const int32_t* logit_rows, int m,
+                       float* logits);
 
   const ModelConfig& config() const { return config_; }
   SlotArena& arena() { return *arena_; }
@@ -50,7 +52,7 @@ class Model {
   std::unique_ptr<WeightStore> weights_;  // keeps the mmap the matrices alias
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SlotArena> arena_;
-  const float* embed_ = nullptr;     // [V, D], host-side table for the gather
+  const float* embed_ = nullptr;  // [V, D], host-side table for the gather
   const float* final_norm_ = nullptr;
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;

@@ -19,7 +19,8 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
 GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
   GenerationEvent event;
   TokenLogprobs lp;
-  const int32_t token = sampler_.Sample(logits, n, request_.logprobs ? &lp : nullptr);
+  const int32_t token =
+      sampler_.Sample(logits, n, request_.logprobs ? &lp : nullptr);
   sampler_.Observe(token);
   last_token_ = token;
   ++generated_;
@@ -27,8 +28,9 @@ GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
   if (request_.logprobs) event.logprobs.push_back(std::move(lp));
 
   const auto& stop_ids = request_.stopping.stop_token_ids;
-  const bool is_eos = (token == eos_ && !request_.stopping.ignore_eos) ||
-                      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  const bool is_eos =
+      (token == eos_ && !request_.stopping.ignore_eos) ||
+      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
   if (is_eos) {
     Finish(event, FinishReason::kEos);
     return event;
@@ -43,7 +45,8 @@ GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
     event.generated_tokens = generated_;
     return event;
   }
-  if (generated_ >= request_.stopping.max_new_tokens) Finish(event, FinishReason::kLength);
+  if (generated_ >= request_.stopping.max_new_tokens)
+    Finish(event, FinishReason::kLength);
   return event;
 }
 

@@ -23,11 +23,14 @@ class Sequence {
   // event to send; event.finish != kNone when the sequence is done.
   GenerationEvent Advance(const float* logits, int32_t n);
   // The final event for a sequence ended from outside (cancel, shutdown).
-  GenerationEvent Abort(FinishReason reason, absl::Status status = absl::OkStatus());
+  GenerationEvent Abort(FinishReason reason,
+                        absl::Status status = absl::OkStatus());
 
   const Request& request() const { return request_; }
   int slot() const { return slot_; }
-  int32_t prompt_len() const { return static_cast<int32_t>(request_.prompt.size()); }
+  int32_t prompt_len() const {
+    return static_cast<int32_t>(request_.prompt.size());
+  }
   int32_t prefilled() const { return prefilled_; }
   void AddPrefilled(int32_t n) { prefilled_ += n; }
   // The token the next decode step feeds.

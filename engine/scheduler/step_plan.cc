@@ -17,7 +17,8 @@ StepPlan PlanStep(const std::vector<SequenceView>& seqs, int32_t token_budget) {
     const SequenceView& s = seqs[i];
     if (s.prefilled >= s.prompt_len) continue;
     const int32_t len = std::min(budget, s.prompt_len - s.prefilled);
-    plan.runs.push_back({i, s.prefilled, len, false, s.prefilled + len == s.prompt_len});
+    plan.runs.push_back(
+        {i, s.prefilled, len, false, s.prefilled + len == s.prompt_len});
     plan.rows += len;
     budget -= len;
   }

@@ -17,10 +17,10 @@ struct SequenceView {
 };
 
 struct PlannedRun {
-  int seq = 0;             // index into the views
-  int32_t prompt_from = 0;  // first prompt position of a prefill chunk
-  int32_t len = 0;          // rows; 1 for decode
-  bool decode = false;      // feeds the last sampled token
+  int seq = 0;                // index into the views
+  int32_t prompt_from = 0;    // first prompt position of a prefill chunk
+  int32_t len = 0;            // rows; 1 for decode
+  bool decode = false;        // feeds the last sampled token
   bool wants_logits = false;  // decode, or a chunk that ends the prompt
 };
 

@@ -6,16 +6,18 @@
 
 namespace seqboat {
 
-SlotArena::SlotArena(Backend& backend, int max_slots, std::vector<Layer*> layers)
+SlotArena::SlotArena(Backend& backend, int max_slots,
+                     std::vector<Layer*> layers)
     : backend_(backend), max_slots_(max_slots), layers_(std::move(layers)) {
   in_use_.assign(max_slots, false);
   for (int s = max_slots - 1; s >= 0; --s) free_.push_back(s);
 }
 
-absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(Backend& backend, int max_slots,
-                                                              const std::vector<Layer*>& layers) {
+absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
+    Backend& backend, int max_slots, const std::vector<Layer*>& layers) {
   if (max_slots <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_slots must be > 0, got ", max_slots));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_slots must be > 0, got ", max_slots));
   }
   std::unique_ptr<SlotArena> arena(new SlotArena(backend, max_slots, layers));
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -28,9 +30,10 @@ absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(Backend& backend, i
     }
     auto region = backend.Alloc(static_cast<size_t>(per_slot) * max_slots);
     if (!region.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "state arena: block ", i, " (", layers[i]->kind(), ") needs ", per_slot, " bytes x ",
-          max_slots, " slots; ", region.status().message()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("state arena: block ", i, " (", layers[i]->kind(),
+                       ") needs ", per_slot, " bytes x ", max_slots, " slots; ",
+                       region.status().message()));
     }
     layers[i]->BindState(region->get());
     arena->regions_.push_back(*region);
@@ -52,7 +55,9 @@ std::optional<int> SlotArena::Acquire() {
 bool SlotArena::Release(int slot) {
   if (slot < 0 || slot >= max_slots_ || !in_use_[slot]) return false;
   in_use_[slot] = false;
-  free_.insert(std::upper_bound(free_.begin(), free_.end(), slot, std::greater<int>()), slot);
+  free_.insert(
+      std::upper_bound(free_.begin(), free_.end(), slot, std::greater<int>()),
+      slot);
   return true;
 }
 
@@ -62,7 +67,8 @@ std::vector<uint8_t> SlotArena::Snapshot(int slot) const {
   for (size_t i = 0; i < regions_.size(); ++i) {
     if (region_bytes_[i] == 0) continue;
     const auto* base = static_cast<const uint8_t*>(regions_[i].get());
-    backend_.CopyToHost(out.data() + offset, base + region_bytes_[i] * slot, region_bytes_[i]);
+    backend_.CopyToHost(out.data() + offset, base + region_bytes_[i] * slot,
+                        region_bytes_[i]);
     offset += region_bytes_[i];
   }
   return out;
@@ -73,8 +79,8 @@ void SlotArena::Restore(int slot, const std::vector<uint8_t>& snapshot) {
   for (size_t i = 0; i < regions_.size(); ++i) {
     if (region_bytes_[i] == 0) continue;
     auto* base = static_cast<uint8_t*>(regions_[i].get());
-    backend_.CopyToDevice(base + region_bytes_[i] * slot, snapshot.data() + offset,
-                          region_bytes_[i]);
+    backend_.CopyToDevice(base + region_bytes_[i] * slot,
+                          snapshot.data() + offset, region_bytes_[i]);
     offset += region_bytes_[i];
   }
 }

@@ -20,8 +20,8 @@ class SlotArena {
  public:
   // Allocates and binds every layer's state region. RESOURCE_EXHAUSTED, with
   // the size asked for, when the backend cannot hold it.
-  static absl::StatusOr<std::unique_ptr<SlotArena>> Create(Backend& backend, int max_slots,
-                                                           const std::vector<Layer*>& layers);
+  static absl::StatusOr<std::unique_ptr<SlotArena>> Create(
+      Backend& backend, int max_slots, const std::vector<Layer*>& layers);
 
   // The lowest free slot with its state zeroed, or nullopt when all are taken.
   std::optional<int> Acquire();

@@ -1,0 +1,185 @@
+#include "engine/engine.h"
+
+#include <future>
+#include <mutex>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
+
+// Collects a request's events; done() resolves with the final one.
+struct Collector {
+  std::mutex mu;
+  std::vector<int32_t> tokens;
+  std::string text;
+  int events = 0;
+  std::promise<GenerationEvent> done;
+
+  EventSink Sink() {
+    return [this](GenerationEvent e) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++events;
+      tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      text += e.text;
+      if (e.finish != FinishReason::kNone || !e.status.ok())
+        done.set_value(std::move(e));
+    };
+  }
+};
+
+Request Greedy(std::vector<int32_t> prompt, int max_new, Collector& c) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.stopping.max_new_tokens = max_new;
+  r.stopping.ignore_eos = true;
+  r.sink = c.Sink();
+  return r;
+}
+
+std::vector<int32_t> Prompt(int len, int salt) {
+  std::vector<int32_t> p(len);
+  for (int i = 0; i < len; ++i) p[i] = (i * 31 + salt * 7 + 3) % 256;
+  return p;
+}
+
+std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64) {
+  EngineOptions o;
+  o.model_dir = kTinyMamba;
+  o.max_slots = slots;
+  o.max_queue = queue;
+  o.step_token_budget = budget;
+  auto engine = Engine::Create(o);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+TEST(EngineTest, GreedyOutputIsTheSameAloneOrAmongSixteen) {
+  const std::vector<int32_t> target = Prompt(23, 0);
+  std::vector<int32_t> alone;
+  {
+    Collector c;  // outlives the engine, whose thread calls its sink
+    auto engine = MakeEngine(17, 16);
+    ASSERT_TRUE(engine->Submit(Greedy(target, 48, c)).ok());
+    GenerationEvent last = c.done.get_future().get();
+    EXPECT_EQ(last.finish, FinishReason::kLength);
+    EXPECT_EQ(last.generated_tokens, 48);
+    alone = c.tokens;
+  }
+  ASSERT_EQ(alone.size(), 48u);
+  // Same request among 16 others with different prompt lengths; the small
+  // token budget forces chunked prefill interleaved with decodes.
+  std::vector<std::unique_ptr<Collector>> others;
+  Collector c;
+  auto engine = MakeEngine(17, 16);
+  for (int i = 0; i < 8; ++i) {
+    others.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(
+        engine->Submit(Greedy(Prompt(5 + 9 * i, i + 1), 40 + i, *others.back()))
+            .ok());
+  }
+  ASSERT_TRUE(engine->Submit(Greedy(target, 48, c)).ok());
+  for (int i = 8; i < 16; ++i) {
+    others.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(
+        engine
+            ->Submit(Greedy(Prompt(1 + 13 * i, i + 1), 30 + i, *others.back()))
+            .ok());
+  }
+  c.done.get_future().get();
+  EXPECT_EQ(c.tokens, alone);
+  for (auto& o : others) {
+    GenerationEvent last = o->done.get_future().get();
+    EXPECT_EQ(last.finish, FinishReason::kLength);
+  }
+}
+
+TEST(EngineTest, SameSeedSameTextAndTokensStream) {
+  std::vector<int32_t> runs[2];
+  Collector collectors[2];
+  auto engine = MakeEngine(4, 64);
+  int i = 0;
+  for (auto& run : runs) {
+    Collector& c = collectors[i++];
+    Request r = Greedy(Prompt(10, 3), 20, c);
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 1234;
+    ASSERT_TRUE(engine->Submit(std::move(r)).ok());
+    c.done.get_future().get();
+    EXPECT_EQ(c.events, 20);  // one event per token: tokens stream as sampled
+    run = c.tokens;
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(EngineTest, QueueBoundGivesResourceExhausted) {
+  std::vector<std::unique_ptr<Collector>> cs;
+  auto engine = MakeEngine(1, 8, /*queue=*/2);
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 12; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    absl::Status s = engine->Submit(Greedy(Prompt(4, i), 200, *cs.back()));
+    if (s.ok()) {
+      ++accepted;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(
+      accepted,
+      1 + 2 + 1);  // a slot, the queue, and one admitted meanwhile at most
+  engine->Shutdown();
+  // Shutdown ends every accepted request with exactly one final event.
+  int finished = 0;
+  for (auto& c : cs) {
+    auto f = c->done.get_future();
+    if (f.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      ++finished;
+  }
+  EXPECT_EQ(finished, accepted);
+  EXPECT_EQ(engine->Stats().running, 0);
+}
+
+TEST(EngineTest, CancelFreesTheSlot) {
+  Collector a, b;
+  auto engine = MakeEngine(1, 8);
+  Request ra = Greedy(Prompt(4, 1), 100000, a);
+  auto control = ra.control;
+  ASSERT_TRUE(engine->Submit(std::move(ra)).ok());
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 2), 5, b))
+                  .ok());  // waits for the one slot
+  control->cancelled = true;
+  GenerationEvent last_a = a.done.get_future().get();
+  EXPECT_EQ(last_a.finish, FinishReason::kCancelled);
+  GenerationEvent last_b = b.done.get_future().get();
+  EXPECT_EQ(last_b.finish, FinishReason::kLength);
+  EXPECT_EQ(engine->Stats().free_slots, 1);
+}
+
+TEST(EngineTest, DrainRefusesNewWorkAndFinishesOld) {
+  Collector a, b;
+  auto engine = MakeEngine(2, 8);
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 10, a)).ok());
+  engine->BeginDrain();
+  absl::Status s = engine->Submit(Greedy(Prompt(4, 2), 10, b));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(a.done.get_future().get().finish, FinishReason::kLength);
+}
+
+TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
+  Collector c;
+  auto engine = MakeEngine(2, 8);
+  absl::Status s = engine->Submit(Greedy({1, 2, 9999}, 3, c));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt token 2"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace seqboat
