@@ -1,0 +1,247 @@
+// seqboat_server: loads a model, serves seqboat.v1.TextGeneration over gRPC
+// (with health checking and reflection), and drains gracefully on SIGTERM or
+// SIGINT. Prints "listening on HOST:PORT" on stdout once it accepts calls;
+// logs go to stderr.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "server/request_validation.h"
+#include "server/text_generation_service.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, model_dir, "",
+          "Directory with config.json, model.safetensors and tokenizer.json.");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
+ABSL_FLAG(int32_t, port, 50051, "Port to listen on; 0 picks a free one.");
+ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
+ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
+ABSL_FLAG(int32_t, max_queue, 256,
+          "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, step_token_budget, 512,
+          "Decode plus prefill tokens per engine step.");
+ABSL_FLAG(int32_t, max_new_tokens_default, 256,
+          "max_new_tokens when a request leaves it unset.");
+ABSL_FLAG(int32_t, max_new_tokens_limit, 4096,
+          "Largest max_new_tokens a request may ask for.");
+ABSL_FLAG(int32_t, max_prompt_tokens, 32768,
+          "Longest prompt accepted, in tokens.");
+ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = BLAS default.");
+ABSL_FLAG(int32_t, drain_grace_seconds, 30,
+          "On SIGTERM, how long running requests may take to finish before "
+          "they are cancelled.");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug, info, warn, error or critical (debug logs one line "
+          "per request).");
+
+namespace seqboat {
+namespace {
+
+constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
+
+absl::Status CheckFlags() {
+  auto positive = [](absl::string_view name, int32_t value) {
+    return value > 0 ? absl::OkStatus()
+                     : absl::InvalidArgumentError(absl::StrCat(
+                           "--", name, " must be > 0, got ", value));
+  };
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, int32_t>{"max_slots",
+                                              absl::GetFlag(FLAGS_max_slots)},
+        {"step_token_budget", absl::GetFlag(FLAGS_step_token_budget)},
+        {"max_new_tokens_default", absl::GetFlag(FLAGS_max_new_tokens_default)},
+        {"max_new_tokens_limit", absl::GetFlag(FLAGS_max_new_tokens_limit)},
+        {"max_prompt_tokens", absl::GetFlag(FLAGS_max_prompt_tokens)}}) {
+    absl::Status status = positive(name, value);
+    if (!status.ok()) return status;
+  }
+  if (absl::GetFlag(FLAGS_model_dir).empty()) {
+    return absl::InvalidArgumentError("--model_dir is required");
+  }
+  const int32_t port = absl::GetFlag(FLAGS_port);
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port must be in [0, 65535], got ", port));
+  }
+  if (absl::GetFlag(FLAGS_max_queue) < 0) {
+    return absl::InvalidArgumentError("--max_queue must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_drain_grace_seconds) < 0) {
+    return absl::InvalidArgumentError("--drain_grace_seconds must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_max_new_tokens_default) >
+      absl::GetFlag(FLAGS_max_new_tokens_limit)) {
+    return absl::InvalidArgumentError(
+        "--max_new_tokens_default must not exceed --max_new_tokens_limit");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetUpLogging() {
+  auto logger = spdlog::stderr_color_mt("seqboat");
+  spdlog::set_default_logger(logger);
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  for (const char* name :
+       {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    if (level == name) {
+      spdlog::set_level(spdlog::level::from_str(level));
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--log_level: unknown level '", level, "'"));
+}
+
+std::string HostPort(const std::string& host, int port) {
+  // IPv6 literals need brackets in a gRPC address.
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+// Waits for SIGTERM or SIGINT (blocked in every thread, see Run) for at most
+// `timeout`; returns the signal or 0.
+int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
+  timespec ts = absl::ToTimespec(timeout);
+  int sig = sigtimedwait(&signals, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+// Stops taking work, lets running requests finish for up to the grace
+// period (a second signal cuts it short), then cancels what is left.
+void Drain(Engine& engine, grpc::Server& server, const sigset_t& signals) {
+  server.GetHealthCheckService()->SetServingStatus(false);
+  server.GetHealthCheckService()->SetServingStatus(kServiceName, false);
+  engine.BeginDrain();
+  const absl::Time grace_end =
+      absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_grace_seconds));
+  while (true) {
+    EngineStats stats = engine.Stats();
+    if (stats.running == 0 && stats.waiting == 0) {
+      spdlog::info("drained: no requests left");
+      break;
+    }
+    if (absl::Now() >= grace_end) {
+      spdlog::warn("grace period over: cancelling {} running and {} waiting",
+                   stats.running, stats.waiting);
+      break;
+    }
+    if (WaitForSignal(signals, absl::Milliseconds(50)) != 0) {
+      spdlog::warn("second signal: cancelling {} running and {} waiting",
+                   stats.running, stats.waiting);
+      break;
+    }
+  }
+  // Every remaining stream gets a CANCELLED finish from the engine; the
+  // server then waits briefly for those last messages to go out.
+  engine.Shutdown();
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+int Run() {
+  absl::Status flags = CheckFlags();
+  if (!flags.ok()) {
+    std::cerr << "seqboat_server: " << flags.message() << "\n";
+    return 1;
+  }
+  absl::Status logging = SetUpLogging();
+  if (!logging.ok()) {
+    std::cerr << "seqboat_server: " << logging.message() << "\n";
+    return 1;
+  }
+
+  // Block the shutdown signals before any thread starts, so they inherit the
+  // mask and the signals wait in the queue for sigtimedwait below: no handler
+  // and no global state needed.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  EngineOptions options;
+  options.model_dir = absl::GetFlag(FLAGS_model_dir);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.max_slots = absl::GetFlag(FLAGS_max_slots);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
+  options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
+  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
+  if (!engine.ok()) {
+    spdlog::error("cannot load model from {}: {}", options.model_dir,
+                  engine.status().ToString());
+    return 1;
+  }
+
+  ValidationLimits limits;
+  limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
+  limits.max_new_tokens_limit = options.max_new_tokens_limit;
+  limits.max_prompt_tokens = options.max_prompt_tokens;
+  TextGenerationService service(engine->get(), limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string host = absl::GetFlag(FLAGS_host);
+  int bound_port = 0;
+  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
+                           grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    spdlog::error("cannot listen on {}",
+                  HostPort(host, absl::GetFlag(FLAGS_port)));
+    (*engine)->Shutdown();
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+
+  const ModelSummary& summary = (*engine)->summary();
+  spdlog::info(
+      "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots, "
+      "queue {}, port {}",
+      summary.name, summary.layer_kinds.size(), summary.vocab_size,
+      summary.backend, options.max_slots, options.max_queue, bound_port);
+  std::cout << "listening on " << HostPort(host, bound_port) << std::endl;
+
+  int sig = 0;
+  while (sig == 0) sig = WaitForSignal(signals, absl::Hours(1));
+  spdlog::info("signal {}: draining for up to {} s", sig,
+               absl::GetFlag(FLAGS_drain_grace_seconds));
+  Drain(**engine, *server, signals);
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace seqboat
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves a sequence model over gRPC.\n"
+      "  seqboat_server --model_dir=DIR [--port=50051] [--max_slots=64] ...");
+  absl::ParseCommandLine(argc, argv);
+  return seqboat::Run();
+}

@@ -1,0 +1,131 @@
+#include "server/text_generation_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/tokenizer/utf8.h"
+#include "server/generate_stream.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace seqboat {
+namespace {
+
+Vocabulary VocabularyOf(const Engine& engine) {
+  const Tokenizer& tokenizer = engine.tokenizer();
+  Vocabulary v;
+  // Ids must index both the tokenizer and the model's embedding rows.
+  v.size = tokenizer.vocab_size();
+  if (engine.summary().vocab_size > 0) {
+    v.size = std::min(v.size, engine.summary().vocab_size);
+  }
+  v.encode =
+      [&tokenizer](
+          absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    return tokenizer.Encode(std::string_view(text.data(), text.size()));
+  };
+  v.is_special = [&tokenizer](int32_t id) { return tokenizer.IsSpecial(id); };
+  return v;
+}
+
+// gRPC reports "no deadline" as the largest time_point, which would overflow
+// a conversion; anything a century out counts as none.
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline >=
+      std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace
+
+TextGenerationService::TextGenerationService(Engine* engine,
+                                             ValidationLimits limits)
+    : engine_(*engine), limits_(limits), vocabulary_(VocabularyOf(*engine)) {}
+
+uint64_t TextGenerationService::NextRandom() {
+  absl::MutexLock lock(&rng_mu_);
+  return absl::Uniform<uint64_t>(rng_);
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* proto) {
+  RequestFallbacks fallbacks;
+  fallbacks.request_id = absl::StrFormat("req-%016x", NextRandom());
+  fallbacks.seed = NextRandom();
+  absl::StatusOr<Request> request =
+      RequestFromProto(*proto, vocabulary_, limits_, fallbacks);
+
+  auto control = std::make_shared<RequestControl>();
+  auto* stream = new GenerateStream(
+      request.ok() ? request->id : proto->request_id(), control);
+  if (!request.ok()) {
+    spdlog::debug("rejected request: {}", request.status().ToString());
+    stream->Fail(ToGrpcStatus(request.status()));
+    return stream;
+  }
+  // The seed is logged so that a sampled answer can be reproduced.
+  spdlog::debug(
+      "request {} accepted: prompt_tokens={} max_new_tokens={} seed={}",
+      request->id, request->prompt.size(), request->stopping.max_new_tokens,
+      request->sampling.seed);
+  request->control = control;
+  request->sink = stream->sink();
+  request->deadline = DeadlineOf(*context);
+  request->arrival = absl::Now();
+  // RESOURCE_EXHAUSTED (queue full), UNAVAILABLE (draining) and
+  // INVALID_ARGUMENT keep their codes on the wire.
+  absl::Status submitted = engine_.Submit(*std::move(request));
+  if (!submitted.ok()) stream->Fail(ToGrpcStatus(submitted));
+  return stream;
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
+    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
+    v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const Tokenizer& tokenizer = engine_.tokenizer();
+  std::vector<int32_t> ids = tokenizer.Encode(request->text());
+  response->mutable_token_ids()->Add(ids.begin(), ids.end());
+  for (int32_t id : ids) {
+    // proto3 strings must be valid UTF-8 or clients refuse the message, so a
+    // piece holding part of a character shows U+FFFD for the missing part.
+    response->add_pieces(Utf8Lossy(tokenizer.TokenBytes(id)));
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
+    grpc::CallbackServerContext* context,
+    const v1::GetModelInfoRequest* /*request*/, v1::ModelInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const ModelSummary& summary = engine_.summary();
+  const EngineOptions& options = engine_.options();
+  response->set_name(summary.name);
+  for (const std::string& kind : summary.layer_kinds) {
+    response->add_layer_kinds(kind);
+  }
+  response->set_vocab_size(vocabulary_.size);
+  response->set_eos_token_id(summary.eos_token_id);
+  response->set_max_slots(options.max_slots);
+  response->set_max_queue(options.max_queue);
+  response->set_max_new_tokens_limit(
+      static_cast<uint32_t>(std::max(limits_.max_new_tokens_limit, 0)));
+  response->set_max_prompt_tokens(
+      static_cast<uint32_t>(std::max(limits_.max_prompt_tokens, 0)));
+  response->set_backend(summary.backend);
+  response->set_state_bytes_per_slot(summary.state_bytes_per_slot);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,50 @@
+// The seqboat.v1.TextGeneration service on gRPC's callback API: Generate
+// validates and tokenizes on the gRPC thread, then hands the request to the
+// engine with a GenerateStream as its sink; Tokenize and GetModelInfo answer
+// from the engine's tokenizer and configuration.
+#ifndef SEQBOAT_SERVER_TEXT_GENERATION_SERVICE_H_
+#define SEQBOAT_SERVER_TEXT_GENERATION_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/random/random.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "seqboat/v1/generate.grpc.pb.h"
+#include "server/request_validation.h"
+
+namespace seqboat {
+
+class TextGenerationService final : public v1::TextGeneration::CallbackService {
+ public:
+  // `engine` must outlive the service. `limits.max_prompt_tokens` and
+  // `limits.max_new_tokens_limit` should match the engine's options.
+  TextGenerationService(Engine* engine, ValidationLimits limits);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context,
+      const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+ private:
+  // Random values for unset seeds and request ids.
+  uint64_t NextRandom();
+
+  Engine& engine_;
+  const ValidationLimits limits_;
+  const Vocabulary vocabulary_;
+  absl::Mutex rng_mu_;
+  absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_TEXT_GENERATION_SERVICE_H_

@@ -1,0 +1,334 @@
+#include "server/text_generation_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "seqboat/v1/generate.grpc.pb.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// An Engine that queues accepted requests for the test to drive by hand and
+// answers Submit with a status the test chooses.
+class FakeEngine final : public Engine {
+ public:
+  FakeEngine() {
+    auto tokenizer = ParseTokenizerJson(R"({"model": {"type": "Bytes"},
+      "added_tokens": [{"id": 256, "content": "<|endoftext|>",
+                        "special": true}]})");
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    summary_.name = "fake";
+    summary_.layer_kinds = {"mamba", "mamba"};
+    summary_.vocab_size = 300;  // padded beyond the tokenizer's 257
+    summary_.eos_token_id = 256;
+    summary_.state_bytes_per_slot = 4096;
+    summary_.backend = "cpu";
+    options_.max_slots = 3;
+    options_.max_queue = 5;
+  }
+
+  absl::Status Submit(Request request) override {
+    absl::MutexLock lock(&mu_);
+    ++submits_;
+    if (!submit_status_.ok()) return submit_status_;
+    accepted_.push_back(std::move(request));
+    return absl::OkStatus();
+  }
+  void BeginDrain() override {}
+  void Shutdown() override {}
+  EngineStats Stats() const override { return {}; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const ModelSummary& summary() const override { return summary_; }
+  const EngineOptions& options() const override { return options_; }
+
+  void set_submit_status(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    submit_status_ = std::move(status);
+  }
+  int submits() {
+    absl::MutexLock lock(&mu_);
+    return submits_;
+  }
+  // Waits for the next accepted request.
+  Request Take() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::deque<Request>* q) { return !q->empty(); }, &accepted_),
+        absl::Seconds(10));
+    EXPECT_FALSE(accepted_.empty()) << "no request reached the engine";
+    if (accepted_.empty()) return Request();
+    Request r = std::move(accepted_.front());
+    accepted_.pop_front();
+    return r;
+  }
+
+ private:
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelSummary summary_;
+  EngineOptions options_;
+  absl::Mutex mu_;
+  absl::Status submit_status_ ABSL_GUARDED_BY(mu_);
+  int submits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Request> accepted_ ABSL_GUARDED_BY(mu_);
+};
+
+GenerationEvent Token(int32_t id, std::string text) {
+  GenerationEvent e;
+  e.token_ids = {id};
+  e.text = std::move(text);
+  return e;
+}
+
+class TextGenerationServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ValidationLimits limits;
+    limits.max_new_tokens_default = 16;
+    limits.max_new_tokens_limit = 1000;
+    limits.max_prompt_tokens = 64;
+    service_ = std::make_unique<TextGenerationService>(&engine_, limits);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::TextGeneration::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                            grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  // Runs a Generate call to the end; returns its status and the messages.
+  grpc::Status Collect(const v1::GenerateRequest& request,
+                       std::vector<v1::GenerateResponse>* messages) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, request);
+    v1::GenerateResponse msg;
+    while (reader->Read(&msg)) messages->push_back(msg);
+    return reader->Finish();
+  }
+
+  FakeEngine engine_;
+  std::unique_ptr<TextGenerationService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::TextGeneration::Stub> stub_;
+};
+
+TEST_F(TextGenerationServiceTest, GenerateTokenizesSubmitsAndStreams) {
+  v1::GenerateRequest request;
+  request.set_text("hi");
+  request.mutable_sampling()->set_temperature(0.5f);
+  request.mutable_stopping()->add_stop("\n");
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto reader = stub_->Generate(&ctx, request);
+  Request got = engine_.Take();
+  EXPECT_THAT(got.prompt, ElementsAre('h', 'i'));
+  EXPECT_FLOAT_EQ(got.sampling.temperature, 0.5f);
+  EXPECT_EQ(got.stopping.max_new_tokens, 16);
+  EXPECT_THAT(got.stopping.stop_strings, ElementsAre("\n"));
+  EXPECT_THAT(got.id, StartsWith("req-"));
+  EXPECT_NE(got.control, nullptr);
+  ASSERT_TRUE(got.sink);
+  // The client's deadline reaches the engine so queued requests can expire.
+  EXPECT_GT(got.deadline, absl::Now() + absl::Seconds(20));
+  EXPECT_LT(got.deadline, absl::Now() + absl::Seconds(31));
+
+  got.sink(Token('y', "y"));
+  v1::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(msg.request_id(), got.id);
+  EXPECT_EQ(msg.text(), "y");
+  GenerationEvent last = Token('o', "o");
+  last.finish = FinishReason::kEos;
+  last.prompt_tokens = 2;
+  last.generated_tokens = 2;
+  got.sink(std::move(last));
+  got.sink = nullptr;
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(msg.finish_reason(), v1::FINISH_REASON_EOS);
+  EXPECT_EQ(msg.usage().prompt_tokens(), 2u);
+  EXPECT_FALSE(reader->Read(&msg));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST_F(TextGenerationServiceTest, NoDeadlineMeansInfinite) {
+  v1::GenerateRequest request;
+  request.set_request_id("mine");
+  request.mutable_token_ids()->add_ids('a');
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, request);
+  Request got = engine_.Take();
+  EXPECT_EQ(got.id, "mine");
+  EXPECT_EQ(got.deadline, absl::InfiniteFuture());
+  ctx.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(TextGenerationServiceTest, UnsetSeedsAreRandomAndExplicitSeedsKept) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < 3; ++i) {
+    v1::GenerateRequest request;
+    request.set_text("x");
+    if (i == 2) request.mutable_sampling()->set_seed(1234);
+    grpc::ClientContext ctx;
+    auto reader = stub_->Generate(&ctx, request);
+    Request got = engine_.Take();
+    seeds.push_back(got.sampling.seed);
+    GenerationEvent last;
+    last.finish = FinishReason::kLength;
+    got.sink(std::move(last));
+    v1::GenerateResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  EXPECT_NE(seeds[0], seeds[1]);
+  EXPECT_EQ(seeds[2], 1234u);
+}
+
+TEST_F(TextGenerationServiceTest, InvalidRequestNamesFieldAndSkipsEngine) {
+  v1::GenerateRequest request;
+  request.set_text("hi");
+  request.mutable_sampling()->set_top_p(2.0f);
+  std::vector<v1::GenerateResponse> messages;
+  grpc::Status status = Collect(request, &messages);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("sampling.top_p"));
+  EXPECT_TRUE(messages.empty());
+  EXPECT_EQ(engine_.submits(), 0);
+}
+
+// The model has 300 embedding rows but the tokenizer defines 257 ids.
+TEST_F(TextGenerationServiceTest, IdsBeyondTokenizerRejected) {
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->add_ids(257);
+  std::vector<v1::GenerateResponse> messages;
+  grpc::Status status = Collect(request, &messages);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("token_ids.ids[0]"));
+}
+
+TEST_F(TextGenerationServiceTest, SubmitErrorsKeepTheirCode) {
+  const std::vector<std::pair<absl::Status, grpc::StatusCode>> cases = {
+      {absl::ResourceExhaustedError("queue full"),
+       grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {absl::UnavailableError("server is draining"),
+       grpc::StatusCode::UNAVAILABLE},
+      {absl::InvalidArgumentError("bad id"),
+       grpc::StatusCode::INVALID_ARGUMENT},
+  };
+  for (const auto& [engine_status, code] : cases) {
+    engine_.set_submit_status(engine_status);
+    v1::GenerateRequest request;
+    request.set_text("hi");
+    std::vector<v1::GenerateResponse> messages;
+    grpc::Status status = Collect(request, &messages);
+    EXPECT_EQ(status.error_code(), code);
+    EXPECT_EQ(status.error_message(), engine_status.message());
+    EXPECT_TRUE(messages.empty());
+  }
+}
+
+// The fake engine produces far faster than a client that is not reading: the
+// engine thread must never block, and the client later gets every token in
+// order, in fewer messages than events.
+TEST_F(TextGenerationServiceTest, SlowReaderGetsCoalescedMessages) {
+  v1::GenerateRequest request;
+  request.set_text("go");
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, request);
+  Request got = engine_.Take();
+
+  constexpr int kEvents = 300;
+  const std::string filler(4096, '.');
+  std::thread engine_thread([&] {
+    for (int i = 0; i < kEvents; ++i) {
+      got.sink(Token(i % 256, std::to_string(i) + filler));
+    }
+    GenerationEvent last;
+    last.finish = FinishReason::kLength;
+    last.prompt_tokens = 2;
+    last.generated_tokens = kEvents;
+    got.sink(std::move(last));
+  });
+  // The engine finishes all its work while nobody reads.
+  engine_thread.join();
+
+  std::vector<int32_t> ids;
+  std::string text;
+  int messages = 0;
+  v1::GenerateResponse msg;
+  v1::GenerateResponse last;
+  while (reader->Read(&msg)) {
+    ++messages;
+    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
+    text += msg.text();
+    last = msg;
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kEvents));
+  std::string expected;
+  for (int i = 0; i < kEvents; ++i) {
+    EXPECT_EQ(ids[i], i % 256);
+    expected += std::to_string(i) + filler;
+  }
+  EXPECT_TRUE(text == expected);
+  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(last.usage().generated_tokens(), static_cast<uint32_t>(kEvents));
+  EXPECT_LT(messages, kEvents / 2);
+}
+
+TEST_F(TextGenerationServiceTest, TokenizeReturnsIdsAndPieces) {
+  v1::TokenizeRequest request;
+  request.set_text("h\xC3\xA9");
+  v1::TokenizeResponse response;
+  grpc::ClientContext ctx;
+  grpc::Status status = stub_->Tokenize(&ctx, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(response.token_ids(), ElementsAre('h', 0xC3, 0xA9));
+  ASSERT_EQ(response.pieces_size(), 3);
+  EXPECT_EQ(response.pieces(0), "h");
+  // Half a character cannot travel in a proto3 string: it shows U+FFFD.
+  EXPECT_EQ(response.pieces(1), "\xEF\xBF\xBD");
+}
+
+TEST_F(TextGenerationServiceTest, GetModelInfoDescribesModelAndLimits) {
+  v1::ModelInfo info;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.name(), "fake");
+  EXPECT_THAT(info.layer_kinds(), ElementsAre("mamba", "mamba"));
+  EXPECT_EQ(info.vocab_size(), 257);  // ids both tokenizer and model accept
+  EXPECT_EQ(info.eos_token_id(), 256);
+  EXPECT_EQ(info.max_slots(), 3);
+  EXPECT_EQ(info.max_queue(), 5);
+  EXPECT_EQ(info.max_new_tokens_limit(), 1000u);
+  EXPECT_EQ(info.max_prompt_tokens(), 64u);
+  EXPECT_EQ(info.backend(), "cpu");
+  EXPECT_EQ(info.state_bytes_per_slot(), 4096);
+}
+
+}  // namespace
+}  // namespace seqboat
