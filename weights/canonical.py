@@ -52,6 +52,50 @@ def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_con
             "blocks": [dict(block, norm=dict(block["norm"])) for _ in range(n_layers)]}
 
 
+def norm_shapes(prefix, norm, d_model):
+    """Tensors of a block's or the model's norm config (None means no norm)."""
+    if norm is None:
+        return {}
+    kind = norm.get("type")
+    if kind not in NORM_TYPES:
+        raise CanonicalError(f"config: {prefix or 'final_'}norm type {kind!r} unsupported")
+    if not norm.get("affine", True):
+        return {}
+    shapes = {prefix + "weight": (d_model,)}
+    if kind == "layernorm":
+        shapes[prefix + "bias"] = (d_model,)
+    elif kind == "scalenorm":
+        shapes = {prefix + "scalar": (1,)}
+    return shapes
+
+
+def mamba1_shapes(p, b, d_model):
+    """Canonical tensors of a mamba1 block (MODELS.md 6.2), norm excluded."""
+    E, N, K, R = b["d_inner"], b["d_state"], b["d_conv"], b["dt_rank"]
+    shapes = {p + "in_proj.weight": (2 * E, d_model)}
+    if b["in_proj_bias"]:
+        shapes[p + "in_proj.bias"] = (2 * E,)
+    shapes[p + "conv.weight"] = (E, K)
+    if b["conv_bias"]:
+        shapes[p + "conv.bias"] = (E,)
+    shapes[p + "x_proj.weight"] = (R + 2 * N, E)
+    shapes[p + "dt_proj.weight"] = (E, R)
+    shapes[p + "dt_proj.bias"] = (E,)
+    shapes[p + "A"] = (E, N)
+    shapes[p + "D"] = (E,)
+    shapes[p + "out_proj.weight"] = (d_model, E)
+    if b["out_proj_bias"]:
+        shapes[p + "out_proj.bias"] = (d_model,)
+    return shapes
+
+
+NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
+
+# Block kind -> function(prefix, block config, d_model) -> {name: shape}, norm
+# excluded. Each layer kind registers itself here (one entry per kind).
+BLOCK_SHAPES = {"mamba1": mamba1_shapes}
+
+
 def expected_shapes(config):
     """{canonical tensor name: shape} for a config; raises CanonicalError on a bad config."""
     for key in ("format", "version", "vocab_size", "d_model", "blocks", "tie_embeddings"):
@@ -61,35 +105,16 @@ def expected_shapes(config):
         raise CanonicalError(f"config: not {FORMAT} v{VERSION}")
     V, D = config["vocab_size"], config["d_model"]
     shapes = {"embed.weight": (V, D)}
-    fn = config.get("final_norm") or {}
-    if fn.get("type") != "rmsnorm":
-        raise CanonicalError(f"config: final_norm type {fn.get('type')!r} unsupported here")
-    if fn.get("affine", True):
-        shapes["final_norm.weight"] = (D,)
+    shapes.update(norm_shapes("final_norm.", config.get("final_norm"), D))
     if not config["tie_embeddings"]:
         shapes["lm_head.weight"] = (V, D)
     for i, b in enumerate(config["blocks"]):
-        if b.get("kind") != "mamba1":
-            raise CanonicalError(f"config: blocks[{i}] kind {b.get('kind')!r} is not mamba1")
-        if (b.get("norm") or {}).get("type") != "rmsnorm":
-            raise CanonicalError(f"config: blocks[{i}] norm must be rmsnorm")
-        E, N, K, R = b["d_inner"], b["d_state"], b["d_conv"], b["dt_rank"]
+        kind = b.get("kind")
+        if kind not in BLOCK_SHAPES:
+            raise CanonicalError(f"config: blocks[{i}] kind {kind!r} is not supported")
         p = f"blocks.{i}."
-        shapes[p + "norm.weight"] = (D,)
-        shapes[p + "in_proj.weight"] = (2 * E, D)
-        if b["in_proj_bias"]:
-            shapes[p + "in_proj.bias"] = (2 * E,)
-        shapes[p + "conv.weight"] = (E, K)
-        if b["conv_bias"]:
-            shapes[p + "conv.bias"] = (E,)
-        shapes[p + "x_proj.weight"] = (R + 2 * N, E)
-        shapes[p + "dt_proj.weight"] = (E, R)
-        shapes[p + "dt_proj.bias"] = (E,)
-        shapes[p + "A"] = (E, N)
-        shapes[p + "D"] = (E,)
-        shapes[p + "out_proj.weight"] = (D, E)
-        if b["out_proj_bias"]:
-            shapes[p + "out_proj.bias"] = (D,)
+        shapes.update(norm_shapes(p + "norm.", b.get("norm"), D))
+        shapes.update(BLOCK_SHAPES[kind](p, b, D))
     return shapes
 
 

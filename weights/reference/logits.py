@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import torch
 
-from weights.reference.mamba import MambaReference
+from weights.reference.model import ReferenceModel
 
 
 def parse_tokens(text):
@@ -35,7 +35,7 @@ def main(argv=None):
     dtype = torch.float64 if a.float64 else torch.float32
     try:
         tokens = parse_tokens(a.tokens)
-        model = MambaReference.load(a.model, dtype)
+        model = ReferenceModel.load(a.model, dtype)
         V = model.config["vocab_size"]
         bad = [t for t in tokens if not 0 <= t < V]
         if bad:

@@ -1,4 +1,4 @@
-"""PyTorch reference of a canonical Mamba-1 model, full-sequence (parallel) form.
+"""PyTorch reference of the Mamba-1 block, full-sequence (parallel) form.
 
 Written from MODELS.md 1.2 and 1.4 only. The selective scan is a plain loop over
 time on the whole sequence; it deliberately shares nothing with the chunked scan
@@ -9,12 +9,7 @@ agreement between them is evidence, not tautology.
 import torch
 import torch.nn.functional as F
 
-from weights import canonical
-
-
-def rmsnorm(x, weight, eps):
-    """y = w * x / sqrt(mean(x^2) + eps), over the last axis."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+from weights.reference.norms import apply_norm, rmsnorm  # noqa: F401 (rmsnorm re-exported)
 
 
 def mamba1_mixer(u, p, blk):
@@ -47,34 +42,7 @@ def mamba1_mixer(u, p, blk):
     return F.linear(y * F.silu(z), p["out_proj.weight"], p.get("out_proj.bias"))
 
 
-class MambaReference:
-    """A canonical Mamba-1 model held as plain tensors in one compute dtype."""
+def mamba1_block(r, p, blk, cfg):
+    """A mamba1 block: r + Mixer(Norm(r))."""
+    return r + mamba1_mixer(apply_norm(r, p, blk["norm"]), p, blk)
 
-    def __init__(self, config, tensors, dtype=torch.float32):
-        canonical.check_tensors(config, tensors)
-        self.config = config
-        self.dtype = dtype
-        self.t = {k: v.to(dtype) for k, v in tensors.items()}
-        self.blocks = []
-        for i, _ in enumerate(config["blocks"]):
-            prefix = f"blocks.{i}."
-            self.blocks.append({k[len(prefix):]: v for k, v in self.t.items() if k.startswith(prefix)})
-
-    @classmethod
-    def load(cls, model_dir, dtype=torch.float32):
-        config, tensors, _ = canonical.load_model_dir(model_dir)
-        return cls(config, tensors, dtype)
-
-    @torch.no_grad()
-    def forward(self, tokens):
-        """Logits [T, V] for a 1-D sequence of token ids, from a fresh state."""
-        cfg = self.config
-        tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        r = self.t["embed.weight"][tokens] * cfg["embed"]["scale"]
-        for blk, p in zip(cfg["blocks"], self.blocks):
-            r = r + mamba1_mixer(rmsnorm(r, p["norm.weight"], blk["norm"]["eps"]), p, blk)
-        fn = cfg["final_norm"]
-        w = self.t["final_norm.weight"] if fn.get("affine", True) else 1.0
-        h = rmsnorm(r, w, fn["eps"])
-        head = self.t["embed.weight"] if cfg["tie_embeddings"] else self.t["lm_head.weight"]
-        return F.linear(h, head) * cfg["logit_scale"]

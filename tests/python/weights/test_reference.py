@@ -9,7 +9,7 @@ import torch
 
 from weights import canonical, safetensors_io
 from weights.reference.make_random_model import make_random_model
-from weights.reference.mamba import MambaReference
+from weights.reference.model import ReferenceModel
 
 from step_form import step_logits
 
@@ -45,7 +45,7 @@ def test_random_model_is_deterministic(tmp_path):
 
 
 def test_parallel_form_matches_independent_step_form():
-    ref = MambaReference.load(TINY, torch.float64).forward(TOKENS)
+    ref = ReferenceModel.load(TINY, torch.float64).forward(TOKENS)
     step = step_logits(TINY, TOKENS)
     assert ref.shape == (len(TOKENS), 264)
     assert ref.std() > 1.0                    # logits are not trivially flat
@@ -62,13 +62,13 @@ def test_step_form_agreement_with_optional_tensors(tmp_path, opts):
                                  conv_bias=not opts.get("biases"))
     from weights.reference.make_random_model import random_mamba_tensors
     canonical.write_model_dir(tmp_path / "m", cfg, random_mamba_tensors(cfg, 3), {"source": "t"})
-    ref = MambaReference.load(tmp_path / "m", torch.float64).forward(TOKENS)
+    ref = ReferenceModel.load(tmp_path / "m", torch.float64).forward(TOKENS)
     assert torch.allclose(ref, step_logits(tmp_path / "m", TOKENS), rtol=0, atol=1e-10)
 
 
 def test_prefix_causality():
     """Logits at position t must not depend on tokens after t."""
-    m = MambaReference.load(TINY, torch.float64)
+    m = ReferenceModel.load(TINY, torch.float64)
     full = m.forward(TOKENS)
     part = m.forward(TOKENS[:5])
     assert torch.allclose(full[:5], part, rtol=0, atol=1e-12)
@@ -77,8 +77,8 @@ def test_prefix_causality():
 
 
 def test_float32_close_to_float64():
-    l32 = MambaReference.load(TINY, torch.float32).forward(TOKENS).double()
-    l64 = MambaReference.load(TINY, torch.float64).forward(TOKENS)
+    l32 = ReferenceModel.load(TINY, torch.float32).forward(TOKENS).double()
+    l64 = ReferenceModel.load(TINY, torch.float64).forward(TOKENS)
     assert (l32 - l64).abs().max() < 1e-4
 
 
@@ -89,7 +89,7 @@ def test_logits_cli(tmp_path):
     subprocess.run(cmd, check=True, cwd=ROOT)
     got = np.load(out)
     assert got.dtype == np.float64 and got.shape == (len(TOKENS), 264)
-    np.testing.assert_array_equal(got, MambaReference.load(TINY, torch.float64).forward(TOKENS).numpy())
+    np.testing.assert_array_equal(got, ReferenceModel.load(TINY, torch.float64).forward(TOKENS).numpy())
     bad = subprocess.run([sys.executable, "-m", "weights.reference.logits", "--model", TINY,
                           "--tokens", "1,264", "--out", str(tmp_path / "bad.npy")],
                          cwd=ROOT, capture_output=True, text=True)

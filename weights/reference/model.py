@@ -1,0 +1,51 @@
+"""PyTorch reference of a whole canonical model, full-sequence (parallel) form.
+
+The stack is a list of blocks (MODELS.md 6); each kind registers a function
+  forward(r, p, blk, cfg) -> new residual   (r: [T, D]; p: the block's tensors
+  by short name, norm included; blk: its config; cfg: the model config)
+so every kind owns its residual policy (most are r + f(norm(r)); seqboat is not).
+"""
+
+import torch
+import torch.nn.functional as F
+
+from weights import canonical
+from weights.reference import mamba
+from weights.reference.norms import apply_norm
+
+# Block kind -> full-sequence forward. One entry per kind.
+BLOCK_FORWARD = {
+    "mamba1": mamba.mamba1_block,
+}
+
+
+class ReferenceModel:
+    """A canonical model held as plain tensors in one compute dtype."""
+
+    def __init__(self, config, tensors, dtype=torch.float32):
+        canonical.check_tensors(config, tensors)
+        self.config = config
+        self.dtype = dtype
+        self.t = {k: v.to(dtype) for k, v in tensors.items()}
+        self.blocks = []
+        for i, _ in enumerate(config["blocks"]):
+            prefix = f"blocks.{i}."
+            self.blocks.append({k[len(prefix):]: v for k, v in self.t.items()
+                                if k.startswith(prefix)})
+
+    @classmethod
+    def load(cls, model_dir, dtype=torch.float32):
+        config, tensors, _ = canonical.load_model_dir(model_dir)
+        return cls(config, tensors, dtype)
+
+    @torch.no_grad()
+    def forward(self, tokens):
+        """Logits [T, V] for a 1-D sequence of token ids, from a fresh state."""
+        cfg = self.config
+        tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        r = self.t["embed.weight"][tokens] * cfg["embed"]["scale"]
+        for blk, p in zip(cfg["blocks"], self.blocks):
+            r = BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg)
+        h = apply_norm(r, self.t, cfg.get("final_norm"), prefix="final_norm.")
+        head = self.t["embed.weight"] if cfg["tie_embeddings"] else self.t["lm_head.weight"]
+        return F.linear(h, head) * cfg["logit_scale"]
