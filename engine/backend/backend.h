@@ -61,6 +61,9 @@ class Backend {
   // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
   virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps,
                        float* out) = 0;
+  // out[i, :] = (x[i, :] - mean) / sqrt(var + eps) * w + b   (w, b may be null)
+  virtual void LayerNorm(const float* x, int n, int d, const float* w,
+                         const float* b, float eps, float* out) = 0;
   // y[i, :] (+)= x[i, :] · Wᵀ + bias; x rows have stride ldx, y rows ldy.
   // accumulate adds into y (the residual add of a block).
   virtual void Gemm(const float* x, int ldx, int n, const Matrix& w,

@@ -29,7 +29,8 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Alloc(size_t bytes) {
   const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
   if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
   }
   std::memset(p, 0, rounded);
   return DeviceBuffer(p, std::free);
@@ -45,7 +46,8 @@ void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host, int64_t n) {
+absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host,
+                                                      int64_t n) {
   auto buf = Alloc(n * sizeof(float));
   if (!buf.ok()) return buf.status();
   std::memcpy(buf->get(), host, n * sizeof(float));
@@ -53,12 +55,13 @@ absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host, int64_t
   return static_cast<const float*>(buf->get());
 }
 
-absl::StatusOr<Matrix> CpuBackend::UploadMatrix(const float* host, int64_t rows, int64_t cols) {
+absl::StatusOr<Matrix> CpuBackend::UploadMatrix(const float* host, int64_t rows,
+                                                int64_t cols) {
   return Matrix{host, rows, cols};
 }
 
-void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d, float scale,
-                       float* out) {
+void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d,
+                       float scale, float* out) {
   for (int i = 0; i < n; ++i) {
     const float* row = table + static_cast<int64_t>(ids[i]) * d;
     float* o = out + static_cast<int64_t>(i) * d;
@@ -66,7 +69,8 @@ void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d, flo
   }
 }
 
-void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w, float eps, float* out) {
+void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
+                         float eps, float* out) {
 #pragma omp parallel for schedule(static) if (n > 8)
   for (int i = 0; i < n; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * d;
@@ -82,8 +86,29 @@ void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w, float eps
   }
 }
 
-void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias, float* y,
-                      int ldy, bool accumulate) {
+void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
+                           const float* b, float eps, float* out) {
+#pragma omp parallel for schedule(static) if (n > 8)
+  for (int i = 0; i < n; ++i) {
+    const float* xi = x + static_cast<int64_t>(i) * d;
+    float* oi = out + static_cast<int64_t>(i) * d;
+    float sum = 0.0f;
+    for (int j = 0; j < d; ++j) sum += xi[j];
+    const float mean = sum / static_cast<float>(d);
+    float sum_sq = 0.0f;
+    for (int j = 0; j < d; ++j) sum_sq += (xi[j] - mean) * (xi[j] - mean);
+    const float s = op_math::RmsScale(sum_sq, d, eps);
+    for (int j = 0; j < d; ++j) {
+      float v = (xi[j] - mean) * s;
+      if (w != nullptr) v *= w[j];
+      if (b != nullptr) v += b[j];
+      oi[j] = v;
+    }
+  }
+}
+
+void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
+                      const float* bias, float* y, int ldy, bool accumulate) {
   if (n == 0) return;
   const int m = static_cast<int>(w.rows);
   const int k = static_cast<int>(w.cols);
@@ -105,10 +130,11 @@ void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w, const flo
               static_cast<const float*>(w.data), k, beta, y, ldy);
 }
 
-void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m, float* out) {
+void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
+                            float* out) {
   for (int j = 0; j < m; ++j) {
-    std::memcpy(out + static_cast<int64_t>(j) * d, x + static_cast<int64_t>(rows[j]) * d,
-                d * sizeof(float));
+    std::memcpy(out + static_cast<int64_t>(j) * d,
+                x + static_cast<int64_t>(rows[j]) * d, d * sizeof(float));
   }
 }
 

@@ -22,24 +22,31 @@ class CpuBackend final : public Backend {
   void Zero(void* dst, size_t bytes) override;
   void CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
   void CopyToHost(void* host_dst, const void* src, size_t bytes) override;
-  absl::StatusOr<const float*> UploadVector(const float* host, int64_t n) override;
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows, int64_t cols) override;
+  absl::StatusOr<const float*> UploadVector(const float* host,
+                                            int64_t n) override;
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override;
 
   // Dense ops (cpu_backend.cc).
   void Embed(const int32_t* ids, int n, const float* table, int d, float scale,
              float* out) override;
-  void RmsNorm(const float* x, int n, int d, const float* w, float eps, float* out) override;
-  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias, float* y, int ldy,
-            bool accumulate) override;
-  void GatherRows(const float* x, int d, const int32_t* rows, int m, float* out) override;
+  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+               float* out) override;
+  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
+                 float eps, float* out) override;
+  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+            float* y, int ldy, bool accumulate) override;
+  void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                  float* out) override;
 
   // Mamba-1 (mamba_ops.cc).
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx, float* state,
-                 int64_t state_stride, const float* w, const float* bias, int e, int k,
-                 float* out) override;
-  void MambaScan(const Segment* segs, int nsegs, const float* x, const float* dt, const float* bc,
-                 int ldbc, const float* z, int ldz, const float* a, const float* d,
-                 const float* dt_bias, float* state, int64_t state_stride, int e, int n_state,
+  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
+                 float* state, int64_t state_stride, const float* w,
+                 const float* bias, int e, int k, float* out) override;
+  void MambaScan(const Segment* segs, int nsegs, const float* x,
+                 const float* dt, const float* bc, int ldbc, const float* z,
+                 int ldz, const float* a, const float* d, const float* dt_bias,
+                 float* state, int64_t state_stride, int e, int n_state,
                  float* out) override;
 
  private:
