@@ -44,9 +44,11 @@ struct GenerateStream::State {
 };
 
 GenerateStream::GenerateStream(std::string request_id,
-                               std::shared_ptr<RequestControl> control)
+                               std::shared_ptr<RequestControl> control,
+                               std::function<void()> on_done)
     : state_(
-          std::make_shared<State>(std::move(request_id), std::move(control))) {
+          std::make_shared<State>(std::move(request_id), std::move(control))),
+      on_done_(std::move(on_done)) {
   absl::MutexLock lock(&state_->mu);
   state_->reactor = this;
 }
@@ -192,6 +194,7 @@ void GenerateStream::OnDone() {
             : "0",
         absl::ToDoubleMilliseconds(absl::Now() - state_->start));
   }
+  if (on_done_) on_done_();
   delete this;
 }
 

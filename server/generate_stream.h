@@ -15,6 +15,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,8 +28,10 @@ class GenerateStream final
     : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // `request_id` is echoed in every message; `control` is the request's.
+  // `on_done`, if set, runs once the call is over (from OnDone).
   GenerateStream(std::string request_id,
-                 std::shared_ptr<RequestControl> control);
+                 std::shared_ptr<RequestControl> control,
+                 std::function<void()> on_done = nullptr);
 
   // The sink to put in the engine Request. Thread-safe, never blocks, and may
   // be called or destroyed at any time, including after the call ended.
@@ -49,6 +52,7 @@ class GenerateStream final
   static void Pump(std::shared_ptr<State> state);
 
   const std::shared_ptr<State> state_;
+  std::function<void()> on_done_;
 };
 
 }  // namespace seqboat

@@ -128,7 +128,8 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
 
 // Stops taking work, lets running requests finish for up to the grace
 // period (a second signal cuts it short), then cancels what is left.
-void Drain(Engine& engine, grpc::Server& server, const sigset_t& signals) {
+void Drain(Engine& engine, const TextGenerationService& service,
+           grpc::Server& server, const sigset_t& signals) {
   server.GetHealthCheckService()->SetServingStatus(false);
   server.GetHealthCheckService()->SetServingStatus(kServiceName, false);
   engine.BeginDrain();
@@ -151,10 +152,21 @@ void Drain(Engine& engine, grpc::Server& server, const sigset_t& signals) {
       break;
     }
   }
-  // Every remaining stream gets a CANCELLED finish from the engine; the
-  // server then waits briefly for those last messages to go out.
+  // Every remaining stream gets a CANCELLED finish from the engine; give
+  // those last messages a moment to go out (a client that stopped reading
+  // would hold its stream open forever).
   engine.Shutdown();
-  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const absl::Time flush_end = absl::Now() + absl::Seconds(5);
+  while (service.active_streams() > 0 && absl::Now() < flush_end) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (service.active_streams() > 0) {
+    spdlog::warn("{} streams did not finish sending; cancelling them",
+                 service.active_streams());
+  }
+  // No deadline to wait for: gRPC would otherwise sit out the whole deadline
+  // whenever a client still holds an idle connection open.
+  server.Shutdown(std::chrono::system_clock::now());
 }
 
 int Run() {
@@ -230,7 +242,7 @@ int Run() {
   while (sig == 0) sig = WaitForSignal(signals, absl::Hours(1));
   spdlog::info("signal {}: draining for up to {} s", sig,
                absl::GetFlag(FLAGS_drain_grace_seconds));
-  Drain(**engine, *server, signals);
+  Drain(**engine, service, *server, signals);
   spdlog::info("stopped");
   return 0;
 }

@@ -65,8 +65,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
       RequestFromProto(*proto, vocabulary_, limits_, fallbacks);
 
   auto control = std::make_shared<RequestControl>();
-  auto* stream = new GenerateStream(
-      request.ok() ? request->id : proto->request_id(), control);
+  active_streams_.fetch_add(1);
+  auto* stream =
+      new GenerateStream(request.ok() ? request->id : proto->request_id(),
+                         control, [this] { active_streams_.fetch_sub(1); });
   if (!request.ok()) {
     spdlog::debug("rejected request: {}", request.status().ToString());
     stream->Fail(ToGrpcStatus(request.status()));

@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +35,9 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
 
+  // Generate calls not yet finished (their last message not yet sent).
+  int active_streams() const { return active_streams_.load(); }
+
  private:
   // Random values for unset seeds and request ids.
   uint64_t NextRandom();
@@ -41,6 +45,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   Engine& engine_;
   const ValidationLimits limits_;
   const Vocabulary vocabulary_;
+  std::atomic<int> active_streams_{0};
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
 };

@@ -155,6 +155,7 @@ TEST_F(TextGenerationServiceTest, GenerateTokenizesSubmitsAndStreams) {
   EXPECT_GT(got.deadline, absl::Now() + absl::Seconds(20));
   EXPECT_LT(got.deadline, absl::Now() + absl::Seconds(31));
 
+  EXPECT_EQ(service_->active_streams(), 1);
   got.sink(Token('y', "y"));
   v1::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
@@ -171,6 +172,11 @@ TEST_F(TextGenerationServiceTest, GenerateTokenizesSubmitsAndStreams) {
   EXPECT_EQ(msg.usage().prompt_tokens(), 2u);
   EXPECT_FALSE(reader->Read(&msg));
   EXPECT_TRUE(reader->Finish().ok());
+  // The count drops once the server side is done with the call.
+  for (int i = 0; i < 500 && service_->active_streams() != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(service_->active_streams(), 0);
 }
 
 TEST_F(TextGenerationServiceTest, NoDeadlineMeansInfinite) {
