@@ -187,8 +187,9 @@ void GenerateStream::OnDone() {
     spdlog::debug(
         "request {} done: finish={} generated={} events={} messages={} "
         "status={} in {:.1f} ms",
-        state_->request_id, v1::FinishReason_Name(state_->finish_reason),
-        state_->generated_tokens, state_->events, state_->messages,
+        state_->request_id.empty() ? "(unnamed)" : state_->request_id,
+        v1::FinishReason_Name(state_->finish_reason), state_->generated_tokens,
+        state_->events, state_->messages,
         state_->finish_status.has_value()
             ? std::to_string(state_->finish_status->error_code())
             : "0",
