@@ -4,6 +4,7 @@
 //
 //   bazel run -c opt //engine/bench:mamba_decode_bench --
 //   [--batches=1,8,32,128]
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -92,8 +93,10 @@ StepShapes ShapesOf(const ModelConfig& cfg) {
   return s;
 }
 
-// GFLOP/s of the step's GEMMs alone at batch b, through the same backend call.
-double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b) {
+// GFLOP/s of the step's GEMMs alone at batch b, through the backend's GEMM
+// (the engine's own kernel) or, for comparison, OpenBLAS's sgemm.
+double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b,
+                       bool openblas) {
   std::mt19937 rng(1);
   std::vector<std::vector<float>> ws;
   size_t max_cols = 0, max_rows = 0;
@@ -108,8 +111,15 @@ double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b) {
     const auto a = Clock::now();
     for (size_t i = 0; i < ws.size(); ++i) {
       Matrix m{ws[i].data(), shapes.mats[i].first, shapes.mats[i].second};
-      be.Gemm(x.data(), static_cast<int>(m.cols), b, m, nullptr, y.data(),
-              static_cast<int>(m.rows), false);
+      const int rows = static_cast<int>(m.rows),
+                cols = static_cast<int>(m.cols);
+      if (openblas) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, rows, cols,
+                    1.0f, x.data(), cols, ws[i].data(), cols, 0.0f, y.data(),
+                    rows);
+      } else {
+        be.Gemm(x.data(), cols, b, m, nullptr, y.data(), rows, false);
+      }
     }
     t.push_back(Seconds(a, Clock::now()));
   }
@@ -198,21 +208,23 @@ int Run() {
 
   std::vector<int> slots;
   for (int i = 0; i < max_b; ++i) slots.push_back(*model.arena().Acquire());
-  std::printf("%6s %12s %12s %14s %10s %12s\n", "batch", "tok/s", "step ms",
-              "GEMM GFLOP/s", "of GEMM", "of BW bound");
+  std::printf("%6s %10s %10s %14s %15s %9s %12s\n", "batch", "tok/s", "step ms",
+              "GEMM GFLOP/s", "OpenBLAS GF/s", "of GEMM", "of BW bound");
   const int steps = absl::GetFlag(FLAGS_steps);
   for (int b : batches) {
     const std::vector<int> use(slots.begin(), slots.begin() + b);
     const double step = DecodeStepSeconds(model, use, steps);
     const double tps = b / step;
-    const double gemm = MeasureGemmRate(*backend, shapes, b);
+    const double gemm = MeasureGemmRate(*backend, shapes, b, false);
+    const double blas = MeasureGemmRate(*backend, shapes, b, true);
     const double achieved = tps * shapes.flops_per_token / 1e9;
     // Bytes a step must move: every weight once, plus each sequence's state
     // read and written.
     const double bytes = shapes.weight_bytes + 2.0 * state_bytes * b;
     const double bw_bound = bw * 1e9 / bytes * b;
-    std::printf("%6d %12.1f %12.2f %14.1f %9.0f%% %11.0f%%\n", b, tps,
-                step * 1e3, gemm, 100 * achieved / gemm, 100 * tps / bw_bound);
+    std::printf("%6d %10.1f %10.2f %14.1f %15.1f %8.0f%% %11.0f%%\n", b, tps,
+                step * 1e3, gemm, blas, 100 * achieved / gemm,
+                100 * tps / bw_bound);
   }
 
   const int prefill = absl::GetFlag(FLAGS_prefill_tokens);

@@ -1,7 +1,6 @@
-// Memory and the dense ops of the CPU backend: OpenBLAS for GEMMs.
+// Memory and the dense ops of the CPU backend.
 #include "engine/cpu/cpu_backend.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/op_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/gemm_kernel.h"
 
 namespace seqboat {
 namespace cpu {
@@ -19,10 +19,7 @@ constexpr size_t kAlign = 64;
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) {
-  if (threads > 0) {
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
-  }
+  if (threads > 0) omp_set_num_threads(threads);
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::Alloc(size_t bytes) {
@@ -110,24 +107,9 @@ void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
 void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
                       const float* bias, float* y, int ldy, bool accumulate) {
   if (n == 0) return;
-  const int m = static_cast<int>(w.rows);
-  const int k = static_cast<int>(w.cols);
-  float beta = accumulate ? 1.0f : 0.0f;
-  if (bias != nullptr) {
-    for (int i = 0; i < n; ++i) {
-      float* yi = y + static_cast<int64_t>(i) * ldy;
-      if (accumulate) {
-        for (int j = 0; j < m; ++j) yi[j] += bias[j];
-      } else {
-        std::memcpy(yi, bias, m * sizeof(float));
-      }
-    }
-    beta = 1.0f;
-  }
-  // Always sgemm, never sgemv for n == 1: one accumulation order for every
-  // batch size keeps a sequence's output independent of who it is batched with.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, ldx,
-              static_cast<const float*>(w.data), k, beta, y, ldy);
+  SkinnyGemm(x, ldx, n, static_cast<const float*>(w.data),
+             static_cast<int>(w.rows), static_cast<int>(w.cols), bias, y, ldy,
+             accumulate);
 }
 
 void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
