@@ -21,6 +21,9 @@ BYTE_EOS = 256
 
 # Tensors whose recurrence role needs full precision regardless of the model dtype.
 FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D")
+# seqboat: the MD-EMA's derived coefficients and the configurator's temperature.
+FP32_SUFFIXES += ("ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip",
+                  "router.temperature")
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -89,11 +92,28 @@ def mamba1_shapes(p, b, d_model):
     return shapes
 
 
+def seqboat_shapes(p, b, d_model):
+    """Canonical tensors of a seqboat block (MODELS.md 6.2), norm excluded."""
+    D, Ne, z, v = d_model, b["ema_dim"], b["z_dim"], b["v_dim"]
+    shapes = {p + "ema.in_coef": (D, Ne), p + "ema.decay": (D, Ne),
+              p + "ema.out_coef": (D, Ne), p + "ema.skip": (D,),
+              p + "router.weight": (2, D), p + "router.bias": (2,),
+              p + "router.temperature": (1,),
+              p + "hx.weight": (D, D), p + "hx.bias": (D,),
+              p + "gau.in_proj.weight": (z + 2 * v, D), p + "gau.in_proj.bias": (z + 2 * v,),
+              p + "gau.qk_gamma": (2, z), p + "gau.qk_beta": (2, z),
+              p + "gau.out_proj.weight": (D, v), p + "gau.out_proj.bias": (D,)}
+    if b.get("pos") == "simple_bias":
+        shapes[p + "gau.rel_pos_bias"] = (2 * b["rel_pos_max"] - 1,)
+    return shapes
+
+
 NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 
 # Block kind -> function(prefix, block config, d_model) -> {name: shape}, norm
 # excluded. Each layer kind registers itself here (one entry per kind).
 BLOCK_SHAPES = {"mamba1": mamba1_shapes}
+BLOCK_SHAPES["seqboat"] = seqboat_shapes
 
 
 def expected_shapes(config):

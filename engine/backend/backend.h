@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/seqboat_shape.h"
 
 namespace seqboat {
 
@@ -93,6 +94,48 @@ class Backend {
                          const float* d, const float* dt_bias, float* state,
                          int64_t state_stride, int e, int n_state,
                          float* out) = 0;
+
+  // --- SeqBoat (MODELS.md §2; math in seqboat_math.h) ----------------------
+  // state: slot s's region (seqboat_math.h SeqBoatSlot layout) at
+  // state + s * state_stride bytes.
+  // MD-EMA over each segment's tokens: x [n, d] (normed input), coefficients
+  // g = in_coef, φ = decay, η = out_coef [d, ne], ω = skip [d];
+  // h [n, d] = SiLU(Σ η s + ω x).
+  virtual void SeqBoatEma(const Segment* segs, int nsegs, const float* x,
+                          void* state, int64_t state_stride,
+                          const SeqBoatShape& shape, const float* in_coef,
+                          const float* decay, const float* out_coef,
+                          const float* skip, float* h) = 0;
+  // Latent configurator over n rows of router logits u (stride ldu):
+  // conf [n] (0 for inactive rows), compact [n] (a row's index among the
+  // active rows, -1 if inactive), active [1 + n] = count, then the active
+  // rows in order. temperature: [1] device. The caller copies `active` to
+  // the host once to size the GAU's GEMMs.
+  virtual void SeqBoatRoute(const float* u, int ldu, int n,
+                            const float* temperature, float* conf,
+                            int32_t* compact, int32_t* active) = 0;
+  // Working-memory attention for the active tokens, in stream order per
+  // segment: each attends to its FIFO plus itself, then is pushed. Also
+  // advances every segment's stream position by seg.len (active or not), so
+  // it runs every step even when no token is active.
+  //   ranges [nsegs] (host): each segment's run of active rows;
+  //   active_rows [m] (device): step row of each active token;
+  //   zrv [m, z + 2v] (stride ldzrv): W_zrv h + b before SiLU;
+  //   qk_gamma, qk_beta [2, z]; rel_bias [2M - 1] (simple bias) or null;
+  //   out [m, v] = O ⊙ R.
+  virtual void SeqBoatAttend(const Segment* segs, int nsegs,
+                             const SeqBoatActiveRange* ranges,
+                             const int32_t* active_rows, const float* zrv,
+                             int ldzrv, void* state, int64_t state_stride,
+                             const SeqBoatShape& shape, const float* qk_gamma,
+                             const float* qk_beta, const float* rel_bias,
+                             float* out) = 0;
+  // out [n, d] = SiLU(s + g + conf · y[compact]) (y term 0 when compact < 0);
+  // g has stride ldg, y is [m, d]. out may alias s.
+  virtual void SeqBoatMix(const float* s, const float* g, int ldg,
+                          const float* y, const float* conf,
+                          const int32_t* compact, int n, int d,
+                          float* out) = 0;
 };
 
 }  // namespace seqboat

@@ -6,11 +6,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
 
 namespace seqboat {
+
+// A counter a block reports about its work so far, e.g. how many tokens a
+// SeqBoat block's GAU evaluated out of how many it saw.
+struct LayerStat {
+  std::string name;
+  int64_t value = 0;
+};
 
 // What a block sees of one engine step: n packed rows split into segments.
 struct StepContext {
@@ -36,6 +44,8 @@ class Layer {
   virtual void ResetSlot(Backend& backend, int slot) = 0;
   // residual [n, d_model] is updated in place by the block.
   virtual absl::Status Forward(const StepContext& ctx, float* residual) = 0;
+  // Appends the block's counters (none by default).
+  virtual void AppendStats(std::vector<LayerStat>* /*out*/) const {}
 };
 
 }  // namespace seqboat

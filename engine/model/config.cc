@@ -254,6 +254,76 @@ absl::Status ParseMamba1(ObjectReader& r, BlockParams* params) {
   return absl::OkStatus();
 }
 
+// --- seqboat ---------------------------------------------------------------
+
+// null / absent, or a positive integer.
+absl::Status SeqBoatOptionalSize(ObjectReader& r, const char* key,
+                                 std::optional<int64_t>* out) {
+  out->reset();
+  const json* v = r.Get(key);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  int64_t value = 0;
+  if (absl::Status s = r.PositiveInt(key, &value); !s.ok()) {
+    return r.Invalid(key, "null or a positive integer", *v);
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status ParseSeqBoat(ObjectReader& r, BlockParams* params) {
+  SeqBoatConfig c;
+  absl::Status s;
+  if (!(s = r.OptionalBool("prenorm", true, &c.prenorm)).ok()) return s;
+  for (auto [key, field] :
+       {std::pair{"ema_dim", &c.ema_dim}, std::pair{"z_dim", &c.z_dim},
+        std::pair{"v_dim", &c.v_dim}, std::pair{"window", &c.window}}) {
+    if (!(s = r.PositiveInt(key, field)).ok()) return s;
+  }
+  std::string attn_fn, pos;
+  if (!(s = r.String("attn_fn", &attn_fn)).ok()) return s;
+  if (attn_fn == "softmax") {
+    c.attn_fn = SeqBoatConfig::AttnFn::kSoftmax;
+  } else if (attn_fn == "relu2") {
+    c.attn_fn = SeqBoatConfig::AttnFn::kRelu2;
+  } else if (attn_fn == "laplace") {
+    return r.Error("attn_fn", "\"laplace\" is not supported by this build");
+  } else {
+    return r.Invalid("attn_fn", "one of \"softmax\", \"relu2\"",
+                     *r.Get("attn_fn"));
+  }
+  if (!(s = r.String("pos", &pos)).ok()) return s;
+  if (pos == "rope_interleaved") {
+    c.pos = SeqBoatConfig::Pos::kRopeInterleaved;
+  } else if (pos == "simple_bias") {
+    c.pos = SeqBoatConfig::Pos::kSimpleBias;
+  } else {
+    return r.Invalid("pos", "one of \"rope_interleaved\", \"simple_bias\"",
+                     *r.Get("pos"));
+  }
+  if (!(s = r.OptionalPositiveNumber("rope_theta", 10000.0, &c.rope_theta))
+           .ok()) {
+    return s;
+  }
+  if (!(s = SeqBoatOptionalSize(r, "rel_pos_max", &c.rel_pos_max)).ok()) {
+    return s;
+  }
+  if (!(s = SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation))
+           .ok()) {
+    return s;
+  }
+  if (c.pos == SeqBoatConfig::Pos::kRopeInterleaved && c.z_dim % 2 != 0) {
+    return r.Error("z_dim", absl::StrCat("must be even for pos ",
+                                         "\"rope_interleaved\", got ",
+                                         c.z_dim));
+  }
+  if (c.pos == SeqBoatConfig::Pos::kSimpleBias && !c.rel_pos_max) {
+    return r.Error("rel_pos_max",
+                   "must be a positive integer for pos \"simple_bias\"");
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
 // Reads the kind-specific fields of a block (the common "kind" and "norm"
 // are handled by the caller).
 using ParseBlockFn = absl::Status (*)(ObjectReader& reader, BlockParams* out);
@@ -266,7 +336,7 @@ constexpr struct {
   ParseBlockFn parse;
 } kBlockKinds[] = {
     {BlockKind::kMamba1, "mamba1", ParseMamba1},
-    {BlockKind::kSeqBoat, "seqboat", nullptr},
+    {BlockKind::kSeqBoat, "seqboat", ParseSeqBoat},
     {BlockKind::kAttention, "attention", nullptr},
     {BlockKind::kMlp, "mlp", nullptr},
     {BlockKind::kMoe, "moe", nullptr},

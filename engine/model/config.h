@@ -54,8 +54,26 @@ struct Mamba1Config {
   bool conv_bias = true;
 };
 
+// --- seqboat (MODELS.md §2, §6.1) ------------------------------------------
+// MD-EMA + latent configurator + GAU over a FIFO working memory.
+struct SeqBoatConfig {
+  enum class AttnFn { kSoftmax, kRelu2 };
+  enum class Pos { kRopeInterleaved, kSimpleBias };
+  bool prenorm = true;  // false: the norm follows the final SiLU
+  int64_t ema_dim = 0;  // N_e >= 1
+  int64_t z_dim = 0;    // z >= 1, even for rope_interleaved
+  int64_t v_dim = 0;    // v >= 1
+  int64_t window = 0;   // w >= 1: earlier active tokens a query sees
+  AttnFn attn_fn = AttnFn::kSoftmax;
+  Pos pos = Pos::kRopeInterleaved;
+  double rope_theta = 10000.0;         // rope_interleaved only
+  std::optional<int64_t> rel_pos_max;  // M, required for simple_bias
+  // Informational: the FIR length used in training; the engine runs the IIR.
+  std::optional<int64_t> ema_truncation;
+};
+
 // One alternative per kind this build can run.
-using BlockParams = std::variant<Mamba1Config>;
+using BlockParams = std::variant<Mamba1Config, SeqBoatConfig>;
 
 struct BlockConfig {
   BlockKind kind = BlockKind::kMamba1;
@@ -65,6 +83,9 @@ struct BlockConfig {
   // nullptr unless kind == kMamba1.
   const Mamba1Config* mamba1() const {
     return std::get_if<Mamba1Config>(&params);
+  }
+  const SeqBoatConfig* seqboat() const {
+    return std::get_if<SeqBoatConfig>(&params);
   }
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/layers/mamba1.h"
+#include "engine/layers/seqboat.h"
 
 namespace seqboat {
 namespace {
@@ -32,6 +33,38 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     dims.conv_bias = m->conv_bias;
     dims.norm_eps = static_cast<float>(block.norm->eps);
     return MakeMamba1(dims, prefix, weights, backend);
+  }
+  if (const SeqBoatConfig* sb = block.seqboat()) {
+    SeqBoatDims dims;
+    dims.prenorm = sb->prenorm;
+    if (!block.norm.has_value()) {
+      dims.norm = SeqBoatNorm::kNone;
+    } else {
+      // In fp32 the two RMSNorm roundings (§6.1) are the same function.
+      switch (block.norm->type) {
+        case NormType::kLayerNorm: dims.norm = SeqBoatNorm::kLayerNorm; break;
+        case NormType::kRmsNorm:
+        case NormType::kRmsNormT5: dims.norm = SeqBoatNorm::kRmsNorm; break;
+        case NormType::kScaleNorm: dims.norm = SeqBoatNorm::kScaleNorm; break;
+      }
+      dims.norm_affine = block.norm->affine;
+      dims.norm_eps = static_cast<float>(block.norm->eps);
+    }
+    SeqBoatShape& sh = dims.shape;
+    sh.d = static_cast<int>(cfg.d_model);
+    sh.ne = static_cast<int>(sb->ema_dim);
+    sh.z = static_cast<int>(sb->z_dim);
+    sh.v = static_cast<int>(sb->v_dim);
+    sh.w = static_cast<int>(sb->window);
+    sh.attn_fn = sb->attn_fn == SeqBoatConfig::AttnFn::kSoftmax
+                     ? SeqBoatAttnFn::kSoftmax
+                     : SeqBoatAttnFn::kRelu2;
+    sh.pos = sb->pos == SeqBoatConfig::Pos::kRopeInterleaved
+                 ? SeqBoatPos::kRopeInterleaved
+                 : SeqBoatPos::kSimpleBias;
+    sh.rope_theta = sb->rope_theta;
+    sh.rel_pos_max = static_cast<int>(sb->rel_pos_max.value_or(0));
+    return MakeSeqBoat(dims, where, prefix, weights, backend);
   }
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": kind not supported by this build"));

@@ -11,11 +11,13 @@ import torch.nn.functional as F
 
 from weights import canonical
 from weights.reference import mamba
+from weights.reference import seqboat
 from weights.reference.norms import apply_norm
 
 # Block kind -> full-sequence forward. One entry per kind.
 BLOCK_FORWARD = {
     "mamba1": mamba.mamba1_block,
+    "seqboat": seqboat.seqboat_block,
 }
 
 

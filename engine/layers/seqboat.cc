@@ -1,0 +1,262 @@
+#include "engine/layers/seqboat.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/seqboat_math.h"
+
+namespace seqboat {
+namespace {
+
+absl::Status CheckDims(const SeqBoatDims& dims, const std::string& where) {
+  const SeqBoatShape& s = dims.shape;
+  auto bad = [&](const char* field, int64_t value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": field \"", field,
+                     "\" must be a positive integer, got ", value));
+  };
+  if (s.d <= 0) return bad("d_model", s.d);
+  if (s.ne <= 0) return bad("ema_dim", s.ne);
+  if (s.z <= 0) return bad("z_dim", s.z);
+  if (s.v <= 0) return bad("v_dim", s.v);
+  if (s.w <= 0) return bad("window", s.w);
+  if (s.pos == SeqBoatPos::kRopeInterleaved && s.z % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": field \"z_dim\" must be even for pos ",
+                     "\"rope_interleaved\", got ", s.z));
+  }
+  if (s.pos == SeqBoatPos::kRopeInterleaved && !(s.rope_theta > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": field \"rope_theta\" must be positive"));
+  }
+  if (s.pos == SeqBoatPos::kSimpleBias && s.rel_pos_max <= 0) {
+    return bad("rel_pos_max", s.rel_pos_max);
+  }
+  return absl::OkStatus();
+}
+
+class SeqBoat final : public Layer {
+ public:
+  explicit SeqBoat(const SeqBoatDims& dims) : dims_(dims), s_(dims.shape) {}
+
+  absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
+    const int64_t d = s_.d, ne = s_.ne, z = s_.z, v = s_.v;
+    auto vec = [&](const std::string& name, std::vector<int64_t> shape,
+                   const float** out) -> absl::Status {
+      auto host = ws.F32(p + name, shape);
+      if (!host.ok()) return host.status();
+      int64_t len = 1;
+      for (int64_t dim : shape) len *= dim;
+      auto dev = be.UploadVector(*host, len);
+      if (!dev.ok()) return dev.status();
+      *out = *dev;
+      return absl::OkStatus();
+    };
+    auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
+                   Matrix* out) -> absl::Status {
+      auto host = ws.F32(p + name, {rows, cols});
+      if (!host.ok()) return host.status();
+      auto dev = be.UploadMatrix(*host, rows, cols);
+      if (!dev.ok()) return dev.status();
+      *out = *dev;
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (!(s = BindNorm(p, ws, be, vec)).ok()) return s;
+    // The EMA coefficients feed the shared op math directly: fp32 arrays.
+    if (!(s = vec("ema.in_coef", {d, ne}, &in_coef_)).ok()) return s;
+    if (!(s = vec("ema.decay", {d, ne}, &decay_)).ok()) return s;
+    if (!(s = vec("ema.out_coef", {d, ne}, &out_coef_)).ok()) return s;
+    if (!(s = vec("ema.skip", {d}, &skip_)).ok()) return s;
+    if (!(s = mat("router.weight", 2, d, &router_)).ok()) return s;
+    if (!(s = vec("router.bias", {2}, &router_b_)).ok()) return s;
+    auto tau = ws.F32(p + "router.temperature", {1});
+    if (!tau.ok()) return tau.status();
+    if (!((*tau)[0] > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", p, "router.temperature\" must be > 0 (it ",
+                       "is τ = exp(temp)), got ", (*tau)[0]));
+    }
+    if (!(s = vec("router.temperature", {1}, &temperature_)).ok()) return s;
+    if (!(s = mat("hx.weight", d, d, &hx_)).ok()) return s;
+    if (!(s = vec("hx.bias", {d}, &hx_b_)).ok()) return s;
+    if (!(s = mat("gau.in_proj.weight", z + 2 * v, d, &in_proj_)).ok()) {
+      return s;
+    }
+    if (!(s = vec("gau.in_proj.bias", {z + 2 * v}, &in_b_)).ok()) return s;
+    if (!(s = vec("gau.qk_gamma", {2, z}, &qk_gamma_)).ok()) return s;
+    if (!(s = vec("gau.qk_beta", {2, z}, &qk_beta_)).ok()) return s;
+    if (!(s = mat("gau.out_proj.weight", d, v, &out_proj_)).ok()) return s;
+    if (!(s = vec("gau.out_proj.bias", {d}, &out_b_)).ok()) return s;
+    if (s_.pos == SeqBoatPos::kSimpleBias &&
+        !(s = vec("gau.rel_pos_bias", {2 * int64_t{s_.rel_pos_max} - 1},
+                  &rel_bias_))
+             .ok()) {
+      return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::string kind() const override { return "seqboat"; }
+
+  int64_t StateBytesPerSlot() const override {
+    return op_math::SeqBoatStateBytes(s_);
+  }
+
+  int64_t ScratchFloatsPerRow() const override {
+    // xn, h, g, gathered h, y: d each; u: 2; conf, compact: 1 each; the
+    // active list: 1 + n <= 2n; zrv: z + 2v; attention output: v.
+    return 5 * int64_t{s_.d} + 2 + 2 + 2 + s_.z + 3 * int64_t{s_.v};
+  }
+
+  void BindState(void* base) override { state_ = base; }
+
+  void ResetSlot(Backend& backend, int slot) override {
+    backend.Zero(static_cast<char*>(state_) + slot * StateBytesPerSlot(),
+                 StateBytesPerSlot());
+  }
+
+  absl::Status Forward(const StepContext& ctx, float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n, d = s_.d, z = s_.z, v = s_.v;
+    const int64_t rows = n;
+    float* xn = ctx.scratch;
+    float* h = xn + rows * d;
+    float* g = h + rows * d;
+    float* hg = g + rows * d;
+    float* y = hg + rows * d;
+    float* u = y + rows * d;
+    float* conf = u + rows * 2;
+    auto* compact = reinterpret_cast<int32_t*>(conf + rows);
+    auto* active = compact + rows;  // 1 + n entries
+    float* zrv = reinterpret_cast<float*>(active + 2 * rows);
+    float* att = zrv + rows * (z + 2 * v);
+    const int64_t stride = StateBytesPerSlot();
+
+    const float* x = residual;
+    if (dims_.prenorm && dims_.norm != SeqBoatNorm::kNone) {
+      ApplyNorm(be, residual, n, xn);
+      x = xn;
+    }
+    be.SeqBoatEma(ctx.segs, ctx.nsegs, x, state_, stride, s_, in_coef_, decay_,
+                  out_coef_, skip_, h);
+    be.Gemm(h, d, n, router_, router_b_, u, 2, /*accumulate=*/false);
+    be.Gemm(h, d, n, hx_, hx_b_, g, d, /*accumulate=*/false);
+    be.SeqBoatRoute(u, 2, n, temperature_, conf, compact, active);
+
+    // The one device→host copy of the step: how many rows the GAU's GEMMs
+    // cover, and which (GatherRows takes host row lists).
+    host_active_.resize(n + 1);
+    be.CopyToHost(host_active_.data(), active, sizeof(int32_t) * (n + 1));
+    const int m = host_active_[0];
+    if (m < 0 || m > n) {
+      return absl::InternalError(
+          absl::StrCat("seqboat: router produced ", m, " active of ", n));
+    }
+    const int32_t* rows_begin = host_active_.data() + 1;
+    ranges_.resize(ctx.nsegs);
+    for (int i = 0; i < ctx.nsegs; ++i) {
+      const Segment& seg = ctx.segs[i];
+      const int32_t* lo =
+          std::lower_bound(rows_begin, rows_begin + m, seg.start);
+      const int32_t* hi =
+          std::lower_bound(rows_begin, rows_begin + m, seg.start + seg.len);
+      ranges_[i] = {static_cast<int32_t>(lo - rows_begin),
+                    static_cast<int32_t>(hi - lo)};
+    }
+    if (m > 0) {
+      be.GatherRows(h, d, rows_begin, m, hg);
+      be.Gemm(hg, d, m, in_proj_, in_b_, zrv, z + 2 * v, false);
+    }
+    // Runs even when m == 0: it also advances every segment's position.
+    be.SeqBoatAttend(ctx.segs, ctx.nsegs, ranges_.data(), active + 1, zrv,
+                     z + 2 * v, state_, stride, s_, qk_gamma_, qk_beta_,
+                     rel_bias_, att);
+    if (m > 0) be.Gemm(att, v, m, out_proj_, out_b_, y, d, false);
+
+    const bool post = !dims_.prenorm && dims_.norm != SeqBoatNorm::kNone;
+    be.SeqBoatMix(residual, g, d, y, conf, compact, n, d, post ? xn : residual);
+    if (post) ApplyNorm(be, xn, n, residual);
+    tokens_ += n;
+    activated_ += m;
+    return absl::OkStatus();
+  }
+
+  void AppendStats(std::vector<LayerStat>* out) const override {
+    out->push_back({kSeqBoatTokensStat, tokens_});
+    out->push_back({kSeqBoatActivatedStat, activated_});
+  }
+
+ private:
+  template <typename VecFn>
+  absl::Status BindNorm(const std::string& p, WeightStore& ws, Backend& be,
+                        VecFn& vec) {
+    if (dims_.norm == SeqBoatNorm::kNone || !dims_.norm_affine) {
+      return absl::OkStatus();
+    }
+    const int64_t d = s_.d;
+    switch (dims_.norm) {
+      case SeqBoatNorm::kLayerNorm: {
+        absl::Status s = vec("norm.weight", {d}, &norm_w_);
+        return s.ok() ? vec("norm.bias", {d}, &norm_b_) : s;
+      }
+      case SeqBoatNorm::kRmsNorm:
+        return vec("norm.weight", {d}, &norm_w_);
+      case SeqBoatNorm::kScaleNorm: {
+        // ScaleNorm is an RMSNorm whose weight is one learned scalar:
+        // broadcast it so the backend's RmsNorm runs it.
+        auto scalar = ws.F32(p + "norm.scalar", {1});
+        if (!scalar.ok()) return scalar.status();
+        const std::vector<float> w(d, (*scalar)[0]);
+        auto dev = be.UploadVector(w.data(), d);
+        if (!dev.ok()) return dev.status();
+        norm_w_ = *dev;
+        return absl::OkStatus();
+      }
+      case SeqBoatNorm::kNone:
+        break;
+    }
+    return absl::OkStatus();
+  }
+
+  void ApplyNorm(Backend& be, const float* x, int n, float* out) const {
+    if (dims_.norm == SeqBoatNorm::kLayerNorm) {
+      be.LayerNorm(x, n, s_.d, norm_w_, norm_b_, dims_.norm_eps, out);
+    } else {
+      be.RmsNorm(x, n, s_.d, norm_w_, dims_.norm_eps, out);
+    }
+  }
+
+  SeqBoatDims dims_;
+  SeqBoatShape s_;
+  const float *norm_w_ = nullptr, *norm_b_ = nullptr;
+  const float *in_coef_ = nullptr, *decay_ = nullptr, *out_coef_ = nullptr,
+              *skip_ = nullptr;
+  Matrix router_, hx_, in_proj_, out_proj_;
+  const float *router_b_ = nullptr, *temperature_ = nullptr, *hx_b_ = nullptr,
+              *in_b_ = nullptr, *qk_gamma_ = nullptr, *qk_beta_ = nullptr,
+              *out_b_ = nullptr, *rel_bias_ = nullptr;
+  void* state_ = nullptr;
+  // Host copies per step, kept to avoid reallocating every step.
+  std::vector<int32_t> host_active_;
+  std::vector<SeqBoatActiveRange> ranges_;
+  int64_t tokens_ = 0, activated_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(const SeqBoatDims& dims,
+                                                   const std::string& where,
+                                                   const std::string& prefix,
+                                                   WeightStore& weights,
+                                                   Backend& backend) {
+  if (absl::Status s = CheckDims(dims, where); !s.ok()) return s;
+  auto layer = std::make_unique<SeqBoat>(dims);
+  if (absl::Status s = layer->Bind(prefix, weights, backend); !s.ok()) {
+    return s;
+  }
+  return layer;
+}
+
+}  // namespace seqboat
