@@ -1,0 +1,75 @@
+"""Convert a Mamba-1 checkpoint into a canonical model directory (MODELS.md section 6).
+
+    python -m weights.convert --source hf-mamba|mamba-ssm SRC OUT [--dtype f32|bf16|f16]
+                              [--byte-tokenizer | --tokenizer FILE] [--name NAME]
+
+Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
+message on stderr). OUT is written to a temporary directory and renamed only
+when complete; an existing OUT is never overwritten.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from weights import canonical, safetensors_io
+from weights.converters import hf_mamba, mamba_ssm
+from weights.converters.mamba_common import ConvertError
+
+CONVERTER_VERSION = "seqboat-convert@1"
+SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm}
+
+
+def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None):
+    """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError."""
+    if source not in SOURCES:
+        raise ConvertError(f"unknown --source {source!r}; one of {sorted(SOURCES)}")
+    if os.path.exists(out):
+        raise ConvertError(f"output {out} already exists")
+    config, tensors = SOURCES[source].convert(src, canonical.DTYPES[dtype])
+    if name:
+        config["name"] = name
+    tok_path, tok_json = None, None
+    if byte_tokenizer:
+        if config["vocab_size"] <= canonical.BYTE_EOS:
+            raise ConvertError(f"vocab_size {config['vocab_size']} too small for the byte tokenizer")
+        tok_json = canonical.byte_tokenizer()
+        config["eos_token_id"], config["bos_token_id"] = canonical.BYTE_EOS, None
+    elif tokenizer or os.path.exists(os.path.join(src, "tokenizer.json")):
+        tok_path = tokenizer or os.path.join(src, "tokenizer.json")
+        with open(tok_path) as f:
+            json.load(f)                     # fail now, not in the engine, if it is not JSON
+    else:
+        raise ConvertError(f"{src} has no tokenizer.json; pass --byte-tokenizer or --tokenizer FILE")
+    meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
+    canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path)
+    return config
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", required=True, choices=sorted(SOURCES))
+    ap.add_argument("src", help="source checkpoint directory")
+    ap.add_argument("out", help="canonical output directory (must not exist)")
+    ap.add_argument("--dtype", choices=sorted(canonical.DTYPES), default="f32",
+                    help="dtype of the matrices (A, D, dt_proj.bias are always f32)")
+    tok = ap.add_mutually_exclusive_group()
+    tok.add_argument("--byte-tokenizer", action="store_true",
+                     help="write the byte-level tokenizer.json (ids 0..255 bytes, 256 EOS)")
+    tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json)")
+    ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
+    a = ap.parse_args(argv)
+    try:
+        cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer, a.name)
+    except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
+            OSError, json.JSONDecodeError) as e:
+        print(f"convert: error: {e}", file=sys.stderr)
+        return 1
+    print(f"convert: wrote {a.out} ({len(cfg['blocks'])} mamba1 blocks, d_model {cfg['d_model']}, "
+          f"vocab {cfg['vocab_size']}, {a.dtype})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Hugging Face `MambaForCausalLM` checkpoint (save_pretrained layout) -> canonical.
+
+Reads config.json (MODELS.md 1.7) and model.safetensors, or the shards listed
+in model.safetensors.index.json. `use_bias` is taken from the file; its absence
+means the HF class default (true), which the tensor check then enforces.
+"""
+
+import json
+import math
+import os
+
+from weights import safetensors_io
+from weights.converters.mamba_common import ConvertError, canonical_config, map_tensors, positive_int
+
+NAME = "hf-mamba"
+EMBED = "backbone.embeddings.weight"
+
+
+def read_dims(cfg):
+    """Canonical dimensions from an HF Mamba config dict."""
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") != "mamba" or (archs and "MambaForCausalLM" not in archs):
+        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
+                           f"architectures={archs!r}); expected mamba / MambaForCausalLM")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config: hidden_act {cfg['hidden_act']!r} unsupported (only silu)")
+    D = positive_int(cfg, "hidden_size")
+    if "intermediate_size" in cfg:
+        E = positive_int(cfg, "intermediate_size")
+    else:
+        E = positive_int(cfg, "expand") * D
+    rank = cfg.get("time_step_rank", "auto")
+    R = math.ceil(D / 16) if rank == "auto" else positive_int(cfg, "time_step_rank")
+    use_bias = cfg.get("use_bias", True)
+    return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D,
+            "n_layers": positive_int(cfg, "num_hidden_layers"), "d_inner": E,
+            "d_state": positive_int(cfg, "state_size"), "d_conv": positive_int(cfg, "conv_kernel"),
+            "dt_rank": R, "in_proj_bias": bool(use_bias), "out_proj_bias": bool(use_bias),
+            "conv_bias": bool(cfg.get("use_conv_bias", True))}
+
+
+def load_tensors(src):
+    single = os.path.join(src, "model.safetensors")
+    index = os.path.join(src, "model.safetensors.index.json")
+    if os.path.exists(single):
+        return safetensors_io.load_file(single)[0]
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        tensors = {}
+        for shard in sorted(set(weight_map.values())):
+            part = safetensors_io.load_file(os.path.join(src, shard))[0]
+            for k in part:
+                if weight_map.get(k) != shard:
+                    raise ConvertError(f"tensor {k!r} in {shard} is not listed there by the index")
+            tensors.update(part)
+        return tensors
+    raise ConvertError(f"{src}: no model.safetensors (or index) found")
+
+
+def convert(src, dtype):
+    """Return (canonical config, canonical tensors, eos, bos) for an HF directory."""
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    dims = read_dims(cfg)
+    tied = bool(cfg.get("tie_word_embeddings", True))
+    eps = float(cfg.get("layer_norm_epsilon", 1e-6))   # HF class default when absent
+    tensors = map_tensors(load_tensors(src), dims, EMBED, tied, dtype)
+    config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, eps,
+                              cfg.get("eos_token_id"), cfg.get("bos_token_id"))
+    return config, tensors
