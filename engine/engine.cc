@@ -54,7 +54,10 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_ || stopping_)
       return absl::UnavailableError("server is draining");
-    if (static_cast<int>(waiting_.size()) >= options_.max_queue) {
+    // Requests the engine thread has not yet moved into free slots do not
+    // count against the queue bound: only those that will have to wait do.
+    if (static_cast<int>(waiting_.size()) >=
+        options_.max_queue + stats_.free_slots) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "queue full: ", waiting_.size(), " requests waiting for a slot"));
     }
@@ -110,7 +113,8 @@ class EngineImpl final : public Engine {
             ++it;
           }
         }
-        while (!waiting_.empty() && model_->arena().free_slots() > 0) {
+        for (int free = model_->arena().free_slots();
+             free > 0 && !waiting_.empty(); --free) {
           admitted_now.push_back(std::move(waiting_.front()));
           waiting_.pop_front();
         }
@@ -120,9 +124,13 @@ class EngineImpl final : public Engine {
       for (Request& r : gone) FinishUnadmitted(r, false);
       for (Request& r : expired) FinishUnadmitted(r, true);
       for (Request& r : admitted_now) {
-        const int slot = *model_->arena().Acquire();
+        const int slot = *model_->arena().Acquire();  // counted free above
         running_.push_back(
             std::make_unique<Sequence>(std::move(r), slot, *tokenizer_));
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.free_slots = model_->arena().free_slots();
       }
       DropCancelled();
       if (!running_.empty()) RunStep(logits);
@@ -222,8 +230,15 @@ class EngineImpl final : public Engine {
   }
 
   // Sends the final event and returns the slot to the arena.
+  // The slot is visible as free before the client hears it is done.
   void Release(Sequence& seq, GenerationEvent event) {
-    model_->arena().Release(seq.slot());
+    SlotArena& arena = model_->arena();
+    arena.Release(seq.slot());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.free_slots = arena.free_slots();
+      stats_.running = arena.max_slots() - arena.free_slots();
+    }
     seq.request().sink(std::move(event));
   }
 

@@ -147,6 +147,24 @@ TEST(EngineTest, QueueBoundGivesResourceExhausted) {
   EXPECT_EQ(engine->Stats().running, 0);
 }
 
+TEST(EngineTest, MoreRequestsThanSlotsAllFinishWithinTheSlots) {
+  std::vector<std::unique_ptr<Collector>> cs;
+  auto engine = MakeEngine(2, 8, /*queue=*/8);
+  // Submitted at once: admission must take only as many as there are slots.
+  for (int i = 0; i < 10; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(engine->Submit(Greedy(Prompt(3 + i, i), 6, *cs.back())).ok());
+    EXPECT_LE(engine->Stats().running, 2);
+  }
+  for (auto& c : cs) {
+    GenerationEvent last = c->done.get_future().get();
+    EXPECT_TRUE(last.status.ok()) << last.status;
+    EXPECT_EQ(last.finish, FinishReason::kLength);
+    EXPECT_EQ(c->tokens.size(), 6u);
+  }
+  EXPECT_EQ(engine->Stats().free_slots, 2);
+}
+
 TEST(EngineTest, CancelFreesTheSlot) {
   Collector a, b;
   auto engine = MakeEngine(1, 8);
