@@ -21,6 +21,7 @@ BYTE_EOS = 256
 
 # Tensors whose recurrence role needs full precision regardless of the model dtype.
 FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D")
+FP32_SUFFIXES += ("s4d.dA", "s4d.C")   # s4d recurrence (MODELS.md 6.2; s4d.D matches ".D")
 # seqboat: the MD-EMA's derived coefficients and the configurator's temperature.
 FP32_SUFFIXES += ("ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip",
                   "router.temperature")
@@ -108,11 +109,84 @@ def seqboat_shapes(p, b, d_model):
     return shapes
 
 
+# --- mlp, moe, s4d (MODELS.md 4.3, 5, 6.2) ---------------------------------------
+
+def mlp_shapes(p, b, d_model):
+    """Canonical tensors of an mlp block, norm excluded."""
+    F_, D = b["d_ff"], d_model
+    shapes = {p + "mlp.up.weight": (F_, D), p + "mlp.down.weight": (D, F_)}
+    if b["gated"]:
+        shapes[p + "mlp.gate.weight"] = (F_, D)
+    if b["bias"]:
+        shapes[p + "mlp.up.bias"] = (F_,)
+        shapes[p + "mlp.down.bias"] = (D,)
+        if b["gated"]:
+            shapes[p + "mlp.gate.bias"] = (F_,)
+    return shapes
+
+
+def moe_shapes(p, b, d_model):
+    """Canonical tensors of a moe block, norm excluded.
+
+    relu_dynamic adds router_in [h, D] (h = router_hidden) and its router is
+    [X, h]; router_bias covers both router layers; expert_bias adds up.bias
+    [X, F] (gate.bias [X, F] when gated) and the shared down.bias [D].
+    """
+    X, F_, D = b["n_experts"], b["d_ff"], d_model
+    relu = b["routing"] == "relu_dynamic"
+    shapes = {}
+    if relu:
+        h = b["router_hidden"]
+        shapes[p + "moe.router_in.weight"] = (h, D)
+        if b["router_bias"]:
+            shapes[p + "moe.router_in.bias"] = (h,)
+    shapes[p + "moe.router.weight"] = (X, b["router_hidden"] if relu else D)
+    if b["router_bias"]:
+        shapes[p + "moe.router.bias"] = (X,)
+    shapes[p + "moe.up.weight"] = (X, F_, D)
+    if b["gated"]:
+        shapes[p + "moe.gate.weight"] = (X, F_, D)
+    shapes[p + "moe.down.weight"] = (X, D, F_)
+    if b["expert_bias"]:
+        shapes[p + "moe.up.bias"] = (X, F_)
+        if b["gated"]:
+            shapes[p + "moe.gate.bias"] = (X, F_)
+        shapes[p + "moe.down.bias"] = (D,)
+    return shapes
+
+
+def s4d_shapes(p, b, d_model):
+    """Canonical tensors of an s4d block over H = d_model channels, norm excluded."""
+    H, M, ch = d_model, b["modes"], b["channels"]
+    shapes = {p + "s4d.dA": (H, M, 2), p + "s4d.C": (ch, H, M, 2), p + "s4d.D": (ch, H)}
+    if b["output"] == "gelu_glu":
+        shapes[p + "s4d.out.weight"] = (2 * H, ch * H)
+        shapes[p + "s4d.out.bias"] = (2 * H,)
+    return shapes
+
+
+def seqboat_shapes(p, b, d_model):
+    """Canonical tensors of a seqboat block (MODELS.md 6.2), norm excluded."""
+    D, Ne, z, v = d_model, b["ema_dim"], b["z_dim"], b["v_dim"]
+    shapes = {p + "ema.in_coef": (D, Ne), p + "ema.decay": (D, Ne),
+              p + "ema.out_coef": (D, Ne), p + "ema.skip": (D,),
+              p + "router.weight": (2, D), p + "router.bias": (2,),
+              p + "router.temperature": (1,),
+              p + "hx.weight": (D, D), p + "hx.bias": (D,),
+              p + "gau.in_proj.weight": (z + 2 * v, D), p + "gau.in_proj.bias": (z + 2 * v,),
+              p + "gau.qk_gamma": (2, z), p + "gau.qk_beta": (2, z),
+              p + "gau.out_proj.weight": (D, v), p + "gau.out_proj.bias": (D,)}
+    if b.get("pos") == "simple_bias":
+        shapes[p + "gau.rel_pos_bias"] = (2 * b["rel_pos_max"] - 1,)
+    return shapes
+
+
 NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 
 # Block kind -> function(prefix, block config, d_model) -> {name: shape}, norm
 # excluded. Each layer kind registers itself here (one entry per kind).
 BLOCK_SHAPES = {"mamba1": mamba1_shapes}
+BLOCK_SHAPES.update(mlp=mlp_shapes, moe=moe_shapes, s4d=s4d_shapes)
 BLOCK_SHAPES["seqboat"] = seqboat_shapes
 
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/ffn_math.h"
 #include "engine/backend/seqboat_shape.h"
 
 namespace seqboat {
@@ -136,6 +137,34 @@ class Backend {
                           const float* y, const float* conf,
                           const int32_t* compact, int n, int d,
                           float* out) = 0;
+
+  // --- feed-forward, mixture of experts, S4D (mlp, moe, s4d) ----------------
+  // out[i, j] (+)= act(a[i, j]) * b[i, j]   (b null: * 1) for j < f; a, b, out
+  // rows have strides lda, ldb, ldo. out may alias a.
+  virtual void ActivateMul(const float* a, int lda, const float* b, int ldb,
+                           int n, int f, Activation act, float* out, int ldo,
+                           bool accumulate) = 0;
+  // y[i, :d] += v for every row i < n.
+  virtual void AddBias(float* y, int ldy, int n, int d, const float* v) = 0;
+  // One router row per step row (ffn_math.h RouteRow): logits [n, x] ->
+  // experts/gates [n, slots] (slots = top_k, or x for kReluDynamic).
+  virtual void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
+                        int top_k, bool renormalize, int32_t* experts,
+                        float* gates) = 0;
+  // dst[rows[j], :d] += scales[j] * src[j, :d]; rows and scales on the host.
+  // Rows are applied in order j (deterministic accumulation).
+  virtual void ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                                const float* scales, int m, float* dst,
+                                int lddst) = 0;
+  // S4D diagonal recurrence over each segment's tokens (MODELS.md §4.3).
+  //   u: [n, h] inputs, stride ldu; da: [h, m, 2]; c: [ch, h, m, 2];
+  //   d: [ch, h]; state: slot s's zeta [h, m, 2] at state + s * state_stride;
+  //   out: [n, ch * h], column c * h + k (S4's "(c h)" order);
+  //   scale: 2 for conjugate-half modes, 1 for the full set.
+  virtual void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
+                       const float* da, const float* c, const float* d,
+                       float* state, int64_t state_stride, int h, int m,
+                       int ch, float scale, float* out) = 0;
 };
 
 }  // namespace seqboat

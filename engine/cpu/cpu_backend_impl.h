@@ -67,6 +67,22 @@ class CpuBackend final : public Backend {
                   const float* conf, const int32_t* compact, int n, int d,
                   float* out) override;
 
+  // mlp / moe (ffn_ops.cc) and S4D (s4d_ops.cc).
+  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
+                   int f, Activation act, float* out, int ldo,
+                   bool accumulate) override;
+  void AddBias(float* y, int ldy, int n, int d, const float* v) override;
+  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
+                int top_k, bool renormalize, int32_t* experts,
+                float* gates) override;
+  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                        const float* scales, int m, float* dst,
+                        int lddst) override;
+  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
+               const float* da, const float* c, const float* d, float* state,
+               int64_t state_stride, int h, int m, int ch, float scale,
+               float* out) override;
+
  private:
   std::vector<DeviceBuffer> owned_;  // uploaded vectors
 };

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -324,6 +325,123 @@ absl::Status ParseSeqBoat(ObjectReader& r, BlockParams* params) {
   return absl::OkStatus();
 }
 
+// --- mlp, moe, s4d ----------------------------------------------------------
+
+// `key` must be one of the listed spellings; returns its index.
+absl::Status FfnChoice(ObjectReader& r, const char* key,
+                       std::initializer_list<std::string_view> names,
+                       int* out) {
+  std::string value;
+  if (absl::Status s = r.String(key, &value); !s.ok()) return s;
+  std::string expected = "one of";
+  int i = 0;
+  for (std::string_view name : names) {
+    if (name == value) {
+      *out = i;
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&expected, i == 0 ? " \"" : ", \"", AbslView(name), "\"");
+    ++i;
+  }
+  return r.Invalid(key, expected, *r.Get(key));
+}
+
+absl::Status ParseFfnAct(ObjectReader& r, FfnAct* out) {
+  int i = 0;
+  if (absl::Status s =
+          FfnChoice(r, "act", {"gelu", "gelu_tanh", "relu", "silu"}, &i);
+      !s.ok()) {
+    return s;
+  }
+  *out = static_cast<FfnAct>(i);
+  return absl::OkStatus();
+}
+
+absl::Status ParseMlp(ObjectReader& r, BlockParams* params) {
+  MlpConfig c;
+  absl::Status s;
+  if (!(s = r.PositiveInt("d_ff", &c.d_ff)).ok()) return s;
+  if (!(s = ParseFfnAct(r, &c.act)).ok()) return s;
+  if (!(s = r.Bool("gated", &c.gated)).ok()) return s;
+  if (!(s = r.Bool("bias", &c.bias)).ok()) return s;
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::Status ParseMoe(ObjectReader& r, BlockParams* params) {
+  MoeConfig c;
+  absl::Status s;
+  int routing = 0;
+  if (!(s = FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"},
+                      &routing))
+           .ok()) {
+    return s;
+  }
+  c.routing = static_cast<MoeRoutingKind>(routing);
+  if (!(s = r.PositiveInt("n_experts", &c.n_experts)).ok()) return s;
+  if (!(s = r.PositiveInt("d_ff", &c.d_ff)).ok()) return s;
+  if (!(s = ParseFfnAct(r, &c.act)).ok()) return s;
+  if (!(s = r.Bool("gated", &c.gated)).ok()) return s;
+  if (!(s = r.Bool("router_bias", &c.router_bias)).ok()) return s;
+  if (!(s = r.Bool("expert_bias", &c.expert_bias)).ok()) return s;
+  // Capacity is a training-time device; running dropless under a config that
+  // names a capacity would silently change results on long prefills.
+  if (const json* cap = r.Get("capacity"); cap != nullptr && !cap->is_null()) {
+    return r.Invalid("capacity", "null (the engine is dropless)", *cap);
+  }
+  const bool softmax = c.routing == MoeRoutingKind::kTop1Softmax;
+  if (r.Get("top_k") != nullptr) {
+    if (!softmax) {
+      return r.Error("top_k", "applies only to routing \"top1_softmax\"");
+    }
+    if (!(s = r.PositiveInt("top_k", &c.top_k)).ok()) return s;
+    if (c.top_k > c.n_experts) {
+      return r.Invalid("top_k",
+                       absl::StrCat("at most n_experts = ", c.n_experts),
+                       *r.Get("top_k"));
+    }
+  }
+  if (r.Get("renormalize") != nullptr) {
+    if (!softmax) {
+      return r.Error("renormalize",
+                     "applies only to routing \"top1_softmax\"");
+    }
+    if (!(s = r.Bool("renormalize", &c.renormalize)).ok()) return s;
+  }
+  if (softmax) {
+    if (r.Get("router_hidden") != nullptr) {
+      return r.Error("router_hidden",
+                     "applies only to routing \"relu_dynamic\"");
+    }
+  } else if (!(s = r.PositiveInt("router_hidden", &c.router_hidden)).ok()) {
+    return s;
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::Status ParseS4d(ObjectReader& r, BlockParams* params) {
+  S4dConfig c;
+  absl::Status s;
+  if (!(s = r.PositiveInt("channels", &c.channels)).ok()) return s;
+  // The block's output must be d_model wide and s4d.out.weight is [2H, H]:
+  // a multi-channel output would need a mixing layer §6 does not define.
+  if (c.channels != 1) {
+    return r.Invalid("channels", "1 (multi-channel S4D is not supported)",
+                     *r.Get("channels"));
+  }
+  if (!(s = r.PositiveInt("modes", &c.modes)).ok()) return s;
+  int i = 0;
+  if (!(s = FfnChoice(r, "state_layout", {"conj_half", "full"}, &i)).ok()) {
+    return s;
+  }
+  c.conj_half = i == 0;
+  if (!(s = FfnChoice(r, "output", {"none", "gelu_glu"}, &i)).ok()) return s;
+  c.gelu_glu = i == 1;
+  *params = c;
+  return absl::OkStatus();
+}
+
 // Reads the kind-specific fields of a block (the common "kind" and "norm"
 // are handled by the caller).
 using ParseBlockFn = absl::Status (*)(ObjectReader& reader, BlockParams* out);
@@ -338,9 +456,9 @@ constexpr struct {
     {BlockKind::kMamba1, "mamba1", ParseMamba1},
     {BlockKind::kSeqBoat, "seqboat", ParseSeqBoat},
     {BlockKind::kAttention, "attention", nullptr},
-    {BlockKind::kMlp, "mlp", nullptr},
-    {BlockKind::kMoe, "moe", nullptr},
-    {BlockKind::kS4d, "s4d", nullptr},
+    {BlockKind::kMlp, "mlp", ParseMlp},
+    {BlockKind::kMoe, "moe", ParseMoe},
+    {BlockKind::kS4d, "s4d", ParseS4d},
     {BlockKind::kS4Local, "s4_local", nullptr},
 };
 

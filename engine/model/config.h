@@ -72,8 +72,47 @@ struct SeqBoatConfig {
   std::optional<int64_t> ema_truncation;
 };
 
+// --- feed-forward kinds and S4D (MODELS.md §4.3, §5, §6) -------------------
+// Activation of an mlp / moe expert ("gelu" is the exact erf form).
+enum class FfnAct { kGelu, kGeluTanh, kRelu, kSilu };
+
+// Dense FFN: r ← r + down(act(up(x))), gated: down(act(gate(x)) ⊙ up(x)).
+struct MlpConfig {
+  int64_t d_ff = 0;  // F >= 1
+  FfnAct act = FfnAct::kGelu;
+  bool gated = false;
+  bool bias = false;  // .bias on up, gate and down
+};
+
+enum class MoeRoutingKind { kTop1Softmax, kReluDynamic };
+
+// Mixture of experts (§5). Dropless only: "capacity" must be null.
+struct MoeConfig {
+  MoeRoutingKind routing = MoeRoutingKind::kTop1Softmax;
+  int64_t n_experts = 0;  // X >= 1
+  int64_t d_ff = 0;       // F >= 1, per expert
+  FfnAct act = FfnAct::kRelu;
+  bool gated = false;
+  bool router_bias = false;  // router.bias (and router_in.bias)
+  bool expert_bias = false;  // up.bias [X,F] (+ gate.bias), shared down.bias
+  // top1_softmax only: experts per token (default 1, <= n_experts) and
+  // whether their softmax probabilities are renormalised to sum to 1.
+  int64_t top_k = 1;
+  bool renormalize = false;
+  int64_t router_hidden = 0;  // relu_dynamic only: h of router_in [h, D]
+};
+
+// S4D diagonal SSM over H = d_model channels (§4.3).
+struct S4dConfig {
+  int64_t channels = 1;    // ch, output copies; this build runs 1
+  int64_t modes = 0;       // M, complex modes stored per channel
+  bool conj_half = true;   // "conj_half": y = 2 Re(...); "full": Re(...)
+  bool gelu_glu = false;   // output "gelu_glu": GLU(W_out GELU(y) + b)
+};
+
 // One alternative per kind this build can run.
-using BlockParams = std::variant<Mamba1Config, SeqBoatConfig>;
+using BlockParams =
+    std::variant<Mamba1Config, SeqBoatConfig, MlpConfig, MoeConfig, S4dConfig>;
 
 struct BlockConfig {
   BlockKind kind = BlockKind::kMamba1;
@@ -84,6 +123,9 @@ struct BlockConfig {
   const Mamba1Config* mamba1() const {
     return std::get_if<Mamba1Config>(&params);
   }
+  const MlpConfig* mlp() const { return std::get_if<MlpConfig>(&params); }
+  const MoeConfig* moe() const { return std::get_if<MoeConfig>(&params); }
+  const S4dConfig* s4d() const { return std::get_if<S4dConfig>(&params); }
   const SeqBoatConfig* seqboat() const {
     return std::get_if<SeqBoatConfig>(&params);
   }

@@ -4,6 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/layers/mamba1.h"
+#include "engine/layers/mlp.h"
+#include "engine/layers/moe.h"
+#include "engine/layers/s4d.h"
 #include "engine/layers/seqboat.h"
 
 namespace seqboat {
@@ -65,6 +68,19 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     sh.rope_theta = sb->rope_theta;
     sh.rel_pos_max = static_cast<int>(sb->rel_pos_max.value_or(0));
     return MakeSeqBoat(dims, where, prefix, weights, backend);
+  }
+  // mlp, moe, s4d: every norm type of §6.1, or none.
+  const int d_model = static_cast<int>(cfg.d_model);
+  if (const MlpConfig* c = block.mlp()) {
+    return MakeMlp(*c, block.norm, d_model, prefix, weights, backend);
+  }
+  if (const MoeConfig* c = block.moe()) {
+    auto moe = MakeMoe(*c, block.norm, d_model, prefix, weights, backend);
+    if (!moe.ok()) return moe.status();
+    return std::unique_ptr<Layer>(*std::move(moe));
+  }
+  if (const S4dConfig* c = block.s4d()) {
+    return MakeS4d(*c, block.norm, d_model, prefix, weights, backend);
   }
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": kind not supported by this build"));

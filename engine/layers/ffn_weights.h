@@ -1,0 +1,35 @@
+// Load-time helpers of the mlp, moe and s4d blocks: fetch a canonical tensor
+// with its exact shape and hand it to the backend.
+#ifndef SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_
+#define SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/config.h"
+#include "engine/model/weight_store.h"
+
+namespace seqboat {
+
+// A device copy of the whole tensor (any rank), flattened.
+absl::Status FetchVector(WeightStore& ws, Backend& be, const std::string& name,
+                         const std::vector<int64_t>& shape, const float** out);
+
+// A [rows, cols] Linear weight.
+absl::Status FetchMatrix(WeightStore& ws, Backend& be, const std::string& name,
+                         int64_t rows, int64_t cols, Matrix* out);
+
+// A stack [count, rows, cols] of Linear weights (one per expert).
+absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
+                              const std::string& name, int64_t count,
+                              int64_t rows, int64_t cols,
+                              std::vector<Matrix>* out);
+
+Activation ToActivation(FfnAct act);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_

@@ -1,0 +1,82 @@
+#include "engine/layers/mlp.h"
+
+#include "engine/layers/ffn_weights.h"
+#include "engine/layers/pre_norm.h"
+
+namespace seqboat {
+namespace {
+
+class Mlp final : public Layer {
+ public:
+  Mlp(const MlpConfig& c, int d_model) : c_(c), d_(d_model) {}
+
+  absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
+                    WeightStore& ws, Backend& be) {
+    const int64_t d = d_, f = c_.d_ff;
+    absl::Status s;
+    if (!(s = norm_.Bind(norm, p, d_, ws, be)).ok()) return s;
+    if (!(s = FetchMatrix(ws, be, p + "mlp.up.weight", f, d, &up_)).ok())
+      return s;
+    if (c_.gated &&
+        !(s = FetchMatrix(ws, be, p + "mlp.gate.weight", f, d, &gate_)).ok())
+      return s;
+    if (!(s = FetchMatrix(ws, be, p + "mlp.down.weight", d, f, &down_)).ok())
+      return s;
+    if (c_.bias) {
+      if (!(s = FetchVector(ws, be, p + "mlp.up.bias", {f}, &up_b_)).ok())
+        return s;
+      if (c_.gated &&
+          !(s = FetchVector(ws, be, p + "mlp.gate.bias", {f}, &gate_b_)).ok())
+        return s;
+      if (!(s = FetchVector(ws, be, p + "mlp.down.bias", {d}, &down_b_)).ok())
+        return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::string kind() const override { return "mlp"; }
+  int64_t StateBytesPerSlot() const override { return 0; }
+  int64_t ScratchFloatsPerRow() const override { return d_ + 2 * c_.d_ff; }
+  void BindState(void*) override {}
+  void ResetSlot(Backend&, int) override {}
+
+  absl::Status Forward(const StepContext& ctx, float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n, d = d_, f = static_cast<int>(c_.d_ff);
+    float* u = ctx.scratch;
+    float* h = u + static_cast<int64_t>(n) * d;
+    float* g = h + static_cast<int64_t>(n) * f;
+    const Activation act = ToActivation(c_.act);
+    norm_.Apply(be, residual, n, u);
+    be.Gemm(u, d, n, up_, up_b_, h, f, /*accumulate=*/false);
+    if (c_.gated) {
+      // The activation goes on the gate branch (HF Llama: act(gate) * up).
+      be.Gemm(u, d, n, gate_, gate_b_, g, f, false);
+      be.ActivateMul(g, f, h, f, n, f, act, h, f, false);
+    } else {
+      be.ActivateMul(h, f, nullptr, 0, n, f, act, h, f, false);
+    }
+    be.Gemm(h, f, n, down_, down_b_, residual, d, /*accumulate=*/true);
+    return absl::OkStatus();
+  }
+
+ private:
+  MlpConfig c_;
+  int d_;
+  PreNorm norm_;
+  Matrix up_, gate_, down_;
+  const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
+    const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,
+    const std::string& prefix, WeightStore& weights, Backend& backend) {
+  auto layer = std::make_unique<Mlp>(config, d_model);
+  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
+    return s;
+  return layer;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,27 @@
+// Dense feed-forward block (MODELS.md §3.1, §6.2 `mlp`):
+//   r ← r + down(act(up(Norm(r))))                       (gated: false)
+//   r ← r + down(act(gate(Norm(r))) ⊙ up(Norm(r)))       (gated: true, Llama
+//                                                        SwiGLU with silu)
+// Three (two) GEMMs over all rows of a step; no state.
+#ifndef SEQBOAT_ENGINE_LAYERS_MLP_H_
+#define SEQBOAT_ENGINE_LAYERS_MLP_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/layers/layer.h"
+#include "engine/model/config.h"
+#include "engine/model/weight_store.h"
+
+namespace seqboat {
+
+// Fetches `prefix` + "mlp.{up,gate,down}.{weight,bias}" and the norm.
+absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
+    const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,
+    const std::string& prefix, WeightStore& weights, Backend& backend);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_LAYERS_MLP_H_

@@ -1,0 +1,192 @@
+#include "engine/layers/moe.h"
+
+#include <vector>
+
+#include "engine/layers/ffn_weights.h"
+#include "engine/layers/pre_norm.h"
+
+namespace seqboat {
+namespace {
+
+class Moe final : public MoeLayer {
+ public:
+  Moe(const MoeConfig& c, int d_model) : c_(c), d_(d_model) {}
+
+  absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
+                    WeightStore& ws, Backend& be) {
+    const int64_t d = d_, f = c_.d_ff, x = c_.n_experts, hid = c_.router_hidden;
+    absl::Status s;
+    if (!(s = norm_.Bind(norm, p, d_, ws, be)).ok()) return s;
+    const bool relu = Relu();
+    if (relu) {
+      if (!(s = FetchMatrix(ws, be, p + "moe.router_in.weight", hid, d,
+                            &router_in_))
+               .ok())
+        return s;
+      if (c_.router_bias && !(s = FetchVector(ws, be, p + "moe.router_in.bias",
+                                              {hid}, &router_in_b_))
+                                 .ok())
+        return s;
+    }
+    if (!(s = FetchMatrix(ws, be, p + "moe.router.weight", x, relu ? hid : d,
+                          &router_))
+             .ok())
+      return s;
+    if (c_.router_bias &&
+        !(s = FetchVector(ws, be, p + "moe.router.bias", {x}, &router_b_)).ok())
+      return s;
+    if (!(s = FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, d, &up_))
+             .ok())
+      return s;
+    if (c_.gated &&
+        !(s = FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, d, &gate_))
+             .ok())
+      return s;
+    if (!(s = FetchMatrixStack(ws, be, p + "moe.down.weight", x, d, f, &down_))
+             .ok())
+      return s;
+    if (c_.expert_bias) {
+      if (!(s = FetchVector(ws, be, p + "moe.up.bias", {x, f}, &up_b_)).ok())
+        return s;
+      if (c_.gated &&
+          !(s = FetchVector(ws, be, p + "moe.gate.bias", {x, f}, &gate_b_))
+               .ok())
+        return s;
+      if (!(s = FetchVector(ws, be, p + "moe.down.bias", {d}, &down_b_)).ok())
+        return s;
+    }
+    rows_.resize(x);
+    scales_.resize(x);
+    return absl::OkStatus();
+  }
+
+  std::string kind() const override { return "moe"; }
+  int64_t StateBytesPerSlot() const override { return 0; }
+  int64_t ScratchFloatsPerRow() const override {
+    // u, router hidden, logits, (expert, gate) slots, gathered x, up, gate,
+    // expert output.
+    return 3 * static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
+           2 * Slots() + 2 * c_.d_ff;
+  }
+  void BindState(void*) override {}
+  void ResetSlot(Backend&, int) override {}
+  const StepStats& last_step() const override { return stats_; }
+
+  absl::Status Forward(const StepContext& ctx, float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n, d = d_, f = static_cast<int>(c_.d_ff),
+              x = static_cast<int>(c_.n_experts),
+              hid = static_cast<int>(c_.router_hidden), slots = Slots();
+    float* u = ctx.scratch;
+    float* hr = u + static_cast<int64_t>(n) * d;
+    float* logits = hr + static_cast<int64_t>(n) * hid;
+    // The scratch has no declared type; the route op's ids live in it too.
+    auto* experts =
+        reinterpret_cast<int32_t*>(logits + static_cast<int64_t>(n) * x);
+    float* gates =
+        reinterpret_cast<float*>(experts) + static_cast<int64_t>(n) * slots;
+    float* xg = gates + static_cast<int64_t>(n) * slots;
+    float* hg = xg + static_cast<int64_t>(n) * d;
+    float* gg = hg + static_cast<int64_t>(n) * f;
+    float* yg = gg + static_cast<int64_t>(n) * f;
+
+    norm_.Apply(be, residual, n, u);
+    if (Relu()) {
+      be.Gemm(u, d, n, router_in_, router_in_b_, hr, hid, false);
+      be.ActivateMul(hr, hid, nullptr, 0, n, hid, Activation::kSilu, hr, hid,
+                     false);
+      be.Gemm(hr, hid, n, router_, router_b_, logits, x, false);
+    } else {
+      be.Gemm(u, d, n, router_, router_b_, logits, x, false);
+    }
+    be.MoeRoute(logits, n, x,
+                Relu() ? MoeRouting::kReluDynamic : MoeRouting::kSoftmaxTopK,
+                static_cast<int>(c_.top_k), c_.renormalize, experts, gates);
+
+    // Group rows by expert on the host (rows in step order within a group).
+    const size_t pairs = static_cast<size_t>(n) * slots;
+    host_experts_.resize(pairs);
+    host_gates_.resize(pairs);
+    be.CopyToHost(host_experts_.data(), experts, pairs * sizeof(int32_t));
+    be.CopyToHost(host_gates_.data(), gates, pairs * sizeof(float));
+    for (int e = 0; e < x; ++e) {
+      rows_[e].clear();
+      scales_[e].clear();
+    }
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < slots; ++j) {
+        const int32_t e = host_experts_[static_cast<size_t>(i) * slots + j];
+        if (e < 0 || e >= x) continue;
+        rows_[e].push_back(i);
+        scales_[e].push_back(host_gates_[static_cast<size_t>(i) * slots + j]);
+      }
+    }
+
+    stats_ = StepStats();
+    const Activation act = ToActivation(c_.act);
+    for (int e = 0; e < x; ++e) {
+      const int m = static_cast<int>(rows_[e].size());
+      if (m == 0) continue;
+      ++stats_.experts_hit;
+      stats_.routed_rows += m;
+      be.GatherRows(u, d, rows_[e].data(), m, xg);
+      be.Gemm(xg, d, m, up_[e], ExpertBias(up_b_, e), hg, f, false);
+      ++stats_.expert_gemms;
+      if (c_.gated) {
+        be.Gemm(xg, d, m, gate_[e], ExpertBias(gate_b_, e), gg, f, false);
+        ++stats_.expert_gemms;
+        be.ActivateMul(gg, f, hg, f, m, f, act, hg, f, false);
+      } else {
+        be.ActivateMul(hg, f, nullptr, 0, m, f, act, hg, f, false);
+      }
+      be.Gemm(hg, f, m, down_[e], nullptr, yg, d, false);
+      ++stats_.expert_gemms;
+      be.ScatterAddScaled(yg, d, rows_[e].data(), scales_[e].data(), m,
+                          residual, d);
+    }
+    // The second layer's bias is shared and unmodulated: added once per row,
+    // whether or not any expert ran (§5.3).
+    if (down_b_ != nullptr) be.AddBias(residual, d, n, d, down_b_);
+    return absl::OkStatus();
+  }
+
+ private:
+  bool Relu() const { return c_.routing == MoeRoutingKind::kReluDynamic; }
+  int Slots() const {
+    return Relu() ? static_cast<int>(c_.n_experts) : static_cast<int>(c_.top_k);
+  }
+  const float* ExpertBias(const float* b, int e) const {
+    return b == nullptr ? nullptr : b + static_cast<int64_t>(e) * c_.d_ff;
+  }
+
+  MoeConfig c_;
+  int d_;
+  PreNorm norm_;
+  Matrix router_in_, router_;
+  const float *router_in_b_ = nullptr, *router_b_ = nullptr;
+  std::vector<Matrix> up_, gate_, down_;
+  const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
+  // Host-side routing of the current step; kept to reuse their capacity.
+  std::vector<int32_t> host_experts_;
+  std::vector<float> host_gates_;
+  std::vector<std::vector<int32_t>> rows_;
+  std::vector<std::vector<float>> scales_;
+  StepStats stats_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
+    const MoeConfig& config, const std::optional<NormConfig>& norm, int d_model,
+    const std::string& prefix, WeightStore& weights, Backend& backend) {
+  if (config.routing == MoeRoutingKind::kTop1Softmax &&
+      (config.top_k < 1 || config.top_k > config.n_experts)) {
+    return absl::InvalidArgumentError("moe: top_k must be in [1, n_experts]");
+  }
+  auto layer = std::make_unique<Moe>(config, d_model);
+  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
+    return s;
+  return layer;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,321 @@
+// The moe block's grouped dispatch against a per-token dense evaluation of the
+// chosen experts, computed here in double from the same weights.
+#include "engine/layers/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kD = 16;
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Tensors = std::map<std::string, Tensor>;
+
+std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [tname, t] : ts) {
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.data.data()),
+                t.data.size() * sizeof(float));
+    header[tname] = {{"dtype", "F32"},
+                     {"shape", t.shape},
+                     {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<char>(text.size() >> (8 * i));
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".safetensors");
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << len << text << data;
+  return path;
+}
+
+// Random tensors of the canonical moe layout (MODELS.md §6.2), prefix "m.".
+Tensors RandomMoe(const MoeConfig& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensors ts;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape,
+                 float scale, float offset = 0.0f) {
+    Tensor t{shape, {}};
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    for (int64_t i = 0; i < n; ++i)
+      t.data.push_back(offset + scale * normal(rng));
+    ts["m." + name] = t;
+  };
+  const int64_t x = c.n_experts, f = c.d_ff, h = c.router_hidden;
+  const bool relu = c.routing == MoeRoutingKind::kReluDynamic;
+  add("norm.weight", {kD}, 0.1f, 1.0f);
+  if (relu) {
+    add("moe.router_in.weight", {h, kD}, 0.5f);
+    if (c.router_bias) add("moe.router_in.bias", {h}, 0.5f);
+  }
+  add("moe.router.weight", {x, relu ? h : kD}, 0.5f);
+  if (c.router_bias) add("moe.router.bias", {x}, 0.5f);
+  add("moe.up.weight", {x, f, kD}, 0.25f);
+  if (c.gated) add("moe.gate.weight", {x, f, kD}, 0.25f);
+  add("moe.down.weight", {x, kD, f}, 0.2f);
+  if (c.expert_bias) {
+    add("moe.up.bias", {x, f}, 0.1f);
+    if (c.gated) add("moe.gate.bias", {x, f}, 0.1f);
+    add("moe.down.bias", {kD}, 0.1f);
+  }
+  return ts;
+}
+
+double Act(FfnAct a, double v) {
+  switch (a) {
+    case FfnAct::kRelu:
+      return v > 0 ? v : 0;
+    case FfnAct::kSilu:
+      return v / (1 + std::exp(-v));
+    case FfnAct::kGelu:
+      return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case FfnAct::kGeluTanh:
+      return 0.5 * v *
+             (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  return v;
+}
+
+// y = W x + b for W [rows, cols] stored row-major at w.
+std::vector<double> Linear(const float* w, const float* b, int rows, int cols,
+                           const std::vector<double>& x) {
+  std::vector<double> y(rows);
+  for (int i = 0; i < rows; ++i) {
+    double acc = b != nullptr ? b[i] : 0.0;
+    for (int j = 0; j < cols; ++j) acc += double(w[i * cols + j]) * x[j];
+    y[i] = acc;
+  }
+  return y;
+}
+
+struct Expected {
+  std::vector<float> residual;
+  std::vector<std::vector<int>> experts;  // per row
+};
+
+// One token at a time: its route, then each chosen expert densely.
+Expected DenseReference(const MoeConfig& c, const Tensors& ts,
+                        const std::vector<float>& r0, int n) {
+  auto T = [&](const std::string& name) -> const float* {
+    auto it = ts.find("m." + name);
+    return it == ts.end() ? nullptr : it->second.data.data();
+  };
+  const int x = c.n_experts, f = c.d_ff, h = c.router_hidden;
+  Expected out{r0, std::vector<std::vector<int>>(n)};
+  for (int t = 0; t < n; ++t) {
+    std::vector<double> u(kD);
+    double ss = 0;
+    for (int j = 0; j < kD; ++j) ss += double(r0[t * kD + j]) * r0[t * kD + j];
+    const double s = 1 / std::sqrt(ss / kD + 1e-6);
+    for (int j = 0; j < kD; ++j)
+      u[j] = r0[t * kD + j] * s * T("norm.weight")[j];
+    std::vector<std::pair<int, double>> chosen;
+    if (c.routing == MoeRoutingKind::kReluDynamic) {
+      std::vector<double> hid =
+          Linear(T("moe.router_in.weight"), T("moe.router_in.bias"), h, kD, u);
+      for (double& v : hid) v = v / (1 + std::exp(-v));
+      std::vector<double> m =
+          Linear(T("moe.router.weight"), T("moe.router.bias"), x, h, hid);
+      for (int e = 0; e < x; ++e)
+        if (m[e] > 0) chosen.push_back({e, m[e]});
+    } else {
+      std::vector<double> lg =
+          Linear(T("moe.router.weight"), T("moe.router.bias"), x, kD, u);
+      const double mx = *std::max_element(lg.begin(), lg.end());
+      double sum = 0;
+      for (double& v : lg) sum += (v = std::exp(v - mx));
+      std::vector<int> order(x);
+      for (int e = 0; e < x; ++e) order[e] = e;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return lg[a] > lg[b]; });
+      double picked = 0;
+      for (int j = 0; j < c.top_k; ++j) {
+        chosen.push_back({order[j], lg[order[j]] / sum});
+        picked += lg[order[j]] / sum;
+      }
+      if (c.renormalize)
+        for (auto& [e, g] : chosen) g /= picked;
+    }
+    for (auto [e, g] : chosen) {
+      out.experts[t].push_back(e);
+      const float* ub = T("moe.up.bias") ? T("moe.up.bias") + e * f : nullptr;
+      std::vector<double> hu =
+          Linear(T("moe.up.weight") + int64_t(e) * f * kD, ub, f, kD, u);
+      if (c.gated) {
+        const float* gb =
+            T("moe.gate.bias") ? T("moe.gate.bias") + e * f : nullptr;
+        std::vector<double> hg =
+            Linear(T("moe.gate.weight") + int64_t(e) * f * kD, gb, f, kD, u);
+        for (int j = 0; j < f; ++j) hu[j] *= Act(c.act, hg[j]);
+      } else {
+        for (double& v : hu) v = Act(c.act, v);
+      }
+      std::vector<double> y = Linear(T("moe.down.weight") + int64_t(e) * kD * f,
+                                     nullptr, kD, f, hu);
+      for (int j = 0; j < kD; ++j) out.residual[t * kD + j] += g * y[j];
+    }
+    if (const float* db = T("moe.down.bias"))
+      for (int j = 0; j < kD; ++j) out.residual[t * kD + j] += db[j];
+  }
+  return out;
+}
+
+struct Built {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<WeightStore> store;
+  std::unique_ptr<MoeLayer> layer;
+};
+
+absl::StatusOr<Built> Build(const MoeConfig& c, const Tensors& ts,
+                            const std::string& file) {
+  Built b;
+  b.backend = MakeCpuBackend(1);
+  auto store = WeightStore::Open(WriteSafetensors(file, ts));
+  if (!store.ok()) return store.status();
+  b.store = *std::move(store);
+  NormConfig norm{NormType::kRmsNormT5, 1e-6, true};
+  auto layer = MakeMoe(c, norm, kD, "m.", *b.store, *b.backend);
+  if (!layer.ok()) return layer.status();
+  b.layer = *std::move(layer);
+  if (absl::Status s = b.store->CheckAllUsed(); !s.ok()) return s;
+  return b;
+}
+
+// Runs rows [0, n) of `r` through the layer in one step; returns the result.
+std::vector<float> Step(Built& b, std::vector<float> r, int first, int n) {
+  std::vector<float> scratch(b.layer->ScratchFloatsPerRow() * n);
+  std::vector<Segment> segs;
+  for (int i = 0; i < n; ++i) segs.push_back({i, i, 1});  // decode rows
+  StepContext ctx{b.backend.get(), segs.data(), n, n, scratch.data()};
+  EXPECT_TRUE(b.layer->Forward(ctx, r.data() + first * kD).ok());
+  return r;
+}
+
+MoeConfig Config(MoeRoutingKind routing, int top_k, bool renorm, bool gated,
+                 bool biases) {
+  MoeConfig c;
+  c.routing = routing;
+  c.n_experts = 8;
+  c.d_ff = 12;
+  c.act = gated ? FfnAct::kSilu : FfnAct::kRelu;
+  c.gated = gated;
+  c.router_bias = biases;
+  c.expert_bias = biases;
+  c.top_k = top_k;
+  c.renormalize = renorm;
+  c.router_hidden = routing == MoeRoutingKind::kReluDynamic ? 6 : 0;
+  return c;
+}
+
+struct Case {
+  const char* name;
+  MoeConfig config;
+};
+
+class MoeDispatchTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
+  const MoeConfig& c = GetParam().config;
+  const Tensors ts = RandomMoe(c, 7);
+  auto built = Build(c, ts, GetParam().name);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const int n = 40;
+  std::vector<float> r0(n * kD);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : r0) v = normal(rng);
+
+  const Expected want = DenseReference(c, ts, r0, n);
+  const std::vector<float> got = Step(*built, r0, 0, n);
+  for (int i = 0; i < n * kD; ++i) {
+    ASSERT_NEAR(got[i], want.residual[i], 1e-4) << "row " << i / kD;
+  }
+  // One GEMM per projection per expert hit, never one per token.
+  std::set<int> hit;
+  int pairs = 0;
+  for (const auto& row : want.experts) {
+    hit.insert(row.begin(), row.end());
+    pairs += static_cast<int>(row.size());
+  }
+  const MoeLayer::StepStats& st = built->layer->last_step();
+  EXPECT_EQ(st.experts_hit, static_cast<int>(hit.size()));
+  EXPECT_EQ(st.expert_gemms, st.experts_hit * (c.gated ? 3 : 2));
+  EXPECT_EQ(st.routed_rows, pairs);
+  EXPECT_GE(st.experts_hit, 4);           // the routing really spreads
+  EXPECT_GT(pairs, st.expert_gemms / 3);  // and groups rows
+
+  // A row's result does not depend on which rows share its step.
+  for (int t : {0, 17, n - 1}) {
+    const std::vector<float> alone = Step(*built, r0, t, 1);
+    EXPECT_EQ(built->layer->last_step().experts_hit,
+              static_cast<int>(want.experts[t].size()));
+    for (int j = 0; j < kD; ++j) {
+      EXPECT_NEAR(alone[t * kD + j], got[t * kD + j], 1e-6) << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Routings, MoeDispatchTest,
+    ::testing::Values(
+        Case{"top1",
+             Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false)},
+        Case{"top2",
+             Config(MoeRoutingKind::kTop1Softmax, 2, false, false, true)},
+        Case{"top2_renorm_gated",
+             Config(MoeRoutingKind::kTop1Softmax, 2, true, true, true)},
+        Case{"relu_dynamic",
+             Config(MoeRoutingKind::kReluDynamic, 1, false, false, true)},
+        Case{"relu_dynamic_gated",
+             Config(MoeRoutingKind::kReluDynamic, 1, false, true, false)}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(MoeLoadTest, ExpertCountMismatchNamesTheTensor) {
+  MoeConfig c = Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false);
+  const Tensors ts = RandomMoe(c, 1);
+  c.n_experts = 6;  // the weights hold 8
+  auto built = Build(c, ts, "mismatch");
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("m.moe.router.weight"));
+}
+
+TEST(MoeLoadTest, TopKAboveExpertCountIsRefused) {
+  MoeConfig c = Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false);
+  const Tensors ts = RandomMoe(c, 1);
+  c.top_k = 9;
+  auto built = Build(c, ts, "topk");
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("top_k"));
+}
+
+}  // namespace
+}  // namespace seqboat

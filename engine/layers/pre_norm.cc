@@ -1,0 +1,54 @@
+#include "engine/layers/pre_norm.h"
+
+#include <numeric>
+
+namespace seqboat {
+
+absl::Status PreNorm::Bind(const std::optional<NormConfig>& norm,
+                           const std::string& prefix, int d_model,
+                           WeightStore& ws, Backend& be) {
+  norm_ = norm;
+  d_ = d_model;
+  if (!norm.has_value() || !norm->affine) return absl::OkStatus();
+  auto upload = [&](const float* host, const float** out) -> absl::Status {
+    auto dev = be.UploadVector(host, d_model);
+    if (!dev.ok()) return dev.status();
+    *out = *dev;
+    return absl::OkStatus();
+  };
+  if (norm->type == NormType::kScaleNorm) {
+    // ScaleNorm is an RMS norm with one learned gain for every feature.
+    auto g = ws.F32(prefix + "norm.scalar", {1});
+    if (!g.ok()) return g.status();
+    const std::vector<float> gains(d_model, **g);
+    return upload(gains.data(), &weight_);
+  }
+  auto w = ws.F32(prefix + "norm.weight", {d_model});
+  if (!w.ok()) return w.status();
+  if (absl::Status s = upload(*w, &weight_); !s.ok()) return s;
+  if (norm->type == NormType::kLayerNorm) {
+    auto b = ws.F32(prefix + "norm.bias", {d_model});
+    if (!b.ok()) return b.status();
+    if (absl::Status s = upload(*b, &bias_); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void PreNorm::Apply(Backend& be, const float* x, int n, float* out) {
+  const float eps = norm_.has_value() ? static_cast<float>(norm_->eps) : 0.0f;
+  if (!norm_.has_value()) {
+    if (static_cast<int>(identity_rows_.size()) < n) {
+      identity_rows_.resize(n);
+      std::iota(identity_rows_.begin(), identity_rows_.end(), 0);
+    }
+    be.GatherRows(x, d_, identity_rows_.data(), n, out);
+  } else if (norm_->type == NormType::kLayerNorm) {
+    be.LayerNorm(x, n, d_, weight_, bias_, eps, out);
+  } else {
+    // rmsnorm and rmsnorm_t5 differ only in where a low-precision model
+    // rounds; in fp32 they are the same op. scalenorm uses the gain vector.
+    be.RmsNorm(x, n, d_, weight_, eps, out);
+  }
+}
+
+}  // namespace seqboat

@@ -1,0 +1,41 @@
+// A block's optional pre-norm (MODELS.md §6.1 norm types) bound to its
+// tensors: the part of `r ← r + f(Norm(r))` every feed-forward-style kind
+// shares.
+#ifndef SEQBOAT_ENGINE_LAYERS_PRE_NORM_H_
+#define SEQBOAT_ENGINE_LAYERS_PRE_NORM_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend/backend.h"
+#include "engine/model/config.h"
+#include "engine/model/weight_store.h"
+
+namespace seqboat {
+
+class PreNorm {
+ public:
+  // Fetches `prefix` + "norm.weight" / "norm.bias" (layernorm) /
+  // "norm.scalar" (scalenorm) as the config asks; nothing for a null norm or
+  // affine: false.
+  absl::Status Bind(const std::optional<NormConfig>& norm,
+                    const std::string& prefix, int d_model, WeightStore& ws,
+                    Backend& be);
+
+  // out[n, d_model] = Norm(x). With no norm, a copy: callers write the
+  // residual while still reading their input.
+  void Apply(Backend& be, const float* x, int n, float* out);
+
+ private:
+  std::optional<NormConfig> norm_;
+  int d_ = 0;
+  const float* weight_ = nullptr;  // scalenorm: the scalar repeated d times
+  const float* bias_ = nullptr;
+  std::vector<int32_t> identity_rows_;  // host, for the copy
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_LAYERS_PRE_NORM_H_

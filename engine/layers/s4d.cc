@@ -1,0 +1,101 @@
+#include "engine/layers/s4d.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/layers/ffn_weights.h"
+#include "engine/layers/pre_norm.h"
+
+namespace seqboat {
+namespace {
+
+class S4d final : public Layer {
+ public:
+  S4d(const S4dConfig& c, int d_model) : c_(c), h_(d_model) {}
+
+  absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
+                    WeightStore& ws, Backend& be) {
+    const int64_t h = h_, m = c_.modes, ch = c_.channels;
+    absl::Status s;
+    if (!(s = norm_.Bind(norm, p, h_, ws, be)).ok()) return s;
+    if (!(s = FetchVector(ws, be, p + "s4d.dA", {h, m, 2}, &da_)).ok())
+      return s;
+    if (!(s = FetchVector(ws, be, p + "s4d.C", {ch, h, m, 2}, &c_dev_)).ok())
+      return s;
+    if (!(s = FetchVector(ws, be, p + "s4d.D", {ch, h}, &d_)).ok()) return s;
+    if (c_.gelu_glu) {
+      if (!(s = FetchMatrix(ws, be, p + "s4d.out.weight", 2 * h, ch * h, &out_))
+               .ok())
+        return s;
+      if (!(s = FetchVector(ws, be, p + "s4d.out.bias", {2 * h}, &out_b_)).ok())
+        return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::string kind() const override { return "s4d"; }
+  int64_t StateBytesPerSlot() const override {
+    return StateFloats() * static_cast<int64_t>(sizeof(float));
+  }
+  int64_t ScratchFloatsPerRow() const override {
+    return h_ + c_.channels * h_ + 2 * static_cast<int64_t>(h_);
+  }
+  void BindState(void* base) override { state_ = static_cast<float*>(base); }
+  void ResetSlot(Backend& backend, int slot) override {
+    backend.Zero(state_ + static_cast<int64_t>(slot) * StateFloats(),
+                 StateBytesPerSlot());
+  }
+
+  absl::Status Forward(const StepContext& ctx, float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n, h = h_, m = static_cast<int>(c_.modes),
+              ch = static_cast<int>(c_.channels);
+    float* u = ctx.scratch;
+    float* y = u + static_cast<int64_t>(n) * h;
+    float* z = y + static_cast<int64_t>(n) * ch * h;
+    norm_.Apply(be, residual, n, u);
+    be.S4dScan(ctx.segs, ctx.nsegs, u, h, da_, c_dev_, d_, state_,
+               StateFloats(), h, m, ch, c_.conj_half ? 2.0f : 1.0f, y);
+    if (!c_.gelu_glu) {
+      be.ActivateMul(y, h, nullptr, 0, n, h, Activation::kIdentity, residual, h,
+                     /*accumulate=*/true);
+      return absl::OkStatus();
+    }
+    be.ActivateMul(y, ch * h, nullptr, 0, n, ch * h, Activation::kGelu, y,
+                   ch * h, false);
+    be.Gemm(y, ch * h, n, out_, out_b_, z, 2 * h, false);
+    // nn.GLU(dim=-2): the first half times σ(the second half).
+    be.ActivateMul(z + h, 2 * h, z, 2 * h, n, h, Activation::kSigmoid, residual,
+                   h, /*accumulate=*/true);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t StateFloats() const {
+    return static_cast<int64_t>(h_) * c_.modes * 2;
+  }
+
+  S4dConfig c_;
+  int h_;
+  PreNorm norm_;
+  const float *da_ = nullptr, *c_dev_ = nullptr, *d_ = nullptr,
+              *out_b_ = nullptr;
+  Matrix out_;
+  float* state_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeS4d(
+    const S4dConfig& config, const std::optional<NormConfig>& norm, int d_model,
+    const std::string& prefix, WeightStore& weights, Backend& backend) {
+  if (config.channels != 1) {
+    // The output is added to a d_model-wide residual.
+    return absl::InvalidArgumentError(
+        absl::StrCat("s4d: channels must be 1, got ", config.channels));
+  }
+  auto layer = std::make_unique<S4d>(config, d_model);
+  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
+    return s;
+  return layer;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,62 @@
+"""PyTorch reference of the `moe` block (MODELS.md 5, 6.2), token by token.
+
+Each token is routed on its own and only its chosen experts are evaluated,
+densely, with that expert's full weights; nothing is grouped or batched, so the
+engine's grouped dispatch (gather -> one GEMM per expert -> scatter) is checked
+against an independent formulation.
+
+Routing:
+  top1_softmax: p = softmax(router(x)); the top_k (default 1) experts by p,
+      gate = p_e (Switch: y = p_i* E_i*(x)); with `renormalize` the chosen
+      p_e are divided by their sum (Mixtral-style top-k).
+  relu_dynamic (ReM 5.3): m = ReLU(router(SiLU(router_in(x)))); every expert
+      with m_e > 0 runs with gate m_e.
+Output r + sum_e gate_e * E_e(x) + down.bias (shared, added once).
+E_e(x) = down_e(act(up_e x + up.bias_e)) or down_e(act(gate_e x + ..) * (up_e x + ..)).
+"""
+
+import torch
+import torch.nn.functional as F
+
+from weights.reference.ffn import activation
+from weights.reference.norms import apply_norm
+
+
+def route(x_t, p, blk):
+    """[(expert, gate)] for one token's normed input x_t [D]."""
+    if blk["routing"] == "relu_dynamic":
+        hidden = F.silu(F.linear(x_t, p["moe.router_in.weight"], p.get("moe.router_in.bias")))
+        m = F.relu(F.linear(hidden, p["moe.router.weight"], p.get("moe.router.bias")))
+        return [(e, m[e]) for e in range(m.shape[0]) if m[e] > 0]
+    if blk["routing"] != "top1_softmax":
+        raise ValueError(f"unknown routing {blk['routing']!r}")
+    logits = F.linear(x_t, p["moe.router.weight"], p.get("moe.router.bias"))
+    probs = torch.softmax(logits, dim=-1)
+    k = blk.get("top_k", 1)
+    top_p, top_e = torch.topk(probs, k)
+    if blk.get("renormalize", False):
+        top_p = top_p / top_p.sum()
+    return [(int(e), g) for e, g in zip(top_e, top_p)]
+
+
+def expert(x_t, p, blk, e):
+    act = activation(blk["act"])
+    up_b = p["moe.up.bias"][e] if "moe.up.bias" in p else None
+    h = F.linear(x_t, p["moe.up.weight"][e], up_b)
+    if blk["gated"]:
+        gate_b = p["moe.gate.bias"][e] if "moe.gate.bias" in p else None
+        h = act(F.linear(x_t, p["moe.gate.weight"][e], gate_b)) * h
+    else:
+        h = act(h)
+    return F.linear(h, p["moe.down.weight"][e])
+
+
+def moe_block(r, p, blk, cfg):
+    x = apply_norm(r, p, blk["norm"])
+    out = torch.zeros_like(r)
+    for t in range(r.shape[0]):
+        for e, g in route(x[t], p, blk):
+            out[t] += g * expert(x[t], p, blk, e)
+    if "moe.down.bias" in p:
+        out = out + p["moe.down.bias"]
+    return r + out
