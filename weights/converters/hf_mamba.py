@@ -64,7 +64,9 @@ def convert(src, dtype):
         cfg = json.load(f)
     dims = read_dims(cfg)
     tied = bool(cfg.get("tie_word_embeddings", True))
-    eps = float(cfg.get("layer_norm_epsilon", 1e-6))   # HF class default when absent
+    # Absent field: MambaConfig's default, 1e-5 (transformers configuration_mamba.py);
+    # MambaRMSNorm's own 1e-6 default is always overridden by the config value.
+    eps = float(cfg.get("layer_norm_epsilon", 1e-5))
     tensors = map_tensors(load_tensors(src), dims, EMBED, tied, dtype)
     config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, eps,
                               cfg.get("eos_token_id"), cfg.get("bos_token_id"))

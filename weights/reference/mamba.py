@@ -1,9 +1,9 @@
 """PyTorch reference of the Mamba-1 block, full-sequence (parallel) form.
 
 Written from MODELS.md 1.2 and 1.4 only. The selective scan is a plain loop over
-time on the whole sequence; it deliberately shares nothing with the chunked scan
-used for training (weights/train_model.py) or with the engine's step, so that
-agreement between them is evidence, not tautology.
+time on the whole sequence; it deliberately shares nothing with the training
+scan (weights/train_scan.py), the test-only step form or the engine's step, so
+that agreement between them is evidence, not tautology.
 """
 
 import torch

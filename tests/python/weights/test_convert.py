@@ -256,3 +256,13 @@ def test_cli_subprocess(tmp_path):
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 1 and "convert: error:" in bad.stderr and "unknown architecture" in bad.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_hf_eps_default_is_mamba_config_default(tmp_path, capsys):
+    src, cfg = _hf_src(tmp_path)
+    del cfg["layer_norm_epsilon"]
+    (src / "config.json").write_text(json.dumps(cfg))
+    code, err = run(["--source", "hf-mamba", str(src), str(tmp_path / "out"), "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    conf = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert conf["final_norm"]["eps"] == 1e-5 and conf["blocks"][1]["norm"]["eps"] == 1e-5
