@@ -124,6 +124,7 @@ class EngineImpl final : public Engine {
       for (Request& r : gone) FinishUnadmitted(r, false);
       for (Request& r : expired) FinishUnadmitted(r, true);
       for (Request& r : admitted_now) {
+        if (options_.on_admit) options_.on_admit(absl::Now() - r.arrival);
         const int slot = *model_->arena().Acquire();  // counted free above
         running_.push_back(
             std::make_unique<Sequence>(std::move(r), slot, *tokenizer_));
@@ -204,12 +205,17 @@ class EngineImpl final : public Engine {
     }
     const int vocab = model_->vocab_size();
     logits.resize(static_cast<size_t>(logit_rows_.size()) * vocab);
+    const absl::Time step_start = absl::Now();
     absl::Status s = model_->Forward(
         ids_.data(), static_cast<int>(ids_.size()), segs_.data(),
         static_cast<int>(segs_.size()), logit_rows_.data(),
         static_cast<int>(logit_rows_.size()), logits.data());
     ++steps_;
     last_batch_ = static_cast<int64_t>(plan.runs.size());
+    if (options_.on_step) {
+      options_.on_step(absl::Now() - step_start,
+                       static_cast<int32_t>(last_batch_));
+    }
     if (!s.ok()) {
       spdlog::error("engine step failed: {}", s.ToString());
       for (auto& seq : running_)

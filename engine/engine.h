@@ -4,12 +4,14 @@
 #define SEQBOAT_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/request.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -25,6 +27,13 @@ struct EngineOptions {
   int32_t max_prompt_tokens = 1 << 20;
   int32_t max_new_tokens_limit = 4096;
   int32_t cpu_threads = 0;  // 0: the BLAS default
+
+  // Optional observers for the server's metrics. Both run on the engine
+  // thread, so they must be cheap and never block.
+  // After each forward step: its wall time and how many sequences it ran.
+  std::function<void(absl::Duration step_time, int32_t batch)> on_step;
+  // When a queued request gets a slot: how long it waited since arrival.
+  std::function<void(absl::Duration queue_time)> on_admit;
 };
 
 struct EngineStats {
