@@ -9,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "engine/tokenizer/utf8.h"
 #include "server/generate_stream.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
@@ -100,7 +99,7 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
   for (int32_t id : ids) {
     // proto3 strings must be valid UTF-8 or clients refuse the message, so a
     // piece holding part of a character shows U+FFFD for the missing part.
-    response->add_pieces(Utf8Lossy(tokenizer.TokenBytes(id)));
+    response->add_pieces(tokenizer.TokenBytes(id));
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;

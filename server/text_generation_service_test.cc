@@ -316,8 +316,9 @@ TEST_F(TextGenerationServiceTest, TokenizeReturnsIdsAndPieces) {
   EXPECT_THAT(response.token_ids(), ElementsAre('h', 0xC3, 0xA9));
   ASSERT_EQ(response.pieces_size(), 3);
   EXPECT_EQ(response.pieces(0), "h");
-  // Half a character cannot travel in a proto3 string: it shows U+FFFD.
-  EXPECT_EQ(response.pieces(1), "\xEF\xBF\xBD");
+  // Pieces are bytes: half a character travels as it is.
+  EXPECT_EQ(response.pieces(1), "\xC3");
+  EXPECT_EQ(response.pieces(2), "\xA9");
 }
 
 TEST_F(TextGenerationServiceTest, GetModelInfoDescribesModelAndLimits) {
