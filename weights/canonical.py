@@ -111,6 +111,20 @@ def seqboat_shapes(p, b, d_model):
 
 # --- mlp, moe, s4d (MODELS.md 4.3, 5, 6.2) ---------------------------------------
 
+def attention_shapes(p, b, d_model):
+    """Canonical tensors of an attention block (MODELS.md 6.2), norm excluded."""
+    qd, kd = b["n_heads"] * b["head_dim"], b["n_kv_heads"] * b["head_dim"]
+    shapes = {p + "attn.q.weight": (qd, d_model), p + "attn.k.weight": (kd, d_model),
+              p + "attn.v.weight": (kd, d_model), p + "attn.o.weight": (d_model, qd)}
+    if b["qkv_bias"]:
+        shapes.update({p + "attn.q.bias": (qd,), p + "attn.k.bias": (kd,),
+                       p + "attn.v.bias": (kd,)})
+    if b["o_bias"]:
+        shapes[p + "attn.o.bias"] = (d_model,)
+    return shapes
+
+
+# --- mlp, moe, s4d (MODELS.md 4.3, 5, 6.2) ---------------------------------------
 def mlp_shapes(p, b, d_model):
     """Canonical tensors of an mlp block, norm excluded."""
     F_, D = b["d_ff"], d_model
@@ -188,6 +202,7 @@ NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 BLOCK_SHAPES = {"mamba1": mamba1_shapes}
 BLOCK_SHAPES.update(mlp=mlp_shapes, moe=moe_shapes, s4d=s4d_shapes)
 BLOCK_SHAPES["seqboat"] = seqboat_shapes
+BLOCK_SHAPES["attention"] = attention_shapes
 
 
 def expected_shapes(config):

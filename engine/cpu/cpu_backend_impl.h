@@ -49,6 +49,16 @@ class CpuBackend final : public Backend {
                  float* state, int64_t state_stride, int e, int n_state,
                  float* out) override;
 
+  // Attention over a sink + rolling-window KV cache (attention_ops.cc).
+  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
+                     const float* k, int ldk, const float* v, int ldv,
+                     const void* cache, int64_t slot_bytes,
+                     const SinkCacheDims& dims, const float* rope_cos,
+                     const float* rope_sin, float* out) override;
+  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
+                       const float* v, int ldv, void* cache, int64_t slot_bytes,
+                       const SinkCacheDims& dims) override;
+
   // SeqBoat (seqboat_ops.cc).
   void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
                   int64_t state_stride, const SeqBoatShape& shape,

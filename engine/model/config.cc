@@ -442,6 +442,114 @@ absl::Status ParseS4d(ObjectReader& r, BlockParams* params) {
   return absl::OkStatus();
 }
 
+// --- attention ---------------------------------------------------------------
+
+// An integer in [0, kMaxSize].
+absl::Status AttentionCount(ObjectReader& r, const char* key, int64_t* out) {
+  const json* v = r.Get(key);
+  if (v == nullptr) return r.Missing(key, "a non-negative integer");
+  if (!v->is_number_integer() ||
+      (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||
+      v->get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) {
+    return r.Invalid(key, absl::StrCat("an integer in [0, ", kMaxSize, "]"),
+                     *v);
+  }
+  *out = v->get<int64_t>();
+  return absl::OkStatus();
+}
+
+// Fields this build accepts only as null (or absent): a value would change
+// the math in a way that is not implemented.
+absl::Status AttentionNullOnly(ObjectReader& r, const char* key,
+                               absl::string_view why) {
+  const json* v = r.Get(key);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  return r.Invalid(key, absl::StrCat("null (", why, ")"), *v);
+}
+
+absl::Status ParseAttention(ObjectReader& r, BlockParams* params) {
+  AttentionConfig c;
+  absl::Status s;
+  if (!(s = r.PositiveInt("n_heads", &c.n_heads)).ok()) return s;
+  if (!(s = r.PositiveInt("n_kv_heads", &c.n_kv_heads)).ok()) return s;
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return r.Invalid(
+        "n_kv_heads",
+        absl::StrCat("a divisor of n_heads = ", c.n_heads,
+                     " (grouped-query attention shares each KV head among "
+                     "n_heads / n_kv_heads query heads)"),
+        *r.Get("n_kv_heads"));
+  }
+  if (!(s = r.PositiveInt("head_dim", &c.head_dim)).ok()) return s;
+  if (c.n_heads * c.head_dim > kMaxSize) {
+    return r.Invalid("head_dim",
+                     absl::StrCat("at most ", kMaxSize / c.n_heads,
+                                  " with n_heads = ", c.n_heads),
+                     *r.Get("head_dim"));
+  }
+  if (!(s = r.Bool("qkv_bias", &c.qkv_bias)).ok()) return s;
+  if (!(s = r.Bool("o_bias", &c.o_bias)).ok()) return s;
+
+  std::string pos;
+  if (!(s = r.String("pos", &pos)).ok()) return s;
+  if (pos == "rope_half") {
+    c.pos = AttentionPos::kRopeHalf;
+  } else if (pos == "none") {
+    c.pos = AttentionPos::kNone;
+  } else if (pos == "rope_interleaved" || pos == "t5_bucket" ||
+             pos == "simple_bias") {
+    return r.Error("pos", absl::StrCat("\"", pos,
+                                       "\" is not supported for attention "
+                                       "blocks by this build (supported: "
+                                       "\"rope_half\", \"none\")"));
+  } else {
+    return r.Invalid("pos", "\"rope_half\" or \"none\"", *r.Get("pos"));
+  }
+  if (c.pos == AttentionPos::kRopeHalf) {
+    if (!(s = r.PositiveNumber("rope_theta", &c.rope_theta)).ok()) return s;
+    if (c.head_dim % 2 != 0) {
+      return r.Invalid("head_dim", "even for pos \"rope_half\"",
+                       *r.Get("head_dim"));
+    }
+  } else if (r.Get("rope_theta") != nullptr &&
+             !r.Get("rope_theta")->is_null()) {
+    // Informational without RoPE; still reject garbage.
+    if (!(s = r.PositiveNumber("rope_theta", &c.rope_theta)).ok()) return s;
+  }
+  if (!(s = AttentionNullOnly(r, "rope_scaling",
+                              "RoPE scaling is not supported by this build"))
+           .ok()) {
+    return s;
+  }
+  if (!(s = AttentionNullOnly(
+            r, "rel_bias",
+            "relative-position bias is not supported by this build"))
+           .ok()) {
+    return s;
+  }
+
+  if (!(s = AttentionCount(r, "sinks", &c.sinks)).ok()) return s;
+  if (!(s = AttentionCount(r, "window", &c.window)).ok()) return s;
+  if (c.sinks + c.window < 1) {
+    return r.Invalid("window",
+                     ">= 1 when sinks is 0 (the cache would hold no token)",
+                     *r.Get("window"));
+  }
+  // One slot's K and V must stay addressable; far beyond any real model.
+  constexpr int64_t kMaxCacheFloats = int64_t{1} << 36;
+  const int64_t rows = c.sinks + c.window;
+  if (rows > kMaxSize || rows > kMaxCacheFloats / (c.n_kv_heads * c.head_dim)) {
+    return r.Invalid(
+        "window",
+        absl::StrCat("small enough that sinks + window times n_kv_heads * "
+                     "head_dim = ",
+                     c.n_kv_heads * c.head_dim, " stays within 2^36 floats"),
+        *r.Get("window"));
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
 // Reads the kind-specific fields of a block (the common "kind" and "norm"
 // are handled by the caller).
 using ParseBlockFn = absl::Status (*)(ObjectReader& reader, BlockParams* out);
@@ -455,7 +563,7 @@ constexpr struct {
 } kBlockKinds[] = {
     {BlockKind::kMamba1, "mamba1", ParseMamba1},
     {BlockKind::kSeqBoat, "seqboat", ParseSeqBoat},
-    {BlockKind::kAttention, "attention", nullptr},
+    {BlockKind::kAttention, "attention", ParseAttention},
     {BlockKind::kMlp, "mlp", ParseMlp},
     {BlockKind::kMoe, "moe", ParseMoe},
     {BlockKind::kS4d, "s4d", ParseS4d},

@@ -110,9 +110,28 @@ struct S4dConfig {
   bool gelu_glu = false;   // output "gelu_glu": GLU(W_out GELU(y) + b)
 };
 
+// --- attention with a sink + rolling-window KV cache (MODELS.md §3, §4.2) ---
+enum class AttentionPos { kNone, kRopeHalf };
+
+// Keys seen by a query: the first `sinks` tokens, the `window` most recent
+// earlier tokens, and itself. sinks = 0 is a plain sliding window (SPADE local
+// layers: window = local_radius). sinks + window >= 1.
+struct AttentionConfig {
+  int64_t n_heads = 0;     // H_q, a multiple of n_kv_heads
+  int64_t n_kv_heads = 0;  // H_kv
+  int64_t head_dim = 0;    // d_h; even for "rope_half"
+  bool qkv_bias = false;
+  bool o_bias = false;
+  AttentionPos pos = AttentionPos::kRopeHalf;
+  double rope_theta = 10000.0;  // "rope_half" only
+  int64_t sinks = 0;            // S >= 0
+  int64_t window = 0;           // W >= 0
+};
+
 // One alternative per kind this build can run.
 using BlockParams =
-    std::variant<Mamba1Config, SeqBoatConfig, MlpConfig, MoeConfig, S4dConfig>;
+    std::variant<Mamba1Config, SeqBoatConfig, MlpConfig, MoeConfig, S4dConfig,
+                 AttentionConfig>;
 
 struct BlockConfig {
   BlockKind kind = BlockKind::kMamba1;
@@ -128,6 +147,9 @@ struct BlockConfig {
   const S4dConfig* s4d() const { return std::get_if<S4dConfig>(&params); }
   const SeqBoatConfig* seqboat() const {
     return std::get_if<SeqBoatConfig>(&params);
+  }
+  const AttentionConfig* attention() const {
+    return std::get_if<AttentionConfig>(&params);
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/layers/attention.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mlp.h"
 #include "engine/layers/moe.h"
@@ -81,6 +82,37 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
   }
   if (const S4dConfig* c = block.s4d()) {
     return MakeS4d(*c, block.norm, d_model, prefix, weights, backend);
+  }
+  if (const AttentionConfig* a = block.attention()) {
+    AttentionDims dims;
+    if (!block.norm.has_value()) {
+      dims.norm = AttentionDims::Norm::kNone;
+    } else if (block.norm->type == NormType::kRmsNorm ||
+               block.norm->type == NormType::kRmsNormT5) {
+      // In fp32 the two RMSNorm roundings (§6.1) are the same function.
+      dims.norm = AttentionDims::Norm::kRms;
+    } else if (block.norm->type == NormType::kLayerNorm) {
+      dims.norm = AttentionDims::Norm::kLayer;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where,
+          ": field \"norm\" must be rmsnorm, rmsnorm_t5, layernorm or null"));
+    }
+    if (block.norm.has_value()) {
+      dims.norm_affine = block.norm->affine;
+      dims.norm_eps = static_cast<float>(block.norm->eps);
+    }
+    dims.d_model = static_cast<int>(cfg.d_model);
+    dims.n_heads = static_cast<int>(a->n_heads);
+    dims.n_kv_heads = static_cast<int>(a->n_kv_heads);
+    dims.head_dim = static_cast<int>(a->head_dim);
+    dims.qkv_bias = a->qkv_bias;
+    dims.o_bias = a->o_bias;
+    dims.rope = a->pos == AttentionPos::kRopeHalf;
+    dims.rope_theta = a->rope_theta;
+    dims.sinks = static_cast<int>(a->sinks);
+    dims.window = static_cast<int>(a->window);
+    return MakeAttention(dims, prefix, weights, backend);
   }
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": kind not supported by this build"));

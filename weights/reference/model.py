@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from weights import canonical
+from weights.reference import attention
 from weights.reference import mamba
 from weights.reference import mlp as mlp_ref
 from weights.reference import moe as moe_ref
@@ -24,6 +25,7 @@ BLOCK_FORWARD = {
     "moe": moe_ref.moe_block,
     "s4d": s4d_ref.s4d_block,
     "seqboat": seqboat.seqboat_block,
+    "attention": attention.attention_block,
 }
 
 

@@ -1,0 +1,191 @@
+#include "engine/layers/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/attention_math.h"
+
+namespace seqboat {
+namespace {
+
+namespace am = attention_math;
+
+absl::Status CheckDims(const AttentionDims& d) {
+  auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("attention: ", what));
+  };
+  if (d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0 ||
+      d.head_dim <= 0) {
+    return bad("d_model, n_heads, n_kv_heads and head_dim must be positive");
+  }
+  if (d.n_heads % d.n_kv_heads != 0) {
+    return bad("n_heads must be a multiple of n_kv_heads");
+  }
+  if (d.rope && d.head_dim % 2 != 0) return bad("RoPE needs an even head_dim");
+  if (d.rope && !(d.rope_theta > 0.0 && std::isfinite(d.rope_theta))) {
+    return bad("rope_theta must be a positive finite number");
+  }
+  if (d.sinks < 0 || d.window < 0 || d.sinks + d.window < 1) {
+    return bad("sinks and window must be >= 0 with sinks + window >= 1");
+  }
+  return absl::OkStatus();
+}
+
+class Attention final : public Layer {
+ public:
+  explicit Attention(const AttentionDims& dims) : dims_(dims) {
+    cache_.n_heads = dims.n_heads;
+    cache_.n_kv_heads = dims.n_kv_heads;
+    cache_.head_dim = dims.head_dim;
+    cache_.sinks = dims.sinks;
+    cache_.window = dims.window;
+    cache_.scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+  }
+
+  absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
+    const int64_t d = dims_.d_model, qd = QDim(), kd = KvDim();
+    auto vec = [&](const std::string& name, int64_t n,
+                   const float** out) -> absl::Status {
+      auto host = ws.F32(p + name, {n});
+      if (!host.ok()) return host.status();
+      auto dev = be.UploadVector(*host, n);
+      if (!dev.ok()) return dev.status();
+      *out = *dev;
+      return absl::OkStatus();
+    };
+    auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
+                   Matrix* out) -> absl::Status {
+      auto host = ws.F32(p + name, {rows, cols});
+      if (!host.ok()) return host.status();
+      auto dev = be.UploadMatrix(*host, rows, cols);
+      if (!dev.ok()) return dev.status();
+      *out = *dev;
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (dims_.norm != AttentionDims::Norm::kNone && dims_.norm_affine) {
+      if (!(s = vec("norm.weight", d, &norm_w_)).ok()) return s;
+      if (dims_.norm == AttentionDims::Norm::kLayer &&
+          !(s = vec("norm.bias", d, &norm_b_)).ok()) {
+        return s;
+      }
+    }
+    if (!(s = mat("attn.q.weight", qd, d, &wq_)).ok()) return s;
+    if (!(s = mat("attn.k.weight", kd, d, &wk_)).ok()) return s;
+    if (!(s = mat("attn.v.weight", kd, d, &wv_)).ok()) return s;
+    if (!(s = mat("attn.o.weight", d, qd, &wo_)).ok()) return s;
+    if (dims_.qkv_bias) {
+      if (!(s = vec("attn.q.bias", qd, &bq_)).ok()) return s;
+      if (!(s = vec("attn.k.bias", kd, &bk_)).ok()) return s;
+      if (!(s = vec("attn.v.bias", kd, &bv_)).ok()) return s;
+    }
+    if (dims_.o_bias && !(s = vec("attn.o.bias", d, &bo_)).ok()) return s;
+    if (dims_.rope) return BuildRopeTable(be);
+    return absl::OkStatus();
+  }
+
+  std::string kind() const override { return "attention"; }
+
+  int64_t StateBytesPerSlot() const override {
+    return am::CacheSlotBytes(dims_.n_kv_heads, dims_.head_dim, dims_.sinks,
+                              dims_.window);
+  }
+
+  int64_t ScratchFloatsPerRow() const override {
+    return dims_.d_model + 2 * QDim() + 2 * KvDim();
+  }
+
+  void BindState(void* base) override { state_ = base; }
+
+  void ResetSlot(Backend& backend, int slot) override {
+    backend.Zero(static_cast<char*>(state_) + slot * StateBytesPerSlot(),
+                 StateBytesPerSlot());
+  }
+
+  absl::Status Forward(const StepContext& ctx, float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n, d = dims_.d_model, qd = QDim(), kd = KvDim();
+    float* u = ctx.scratch;
+    float* q = u + static_cast<int64_t>(n) * d;
+    float* k = q + static_cast<int64_t>(n) * qd;
+    float* v = k + static_cast<int64_t>(n) * kd;
+    float* o = v + static_cast<int64_t>(n) * kd;
+    const float* x = u;
+    switch (dims_.norm) {
+      case AttentionDims::Norm::kRms:
+        be.RmsNorm(residual, n, d, norm_w_, dims_.norm_eps, u);
+        break;
+      case AttentionDims::Norm::kLayer:
+        be.LayerNorm(residual, n, d, norm_w_, norm_b_, dims_.norm_eps, u);
+        break;
+      case AttentionDims::Norm::kNone:
+        // The residual is only written by the last GEMM, after q/k/v.
+        x = residual;
+        break;
+    }
+    be.Gemm(x, d, n, wq_, bq_, q, qd, /*accumulate=*/false);
+    be.Gemm(x, d, n, wk_, bk_, k, kd, false);
+    be.Gemm(x, d, n, wv_, bv_, v, kd, false);
+    const int64_t slot_bytes = StateBytesPerSlot();
+    be.SinkAttention(ctx.segs, ctx.nsegs, q, qd, k, kd, v, kd, state_,
+                     slot_bytes, cache_, rope_cos_, rope_sin_, o);
+    be.SinkCacheAppend(ctx.segs, ctx.nsegs, k, kd, v, kd, state_, slot_bytes,
+                       cache_);
+    be.Gemm(o, qd, n, wo_, bo_, residual, d, /*accumulate=*/true);
+    return absl::OkStatus();
+  }
+
+ private:
+  int QDim() const { return dims_.n_heads * dims_.head_dim; }
+  int KvDim() const { return dims_.n_kv_heads * dims_.head_dim; }
+
+  // cos/sin of every cache position 0 .. S + W (the query's at most), angle
+  // p·θ_i in fp32 as HF computes it. Positions are bounded, so this table is
+  // exact for streams of any length.
+  absl::Status BuildRopeTable(Backend& be) {
+    const int half = dims_.head_dim / 2;
+    const int64_t positions = am::CacheRows(dims_.sinks, dims_.window) + 1;
+    std::vector<float> cos_t(positions * half), sin_t(positions * half);
+    const float theta = static_cast<float>(dims_.rope_theta);
+    for (int64_t p = 0; p < positions; ++p) {
+      for (int i = 0; i < half; ++i) {
+        const float angle =
+            static_cast<float>(p) * am::RopeInvFreq(i, dims_.head_dim, theta);
+        cos_t[p * half + i] = std::cos(angle);
+        sin_t[p * half + i] = std::sin(angle);
+      }
+    }
+    auto c = be.UploadVector(cos_t.data(), positions * half);
+    if (!c.ok()) return c.status();
+    auto s = be.UploadVector(sin_t.data(), positions * half);
+    if (!s.ok()) return s.status();
+    rope_cos_ = *c;
+    rope_sin_ = *s;
+    return absl::OkStatus();
+  }
+
+  AttentionDims dims_;
+  SinkCacheDims cache_;
+  const float *norm_w_ = nullptr, *norm_b_ = nullptr;
+  Matrix wq_, wk_, wv_, wo_;
+  const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *bo_ = nullptr;
+  const float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
+  void* state_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(const AttentionDims& dims,
+                                                     const std::string& prefix,
+                                                     WeightStore& weights,
+                                                     Backend& backend) {
+  if (absl::Status s = CheckDims(dims); !s.ok()) return s;
+  auto layer = std::make_unique<Attention>(dims);
+  if (absl::Status s = layer->Bind(prefix, weights, backend); !s.ok()) {
+    return s;
+  }
+  return layer;
+}
+
+}  // namespace seqboat

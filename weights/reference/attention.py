@@ -1,0 +1,77 @@
+"""PyTorch reference of the `attention` block with an attention-sink KV cache.
+
+Written from MODELS.md 3.1-3.4 and 4.2 only, as StreamingLLM's evaluation path
+states it: keys are cached before RoPE; after every token the cache is trimmed to
+its first S and last W entries; at each step every cached key is rotated with its
+index in the cache (0, 1, ..., n-1) and the query with n, the number of entries
+cached before it. This module replays that rule literally for every query
+position of a whole sequence (a list of cached stream indices, O(T * (S+W))), in
+the caller's dtype. It shares nothing with the engine's closed-form positions or
+its ring buffer, so agreement between the two is evidence.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from weights.reference.norms import apply_norm
+
+
+def rope_half(x, positions, head_dim, theta):
+    """HF Llama half-split RoPE (MODELS.md 3.2). x: [n, H, d_h]; positions: [n]."""
+    half = head_dim // 2
+    inv_freq = 1.0 / theta ** (torch.arange(0, half, dtype=x.dtype) * 2 / head_dim)
+    angle = positions.to(x.dtype)[:, None] * inv_freq[None, :]          # [n, half]
+    cos, sin = torch.cos(angle)[:, None, :], torch.sin(angle)[:, None, :]
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def cached_after(cache, sinks, window):
+    """StreamingLLM's StartRecentKVCache trim: keep the first S and last W entries."""
+    if len(cache) <= sinks + window:
+        return cache
+    return cache[:sinks] + (cache[len(cache) - window:] if window > 0 else [])
+
+
+def attention_mixer(x, p, blk):
+    """Sink + window attention over a whole sequence from an empty cache.
+
+    x: [T, D] normed residual; p: the block's tensors by short name; blk: its config.
+    Returns [T, D] (the output projection included).
+    """
+    T = x.shape[0]
+    Hq, Hkv, dh = blk["n_heads"], blk["n_kv_heads"], blk["head_dim"]
+    S, W = blk["sinks"], blk["window"]
+    rope = blk["pos"] == "rope_half"
+    if blk["pos"] not in ("rope_half", "none"):
+        raise ValueError(f"attention reference: pos {blk['pos']!r} not implemented")
+    q = F.linear(x, p["attn.q.weight"], p.get("attn.q.bias")).reshape(T, Hq, dh)
+    k = F.linear(x, p["attn.k.weight"], p.get("attn.k.bias")).reshape(T, Hkv, dh)
+    v = F.linear(x, p["attn.v.weight"], p.get("attn.v.bias")).reshape(T, Hkv, dh)
+    group = Hq // Hkv
+    kv_head = torch.arange(Hq) // group            # repeat_kv: query head h -> h // group
+    out = torch.empty(T, Hq, dh, dtype=x.dtype)
+    cache = []                                     # stream indices of cached (un-rotated) keys
+    for t in range(T):
+        keys = cache + [t]                         # the new token joins the cache first
+        idx = torch.tensor(keys)
+        n = len(cache)
+        kk, vv = k[idx], v[idx]                    # [n+1, Hkv, dh]
+        qq = q[t:t + 1]                            # [1, Hq, dh]
+        if rope:
+            theta = blk["rope_theta"]
+            kk = rope_half(kk, torch.arange(n + 1), dh, theta)     # index in the cache
+            qq = rope_half(qq, torch.tensor([n]), dh, theta)       # query: n
+        kk, vv = kk[:, kv_head], vv[:, kv_head]    # [n+1, Hq, dh]
+        scores = torch.einsum("hd,khd->hk", qq[0], kk) / dh ** 0.5
+        # Softmax in fp32 at least (float64 stays float64).
+        probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
+        out[t] = torch.einsum("hk,khd->hd", probs.to(x.dtype), vv)
+        cache = cached_after(keys, S, W)
+    return F.linear(out.reshape(T, Hq * dh), p["attn.o.weight"], p.get("attn.o.bias"))
+
+
+def attention_block(r, p, blk, cfg):
+    """An attention block: r + Attn(Norm(r))."""
+    return r + attention_mixer(apply_norm(r, p, blk["norm"]), p, blk)
+
