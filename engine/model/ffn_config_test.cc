@@ -1,0 +1,150 @@
+// config.json parsing of the mlp, moe and s4d block kinds: accepted fields,
+// defaults, and errors that name the block and the field.
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+json Model(json block) {
+  return {{"format", "seqboat-canonical"},
+          {"version", 1},
+          {"vocab_size", 264},
+          {"d_model", 32},
+          {"tie_embeddings", true},
+          {"final_norm", {{"type", "rmsnorm"}, {"eps", 1e-5}}},
+          {"blocks", json::array({block})}};
+}
+
+json Mlp() {
+  return {{"kind", "mlp"}, {"norm", {{"type", "rmsnorm"}, {"eps", 1e-5}}},
+          {"d_ff", 64},    {"act", "silu"},
+          {"gated", true}, {"bias", false}};
+}
+
+json Moe() {
+  return {{"kind", "moe"},
+          {"norm", {{"type", "rmsnorm_t5"}, {"eps", 1e-6}}},
+          {"routing", "top1_softmax"},
+          {"n_experts", 8},
+          {"d_ff", 48},
+          {"act", "relu"},
+          {"gated", false},
+          {"router_bias", false},
+          {"expert_bias", false},
+          {"capacity", nullptr}};
+}
+
+json S4d() {
+  return {{"kind", "s4d"},
+          {"norm", {{"type", "layernorm"}, {"eps", 1e-5}}},
+          {"channels", 1},
+          {"modes", 32},
+          {"state_layout", "conj_half"},
+          {"output", "none"}};
+}
+
+absl::StatusOr<ModelConfig> Parse(const json& block) {
+  return ParseModelConfig(Model(block).dump());
+}
+
+// The error mentions the block and every word in `words`.
+void ExpectError(const json& block, std::initializer_list<const char*> words) {
+  auto c = Parse(block);
+  ASSERT_FALSE(c.ok()) << block.dump();
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(c.status().message());
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat(
+                       "blocks[0] (", block["kind"].get<std::string>(), ")")));
+  for (const char* w : words) EXPECT_THAT(msg, HasSubstr(w)) << msg;
+}
+
+json With(json block, const char* key, json value) {
+  block[key] = std::move(value);
+  return block;
+}
+
+TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
+  auto mlp = Parse(Mlp());
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  const MlpConfig* m = mlp->blocks[0].mlp();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->d_ff, 64);
+  EXPECT_EQ(m->act, FfnAct::kSilu);
+  EXPECT_TRUE(m->gated);
+
+  auto moe = Parse(Moe());
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  const MoeConfig* e = moe->blocks[0].moe();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->routing, MoeRoutingKind::kTop1Softmax);
+  EXPECT_EQ(e->n_experts, 8);
+  EXPECT_EQ(e->top_k, 1);
+  EXPECT_FALSE(e->renormalize);
+  EXPECT_TRUE(moe->warnings.empty());
+
+  json top2 = With(With(Moe(), "top_k", 2), "renormalize", true);
+  auto moe2 = Parse(top2);
+  ASSERT_TRUE(moe2.ok()) << moe2.status();
+  EXPECT_EQ(moe2->blocks[0].moe()->top_k, 2);
+  EXPECT_TRUE(moe2->blocks[0].moe()->renormalize);
+
+  json relu = With(With(Moe(), "routing", "relu_dynamic"), "router_hidden", 16);
+  auto rem = Parse(relu);
+  ASSERT_TRUE(rem.ok()) << rem.status();
+  EXPECT_EQ(rem->blocks[0].moe()->routing, MoeRoutingKind::kReluDynamic);
+  EXPECT_EQ(rem->blocks[0].moe()->router_hidden, 16);
+
+  auto s4d =
+      Parse(With(With(S4d(), "state_layout", "full"), "output", "gelu_glu"));
+  ASSERT_TRUE(s4d.ok()) << s4d.status();
+  const S4dConfig* s = s4d->blocks[0].s4d();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->modes, 32);
+  EXPECT_FALSE(s->conj_half);
+  EXPECT_TRUE(s->gelu_glu);
+}
+
+TEST(FfnConfigTest, BadMlpFieldsAreNamed) {
+  ExpectError(With(Mlp(), "act", "tanh"), {"\"act\"", "gelu_tanh"});
+  ExpectError(With(Mlp(), "d_ff", 0), {"\"d_ff\"", "positive integer"});
+  ExpectError(With(Mlp(), "d_ff", -4), {"\"d_ff\""});
+  json no_gated = Mlp();
+  no_gated.erase("gated");
+  ExpectError(no_gated, {"missing field \"gated\""});
+}
+
+TEST(FfnConfigTest, BadMoeFieldsAreNamed) {
+  ExpectError(With(Moe(), "routing", "top2_sinkhorn"),
+              {"\"routing\"", "relu_dynamic"});
+  ExpectError(With(Moe(), "act", "swish"), {"\"act\""});
+  ExpectError(With(Moe(), "top_k", 9), {"\"top_k\"", "n_experts = 8"});
+  ExpectError(With(Moe(), "top_k", 0), {"\"top_k\""});
+  ExpectError(With(Moe(), "d_ff", 0), {"\"d_ff\""});
+  ExpectError(With(Moe(), "n_experts", 0), {"\"n_experts\""});
+  ExpectError(With(Moe(), "capacity", 64), {"\"capacity\"", "dropless"});
+  ExpectError(With(Moe(), "router_hidden", 4), {"\"router_hidden\""});
+  json relu = With(Moe(), "routing", "relu_dynamic");
+  ExpectError(relu, {"missing field \"router_hidden\""});
+  ExpectError(With(With(relu, "router_hidden", 4), "top_k", 2),
+              {"\"top_k\"", "top1_softmax"});
+}
+
+TEST(FfnConfigTest, BadS4dFieldsAreNamed) {
+  ExpectError(With(S4d(), "state_layout", "half"), {"\"state_layout\""});
+  ExpectError(With(S4d(), "output", "glu"), {"\"output\"", "gelu_glu"});
+  ExpectError(With(S4d(), "channels", 2), {"\"channels\""});
+  ExpectError(With(S4d(), "modes", 0), {"\"modes\""});
+}
+
+}  // namespace
+}  // namespace seqboat
