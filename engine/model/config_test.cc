@@ -275,7 +275,7 @@ TEST(ModelConfigTest, BlockErrors) {
 }
 
 TEST(ModelConfigTest, KnownKindsWithoutParserAreRejectedByName) {
-  for (const char* kind : {"seqboat", "attention", "s4_local"}) {
+  for (const char* kind : {"s4_local"}) {
     EXPECT_EQ(ErrorAfter([kind](json& j) { j["blocks"][1]["kind"] = kind; }),
               absl::StrCat("config.json: blocks[1]: kind '", kind,
                            "' is not supported by this build"));

@@ -1,0 +1,423 @@
+// The SeqBoat block on the CPU backend against direct float64 computations of
+// MODELS.md §2.2: the configurator's extremes (nothing active: no GAU work and
+// SiLU(S + G); everything active with w >= length: full causal GAU attention),
+// the FIFO's eviction order and original positions across chunks and
+// segments, and errors for bad configurations.
+#include "engine/layers/seqboat.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/seqboat_math.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr int kD = 8, kNe = 2, kZ = 4, kV = 6;
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Tensors = std::map<std::string, Tensor>;
+
+std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [key, t] : ts) {
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(t.data.data()),
+                t.data.size() * sizeof(float));
+    header[key] = {{"dtype", "F32"},
+                   {"shape", t.shape},
+                   {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<char>(text.size() >> (8 * i));
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name);
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << len << text << data;
+  return path;
+}
+
+// Random weights of one block (prefix "b."), no norm, simple or rope.
+Tensors RandomWeights(uint32_t seed, float bias_skip, float bias_act,
+                      bool simple_bias, int rel_pos_max) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto fill = [&](std::vector<int64_t> shape, float scale, float offset) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    Tensor t{shape, std::vector<float>(n)};
+    for (float& x : t.data) x = offset + scale * u(rng);
+    return t;
+  };
+  Tensors t;
+  t["b.ema.in_coef"] = fill({kD, kNe}, 0.4f, 0.5f);
+  t["b.ema.decay"] = fill({kD, kNe}, 0.3f, 0.6f);
+  t["b.ema.out_coef"] = fill({kD, kNe}, 0.7f, 0.0f);
+  t["b.ema.skip"] = fill({kD}, 0.5f, 0.0f);
+  t["b.router.weight"] = fill({2, kD}, 0.3f, 0.0f);
+  t["b.router.bias"] = Tensor{{2}, {bias_skip, bias_act}};
+  t["b.router.temperature"] = Tensor{{1}, {0.8f}};
+  t["b.hx.weight"] = fill({kD, kD}, 0.35f, 0.0f);
+  t["b.hx.bias"] = fill({kD}, 0.2f, 0.0f);
+  t["b.gau.in_proj.weight"] = fill({kZ + 2 * kV, kD}, 0.6f, 0.0f);
+  t["b.gau.in_proj.bias"] = fill({kZ + 2 * kV}, 0.3f, 0.0f);
+  t["b.gau.qk_gamma"] = fill({2, kZ}, 0.5f, 1.0f);
+  t["b.gau.qk_beta"] = fill({2, kZ}, 0.3f, 0.0f);
+  t["b.gau.out_proj.weight"] = fill({kD, kV}, 0.4f, 0.0f);
+  t["b.gau.out_proj.bias"] = fill({kD}, 0.2f, 0.0f);
+  if (simple_bias)
+    t["b.gau.rel_pos_bias"] = fill({2 * rel_pos_max - 1}, 1.0f, 0.0f);
+  return t;
+}
+
+SeqBoatDims Dims(int w, bool simple_bias = false, int rel_pos_max = 0) {
+  SeqBoatDims dims;
+  dims.shape = {kD, kNe, kZ, kV, w};
+  dims.shape.pos =
+      simple_bias ? SeqBoatPos::kSimpleBias : SeqBoatPos::kRopeInterleaved;
+  dims.shape.rel_pos_max = rel_pos_max;
+  dims.norm = SeqBoatNorm::kNone;
+  return dims;
+}
+
+// One layer with its own arena of `slots` slots.
+struct Harness {
+  std::unique_ptr<Backend> backend = MakeCpuBackend(1);
+  std::unique_ptr<WeightStore> store;
+  std::unique_ptr<Layer> layer;
+  DeviceBuffer state;
+  Tensors weights;
+
+  absl::Status Init(const SeqBoatDims& dims, Tensors w, int slots = 2) {
+    weights = std::move(w);
+    auto ws = WeightStore::Open(WriteSafetensors(
+        absl::StrCat("seqboat_", reinterpret_cast<uintptr_t>(this)), weights));
+    if (!ws.ok()) return ws.status();
+    store = *std::move(ws);
+    auto l = MakeSeqBoat(dims, "blocks[0] (seqboat)", "b.", *store, *backend);
+    if (!l.ok()) return l.status();
+    layer = *std::move(l);
+    auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
+    if (!buf.ok()) return buf.status();
+    state = *buf;
+    layer->BindState(state.get());
+    for (int s = 0; s < slots; ++s) layer->ResetSlot(*backend, s);
+    return store->CheckAllUsed();
+  }
+
+  // Runs rows x [n, d] split into `segs`; returns the new residual.
+  std::vector<float> Step(std::vector<float> x, std::vector<Segment> segs) {
+    const int n = static_cast<int>(x.size()) / kD;
+    std::vector<float> scratch(layer->ScratchFloatsPerRow() * n);
+    StepContext ctx{backend.get(), segs.data(), static_cast<int>(segs.size()),
+                    n, scratch.data()};
+    EXPECT_TRUE(layer->Forward(ctx, x.data()).ok());
+    return x;
+  }
+
+  int64_t Stat(const char* name) const {
+    std::vector<LayerStat> stats;
+    layer->AppendStats(&stats);
+    for (const LayerStat& s : stats) {
+      if (s.name == name) return s.value;
+    }
+    ADD_FAILURE() << "no stat " << name;
+    return -1;
+  }
+
+  op_math::SeqBoatSlot Slot(int s, const SeqBoatShape& shape) const {
+    return op_math::SeqBoatSlotAt(
+        static_cast<char*>(state.get()) + s * layer->StateBytesPerSlot(),
+        shape);
+  }
+
+  const std::vector<float>& W(const char* name) const {
+    return weights.at(absl::StrCat("b.", name)).data;
+  }
+};
+
+std::vector<float> RandomInput(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(n * kD);
+  for (float& v : x) v = g(rng);
+  return x;
+}
+
+double Silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// y = W x + b for a row-major [out, in] W.
+std::vector<double> Linear(const std::vector<float>& w, const float* b,
+                           const std::vector<double>& x, int out) {
+  const int in = static_cast<int>(x.size());
+  std::vector<double> y(out);
+  for (int o = 0; o < out; ++o) {
+    double acc = b != nullptr ? b[o] : 0.0;
+    for (int i = 0; i < in; ++i) acc += double{w[o * in + i]} * x[i];
+    y[o] = acc;
+  }
+  return y;
+}
+
+// H = SiLU(EMA(x)) for every row, by the recurrence in float64.
+std::vector<std::vector<double>> EmaSilu(const Harness& h,
+                                         const std::vector<float>& x) {
+  const int n = static_cast<int>(x.size()) / kD;
+  std::vector<double> s(kD * kNe, 0.0);
+  std::vector<std::vector<double>> out(n, std::vector<double>(kD));
+  for (int t = 0; t < n; ++t) {
+    for (int d = 0; d < kD; ++d) {
+      double acc = h.W("ema.skip")[d] * double{x[t * kD + d]};
+      for (int k = 0; k < kNe; ++k) {
+        const int i = d * kNe + k;
+        s[i] =
+            h.W("ema.decay")[i] * s[i] + h.W("ema.in_coef")[i] * x[t * kD + d];
+        acc += h.W("ema.out_coef")[i] * s[i];
+      }
+      out[t][d] = Silu(acc);
+    }
+  }
+  return out;
+}
+
+// Absolute interleaved RoPE of a z-vector at position p.
+std::vector<double> Rope(std::vector<double> v, int64_t p) {
+  for (int i = 0; i < kZ / 2; ++i) {
+    const double a = p * std::pow(10000.0, -2.0 * i / kZ);
+    const double x0 = v[2 * i], x1 = v[2 * i + 1];
+    v[2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
+    v[2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+  }
+  return v;
+}
+
+TEST(SeqBoatTest, NothingActiveSkipsTheGauAndGivesSiluOfSPlusG) {
+  Harness h;
+  ASSERT_TRUE(
+      h.Init(Dims(4), RandomWeights(1, 100.0f, -100.0f, false, 0)).ok());
+  const std::vector<float> x = RandomInput(12, 2);
+  // A prefill chunk of 5, then decode steps.
+  std::vector<float> got = h.Step({x.begin(), x.begin() + 5 * kD}, {{1, 0, 5}});
+  for (int t = 5; t < 12; ++t) {
+    std::vector<float> y =
+        h.Step({x.begin() + t * kD, x.begin() + (t + 1) * kD}, {{1, 0, 1}});
+    got.insert(got.end(), y.begin(), y.end());
+  }
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 0);
+  EXPECT_EQ(h.Stat(kSeqBoatTokensStat), 12);
+  const auto hs = EmaSilu(h, x);
+  for (int t = 0; t < 12; ++t) {
+    const auto g = Linear(h.W("hx.weight"), h.W("hx.bias").data(), hs[t], kD);
+    for (int d = 0; d < kD; ++d) {
+      EXPECT_NEAR(got[t * kD + d], Silu(x[t * kD + d] + g[d]), 1e-5)
+          << "t=" << t << " d=" << d;
+    }
+  }
+  const auto slot = h.Slot(1, Dims(4).shape);
+  EXPECT_EQ(slot.meta[op_math::kFifoLen], 0);
+  EXPECT_EQ(slot.meta[op_math::kNextPos], 12);
+}
+
+TEST(SeqBoatTest, EverythingActiveWithWideWindowIsFullCausalGau) {
+  const int n = 10;
+  Harness h;
+  ASSERT_TRUE(
+      h.Init(Dims(/*w=*/n), RandomWeights(3, -100.0f, 100.0f, false, 0)).ok());
+  const std::vector<float> x = RandomInput(n, 4);
+  std::vector<float> got = h.Step({x.begin(), x.begin() + 3 * kD}, {{0, 0, 3}});
+  std::vector<float> rest = h.Step({x.begin() + 3 * kD, x.end()}, {{0, 0, 7}});
+  got.insert(got.end(), rest.begin(), rest.end());
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), n);
+
+  const auto hs = EmaSilu(h, x);
+  std::vector<std::vector<double>> q(n), k(n), val(n), gate(n);
+  for (int t = 0; t < n; ++t) {
+    auto zrv = Linear(h.W("gau.in_proj.weight"), h.W("gau.in_proj.bias").data(),
+                      hs[t], kZ + 2 * kV);
+    for (double& e : zrv) e = Silu(e);
+    std::vector<double> qt(kZ), kt(kZ);
+    for (int i = 0; i < kZ; ++i) {
+      qt[i] = h.W("gau.qk_gamma")[i] * zrv[i] + h.W("gau.qk_beta")[i];
+      kt[i] = h.W("gau.qk_gamma")[kZ + i] * zrv[i] + h.W("gau.qk_beta")[kZ + i];
+    }
+    q[t] = Rope(qt, t);
+    k[t] = Rope(kt, t);
+    gate[t].assign(zrv.begin() + kZ, zrv.begin() + kZ + kV);
+    val[t].assign(zrv.begin() + kZ + kV, zrv.end());
+  }
+  for (int t = 0; t < n; ++t) {
+    std::vector<double> sc(t + 1);
+    double mx = -1e300, sum = 0;
+    for (int j = 0; j <= t; ++j) {
+      double dot = 0;
+      for (int i = 0; i < kZ; ++i) dot += q[t][i] * k[j][i];
+      sc[j] = dot / std::sqrt(double{kZ});
+      mx = std::max(mx, sc[j]);
+    }
+    for (double& s : sc) sum += (s = std::exp(s - mx));
+    std::vector<double> o(kV, 0.0);
+    for (int j = 0; j <= t; ++j) {
+      for (int i = 0; i < kV; ++i) o[i] += sc[j] / sum * val[j][i];
+    }
+    for (int i = 0; i < kV; ++i) o[i] *= gate[t][i];
+    const auto y = Linear(h.W("gau.out_proj.weight"),
+                          h.W("gau.out_proj.bias").data(), o, kD);
+    const auto u =
+        Linear(h.W("router.weight"), h.W("router.bias").data(), hs[t], 2);
+    const double c = 1.0 / (1.0 + std::exp(-(u[1] - u[0]) / 0.8));
+    const auto g = Linear(h.W("hx.weight"), h.W("hx.bias").data(), hs[t], kD);
+    for (int d = 0; d < kD; ++d) {
+      EXPECT_NEAR(got[t * kD + d], Silu(x[t * kD + d] + g[d] + c * y[d]), 1e-5)
+          << "t=" << t << " d=" << d;
+    }
+  }
+}
+
+// Router: u1 - u0 = H[0] - 0.5 with the EMA reduced to H = SiLU(x), so a
+// token is active exactly when its x[0] is large.
+Tensors PassThroughWeights() {
+  Tensors t = RandomWeights(5, 0.5f, 0.0f, true, 3);
+  for (float& v : t["b.ema.in_coef"].data) v = 0.0f;
+  for (float& v : t["b.ema.skip"].data) v = 1.0f;
+  for (float& v : t["b.router.weight"].data) v = 0.0f;
+  t["b.router.weight"].data[kD] = 1.0f;  // row 1, column 0
+  return t;
+}
+
+TEST(SeqBoatTest, FifoEvictsInOrderAndKeepsOriginalPositions) {
+  const int w = 3;
+  Harness h;
+  ASSERT_TRUE(h.Init(Dims(w, true, 3), PassThroughWeights()).ok());
+  // Slot 0: active at 0, 2, 3, 6, 7, 9 (of 10); slot 1: active at 1, 4.
+  const std::vector<int> act0 = {1, 0, 1, 1, 0, 0, 1, 1, 0, 1};
+  const std::vector<int> act1 = {0, 1, 0, 0, 1, 0};
+  auto rows = [](const std::vector<int>& act, int from, int to) {
+    std::vector<float> x(static_cast<size_t>(to - from) * kD, 0.1f);
+    for (int t = from; t < to; ++t) x[(t - from) * kD] = act[t] ? 3.0f : -3.0f;
+    return x;
+  };
+  // Step 1: both sequences in one packed step (slot 0: 4 rows, slot 1: 6).
+  std::vector<float> x = rows(act0, 0, 4);
+  std::vector<float> x1 = rows(act1, 0, 6);
+  x.insert(x.end(), x1.begin(), x1.end());
+  h.Step(x, {{0, 0, 4}, {1, 4, 6}});
+  const SeqBoatShape shape = Dims(w, true, 3).shape;
+  auto fifo = [&](int s) {
+    const auto slot = h.Slot(s, shape);
+    std::vector<int64_t> pos;
+    for (int j = 0; j < slot.meta[op_math::kFifoLen]; ++j) {
+      pos.push_back(
+          slot.pos[op_math::FifoIndex(slot.meta[op_math::kFifoHead], j, w)]);
+    }
+    return pos;
+  };
+  EXPECT_EQ(fifo(0), (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(fifo(1), (std::vector<int64_t>{1, 4}));
+  // Then slot 0 alone: a chunk of 3 and three decode steps.
+  h.Step(rows(act0, 4, 7), {{0, 0, 3}});
+  EXPECT_EQ(fifo(0), (std::vector<int64_t>{2, 3, 6}));
+  for (int t = 7; t < 10; ++t) h.Step(rows(act0, t, t + 1), {{0, 0, 1}});
+  EXPECT_EQ(fifo(0), (std::vector<int64_t>{6, 7, 9}));
+  EXPECT_EQ(h.Slot(0, shape).meta[op_math::kNextPos], 10);
+  EXPECT_EQ(h.Slot(1, shape).meta[op_math::kNextPos], 6);
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 8);
+  EXPECT_EQ(h.Stat(kSeqBoatTokensStat), 16);
+}
+
+TEST(SeqBoatTest, BadDimsNameTheField) {
+  Harness h;
+  auto err = [&](SeqBoatDims dims) {
+    return std::string(h.Init(dims, RandomWeights(1, 0, 0, true, 3)).message());
+  };
+  SeqBoatDims d = Dims(4);
+  d.shape.w = 0;
+  EXPECT_THAT(err(d),
+              AllOf(HasSubstr("blocks[0] (seqboat)"), HasSubstr("\"window\"")));
+  d = Dims(4);
+  d.shape.z = 3;
+  EXPECT_THAT(err(d), HasSubstr("\"z_dim\" must be even"));
+  d = Dims(4, true, 0);
+  EXPECT_THAT(err(d), HasSubstr("\"rel_pos_max\""));
+  // A weight with the wrong shape is named.
+  Tensors t = RandomWeights(1, 0, 0, false, 0);
+  t["b.gau.qk_gamma"].shape = {kZ, 2};
+  EXPECT_THAT(std::string(h.Init(Dims(4), t).message()),
+              HasSubstr("gau.qk_gamma"));
+}
+
+std::string Config(const std::string& block_fields) {
+  return absl::StrCat(
+      R"({"format": "seqboat-canonical", "version": 1, "vocab_size": 16,
+          "d_model": 8, "tie_embeddings": true, "final_norm": {"type": "rmsnorm", "eps": 1e-5},
+          "blocks": [{"kind": "seqboat",
+                      "norm": {"type": "layernorm", "eps": 1e-5}, )",
+      block_fields, "}]}");
+}
+
+TEST(SeqBoatConfigTest, ParsesTheCanonicalFields) {
+  auto cfg = ParseModelConfig(Config(
+      R"("prenorm": false, "ema_dim": 2, "z_dim": 4, "v_dim": 6,
+         "window": 3, "attn_fn": "relu2", "pos": "simple_bias",
+         "rel_pos_max": 5, "ema_truncation": 2048)"));
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const SeqBoatConfig* c = cfg->blocks[0].seqboat();
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->prenorm);
+  EXPECT_EQ(c->window, 3);
+  EXPECT_EQ(c->attn_fn, SeqBoatConfig::AttnFn::kRelu2);
+  EXPECT_EQ(c->pos, SeqBoatConfig::Pos::kSimpleBias);
+  EXPECT_EQ(c->rel_pos_max, 5);
+  EXPECT_EQ(c->ema_truncation, 2048);
+}
+
+TEST(SeqBoatConfigTest, BadFieldsAreNamed) {
+  const std::string ok_rest =
+      R"("v_dim": 6, "attn_fn": "softmax", "pos": "rope_interleaved")";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("ema_dim": 2, "z_dim": 4, "window": 0, )" + ok_rest, "\"window\""},
+      {R"("ema_dim": -1, "z_dim": 4, "window": 2, )" + ok_rest, "\"ema_dim\""},
+      {R"("ema_dim": 2, "z_dim": 5, "window": 2, )" + ok_rest,
+       "\"z_dim\" must be even"},
+      {R"("ema_dim": 2, "z_dim": 4, "window": 2, "v_dim": 6,
+          "attn_fn": "cosine", "pos": "rope_interleaved")",
+       "\"attn_fn\""},
+      {R"("ema_dim": 2, "z_dim": 4, "window": 2, "v_dim": 6,
+          "attn_fn": "softmax", "pos": "alibi")",
+       "\"pos\""},
+      {R"("ema_dim": 2, "z_dim": 4, "window": 2, "v_dim": 6,
+          "attn_fn": "softmax", "pos": "simple_bias")",
+       "\"rel_pos_max\""},
+  };
+  for (const auto& [fields, want] : cases) {
+    auto cfg = ParseModelConfig(Config(fields));
+    ASSERT_FALSE(cfg.ok()) << fields;
+    EXPECT_THAT(std::string(cfg.status().message()),
+                AllOf(HasSubstr("blocks[0] (seqboat)"), HasSubstr(want)));
+  }
+}
+
+}  // namespace
+}  // namespace seqboat
