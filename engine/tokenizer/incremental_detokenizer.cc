@@ -6,7 +6,8 @@ namespace seqboat {
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
   if (tokenizer_.IsSpecial(id)) return "";
-  pending_ += tokenizer_.TokenBytes(id);
+  pending_ += tokenizer_.DecodeToken(id, at_text_start_);
+  at_text_start_ = false;
   std::string out;
   const size_t used = DecodeUtf8Lossy(pending_, /*final=*/false, &out);
   pending_.erase(0, used);

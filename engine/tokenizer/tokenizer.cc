@@ -8,6 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/eos_override.h"
+#include "engine/tokenizer/hf_bpe_tokenizer.h"
+#include "engine/tokenizer/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace seqboat {
@@ -71,6 +74,15 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const json& root) {
       }
       token.special = special->get<bool>();
     }
+    token.normalized = !token.special;
+    for (auto [key, field] : {std::pair{"normalized", &token.normalized},
+                              std::pair{"lstrip", &token.lstrip},
+                              std::pair{"rstrip", &token.rstrip},
+                              std::pair{"single_word", &token.single_word}}) {
+      if (absl::Status s = OptionalBool(entry, key, where, field); !s.ok()) {
+        return s;
+      }
+    }
     out.push_back(std::move(token));
   }
   return out;
@@ -79,7 +91,7 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const json& root) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
-    std::string_view json_text) {
+    std::string_view json_text, const TokenizerOptions& options) {
   const json root = json::parse(json_text.begin(), json_text.end(), nullptr,
                                 /*allow_exceptions=*/false);
   if (root.is_discarded()) {
@@ -102,19 +114,30 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
   // One branch per tokenizer model; each implementation validates its own
   // part of `model` and receives the shared added tokens.
   const std::string& type_name = type->get_ref<const std::string&>();
+  std::unique_ptr<Tokenizer> result;
   if (type_name == "Bytes") {
     absl::StatusOr<std::unique_ptr<ByteTokenizer>> tok =
         ByteTokenizer::Create(*std::move(added));
     if (!tok.ok()) return tok.status();
-    return std::unique_ptr<Tokenizer>(*std::move(tok));
+    result = *std::move(tok);
+  } else if (type_name == "BPE") {
+    absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> tok =
+        HfBpeTokenizer::Create(root, *std::move(added), options);
+    if (!tok.ok()) return tok.status();
+    result = *std::move(tok);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type: unsupported tokenizer model \"", type_name,
+                     "\" (supported: \"Bytes\", \"BPE\")"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("model.type: unsupported tokenizer model \"", type_name,
-                   "\" (supported: \"Bytes\")"));
+  if (options.eos_token_id >= 0) {
+    return WithEosOverride(std::move(result), options.eos_token_id);
+  }
+  return result;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
-    const std::string& path) {
+    const std::string& path, const TokenizerOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
@@ -125,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
     return absl::DataLossError(absl::StrCat(path, ": read failed"));
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      ParseTokenizerJson(text.str());
+      ParseTokenizerJson(text.str(), options);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
                         absl::StrCat(path, ": ", tok.status().message()));

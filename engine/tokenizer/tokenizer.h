@@ -16,7 +16,8 @@
 namespace seqboat {
 
 // Thread-safe for concurrent const use once built (implementations hold no
-// mutable state), so the server's threads can share one instance.
+// unsynchronised mutable state), so the server's threads can share one
+// instance.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -28,6 +29,13 @@ class Tokenizer {
       const = 0;  // ids the tokenizer defines (0..vocab_size-1)
   virtual int32_t eos_token_id() const = 0;  // -1 if none
   virtual bool IsSpecial(int32_t id) const = 0;
+  // The bytes the token contributes when it is (at_text_start) or is not the
+  // first non-special token of a text. They differ only for tokenizers whose
+  // decoder strips the text's first space (SentencePiece-style "▁Hello" is
+  // "Hello" at the start, " Hello" later); TokenBytes is the later form.
+  virtual std::string DecodeToken(int32_t id, bool at_text_start) const {
+    return TokenBytes(id);
+  }
 };
 
 // One entry of tokenizer.json's "added_tokens" array.
@@ -35,14 +43,31 @@ struct AddedToken {
   int32_t id = 0;
   std::string content;
   bool special = false;
+  // Hugging Face matching options. Absent `normalized` means !special.
+  bool normalized = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+};
+
+struct TokenizerOptions {
+  // Whether special added tokens written in the text ("<|endoftext|>",
+  // "</s>") become their ids. Off by default: the server tokenizes user
+  // text, which must not be able to inject control tokens; such text is
+  // tokenized as ordinary characters (Hugging Face's encode_special_tokens).
+  // Non-special added tokens are always matched.
+  bool parse_special = false;
+  // When >= 0, replaces the EOS id found among the special tokens (a model's
+  // config.json may name a different one). Must be < vocab_size().
+  int32_t eos_token_id = -1;
 };
 
 // Reads a tokenizer.json. Errors name the file and the field at fault.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
-    const std::string& path);
+    const std::string& path, const TokenizerOptions& options = {});
 // Same, from the file's text; errors name the field at fault.
 absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
-    std::string_view json_text);
+    std::string_view json_text, const TokenizerOptions& options = {});
 
 }  // namespace seqboat
 

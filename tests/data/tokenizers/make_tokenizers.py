@@ -1,0 +1,146 @@
+"""Regenerates the small tokenizer.json files the tokenizer tests use.
+
+Run from the repository root with the project venv:
+  .venv/bin/python tests/data/tokenizers/make_tokenizers.py
+Training is deterministic for a fixed `tokenizers` version (pinned in
+weights/requirements.txt) and the same fortune files, so rerunning gives the
+same files. Three tokenizers, one per family the C++ loader supports:
+  byte_bpe.json    GPT-2 / GPT-NeoX style: ByteLevel pre-tokenizer with the
+                   GPT-2 regex, ByteLevel decoder, merges in the "a b" form.
+  llama3_bpe.json  Llama 3 style: Split(Llama 3 regex) + ByteLevel(no regex),
+                   ignore_merges, a BOS template post-processor.
+  llama_bpe.json   Llama 1/2 / Mistral style: SentencePiece-like BPE with
+                   byte_fallback, Prepend/Replace normalizer, no pre-tokenizer,
+                   Replace/ByteFallback/Fuse/Strip decoder, BOS template.
+"""
+
+import glob
+import json
+import os
+
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models,
+                        normalizers, pre_tokenizers, processors, trainers)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def training_text():
+    """English text from the fortune files (sorted, so the order is fixed)."""
+    lines = []
+    for path in sorted(glob.glob("/usr/share/games/fortunes/*")):
+        if path.endswith((".dat", ".u8")) or os.path.isdir(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines.extend(f.read().splitlines())
+    return lines[:60000]
+
+
+def add_test_tokens(tok):
+    # A non-special added token matched in any text, and one that the
+    # normalizer rewrites before matching (normalized=True).
+    tok.add_tokens([AddedToken("<note>", normalized=False, special=False)])
+    tok.add_tokens([AddedToken("[[x]]", normalized=True, special=False)])
+
+
+def byte_bpe(lines):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False)
+    tok.train_from_iterator(lines, trainer)
+    add_test_tokens(tok)
+    return tok
+
+
+def llama3_bpe(lines):
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000,
+        special_tokens=["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False)
+    tok.train_from_iterator(lines, trainer)
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(
+            single="<|begin_of_text|> $A",
+            special_tokens=[("<|begin_of_text|>",
+                             tok.token_to_id("<|begin_of_text|>"))]),
+    ])
+    add_test_tokens(tok)
+    return tok
+
+
+def llama_bpe(lines):
+    """Built the way Hugging Face converts a SentencePiece Llama model:
+    <unk> <s> </s> then the 256 <0xXX> byte tokens, then the merged pieces."""
+    # Train words split at spaces (as SentencePiece does), with a small
+    # alphabet so that rarer characters must fall back to bytes.
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    trainer_tok.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="never")
+    trainer = trainers.BpeTrainer(vocab_size=1000 - 259, limit_alphabet=80,
+                                  special_tokens=["<unk>"],
+                                  show_progress=False)
+    trainer_tok.train_from_iterator(lines, trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for piece, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        if piece not in vocab:
+            vocab[piece] = len(vocab)
+    merges = [tuple(m) for m in trained["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>",
+                               byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([
+        decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(content=" ", left=1, right=0)])
+    tok.add_special_tokens([
+        AddedToken(t, normalized=False, special=True)
+        for t in ("<unk>", "<s>", "</s>")])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", 1)])
+    add_test_tokens(tok)
+    return tok
+
+
+def save(tok, name, string_merges=False):
+    data = json.loads(tok.to_str())
+    if string_merges:
+        # The older "a b" form, still found in many published files.
+        data["model"]["merges"] = [" ".join(m) for m in data["model"]["merges"]]
+    path = os.path.join(HERE, name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    Tokenizer.from_file(path)  # the saved file must load back
+    print("wrote", path)
+
+
+def main():
+    lines = training_text()
+    save(byte_bpe(lines), "byte_bpe.json", string_merges=True)
+    save(llama3_bpe(lines), "llama3_bpe.json")
+    save(llama_bpe(lines), "llama_bpe.json")
+
+
+if __name__ == "__main__":
+    main()
