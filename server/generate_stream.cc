@@ -14,14 +14,18 @@
 namespace seqboat {
 
 struct GenerateStream::State {
-  State(std::string id, std::shared_ptr<RequestControl> ctl)
-      : request_id(std::move(id)), control(std::move(ctl)) {}
+  State(std::string id, std::shared_ptr<RequestControl> ctl, ServingMetrics* m)
+      : request_id(std::move(id)), control(std::move(ctl)), metrics(m) {
+    timeline.start = start;
+  }
 
   const std::string request_id;
   const std::shared_ptr<RequestControl> control;
+  ServingMetrics* const metrics;  // may be null
   const absl::Time start = absl::Now();
 
   absl::Mutex mu;
+  RequestTimeline timeline ABSL_GUARDED_BY(mu);
   // Null once OnDone ran; from then on events are dropped.
   GenerateStream* reactor ABSL_GUARDED_BY(mu) = nullptr;
   std::vector<GenerationEvent> pending ABSL_GUARDED_BY(mu);
@@ -45,9 +49,10 @@ struct GenerateStream::State {
 
 GenerateStream::GenerateStream(std::string request_id,
                                std::shared_ptr<RequestControl> control,
-                               std::function<void()> on_done)
-    : state_(
-          std::make_shared<State>(std::move(request_id), std::move(control))),
+                               std::function<void()> on_done,
+                               ServingMetrics* metrics)
+    : state_(std::make_shared<State>(std::move(request_id), std::move(control),
+                                     metrics)),
       on_done_(std::move(on_done)) {
   absl::MutexLock lock(&state_->mu);
   state_->reactor = this;
@@ -61,6 +66,10 @@ EventSink GenerateStream::sink() {
       state->engine_done =
           event.finish != FinishReason::kNone || !event.status.ok();
       ++state->events;
+      // Counted as the engine produced it, even if the call is ending.
+      if (state->metrics != nullptr) {
+        state->metrics->OnEvent(state->timeline, event, absl::Now());
+      }
       // The call already ended or is ending (cancelled): nobody will read.
       if (state->reactor == nullptr || state->finish_started ||
           state->finish_status.has_value()) {
@@ -194,6 +203,11 @@ void GenerateStream::OnDone() {
             ? std::to_string(state_->finish_status->error_code())
             : "0",
         absl::ToDoubleMilliseconds(absl::Now() - state_->start));
+    if (state_->metrics != nullptr) {
+      state_->metrics->OnCallDone(state_->finish_status.has_value()
+                                      ? state_->finish_status->error_code()
+                                      : grpc::StatusCode::OK);
+    }
   }
   if (on_done_) on_done_();
   delete this;

@@ -21,6 +21,7 @@
 
 #include "engine/request.h"
 #include "seqboat/v1/generate.grpc.pb.h"
+#include "server/serving_metrics.h"
 
 namespace seqboat {
 
@@ -28,10 +29,13 @@ class GenerateStream final
     : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // `request_id` is echoed in every message; `control` is the request's.
-  // `on_done`, if set, runs once the call is over (from OnDone).
+  // `on_done`, if set, runs once the call is over (from OnDone). `metrics`,
+  // if set, sees every engine event and the call's end; it must outlive the
+  // engine's last event.
   GenerateStream(std::string request_id,
                  std::shared_ptr<RequestControl> control,
-                 std::function<void()> on_done = nullptr);
+                 std::function<void()> on_done = nullptr,
+                 ServingMetrics* metrics = nullptr);
 
   // The sink to put in the engine Request. Thread-safe, never blocks, and may
   // be called or destroyed at any time, including after the call ended.

@@ -1,12 +1,14 @@
 // seqboat_server: loads a model, serves seqboat.v1.TextGeneration over gRPC
 // (with health checking and reflection), and drains gracefully on SIGTERM or
-// SIGINT. Prints "listening on HOST:PORT" on stdout once it accepts calls;
-// logs go to stderr.
+// SIGINT. Serves /metrics, /healthz and /readyz on --http_port. Prints
+// "http listening on HOST:PORT" and then "listening on HOST:PORT" (gRPC) on
+// stdout once it accepts calls; logs go to stderr.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -23,7 +25,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/engine_gauges.h"
+#include "server/http_endpoint.h"
+#include "server/metrics.h"
 #include "server/request_validation.h"
+#include "server/serving_metrics.h"
 #include "server/text_generation_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -32,6 +38,10 @@ ABSL_FLAG(std::string, model_dir, "",
           "Directory with config.json, model.safetensors and tokenizer.json.");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
 ABSL_FLAG(int32_t, port, 50051, "Port to listen on; 0 picks a free one.");
+ABSL_FLAG(int32_t, http_port, -1,
+          "HTTP port for /metrics, /healthz and /readyz (same host as "
+          "--host); 0 picks a free one, -1 (default) turns it off; "
+          "deploy/entrypoint.sh passes 8080.");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int32_t, max_queue, 256,
@@ -81,6 +91,11 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--port must be in [0, 65535], got ", port));
   }
+  const int32_t http_port = absl::GetFlag(FLAGS_http_port);
+  if (http_port < -1 || http_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_port must be -1 or in [0, 65535], got ", http_port));
+  }
   if (absl::GetFlag(FLAGS_max_queue) < 0) {
     return absl::InvalidArgumentError("--max_queue must be >= 0");
   }
@@ -129,7 +144,9 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
 // Stops taking work, lets running requests finish for up to the grace
 // period (a second signal cuts it short), then cancels what is left.
 void Drain(Engine& engine, const TextGenerationService& service,
-           grpc::Server& server, const sigset_t& signals) {
+           grpc::Server& server, const sigset_t& signals,
+           std::atomic<bool>& ready) {
+  ready.store(false);
   server.GetHealthCheckService()->SetServingStatus(false);
   server.GetHealthCheckService()->SetServingStatus(kServiceName, false);
   engine.BeginDrain();
@@ -190,6 +207,30 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Metrics exist before the engine so its observers can record into them,
+  // and outlive it (the engine thread calls them until Shutdown).
+  MetricsRegistry registry;
+  ServingMetrics metrics(&registry);
+  // /readyz: true between "listening" and the start of a drain.
+  std::atomic<bool> ready{false};
+  std::unique_ptr<HttpEndpoint> http;
+  if (absl::GetFlag(FLAGS_http_port) >= 0) {
+    HttpEndpoint::Handlers handlers;
+    handlers.metrics = [&registry] { return registry.Render(); };
+    handlers.ready = [&ready] { return ready.load(); };
+    // Up before the model loads, so liveness probes pass during a long load.
+    absl::StatusOr<std::unique_ptr<HttpEndpoint>> started = HttpEndpoint::Start(
+        absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_http_port), handlers);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    http = *std::move(started);
+    // Printed before the gRPC line, which tells callers startup is done.
+    std::cout << "http listening on "
+              << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
+  }
+
   EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.backend = absl::GetFlag(FLAGS_backend);
@@ -199,6 +240,12 @@ int Run() {
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
   options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.on_step = [&metrics](absl::Duration time, int32_t batch) {
+    metrics.OnStep(time, batch);
+  };
+  options.on_admit = [&metrics](absl::Duration queued) {
+    metrics.OnAdmit(queued);
+  };
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) {
     spdlog::error("cannot load model from {}: {}", options.model_dir,
@@ -210,7 +257,7 @@ int Run() {
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
   limits.max_prompt_tokens = options.max_prompt_tokens;
-  TextGenerationService service(engine->get(), limits);
+  TextGenerationService service(engine->get(), limits, &metrics);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -229,6 +276,8 @@ int Run() {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  AddEngineGauges(&registry, engine->get());
+  ready.store(true);
 
   const ModelSummary& summary = (*engine)->summary();
   spdlog::info(
@@ -242,7 +291,9 @@ int Run() {
   while (sig == 0) sig = WaitForSignal(signals, absl::Hours(1));
   spdlog::info("signal {}: draining for up to {} s", sig,
                absl::GetFlag(FLAGS_drain_grace_seconds));
-  Drain(**engine, service, *server, signals);
+  Drain(**engine, service, *server, signals, ready);
+  // The gauges read the engine: the HTTP side goes before it does.
+  http.reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -47,8 +47,12 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
 }  // namespace
 
 TextGenerationService::TextGenerationService(Engine* engine,
-                                             ValidationLimits limits)
-    : engine_(*engine), limits_(limits), vocabulary_(VocabularyOf(*engine)) {}
+                                             ValidationLimits limits,
+                                             ServingMetrics* metrics)
+    : engine_(*engine),
+      limits_(limits),
+      vocabulary_(VocabularyOf(*engine)),
+      metrics_(metrics) {}
 
 uint64_t TextGenerationService::NextRandom() {
   absl::MutexLock lock(&rng_mu_);
@@ -65,9 +69,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
 
   auto control = std::make_shared<RequestControl>();
   active_streams_.fetch_add(1);
-  auto* stream =
-      new GenerateStream(request.ok() ? request->id : proto->request_id(),
-                         control, [this] { active_streams_.fetch_sub(1); });
+  auto* stream = new GenerateStream(
+      request.ok() ? request->id : proto->request_id(), control,
+      [this] { active_streams_.fetch_sub(1); }, metrics_);
   if (!request.ok()) {
     spdlog::debug("rejected request: {}", request.status().ToString());
     stream->Fail(ToGrpcStatus(request.status()));

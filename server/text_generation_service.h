@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "seqboat/v1/generate.grpc.pb.h"
 #include "server/request_validation.h"
+#include "server/serving_metrics.h"
 
 namespace seqboat {
 
@@ -23,7 +24,10 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
  public:
   // `engine` must outlive the service. `limits.max_prompt_tokens` and
   // `limits.max_new_tokens_limit` should match the engine's options.
-  TextGenerationService(Engine* engine, ValidationLimits limits);
+  // `metrics`, if set, records every Generate call and must outlive the
+  // engine's last event.
+  TextGenerationService(Engine* engine, ValidationLimits limits,
+                        ServingMetrics* metrics = nullptr);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context,
@@ -45,6 +49,7 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   Engine& engine_;
   const ValidationLimits limits_;
   const Vocabulary vocabulary_;
+  ServingMetrics* const metrics_;  // may be null
   std::atomic<int> active_streams_{0};
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);

@@ -1,0 +1,241 @@
+// seqboat_load: a load generator for seqboat.v1.TextGeneration. Closed loop
+// (--concurrency N streams) or open loop (--request_rate R Poisson arrivals,
+// --max_inflight), for --num_requests or --duration_s; prints a live progress
+// line on stderr, a summary table on stdout, and writes --result_json.
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "clients/load/result_json.h"
+#include "clients/load/runner.h"
+#include "clients/load/stats.h"
+#include "clients/load/workload.h"
+#include "seqboat/v1/generate.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "host:port of a server or a load balancer.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM file of root certificates; set to connect with TLS.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "With --tls_ca: the name to check the certificate against, if not "
+          "the target's host.");
+ABSL_FLAG(int32_t, num_channels, 1,
+          "HTTP/2 connections to spread the streams over (round-robin).");
+ABSL_FLAG(int32_t, concurrency, 0, "Closed loop: streams kept in flight.");
+ABSL_FLAG(double, request_rate, 0,
+          "Open loop: Poisson arrivals per second (inf: all at once).");
+ABSL_FLAG(int32_t, max_inflight, 0, "Open loop: cap on streams in flight.");
+ABSL_FLAG(int64_t, num_requests, 0, "Requests to send (0: use --duration_s).");
+ABSL_FLAG(double, duration_s, 0,
+          "Stop starting requests after this many seconds (0: use "
+          "--num_requests).");
+ABSL_FLAG(std::string, prompts_jsonl, "",
+          "Lines {\"text\": ...} or {\"token_ids\": [...]}, optional "
+          "\"max_new_tokens\"; cycled. Empty: synthetic prompts.");
+ABSL_FLAG(int32_t, input_len, 128, "Synthetic prompt length in tokens.");
+ABSL_FLAG(int32_t, output_len, 128,
+          "max_new_tokens (synthetic, and JSONL lines without one).");
+ABSL_FLAG(double, range_ratio, 0,
+          "Synthetic lengths uniform in len * [1 - r, 1 + r]; 0: fixed.");
+ABSL_FLAG(uint64_t, seed, 0, "Seeds prompts, arrivals and sampling.");
+ABSL_FLAG(double, temperature, 0, "Sampling temperature (0: greedy).");
+ABSL_FLAG(bool, ignore_eos, true,
+          "Generate exactly max_new_tokens (past the model's EOS).");
+ABSL_FLAG(double, request_timeout_s, 600, "Deadline of each stream.");
+ABSL_FLAG(std::string, result_json, "", "Write the results here.");
+ABSL_FLAG(bool, save_requests, false,
+          "Include one entry per request in --result_json.");
+ABSL_FLAG(bool, progress, true, "Live progress line on stderr.");
+
+namespace seqboat {
+namespace load {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
+  const int32_t n = absl::GetFlag(FLAGS_num_channels);
+  if (n < 1) return absl::InvalidArgumentError("--num_channels must be >= 1");
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      grpc::InsecureChannelCredentials();
+  if (!absl::GetFlag(FLAGS_tls_ca).empty()) {
+    absl::StatusOr<std::string> pem = ReadFile(absl::GetFlag(FLAGS_tls_ca));
+    if (!pem.ok()) return pem.status();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *pem;
+    creds = grpc::SslCredentials(ssl);
+  }
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int32_t i = 0; i < n; ++i) {
+    grpc::ChannelArguments args;
+    // Distinct arguments keep gRPC from sharing one connection among them.
+    args.SetInt("seqboat.load.channel", i);
+    if (!absl::GetFlag(FLAGS_tls_server_name).empty()) {
+      args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
+    }
+    channels.push_back(
+        grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target), creds, args));
+  }
+  return channels;
+}
+
+absl::StatusOr<int32_t> VocabularySize(grpc::Channel& channel) {
+  auto stub = v1::TextGeneration::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  // Wait for the server to come up rather than failing at once.
+  context.set_wait_for_ready(true);
+  v1::ModelInfo info;
+  grpc::Status status = stub->GetModelInfo(&context, {}, &info);
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("GetModelInfo: ", status.error_message()));
+  }
+  return info.vocab_size();
+}
+
+int Run() {
+  RunOptions options;
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.request_rate = absl::GetFlag(FLAGS_request_rate);
+  options.max_inflight = absl::GetFlag(FLAGS_max_inflight);
+  options.num_requests = absl::GetFlag(FLAGS_num_requests);
+  options.duration_s = absl::GetFlag(FLAGS_duration_s);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.request_timeout_s = absl::GetFlag(FLAGS_request_timeout_s);
+  options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  options.default_max_new_tokens = absl::GetFlag(FLAGS_output_len);
+  options.request_id_prefix = absl::StrCat("load-", options.seed);
+  if (absl::Status s = ValidateRunOptions(options); !s.ok()) {
+    std::cerr << "seqboat_load: " << s.message() << "\n";
+    return 2;
+  }
+  auto channels = MakeChannels();
+  if (!channels.ok()) {
+    std::cerr << "seqboat_load: " << channels.status().message() << "\n";
+    return 2;
+  }
+
+  PromptSource prompts;
+  const std::string jsonl = absl::GetFlag(FLAGS_prompts_jsonl);
+  if (!jsonl.empty()) {
+    auto loaded = LoadPromptsJsonl(jsonl);
+    if (!loaded.ok()) {
+      std::cerr << "seqboat_load: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    prompts = [list = *std::move(loaded)](int64_t i) {
+      return list[static_cast<size_t>(i) % list.size()];
+    };
+  } else {
+    SyntheticSpec spec;
+    spec.input_len = absl::GetFlag(FLAGS_input_len);
+    spec.output_len = absl::GetFlag(FLAGS_output_len);
+    spec.range_ratio = absl::GetFlag(FLAGS_range_ratio);
+    spec.seed = options.seed;
+    auto vocab = VocabularySize(*(*channels)[0]);
+    if (!vocab.ok()) {
+      std::cerr << "seqboat_load: " << vocab.status().message() << "\n";
+      return 1;
+    }
+    spec.vocab_size = *vocab;
+    if (absl::Status s = ValidateSyntheticSpec(spec); !s.ok()) {
+      std::cerr << "seqboat_load: " << s.message() << "\n";
+      return 2;
+    }
+    prompts = [spec](int64_t i) { return SyntheticPrompt(spec, i); };
+  }
+
+  const bool progress = absl::GetFlag(FLAGS_progress);
+  auto result =
+      RunLoad(*channels, options, prompts, [progress](const Progress& p) {
+        if (!progress) return;
+        std::fprintf(stderr,
+                     "\r[%6.1fs] started %lld  done %lld  failed %lld  "
+                     "in flight %lld  %.1f tok/s   ",
+                     p.elapsed_s, static_cast<long long>(p.started),
+                     static_cast<long long>(p.finished),
+                     static_cast<long long>(p.failed),
+                     static_cast<long long>(p.in_flight),
+                     p.elapsed_s > 0 ? p.output_tokens / p.elapsed_s : 0.0);
+        std::fflush(stderr);
+      });
+  if (progress) std::fprintf(stderr, "\n");
+  if (!result.ok()) {
+    std::cerr << "seqboat_load: " << result.status().message() << "\n";
+    return 2;
+  }
+  const Summary summary = Summarize(result->records, result->duration_s);
+  std::cout << SummaryTable(summary) << std::flush;
+
+  const std::string out_path = absl::GetFlag(FLAGS_result_json);
+  if (!out_path.empty()) {
+    nlohmann::json config = {
+        {"target", absl::GetFlag(FLAGS_target)},
+        {"mode", options.concurrency > 0 ? "closed" : "open"},
+        {"concurrency", options.concurrency},
+        {"request_rate", std::isinf(options.request_rate)
+                             ? nlohmann::json("inf")
+                             : nlohmann::json(options.request_rate)},
+        {"max_inflight", options.max_inflight},
+        {"num_requests", options.num_requests},
+        {"duration_s", options.duration_s},
+        {"prompts_jsonl", jsonl},
+        {"input_len", absl::GetFlag(FLAGS_input_len)},
+        {"output_len", absl::GetFlag(FLAGS_output_len)},
+        {"range_ratio", absl::GetFlag(FLAGS_range_ratio)},
+        {"seed", options.seed},
+        {"temperature", options.temperature},
+        {"num_channels", absl::GetFlag(FLAGS_num_channels)},
+        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
+    const nlohmann::json out = ResultJson(
+        config, summary,
+        absl::GetFlag(FLAGS_save_requests) ? &result->records : nullptr);
+    std::ofstream f(out_path);
+    f << out.dump(2) << "\n";
+    if (!f) {
+      std::cerr << "seqboat_load: cannot write " << out_path << "\n";
+      return 2;
+    }
+  }
+  // Exit status 0 even with failed requests: they are results, not errors
+  // of the tool. The JSON and the table carry the counts.
+  return 0;
+}
+
+}  // namespace
+}  // namespace load
+}  // namespace seqboat
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Load generator for seqboat.\n"
+      "  seqboat_load --target=HOST:PORT --concurrency=8 --num_requests=200 "
+      "[--result_json=out.json]\n"
+      "  seqboat_load --target=HOST:PORT --request_rate=4 --duration_s=60");
+  absl::ParseCommandLine(argc, argv);
+  return seqboat::load::Run();
+}
