@@ -1,0 +1,80 @@
+#include "engine/bench/bench_util.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace seqboat::bench {
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Read bandwidth over a buffer far larger than the caches, all threads.
+double MeasureReadBandwidth() {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  std::vector<double> t;
+  double sink = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto a = Clock::now();
+    double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < n; ++i) sum += buf[i];
+    const auto b = Clock::now();
+    sink += sum;
+    t.push_back(Seconds(a, b));
+  }
+  if (sink == 42) std::printf(" ");
+  return n * sizeof(float) / Median(t) / 1e9;
+}
+
+// Fills `slots` with a prompt, then times decode steps of all of them.
+double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
+                         int steps) {
+  const int b = static_cast<int>(slots.size());
+  std::vector<int32_t> ids(b, 65), rows(b);
+  std::vector<Segment> segs(b);
+  for (int i = 0; i < b; ++i) {
+    segs[i] = {slots[i], i, 1};
+    rows[i] = i;
+  }
+  std::vector<float> logits(static_cast<size_t>(b) * model.vocab_size());
+  std::vector<double> t;
+  for (int s = 0; s < steps + 2; ++s) {
+    const auto a = Clock::now();
+    if (!model
+             .Forward(ids.data(), b, segs.data(), b, rows.data(), b,
+                      logits.data())
+             .ok()) {
+      std::fprintf(stderr, "forward failed\n");
+      std::exit(1);
+    }
+    if (s >= 2) t.push_back(Seconds(a, Clock::now()));  // two warm-up steps
+  }
+  return Median(t);
+}
+
+double Prefill(Model& model, int slot, int tokens, int chunk) {
+  std::vector<int32_t> ids(chunk);
+  for (int i = 0; i < chunk; ++i) ids[i] = (i * 13 + 7) % 256;
+  std::vector<float> logits(model.vocab_size());
+  const auto a = Clock::now();
+  for (int done = 0; done < tokens; done += chunk) {
+    const int len = std::min(chunk, tokens - done);
+    Segment seg{slot, 0, len};
+    int32_t last = len - 1;
+    if (!model.Forward(ids.data(), len, &seg, 1, &last, 1, logits.data()).ok())
+      std::exit(1);
+  }
+  return Seconds(a, Clock::now());
+}
+
+}  // namespace seqboat::bench
