@@ -83,6 +83,31 @@ TEST(IncrementalDetokenizerTest, FlushReplacesIncompleteTail) {
   EXPECT_EQ(detok.Flush(), "");
 }
 
+// Tokens as SentencePiece decoders see them: a leading space that the start
+// of the text drops.
+class LeadingSpaceTokenizer : public TableTokenizer {
+ public:
+  LeadingSpaceTokenizer() : TableTokenizer({" hi", " ", "<s>"}, 2) {}
+  std::string DecodeToken(int32_t id, bool at_text_start) const override {
+    std::string bytes = TokenBytes(id);
+    if (at_text_start && !bytes.empty() && bytes[0] == ' ') bytes.erase(0, 1);
+    return bytes;
+  }
+};
+
+TEST(IncrementalDetokenizerTest, OnlyTheFirstTextTokenIsDecodedAtTextStart) {
+  LeadingSpaceTokenizer tok;
+  IncrementalDetokenizer from_start(tok, /*at_text_start=*/true);
+  EXPECT_EQ(from_start.Push(2), "");  // a special token does not start text
+  EXPECT_EQ(from_start.Push(0), "hi");
+  EXPECT_EQ(from_start.Push(0), " hi");
+  IncrementalDetokenizer space_first(tok, /*at_text_start=*/true);
+  EXPECT_EQ(space_first.Push(1), "");
+  EXPECT_EQ(space_first.Push(0), " hi");
+  IncrementalDetokenizer continuation(tok);
+  EXPECT_EQ(continuation.Push(0), " hi");
+}
+
 // Streams of random tokens: mostly valid characters of every length cut at
 // random places, plus stray and invalid bytes and special tokens.
 TEST(IncrementalDetokenizerTest, StreamingEqualsOneShotOnRandomStreams) {
