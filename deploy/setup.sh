@@ -15,7 +15,7 @@ PACKAGES=(
   # the bundled model's training text
   fortunes
   # load-balancer tests
-  nginx-light
+  nginx-light python3-yaml python3-matplotlib
 )
 
 missing=()

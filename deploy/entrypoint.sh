@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Starts seqboat_server with the deployment's settings. The one place that
+# turns the SEQBOAT_* environment into server flags: deploy/serve.sh runs it
+# after building, the container images use it as their ENTRYPOINT, and the
+# Kubernetes manifests set the same variables. Extra arguments go to the
+# server and win over these defaults (flags parse left to right).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+
+# The binary: $SEQBOAT_SERVER_BIN, else the image layout
+# (/opt/seqboat/{deploy,bin}), else the checkout's Bazel output.
+bin="${SEQBOAT_SERVER_BIN:-}"
+if [[ -z "$bin" ]]; then
+  for candidate in "$here/../bin/seqboat_server" \
+                   "$here/../bazel-bin/server/seqboat_server"; do
+    if [[ -x "$candidate" ]]; then bin="$candidate"; break; fi
+  done
+fi
+if [[ -z "$bin" || ! -x "$bin" ]]; then
+  echo "entrypoint: no seqboat_server binary (build it or set SEQBOAT_SERVER_BIN)" >&2
+  exit 1
+fi
+
+model_dir="${SEQBOAT_MODEL_DIR:-$here/../weights/models/default}"
+if [[ ! -f "$model_dir/config.json" ]]; then
+  echo "entrypoint: no model at $model_dir (set SEQBOAT_MODEL_DIR or mount one)" >&2
+  exit 1
+fi
+
+# exec: the server is PID 1 in a container and gets SIGTERM directly.
+exec "$bin" \
+  --model_dir="$model_dir" \
+  --host="${SEQBOAT_HOST:-0.0.0.0}" \
+  --port="${SEQBOAT_PORT:-50051}" \
+  --http_port="${SEQBOAT_HTTP_PORT:-8080}" \
+  --backend="${SEQBOAT_BACKEND:-cpu}" \
+  --max_slots="${SEQBOAT_MAX_SLOTS:-64}" \
+  --max_queue="${SEQBOAT_MAX_QUEUE:-256}" \
+  --drain_grace_seconds="${SEQBOAT_DRAIN_GRACE_SECONDS:-30}" \
+  --cpu_threads="${SEQBOAT_CPU_THREADS:-0}" \
+  "$@"
