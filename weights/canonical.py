@@ -19,12 +19,11 @@ VERSION = 1
 BYTE_VOCAB = 264      # 256 bytes + EOS, padded to a multiple of 8
 BYTE_EOS = 256
 
-# Tensors whose recurrence role needs full precision regardless of the model dtype.
-FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D")
-FP32_SUFFIXES += ("s4d.dA", "s4d.C")   # s4d recurrence (MODELS.md 6.2; s4d.D matches ".D")
-# seqboat: the MD-EMA's derived coefficients and the configurator's temperature.
-FP32_SUFFIXES += ("ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip",
-                  "router.temperature")
+# Tensors whose recurrence role needs full precision regardless of the model dtype:
+# mamba1's dt bias, A and D (s4d.D matches ".D"), s4d's recurrence, and seqboat's
+# derived MD-EMA coefficients and configurator temperature.
+FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D", "s4d.dA", "s4d.C",
+                 "ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip", "router.temperature")
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -109,7 +108,6 @@ def seqboat_shapes(p, b, d_model):
     return shapes
 
 
-# --- mlp, moe, s4d (MODELS.md 4.3, 5, 6.2) ---------------------------------------
 
 def attention_shapes(p, b, d_model):
     """Canonical tensors of an attention block (MODELS.md 6.2), norm excluded."""
@@ -124,7 +122,6 @@ def attention_shapes(p, b, d_model):
     return shapes
 
 
-# --- mlp, moe, s4d (MODELS.md 4.3, 5, 6.2) ---------------------------------------
 def mlp_shapes(p, b, d_model):
     """Canonical tensors of an mlp block, norm excluded."""
     F_, D = b["d_ff"], d_model
@@ -179,30 +176,18 @@ def s4d_shapes(p, b, d_model):
     return shapes
 
 
-def seqboat_shapes(p, b, d_model):
-    """Canonical tensors of a seqboat block (MODELS.md 6.2), norm excluded."""
-    D, Ne, z, v = d_model, b["ema_dim"], b["z_dim"], b["v_dim"]
-    shapes = {p + "ema.in_coef": (D, Ne), p + "ema.decay": (D, Ne),
-              p + "ema.out_coef": (D, Ne), p + "ema.skip": (D,),
-              p + "router.weight": (2, D), p + "router.bias": (2,),
-              p + "router.temperature": (1,),
-              p + "hx.weight": (D, D), p + "hx.bias": (D,),
-              p + "gau.in_proj.weight": (z + 2 * v, D), p + "gau.in_proj.bias": (z + 2 * v,),
-              p + "gau.qk_gamma": (2, z), p + "gau.qk_beta": (2, z),
-              p + "gau.out_proj.weight": (D, v), p + "gau.out_proj.bias": (D,)}
-    if b.get("pos") == "simple_bias":
-        shapes[p + "gau.rel_pos_bias"] = (2 * b["rel_pos_max"] - 1,)
-    return shapes
-
-
 NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 
 # Block kind -> function(prefix, block config, d_model) -> {name: shape}, norm
 # excluded. Each layer kind registers itself here (one entry per kind).
-BLOCK_SHAPES = {"mamba1": mamba1_shapes}
-BLOCK_SHAPES.update(mlp=mlp_shapes, moe=moe_shapes, s4d=s4d_shapes)
-BLOCK_SHAPES["seqboat"] = seqboat_shapes
-BLOCK_SHAPES["attention"] = attention_shapes
+BLOCK_SHAPES = {
+    "mamba1": mamba1_shapes,
+    "seqboat": seqboat_shapes,
+    "attention": attention_shapes,
+    "mlp": mlp_shapes,
+    "moe": moe_shapes,
+    "s4d": s4d_shapes,
+}
 
 
 def expected_shapes(config):

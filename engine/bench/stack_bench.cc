@@ -29,6 +29,41 @@ ABSL_FLAG(int, long_context, 65536,
 namespace seqboat {
 namespace {
 
+// Every layer's counters, named "<block index>.<stat>".
+std::vector<std::pair<std::string, int64_t>> StatTotals(const Model& model) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    std::vector<LayerStat> stats;
+    model.layers()[i]->AppendStats(&stats);
+    for (const LayerStat& s : stats)
+      out.push_back({std::to_string(i) + "." + s.name, s.value});
+  }
+  return out;
+}
+
+// " GAU activation during decode: block 1 24.8%, ..." for blocks that count
+// activated tokens (SeqBoat), measured, not configured.
+std::string ActivationRates(
+    const std::vector<std::pair<std::string, int64_t>>& before,
+    const std::vector<std::pair<std::string, int64_t>>& after) {
+  std::string out;
+  for (size_t i = 0; i + 1 < after.size(); ++i) {
+    const std::string& name = after[i].first;
+    const size_t dot = name.find('.');
+    if (name.substr(dot + 1) != "seqboat.tokens") continue;
+    const int64_t tokens = after[i].second - before[i].second;
+    const int64_t active = after[i + 1].second - before[i + 1].second;
+    if (tokens <= 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof(buf),
+                  " block %s GAU active %.1f%% of %lld decode tokens;",
+                  name.substr(0, dot).c_str(), 100.0 * active / tokens,
+                  static_cast<long long>(tokens));
+    out += buf;
+  }
+  return out;
+}
+
 int Run() {
   std::vector<int> batches;
   for (absl::string_view p :

@@ -22,3 +22,13 @@ def bazel_binary(target_path):
 @pytest.fixture(scope="session")
 def engine_logits():
     return bazel_binary("tests/parity/engine_logits")
+
+
+@pytest.fixture(scope="session")
+def engine_generate():
+    return bazel_binary("tests/parity/engine_generate")
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return ROOT

@@ -20,7 +20,6 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
 
-from conftest import ROOT, bazel_binary  # noqa: E402
 
 # MambaCache marks its tensors for torch.compile with torch._dynamo, which
 # Debian's torch 1.13 does not have; the mark is only a compiler hint.
@@ -50,21 +49,21 @@ def make_hf_model(seed, use_bias):
     return model
 
 
-def convert(source, src, out):
+def convert(root, source, src, out):
     subprocess.run([sys.executable, "-m", "weights.convert", "--source", source, str(src),
-                    str(out), "--byte-tokenizer"], check=True, cwd=ROOT, capture_output=True)
+                    str(out), "--byte-tokenizer"], check=True, cwd=root, capture_output=True)
 
 
-def engine_last_logits(model_dir, prompt, tmp_path):
+def engine_last_logits(binary, model_dir, prompt, tmp_path):
     out = tmp_path / "logits.npy"
-    subprocess.run([str(bazel_binary("tests/parity/engine_logits")), "--model", str(model_dir),
+    subprocess.run([str(binary), "--model", str(model_dir),
                     "--tokens", ",".join(map(str, prompt)), "--out", str(out), "--chunk", "32"],
                    check=True, capture_output=True)
     return np.load(out)[-1]
 
 
-def engine_greedy(model_dir, prompt, n):
-    res = subprocess.run([str(bazel_binary("tests/parity/engine_generate")), "--model",
+def engine_greedy(binary, model_dir, prompt, n):
+    res = subprocess.run([str(binary), "--model",
                           str(model_dir), "--tokens", ",".join(map(str, prompt)),
                           "--max_new_tokens", str(n), "--budget", "16"],
                          check=True, capture_output=True, text=True)
@@ -94,25 +93,26 @@ def prompt_ids(n=128):
 
 
 @pytest.mark.parametrize("use_bias", [False, True])
-def test_save_pretrained_checkpoint_matches_transformers(tmp_path, use_bias):
+def test_save_pretrained_checkpoint_matches_transformers(tmp_path, use_bias, repo_root,
+                                                         engine_logits, engine_generate):
     model = make_hf_model(seed=11, use_bias=use_bias)
     src = tmp_path / "hf"
     model.save_pretrained(src, safe_serialization=True)
     out = tmp_path / "canonical"
-    convert("hf-mamba", src, out)
+    convert(repo_root, "hf-mamba", src, out)
 
     prompt = prompt_ids()
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0, -1].numpy()
-    got = engine_last_logits(out, prompt, tmp_path)
+    got = engine_last_logits(engine_logits, out, prompt, tmp_path)
     assert want.std() > 1.0  # logits are spread, so the comparison means something
     assert np.abs(got - want).max() <= 1e-3
 
     want_ids = hf_greedy(model, prompt, 64)
-    assert engine_greedy(out, prompt, 64) == want_ids
+    assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
 
 
-def test_mamba_ssm_layout_matches_transformers(tmp_path):
+def test_mamba_ssm_layout_matches_transformers(tmp_path, repo_root, engine_logits):
     model = make_hf_model(seed=5, use_bias=False)
     src = tmp_path / "ssm"
     src.mkdir()
@@ -124,8 +124,9 @@ def test_mamba_ssm_layout_matches_transformers(tmp_path):
          "expand": 2, "dt_rank": 4}, "rms_norm": True, "residual_in_fp32": True,
          "fused_add_norm": True, "pad_vocab_size_multiple": 1, "tie_embeddings": True}))
     out = tmp_path / "canonical"
-    convert("mamba-ssm", src, out)
+    convert(repo_root, "mamba-ssm", src, out)
     prompt = prompt_ids()
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0, -1].numpy()
-    assert np.abs(engine_last_logits(out, prompt, tmp_path) - want).max() <= 1e-3
+    got = engine_last_logits(engine_logits, out, prompt, tmp_path)
+    assert np.abs(got - want).max() <= 1e-3
