@@ -93,12 +93,14 @@ int Run() {
   // A short prompt first, so decode runs on a populated state.
   for (int s : slots) bench::Prefill(model, s, 64, chunk);
   std::string line = label + ":";
+  const std::vector<std::pair<std::string, int64_t>> before = StatTotals(model);
   for (int b : batches) {
     const std::vector<int> use(slots.begin(), slots.begin() + b);
     const double step = bench::DecodeStepSeconds(model, use, steps);
     line += " B=" + std::to_string(b) + " " +
             std::to_string(static_cast<int>(b / step)) + " tok/s;";
   }
+  line += ActivationRates(before, StatTotals(model));
   for (int s : slots) model.arena().Release(s);
   const int s = *model.arena().Acquire();
   const double prefill_s = bench::Prefill(model, s, 2048, chunk);
