@@ -255,12 +255,23 @@ class EngineImpl final : public Engine {
   }
 
   void PublishStats() {
+    std::vector<BlockCounter> counters;
+    std::vector<LayerStat> layer_stats;
+    for (size_t i = 0; i < model_->layers().size(); ++i) {
+      layer_stats.clear();
+      model_->layers()[i]->AppendStats(&layer_stats);
+      for (LayerStat& st : layer_stats) {
+        counters.push_back(
+            {static_cast<int32_t>(i), std::move(st.name), st.value});
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     stats_.running = static_cast<int32_t>(running_.size());
     stats_.waiting = static_cast<int32_t>(waiting_.size());
     stats_.free_slots = model_->arena().free_slots();
     stats_.steps = steps_;
     stats_.last_step_batch = last_batch_;
+    stats_.block_counters = std::move(counters);
   }
 
   const EngineOptions options_;
@@ -302,13 +313,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "backend '", options.backend, "' is not available in this build"));
   }
-  auto tokenizer = LoadTokenizer(options.model_dir + "/tokenizer.json");
-  if (!tokenizer.ok()) return tokenizer.status();
   ModelLimits limits;
   limits.max_slots = options.max_slots;
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
   auto model = Model::Load(options.model_dir, *backend, limits);
   if (!model.ok()) return model.status();
+  // The model's config.json names its EOS; it wins over the tokenizer's guess.
+  TokenizerOptions tokenizer_options;
+  if ((*model)->config().eos_token_id.has_value()) {
+    tokenizer_options.eos_token_id =
+        static_cast<int32_t>(*(*model)->config().eos_token_id);
+  }
+  auto tokenizer =
+      LoadTokenizer(options.model_dir + "/tokenizer.json", tokenizer_options);
+  if (!tokenizer.ok()) return tokenizer.status();
   if ((*tokenizer)->vocab_size() > (*model)->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tokenizer defines ", (*tokenizer)->vocab_size(),

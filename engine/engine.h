@@ -36,6 +36,14 @@ struct EngineOptions {
   std::function<void(absl::Duration queue_time)> on_admit;
 };
 
+// A block's running counter, e.g. a SeqBoat block's tokens seen and tokens
+// whose attention unit ran ("seqboat.tokens", "seqboat.gau_activated").
+struct BlockCounter {
+  int32_t block = 0;
+  std::string name;
+  int64_t value = 0;
+};
+
 struct EngineStats {
   int32_t running = 0;  // sequences holding a slot
   int32_t waiting = 0;  // queued, not yet admitted
@@ -43,6 +51,7 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t last_step_batch = 0;  // sequences in the most recent step
   bool draining = false;
+  std::vector<BlockCounter> block_counters;  // since start, every block's
 };
 
 struct ModelSummary {

@@ -47,9 +47,10 @@ std::vector<int32_t> Prompt(int len, int salt) {
   return p;
 }
 
-std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64) {
+std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64,
+                                   const char* model = kTinyMamba) {
   EngineOptions o;
-  o.model_dir = kTinyMamba;
+  o.model_dir = model;
   o.max_slots = slots;
   o.max_queue = queue;
   o.step_token_budget = budget;
@@ -96,6 +97,48 @@ TEST(EngineTest, GreedyOutputIsTheSameAloneOrAmongSixteen) {
     GenerationEvent last = o->done.get_future().get();
     EXPECT_EQ(last.finish, FinishReason::kLength);
   }
+}
+
+// Every block kind in one stack: batching invariance holds, and the engine
+// reports how often the SeqBoat block's attention unit ran.
+TEST(EngineTest, HybridStackIsBatchInvariantAndReportsGauActivation) {
+  constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
+  const std::vector<int32_t> target = Prompt(40, 9);
+  std::vector<int32_t> alone;
+  {
+    Collector c;
+    auto engine = MakeEngine(9, 16, 64, kTinyHybrid);
+    ASSERT_TRUE(engine->Submit(Greedy(target, 40, c)).ok());
+    c.done.get_future().get();
+    alone = c.tokens;
+  }
+  std::vector<std::unique_ptr<Collector>> others;
+  Collector c;
+  auto engine = MakeEngine(9, 16, 64, kTinyHybrid);
+  for (int i = 0; i < 8; ++i) {
+    others.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(
+        engine->Submit(Greedy(Prompt(3 + 11 * i, i), 30, *others.back())).ok());
+    if (i == 3) ASSERT_TRUE(engine->Submit(Greedy(target, 40, c)).ok());
+  }
+  c.done.get_future().get();
+  EXPECT_EQ(c.tokens, alone);
+  for (auto& o : others) o->done.get_future().get();
+  engine->Shutdown();  // counters are published after each step; take the last
+
+  int64_t tokens = -1, activated = -1;
+  for (const BlockCounter& counter : engine->Stats().block_counters) {
+    if (counter.block != 1) continue;  // the SeqBoat block
+    if (counter.name == "seqboat.tokens") tokens = counter.value;
+    if (counter.name == "seqboat.gau_activated") activated = counter.value;
+  }
+  // Every prompt and generated token went through the block; some, not all,
+  // ran the attention unit.
+  int64_t expected = 40 + 40 - 1;
+  for (int i = 0; i < 8; ++i) expected += 3 + 11 * i + 30 - 1;
+  EXPECT_EQ(tokens, expected);
+  EXPECT_GT(activated, 0);
+  EXPECT_LT(activated, tokens);
 }
 
 TEST(EngineTest, SameSeedSameTextAndTokensStream) {

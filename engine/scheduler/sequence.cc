@@ -4,6 +4,20 @@
 #include <optional>
 
 namespace seqboat {
+namespace {
+
+// Generation continues the prompt's text unless the prompt holds only special
+// tokens (a BOS): then the first generated token starts the text, and
+// tokenizers that mark word starts with a space must not emit that space.
+bool StartsText(const std::vector<int32_t>& prompt,
+                const Tokenizer& tokenizer) {
+  for (int32_t id : prompt) {
+    if (!tokenizer.IsSpecial(id)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
     : request_(std::move(request)),
@@ -11,7 +25,7 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
       eos_(tokenizer.eos_token_id()),
       sampler_(request_.sampling, tokenizer.vocab_size(), request_.logprobs,
                request_.top_logprobs),
-      detok_(tokenizer),
+      detok_(tokenizer, StartsText(request_.prompt, tokenizer)),
       stops_(request_.stopping.stop_strings) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
 }
