@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/attention_math.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 namespace {
@@ -45,23 +46,12 @@ class Attention final : public Layer {
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
     const int64_t d = dims_.d_model, qd = QDim(), kd = KvDim();
-    auto vec = [&](const std::string& name, int64_t n,
-                   const float** out) -> absl::Status {
-      auto host = ws.F32(p + name, {n});
-      if (!host.ok()) return host.status();
-      auto dev = be.UploadVector(*host, n);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+    auto vec = [&](const std::string& name, int64_t n, const float** out) {
+      return FetchVector(ws, be, p + name, {n}, out);
     };
     auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
-                   Matrix* out) -> absl::Status {
-      auto host = ws.F32(p + name, {rows, cols});
-      if (!host.ok()) return host.status();
-      auto dev = be.UploadMatrix(*host, rows, cols);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+                   Matrix* out) {
+      return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
     absl::Status s;
     if (dims_.norm != AttentionDims::Norm::kNone && dims_.norm_affine) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 namespace {
@@ -15,24 +16,12 @@ class Mamba1 final : public Layer {
     const int64_t d = dims_.d_model, e = dims_.d_inner, n = dims_.d_state,
                   k = dims_.d_conv, r = dims_.dt_rank;
     auto vec = [&](const std::string& name, std::vector<int64_t> shape,
-                   const float** out) -> absl::Status {
-      auto host = ws.F32(name, shape);
-      if (!host.ok()) return host.status();
-      int64_t len = 1;
-      for (int64_t dim : shape) len *= dim;
-      auto dev = be.UploadVector(*host, len);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+                   const float** out) {
+      return FetchVector(ws, be, name, shape, out);
     };
     auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
-                   Matrix* out) -> absl::Status {
-      auto host = ws.F32(p + name, {rows, cols});
-      if (!host.ok()) return host.status();
-      auto dev = be.UploadMatrix(*host, rows, cols);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+                   Matrix* out) {
+      return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
     absl::Status s;
     if (!(s = vec(p + "norm.weight", {d}, &norm_w_)).ok()) return s;

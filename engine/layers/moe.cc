@@ -2,8 +2,9 @@
 
 #include <vector>
 
-#include "engine/layers/ffn_weights.h"
+#include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 namespace {

@@ -1,8 +1,9 @@
 #include "engine/layers/s4d.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/layers/ffn_weights.h"
+#include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/seqboat_math.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 namespace {
@@ -43,24 +44,12 @@ class SeqBoat final : public Layer {
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
     const int64_t d = s_.d, ne = s_.ne, z = s_.z, v = s_.v;
     auto vec = [&](const std::string& name, std::vector<int64_t> shape,
-                   const float** out) -> absl::Status {
-      auto host = ws.F32(p + name, shape);
-      if (!host.ok()) return host.status();
-      int64_t len = 1;
-      for (int64_t dim : shape) len *= dim;
-      auto dev = be.UploadVector(*host, len);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+                   const float** out) {
+      return FetchVector(ws, be, p + name, shape, out);
     };
     auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
-                   Matrix* out) -> absl::Status {
-      auto host = ws.F32(p + name, {rows, cols});
-      if (!host.ok()) return host.status();
-      auto dev = be.UploadMatrix(*host, rows, cols);
-      if (!dev.ok()) return dev.status();
-      *out = *dev;
-      return absl::OkStatus();
+                   Matrix* out) {
+      return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
     absl::Status s;
     if (!(s = BindNorm(p, ws, be, vec)).ok()) return s;

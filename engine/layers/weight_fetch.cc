@@ -1,4 +1,4 @@
-#include "engine/layers/ffn_weights.h"
+#include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
 
@@ -37,20 +37,6 @@ absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
     out->push_back(*dev);
   }
   return absl::OkStatus();
-}
-
-Activation ToActivation(FfnAct act) {
-  switch (act) {
-    case FfnAct::kGelu:
-      return Activation::kGelu;
-    case FfnAct::kGeluTanh:
-      return Activation::kGeluTanh;
-    case FfnAct::kRelu:
-      return Activation::kRelu;
-    case FfnAct::kSilu:
-      return Activation::kSilu;
-  }
-  return Activation::kIdentity;
 }
 
 }  // namespace seqboat

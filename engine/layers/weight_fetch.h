@@ -1,7 +1,8 @@
-// Load-time helpers of the mlp, moe and s4d blocks: fetch a canonical tensor
-// with its exact shape and hand it to the backend.
-#ifndef SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_
-#define SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_
+// Load-time helpers every block uses: fetch a canonical tensor with its exact
+// shape from the weight store (errors name the tensor) and hand it to the
+// backend.
+#ifndef SEQBOAT_ENGINE_LAYERS_WEIGHT_FETCH_H_
+#define SEQBOAT_ENGINE_LAYERS_WEIGHT_FETCH_H_
 
 #include <cstdint>
 #include <string>
@@ -9,11 +10,9 @@
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
-#include "engine/model/config.h"
 #include "engine/model/weight_store.h"
 
 namespace seqboat {
-
 // A device copy of the whole tensor (any rank), flattened.
 absl::Status FetchVector(WeightStore& ws, Backend& be, const std::string& name,
                          const std::vector<int64_t>& shape, const float** out);
@@ -28,8 +27,6 @@ absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               int64_t rows, int64_t cols,
                               std::vector<Matrix>* out);
 
-Activation ToActivation(FfnAct act);
-
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_LAYERS_FFN_WEIGHTS_H_
+#endif  // SEQBOAT_ENGINE_LAYERS_WEIGHT_FETCH_H_
