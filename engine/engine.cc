@@ -32,6 +32,7 @@ class EngineImpl final : public Engine {
     summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
     summary_.backend = backend_->name();
     stats_.free_slots = model_->arena().free_slots();
+    PublishStats();  // block counters exist (at zero) before the first step
     thread_ = std::thread([this] { Loop(); });
   }
 

@@ -24,6 +24,27 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       });
   registry->AddGauge("seqboat_draining", "1 while draining after SIGTERM.",
                      [engine] { return engine->Stats().draining ? 1.0 : 0.0; });
+  // SeqBoat blocks: tokens seen and tokens whose attention unit ran; the
+  // activation rate of a block is the ratio of their rates.
+  auto per_block = [engine](const std::string& counter) {
+    return [engine, counter] {
+      MetricsRegistry::LabelledReadings out;
+      for (const BlockCounter& c : engine->Stats().block_counters) {
+        if (c.name == counter) {
+          out.push_back(
+              {std::to_string(c.block), static_cast<double>(c.value)});
+        }
+      }
+      return out;
+    };
+  };
+  registry->AddLabelledReadings("seqboat_block_tokens_total",
+                                "Tokens through a SeqBoat block.", "counter",
+                                "block", per_block("seqboat.tokens"));
+  registry->AddLabelledReadings(
+      "seqboat_block_gau_activated_tokens_total",
+      "Tokens for which a SeqBoat block ran its gated attention unit.",
+      "counter", "block", per_block("seqboat.gau_activated"));
 }
 
 }  // namespace seqboat

@@ -159,6 +159,19 @@ void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
   families_.push_back(std::move(family));
 }
 
+void MetricsRegistry::AddLabelledReadings(
+    const std::string& name, const std::string& help, const std::string& type,
+    const std::string& label, std::function<LabelledReadings()> read) {
+  auto family = std::make_unique<Family>();
+  family->name = name;
+  family->help = help;
+  family->type = type;
+  family->label = label;
+  family->readings = std::move(read);
+  absl::MutexLock lock(&mu_);
+  families_.push_back(std::move(family));
+}
+
 std::string MetricsRegistry::Render() const {
   std::string out;
   absl::MutexLock lock(&mu_);
@@ -190,6 +203,11 @@ std::string MetricsRegistry::Render() const {
                       f->name, "_count ", s.count, "\n");
     } else if (f->gauge) {
       absl::StrAppend(&out, f->name, " ", FormatMetricValue(f->gauge()), "\n");
+    } else if (f->readings) {
+      for (const auto& [value_of_label, value] : f->readings()) {
+        absl::StrAppend(&out, f->name, Labels({f->label}, {value_of_label}),
+                        " ", FormatMetricValue(value), "\n");
+      }
     }
   }
   return out;

@@ -77,6 +77,13 @@ class MetricsRegistry {
   // stale and nothing has to push it.
   void AddGauge(const std::string& name, const std::string& help,
                 std::function<double()> read);
+  // Values kept elsewhere (the engine's per-block counters), read when
+  // scraped, one sample per value of one label. `type` is "counter" or
+  // "gauge".
+  using LabelledReadings = std::vector<std::pair<std::string, double>>;
+  void AddLabelledReadings(const std::string& name, const std::string& help,
+                           const std::string& type, const std::string& label,
+                           std::function<LabelledReadings()> read);
 
   // Every metric in the text exposition format.
   std::string Render() const;
@@ -89,6 +96,8 @@ class MetricsRegistry {
     std::unique_ptr<Counter> counter;
     std::unique_ptr<Histogram> histogram;
     std::function<double()> gauge;
+    std::string label;  // of readings
+    std::function<LabelledReadings()> readings;
   };
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Family>> families_ ABSL_GUARDED_BY(mu_);

@@ -84,6 +84,21 @@ TEST(MetricsTest, GaugeIsReadAtRenderTime) {
   EXPECT_THAT(registry.Render(), HasSubstr("\ng 2.25\n"));
 }
 
+TEST(MetricsTest, LabelledReadingsAreReadAtRenderTime) {
+  MetricsRegistry registry;
+  MetricsRegistry::LabelledReadings now = {{"1", 10}, {"3", 4}};
+  registry.AddLabelledReadings("blk_total", "Per block.", "counter", "block",
+                               [&now] { return now; });
+  std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE blk_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("\nblk_total{block=\"1\"} 10\n"));
+  EXPECT_THAT(text, HasSubstr("\nblk_total{block=\"3\"} 4\n"));
+  now = {{"1", 12}};
+  text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("\nblk_total{block=\"1\"} 12\n"));
+  EXPECT_THAT(text, Not(HasSubstr("block=\"3\"")));
+}
+
 TEST(MetricsTest, FormatsSpecialValues) {
   EXPECT_EQ(FormatMetricValue(3), "3");
   EXPECT_EQ(FormatMetricValue(0.1), "0.1");
