@@ -1,7 +1,13 @@
-"""Convert a Mamba-1 checkpoint into a canonical model directory (MODELS.md section 6).
+"""Convert a checkpoint into a canonical model directory (MODELS.md section 6).
 
-    python -m weights.convert --source hf-mamba|mamba-ssm SRC OUT [--dtype f32|bf16|f16]
-                              [--byte-tokenizer | --tokenizer FILE] [--name NAME]
+    python -m weights.convert --source hf-mamba|mamba-ssm|hf-llama SRC OUT
+                              [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
+                              [--name NAME] [--sinks S] [--window W]
+
+--sinks / --window (hf-llama only) set the attention-sink cache of every attention
+block: S pinned first tokens plus the W most recent ones (MODELS.md 3.4). Defaults
+4 and 2044 (a 2048-key cache), the window shortened when the model's
+max_position_embeddings is smaller; see weights/converters/hf_llama.py.
 
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). OUT is written to a temporary directory and renamed only
@@ -14,20 +20,31 @@ import os
 import sys
 
 from weights import canonical, safetensors_io
-from weights.converters import hf_mamba, mamba_ssm
+from weights.converters import hf_llama, hf_mamba, mamba_ssm
 from weights.converters.mamba_common import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
-SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm}
+SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm, hf_llama.NAME: hf_llama}
 
 
-def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None):
-    """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError."""
+def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
+            **serving):
+    """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
+
+    `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama);
+    None values mean the source's default.
+    """
     if source not in SOURCES:
         raise ConvertError(f"unknown --source {source!r}; one of {sorted(SOURCES)}")
+    module = SOURCES[source]
+    serving = {k: v for k, v in serving.items() if v is not None}
+    allowed = getattr(module, "SERVING_OPTIONS", ())
+    for key in sorted(serving):
+        if key not in allowed:
+            raise ConvertError(f"--{key} does not apply to --source {source}")
     if os.path.exists(out):
         raise ConvertError(f"output {out} already exists")
-    config, tensors = SOURCES[source].convert(src, canonical.DTYPES[dtype])
+    config, tensors = module.convert(src, canonical.DTYPES[dtype], **serving)
     if name:
         config["name"] = name
     tok_path, tok_json = None, None
@@ -36,7 +53,7 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
             raise ConvertError(f"vocab_size {config['vocab_size']} too small for the byte tokenizer")
         tok_json = canonical.byte_tokenizer()
         config["eos_token_id"], config["bos_token_id"] = canonical.BYTE_EOS, None
-    elif tokenizer or os.path.exists(os.path.join(src, "tokenizer.json")):
+    elif tokenizer or os.path.isfile(os.path.join(src, "tokenizer.json")):
         tok_path = tokenizer or os.path.join(src, "tokenizer.json")
         with open(tok_path) as f:
             json.load(f)                     # fail now, not in the engine, if it is not JSON
@@ -59,14 +76,23 @@ def main(argv=None):
                      help="write the byte-level tokenizer.json (ids 0..255 bytes, 256 EOS)")
     tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
+    ap.add_argument("--sinks", type=int, help="hf-llama: attention sinks kept per layer "
+                    f"(default {hf_llama.DEFAULT_SINKS})")
+    ap.add_argument("--window", type=int, help="hf-llama: recent tokens kept per layer "
+                    f"(default {hf_llama.DEFAULT_WINDOW}, capped by max_position_embeddings)")
     a = ap.parse_args(argv)
     try:
-        cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer, a.name)
+        cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer, a.name,
+                      sinks=a.sinks, window=a.window)
     except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
             OSError, json.JSONDecodeError) as e:
         print(f"convert: error: {e}", file=sys.stderr)
         return 1
-    print(f"convert: wrote {a.out} ({len(cfg['blocks'])} mamba1 blocks, d_model {cfg['d_model']}, "
+    kinds = {}
+    for b in cfg["blocks"]:
+        kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1
+    blocks = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    print(f"convert: wrote {a.out} ({blocks} blocks, d_model {cfg['d_model']}, "
           f"vocab {cfg['vocab_size']}, {a.dtype})")
     return 0
 

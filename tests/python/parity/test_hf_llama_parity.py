@@ -1,0 +1,150 @@
+"""Converted Hugging Face Llama checkpoints give the numbers transformers gives.
+
+A small LlamaForCausalLM (GQA: 4 query heads over 2 KV heads, 2 layers) is
+randomly initialised by transformers itself, saved with save_pretrained, converted
+with `python -m weights.convert --source hf-llama` and run by the C++ engine.
+
+With a cache that holds the whole stream (sinks + window >= prompt + generation)
+attention sinks never evict, so the engine must equal transformers' full causal
+attention: last-token logits over a 128-token prompt within 1e-3, and 64 greedy
+tokens identical to transformers' own cached greedy loop (past_key_values).
+
+With a small window the engine must instead follow StreamingLLM's sink rule,
+checked against the float64 reference (weights/reference/attention.py) on the
+converted directory; transformers' full attention then differs visibly, which
+shows that the window is in effect.
+"""
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from weights.reference.model import ReferenceModel  # noqa: E402
+
+# Cache utilities mark tensors for torch.compile with torch._dynamo, which
+# Debian's torch 1.13 does not have; the mark is only a compiler hint.
+if not hasattr(torch, "_dynamo"):
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+
+VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
+
+
+def make_hf_model(seed, bias, tied):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                      max_position_embeddings=512, attention_bias=bias, mlp_bias=bias,
+                      tie_word_embeddings=tied, initializer_range=0.15,
+                      bos_token_id=None, eos_token_id=256)
+    model = LlamaForCausalLM(cfg).eval()
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Norms start at 1 and biases at 0: move them so a converter that
+            # dropped or swapped one would show.
+            if name.endswith("norm.weight"):
+                p.add_(0.1 * torch.randn_like(p))
+            if name.endswith(".bias"):
+                p.add_(0.1 * torch.randn_like(p))
+            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+                # Spread the logits so greedy choices are not near-ties; a tied
+                # head gets less, or the residual's own token wins every step.
+                p.mul_(2.0 if tied else 8.0)
+    return model
+
+
+def convert(root, src, out, *extra):
+    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
+                           str(src), str(out), "--byte-tokenizer", *extra],
+                          cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def engine_logits_all(binary, model_dir, prompt, tmp_path, chunk=32):
+    out = tmp_path / "logits.npy"
+    proc = subprocess.run([str(binary), "--model", str(model_dir),
+                           "--tokens", ",".join(map(str, prompt)), "--out", str(out),
+                           "--chunk", str(chunk)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(out)
+
+
+def engine_greedy(binary, model_dir, prompt, n):
+    res = subprocess.run([str(binary), "--model", str(model_dir),
+                          "--tokens", ",".join(map(str, prompt)),
+                          "--max_new_tokens", str(n), "--budget", "16"],
+                         check=True, capture_output=True, text=True)
+    return [int(t) for t in res.stdout.strip().split(",")]
+
+
+@torch.no_grad()
+def hf_greedy(model, prompt, n):
+    """Greedy decoding through transformers' KV cache (past_key_values), as its
+    generate() steps it (generate() itself cannot be imported with Debian's
+    torch 1.13 on Python 3.11)."""
+    out = model(torch.tensor([prompt]), use_cache=True)
+    ids = [int(out.logits[0, -1].argmax())]
+    while len(ids) < n:
+        out = model(torch.tensor([[ids[-1]]]), past_key_values=out.past_key_values,
+                    use_cache=True)
+        ids.append(int(out.logits[0, -1].argmax()))
+    return ids
+
+
+def prompt_ids(n=128):
+    text = ("Attention sinks keep the first tokens of a stream in the cache, so a "
+            "model can run far beyond its training window. ") * 3
+    return list(text.encode())[:n]
+
+
+@pytest.mark.parametrize("bias,tied,seed", [(False, False, 3), (True, True, 4)])
+def test_save_pretrained_checkpoint_matches_transformers(tmp_path, bias, tied, seed, repo_root,
+                                                         engine_logits, engine_generate):
+    model = make_hf_model(seed=seed, bias=bias, tied=tied)
+    src = tmp_path / "hf"
+    model.save_pretrained(src, safe_serialization=True)
+    out = tmp_path / "canonical"
+    # 4 + 252 = 256 cached keys >= 128 prompt + 64 generated: nothing is evicted.
+    convert(repo_root, src, out, "--sinks", "4", "--window", "252")
+
+    prompt = prompt_ids()
+    with torch.no_grad():
+        want = model(torch.tensor([prompt])).logits[0].numpy()
+    got = engine_logits_all(engine_logits, out, prompt, tmp_path)
+    assert want[-1].std() > 1.0  # logits are spread, so the comparison means something
+    assert np.abs(got[-1] - want[-1]).max() <= 1e-3
+    assert np.abs(got - want).max() <= 1e-3
+
+    want_ids = hf_greedy(model, prompt, 64)
+    assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
+    assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
+
+
+def test_small_window_follows_the_sink_rule(tmp_path, repo_root, engine_logits):
+    model = make_hf_model(seed=8, bias=True, tied=False)
+    src = tmp_path / "hf"
+    model.save_pretrained(src, safe_serialization=True)
+    out = tmp_path / "canonical"
+    convert(repo_root, src, out, "--sinks", "4", "--window", "20")
+
+    prompt = prompt_ids(160)
+    ref = ReferenceModel.load(out, torch.float64).forward(prompt).numpy()
+    for chunk in (1, 7, 64):
+        got = engine_logits_all(engine_logits, out, prompt, tmp_path, chunk=chunk)
+        assert np.abs(got - ref).max() <= 1e-4, chunk
+
+    with torch.no_grad():
+        full = model.double()(torch.tensor([prompt])).logits[0].numpy()
+    # Before the cache fills (t < sinks + window + 1 keys) nothing is evicted.
+    # (1e-4: transformers computes its RoPE frequencies in fp32.)
+    assert np.abs(ref[:25] - full[:25]).max() <= 1e-4
+    # Afterwards full attention sees keys the sink cache dropped.
+    assert np.abs(ref[40:] - full[40:]).max() > 0.1

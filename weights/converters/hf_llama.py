@@ -1,0 +1,229 @@
+"""Hugging Face `LlamaForCausalLM` (and `MistralForCausalLM` without a sliding window)
+-> canonical `attention` + `mlp` blocks (MODELS.md 3.3 and 6.3).
+
+Decoder layer j becomes blocks 2j (attention, its input_layernorm as the
+pre-norm) and 2j+1 (gated SiLU mlp, post_attention_layernorm as the pre-norm).
+HF checkpoints already use the half-split RoPE layout, so projections are
+copied unchanged (`pos: "rope_half"`).
+
+The attention-sink cache size is a serving choice, not part of the checkpoint
+(MODELS.md 3.4): `sinks` (S, default 4) and `window` (W, default 2044, so the
+cache holds S + W = 2048 keys) go into every attention block. A query is
+rotated at cache position min(t, S + W), so S + W must stay below the model's
+`max_position_embeddings`: the default window is shortened to fit, an explicit
+one that does not fit is an error.
+
+Rejected: `rope_scaling` other than null (the engine implements plain RoPE
+only), a non-silu `hidden_act`, Mistral's `sliding_window` (a different cache
+rule), and any tensor that is missing, unknown or mis-shaped. `eos_token_id`
+given as a list keeps its first entry (the canonical config holds one EOS).
+"""
+
+import json
+import os
+
+import torch
+
+from weights import canonical
+from weights.converters.hf_mamba import load_tensors
+from weights.converters.mamba_common import ConvertError, positive_int
+
+NAME = "hf-llama"
+DEFAULT_SINKS = 4
+DEFAULT_WINDOW = 2044
+SERVING_OPTIONS = ("sinks", "window")
+
+_ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
+
+
+def read_dims(cfg):
+    """Canonical dimensions from an HF Llama/Mistral config dict."""
+    mtype = cfg.get("model_type")
+    archs = cfg.get("architectures") or []
+    if mtype not in _ARCHS or (archs and _ARCHS[mtype] not in archs):
+        raise ConvertError(f"config: unknown architecture (model_type={mtype!r}, "
+                           f"architectures={archs!r}); expected llama / LlamaForCausalLM "
+                           "or mistral / MistralForCausalLM")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config: hidden_act {cfg['hidden_act']!r} unsupported (only silu)")
+    if cfg.get("rope_scaling") is not None:
+        raise ConvertError(f"config: rope_scaling {cfg['rope_scaling']!r} is not supported "
+                           "(the engine implements plain RoPE only)")
+    if cfg.get("sliding_window") is not None:
+        raise ConvertError(f"config: sliding_window {cfg['sliding_window']!r} is not supported "
+                           "(only full-attention checkpoints convert)")
+    D = positive_int(cfg, "hidden_size")
+    Hq = positive_int(cfg, "num_attention_heads")
+    Hkv = positive_int(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None \
+        else Hq
+    if Hq % Hkv:
+        raise ConvertError(f"config: num_attention_heads {Hq} is not a multiple of "
+                           f"num_key_value_heads {Hkv}")
+    if cfg.get("head_dim") is not None:
+        dh = positive_int(cfg, "head_dim")
+    elif D % Hq:
+        raise ConvertError(f"config: hidden_size {D} is not a multiple of "
+                           f"num_attention_heads {Hq} and head_dim is absent")
+    else:
+        dh = D // Hq
+    if dh % 2:
+        raise ConvertError(f"config: head_dim {dh} must be even for RoPE")
+    theta = cfg.get("rope_theta", 10000.0)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
+        raise ConvertError(f"config: field 'rope_theta' must be a positive number, got {theta!r}")
+    eps = cfg.get("rms_norm_eps", 1e-6)          # LlamaConfig's default
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
+        raise ConvertError(f"config: field 'rms_norm_eps' must be a positive number, got {eps!r}")
+    max_pos = cfg.get("max_position_embeddings")
+    if max_pos is not None:
+        max_pos = positive_int(cfg, "max_position_embeddings")
+    return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D,
+            "n_layers": positive_int(cfg, "num_hidden_layers"),
+            "d_ff": positive_int(cfg, "intermediate_size"), "n_heads": Hq, "n_kv_heads": Hkv,
+            "head_dim": dh, "rope_theta": float(theta), "eps": float(eps),
+            "attention_bias": bool(cfg.get("attention_bias", False)),
+            "mlp_bias": bool(cfg.get("mlp_bias", False)), "max_pos": max_pos}
+
+
+def cache_size(dims, sinks=None, window=None):
+    """(S, W) for the attention blocks; see the module docstring for the defaults."""
+    S = DEFAULT_SINKS if sinks is None else sinks
+    if isinstance(S, bool) or not isinstance(S, int) or S < 0:
+        raise ConvertError(f"--sinks must be a non-negative integer, got {S!r}")
+    max_pos = dims["max_pos"]
+    if window is None:
+        W = DEFAULT_WINDOW if max_pos is None else min(DEFAULT_WINDOW, max_pos - 1 - S)
+        if W < 0:
+            raise ConvertError(f"--sinks {S} leaves no room for a window within "
+                               f"max_position_embeddings {max_pos}")
+    else:
+        W = window
+        if isinstance(W, bool) or not isinstance(W, int) or W < 0:
+            raise ConvertError(f"--window must be a non-negative integer, got {W!r}")
+        if max_pos is not None and S + W + 1 > max_pos:
+            raise ConvertError(f"--sinks {S} + --window {W} puts the query at cache position "
+                               f"{S + W}, beyond max_position_embeddings {max_pos}")
+    if S + W < 1:
+        raise ConvertError("--sinks + --window must be at least 1")
+    return S, W
+
+
+def source_shapes(dims):
+    V, D, F_ = dims["vocab_size"], dims["d_model"], dims["d_ff"]
+    qd, kd = dims["n_heads"] * dims["head_dim"], dims["n_kv_heads"] * dims["head_dim"]
+    s = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
+    for j in range(dims["n_layers"]):
+        p = f"model.layers.{j}."
+        s[p + "input_layernorm.weight"] = (D,)
+        s[p + "post_attention_layernorm.weight"] = (D,)
+        for n, shape in (("q", (qd, D)), ("k", (kd, D)), ("v", (kd, D)), ("o", (D, qd))):
+            s[p + f"self_attn.{n}_proj.weight"] = shape
+            if dims["attention_bias"]:
+                s[p + f"self_attn.{n}_proj.bias"] = shape[:1]
+        for n, shape in (("gate", (F_, D)), ("up", (F_, D)), ("down", (D, F_))):
+            s[p + f"mlp.{n}_proj.weight"] = shape
+            if dims["mlp_bias"]:
+                s[p + f"mlp.{n}_proj.bias"] = shape[:1]
+    return s
+
+
+def check_source(tensors, dims, tied):
+    want = source_shapes(dims)
+    head = (dims["vocab_size"], dims["d_model"])
+    for name in sorted(want):
+        if name not in tensors:
+            raise ConvertError(f"missing tensor {name!r}")
+        got = tuple(tensors[name].shape)
+        if got != want[name]:
+            raise ConvertError(f"tensor {name!r}: shape {list(got)}, expected {list(want[name])}")
+    for name in sorted(tensors):
+        if name in want:
+            continue
+        if name != "lm_head.weight":
+            raise ConvertError(f"unknown tensor {name!r}")
+        if tuple(tensors[name].shape) != head:
+            raise ConvertError(f"tensor 'lm_head.weight': shape {list(tensors[name].shape)}, "
+                               f"expected {list(head)}")
+    if not tied and "lm_head.weight" not in tensors:
+        raise ConvertError("missing tensor 'lm_head.weight' (embeddings are not tied)")
+    if tied and "lm_head.weight" in tensors and not torch.equal(
+            tensors["lm_head.weight"].float(), tensors["model.embed_tokens.weight"].float()):
+        raise ConvertError("tensor 'lm_head.weight' differs from the embedding although the "
+                           "config ties them")
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise ConvertError(f"tensor {name!r}: dtype {t.dtype} is not floating point")
+
+
+def map_tensors(tensors, dims, tied, dtype):
+    check_source(tensors, dims, tied)
+
+    def mat(name):
+        return tensors[name].to(dtype).contiguous()
+
+    out = {"embed.weight": mat("model.embed_tokens.weight"),
+           "final_norm.weight": mat("model.norm.weight")}
+    if not tied:
+        out["lm_head.weight"] = mat("lm_head.weight")
+    for j in range(dims["n_layers"]):
+        s, a, m = f"model.layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
+        out[a + "norm.weight"] = mat(s + "input_layernorm.weight")
+        for n in ("q", "k", "v", "o"):
+            out[a + f"attn.{n}.weight"] = mat(s + f"self_attn.{n}_proj.weight")
+            if dims["attention_bias"]:
+                out[a + f"attn.{n}.bias"] = mat(s + f"self_attn.{n}_proj.bias")
+        out[m + "norm.weight"] = mat(s + "post_attention_layernorm.weight")
+        for n in ("gate", "up", "down"):
+            out[m + f"mlp.{n}.weight"] = mat(s + f"mlp.{n}_proj.weight")
+            if dims["mlp_bias"]:
+                out[m + f"mlp.{n}.bias"] = mat(s + f"mlp.{n}_proj.bias")
+    return out
+
+
+def token_id(cfg, key, vocab_size):
+    v = cfg.get(key)
+    if isinstance(v, list):
+        v = v[0] if v else None
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                          or not 0 <= v < vocab_size):
+        raise ConvertError(f"config: field {key!r} must be a token id below vocab_size "
+                           f"{vocab_size}, got {cfg.get(key)!r}")
+    return v
+
+
+def canonical_config(dims, name, tied, sinks, window, eos, bos):
+    eps = dims["eps"]
+    attn = {"kind": "attention", "norm": {"type": "rmsnorm", "eps": eps},
+            "n_heads": dims["n_heads"], "n_kv_heads": dims["n_kv_heads"],
+            "head_dim": dims["head_dim"], "qkv_bias": dims["attention_bias"],
+            "o_bias": dims["attention_bias"], "pos": "rope_half",
+            "rope_theta": dims["rope_theta"], "rope_scaling": None,
+            "sinks": sinks, "window": window, "rel_bias": None}
+    mlp = {"kind": "mlp", "norm": {"type": "rmsnorm", "eps": eps}, "d_ff": dims["d_ff"],
+           "act": "silu", "gated": True, "bias": dims["mlp_bias"]}
+    blocks = []
+    for _ in range(dims["n_layers"]):
+        blocks += [json.loads(json.dumps(attn)), json.loads(json.dumps(mlp))]
+    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
+            "vocab_size": dims["vocab_size"], "d_model": dims["d_model"],
+            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tied,
+            "logit_scale": 1.0, "final_norm": {"type": "rmsnorm", "eps": eps, "affine": True},
+            "residual_dtype": "float32", "eos_token_id": eos, "bos_token_id": bos,
+            "blocks": blocks}
+
+
+def convert(src, dtype, sinks=None, window=None):
+    """Return (canonical config, canonical tensors) for an HF Llama directory."""
+    path = os.path.join(src, "config.json")
+    if not os.path.exists(path):
+        raise ConvertError(f"{src}: no config.json found")
+    with open(path) as f:
+        cfg = json.load(f)
+    dims = read_dims(cfg)
+    S, W = cache_size(dims, sinks, window)
+    tied = bool(cfg.get("tie_word_embeddings", False))     # LlamaConfig's default
+    tensors = map_tensors(load_tensors(src), dims, tied, dtype)
+    config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, S, W,
+                              token_id(cfg, "eos_token_id", dims["vocab_size"]),
+                              token_id(cfg, "bos_token_id", dims["vocab_size"]))
+    return config, tensors
