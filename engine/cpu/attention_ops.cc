@@ -10,6 +10,7 @@
 
 #include "engine/backend/attention_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat::cpu {
 namespace {
@@ -51,7 +52,8 @@ void CpuBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
     for (int i = 0; i < segs[s].len; ++i) row_seg[segs[s].start + i] = s;
   }
 
-#pragma omp parallel
+#pragma omp parallel if (WorthThreads(int64_t{n_rows} * hkv * group * dh * \
+                                      (s_ + w_ + 1)))
   {
     // Per-thread: rotated queries, rotated key, softmax states of the group.
     std::vector<float> qr(static_cast<size_t>(group) * dh), kr(dh),
@@ -131,7 +133,8 @@ void CpuBackend::SinkCacheAppend(const Segment* segs, int nsegs, const float* k,
   const int64_t rows_per_head = am::CacheRows(s_, w_);
   const int64_t cache_floats = am::CacheFloats(hkv, dh, s_, w_);
   char* base = static_cast<char*>(cache);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (WorthThreads(SegmentRows(segs, nsegs) * hkv * dh))
   for (int s = 0; s < nsegs; ++s) {
     for (int g = 0; g < hkv; ++g) {
       const Segment& seg = segs[s];

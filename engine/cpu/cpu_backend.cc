@@ -11,6 +11,7 @@
 #include "engine/backend/op_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
 #include "engine/cpu/gemm_kernel.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat {
 namespace cpu {
@@ -68,7 +69,7 @@ void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d,
 
 void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
                          float eps, float* out) {
-#pragma omp parallel for schedule(static) if (n > 8)
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * d;
     float* oi = out + static_cast<int64_t>(i) * d;
@@ -85,7 +86,7 @@ void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
 
 void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
                            const float* b, float eps, float* out) {
-#pragma omp parallel for schedule(static) if (n > 8)
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * d;
     float* oi = out + static_cast<int64_t>(i) * d;

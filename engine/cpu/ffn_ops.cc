@@ -4,13 +4,14 @@
 
 #include "engine/backend/ffn_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat::cpu {
 
 void CpuBackend::ActivateMul(const float* a, int lda, const float* b, int ldb,
                              int n, int f, Activation act, float* out, int ldo,
                              bool accumulate) {
-#pragma omp parallel for schedule(static) if (n > 8)
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * f))
   for (int i = 0; i < n; ++i) {
     const float* ai = a + static_cast<int64_t>(i) * lda;
     const float* bi =

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "engine/cpu/parallel.h"
+
 namespace seqboat::cpu {
 namespace {
 
@@ -101,7 +103,8 @@ void SkinnyGemm(const float* x, int ldx, int n, const float* w, int m, int k,
     const int rows = std::min(kRowBlock, n - i0);
     const float* xb = x + static_cast<int64_t>(i0) * ldx;
     float* yb = y + static_cast<int64_t>(i0) * ldy;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule( \
+    static) if (WorthThreads(int64_t{rows} * m * k))
     for (int b = 0; b < blocks; ++b) {
       const int j = b * kW;
       const float* wb = w + static_cast<int64_t>(j) * k;

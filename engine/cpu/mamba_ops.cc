@@ -2,6 +2,7 @@
 // iteration, tokens of a segment in order, the math from op_math.h.
 #include "engine/backend/op_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat::cpu {
 
@@ -9,7 +10,8 @@ void CpuBackend::MambaConv(const Segment* segs, int nsegs, const float* x,
                            int ldx, float* state, int64_t per_slot,
                            const float* w, const float* bias, int e, int k,
                            float* out) {
-#pragma omp parallel for collapse(2) schedule(static)
+  const int64_t work = SegmentRows(segs, nsegs) * e * k;
+#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
   for (int s = 0; s < nsegs; ++s) {
     for (int c = 0; c < e; ++c) {
       const Segment& seg = segs[s];
@@ -30,7 +32,8 @@ void CpuBackend::MambaScan(const Segment* segs, int nsegs, const float* x,
                            const float* z, int ldz, const float* a,
                            const float* d, const float* dt_bias, float* state,
                            int64_t per_slot, int e, int n_state, float* out) {
-#pragma omp parallel for collapse(2) schedule(static)
+  const int64_t work = SegmentRows(segs, nsegs) * e * n_state * 4;
+#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
   for (int s = 0; s < nsegs; ++s) {
     for (int c = 0; c < e; ++c) {
       const Segment& seg = segs[s];

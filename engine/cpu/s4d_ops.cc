@@ -4,6 +4,7 @@
 
 #include "engine/backend/s4d_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat::cpu {
 
@@ -12,7 +13,8 @@ void CpuBackend::S4dScan(const Segment* segs, int nsegs, const float* u,
                          const float* d, float* state, int64_t per_slot, int h,
                          int m, int ch, float scale, float* out) {
   const int64_t ld_out = static_cast<int64_t>(ch) * h;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule( \
+    static) if (WorthThreads(SegmentRows(segs, nsegs) * h * m * ch * 4))
   for (int s = 0; s < nsegs; ++s) {
     for (int k = 0; k < h; ++k) {
       const Segment& seg = segs[s];

@@ -7,6 +7,7 @@
 
 #include "engine/backend/seqboat_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
+#include "engine/cpu/parallel.h"
 
 namespace seqboat::cpu {
 namespace {
@@ -23,7 +24,8 @@ void CpuBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
                             const float* decay, const float* out_coef,
                             const float* skip, float* h) {
   const int d = shape.d, ne = shape.ne;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (WorthThreads(SegmentRows(segs, nsegs) * d * ne * 2))
   for (int s = 0; s < nsegs; ++s) {
     for (int c = 0; c < d; ++c) {
       const Segment& seg = segs[s];
@@ -72,7 +74,9 @@ void CpuBackend::SeqBoatAttend(const Segment* segs, int nsegs,
   for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
     inv_freq[i] = op_math::RopeInvFreq(i, z, shape.rope_theta);
   }
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(                                    \
+    dynamic) if (nsegs > 1 && WorthThreads(SegmentRows(segs, nsegs) * \
+                                           int64_t{w} * (z + v)))
   for (int s = 0; s < nsegs; ++s) {
     const Segment& seg = segs[s];
     op_math::SeqBoatSlot slot =
@@ -129,7 +133,7 @@ void CpuBackend::SeqBoatAttend(const Segment* segs, int nsegs,
 void CpuBackend::SeqBoatMix(const float* s, const float* g, int ldg,
                             const float* y, const float* conf,
                             const int32_t* compact, int n, int d, float* out) {
-#pragma omp parallel for schedule(static) if (n > 8)
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
     const int64_t r = static_cast<int64_t>(i) * d;
     const float* gi = g + static_cast<int64_t>(i) * ldg;
