@@ -1,6 +1,6 @@
 """Convert a checkpoint into a canonical model directory (MODELS.md section 6).
 
-    python -m weights.convert --source hf-mamba|mamba-ssm|hf-llama SRC OUT
+    python -m weights.convert --source hf-mamba|mamba-ssm|hf-llama|fairseq-seqboat SRC OUT
                               [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
                               [--name NAME] [--sinks S] [--window W]
 
@@ -8,6 +8,8 @@
 block: S pinned first tokens plus the W most recent ones (MODELS.md 3.4). Defaults
 4 and 2044 (a 2048-key cache), the window shortened when the model's
 max_position_embeddings is smaller; see weights/converters/hf_llama.py.
+For fairseq-seqboat SRC is the checkpoint .pt file (or its directory); see
+weights/converters/fairseq_seqboat.py.
 
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). OUT is written to a temporary directory and renamed only
@@ -20,11 +22,12 @@ import os
 import sys
 
 from weights import canonical, safetensors_io
-from weights.converters import hf_llama, hf_mamba, mamba_ssm
+from weights.converters import fairseq_seqboat, hf_llama, hf_mamba, mamba_ssm
 from weights.converters.mamba_common import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
-SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm, hf_llama.NAME: hf_llama}
+SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm, hf_llama.NAME: hf_llama,
+           fairseq_seqboat.NAME: fairseq_seqboat}
 
 
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
@@ -67,7 +70,7 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", required=True, choices=sorted(SOURCES))
-    ap.add_argument("src", help="source checkpoint directory")
+    ap.add_argument("src", help="source checkpoint directory (fairseq-seqboat: the .pt file)")
     ap.add_argument("out", help="canonical output directory (must not exist)")
     ap.add_argument("--dtype", choices=sorted(canonical.DTYPES), default="f32",
                     help="dtype of the matrices (A, D, dt_proj.bias are always f32)")

@@ -1,0 +1,391 @@
+"""`--source fairseq-seqboat`: fairseq SeqBoat LM checkpoints -> canonical seqboat blocks.
+
+Checkpoints are built by hand with the exact fairseq names and shapes
+(MODELS.md 2.6) and saved as fairseq does (`{"model": state_dict, "args":
+Namespace}` or `"cfg": {"model": ...}`). The converted model must give the
+logits of a float64 forward written here directly from the fairseq
+parameterisation (sigmoid(delta) * beta, 1 - sigmoid(delta) sigmoid(alpha),
+gamma * sqrt(1/N) as MultiHeadEMA's convolution kernel; hx_proj rows as router
+logits; exp(temp) as temperature; complex-pair rotary; the fairseq relative
+bias table), and the C++ engine must give the reference's logits.
+"""
+
+import argparse
+import json
+import math
+import os
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from weights import convert, safetensors_io
+from weights.reference.model import ReferenceModel
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ENGINE_LOGITS = os.path.join(ROOT, "bazel-bin", "tests", "parity", "engine_logits")
+VOCAB = 260          # fairseq-style dictionary size; >= 257 so the byte tokenizer fits
+T = 96
+
+
+def make_args(**over):
+    a = dict(arch="slag_lm_enwik8_base_v2", decoder_layers=2, decoder_embed_dim=24,
+             decoder_hidden_dim=40, decoder_z_dim=16, decoder_n_dim=4,
+             decoder_ffn_embed_dim=-1, decoder_chunk_size=12, decoder_input_dim=24,
+             rel_pos_bias="rotary", attention_activation_fn="softmax", activation_fn="silu",
+             normalization_type="layernorm", normalize_before=True, no_affine_final_norm=True,
+             no_scale_embedding=False, share_decoder_input_output_embed=True,
+             truncation_length=2048, max_target_positions=128, local_pos=False,
+             adaptive_input=False, adaptive_softmax_cutoff=None, normalize_embedding=False,
+             init_temp_scale=1.0, dropout=0.1)
+    a.update(over)
+    return a
+
+
+def norm_params(sd, prefix, norm_type, D, g):
+    if norm_type == "scalenorm":
+        sd[prefix + "scalar"] = 1.0 + 0.2 * torch.randn(1, generator=g)
+    elif norm_type == "rmsnorm":
+        sd[prefix + "weight"] = 1.0 + 0.1 * torch.randn(D, generator=g)
+    else:
+        sd[prefix + "weight"] = 1.0 + 0.1 * torch.randn(D, generator=g)
+        sd[prefix + "bias"] = 0.1 * torch.randn(D, generator=g)
+
+
+def make_state_dict(a, seed):
+    """fairseq parameter names and shapes of SeqBoatLanguageModel, float32."""
+    g = torch.Generator().manual_seed(seed)
+    D, z, v, N, L = (a[k] for k in ("decoder_embed_dim", "decoder_z_dim", "decoder_hidden_dim",
+                                    "decoder_n_dim", "decoder_layers"))
+
+    def randn(*shape, std=1.0):
+        return torch.randn(*shape, generator=g) * std
+
+    emb = randn(VOCAB, D, std=D ** -0.5)
+    emb[1] = 0.0                                              # padding row
+    sd = {"decoder.version": torch.tensor([3.0]), "decoder.embed_tokens.weight": emb}
+    for i in range(L):
+        p = f"decoder.layers.{i}.slag_layer."
+        norm_params(sd, p + "norm.norm.", a["normalization_type"], D, g)
+        sd[p + "move.delta"] = randn(D, N, 1, std=0.5)
+        sd[p + "move.alpha"] = randn(D, N, 1, std=0.5)
+        sign = torch.tensor([1.0 if n % 2 == 0 else -1.0 for n in range(N)])[:, None]
+        sd[p + "move.beta"] = sign + randn(D, N, 1, std=0.02)
+        sd[p + "move.gamma"] = randn(D, N)
+        sd[p + "move.omega"] = randn(D)
+        sd[p + "gamma"] = 1.0 + randn(2, z, std=0.3)
+        sd[p + "beta"] = randn(2, z, std=0.3)
+        sd[p + "q_router.temp"] = torch.tensor([math.log(a["init_temp_scale"] * D ** 0.5)]) \
+            + randn(1, std=0.3)
+        sd[p + "mx_proj.weight"] = randn(z + 2 * v, D, std=2.0 / D ** 0.5)
+        sd[p + "mx_proj.bias"] = randn(z + 2 * v, std=0.1)
+        hx_w = randn(2 + D, D, std=1.0 / D ** 0.5)
+        hx_w[:2] *= 3.0                                       # decisive router logits
+        sd[p + "hx_proj.weight"] = hx_w
+        sd[p + "hx_proj.bias"] = randn(2 + D, std=0.1)
+        sd[p + "h_proj.weight"] = randn(D, v, std=1.0 / v ** 0.5)
+        sd[p + "h_proj.bias"] = randn(D, std=0.1)
+        if a["rel_pos_bias"] == "simple":
+            sd[p + "rel_pos_bias.rel_pos_bias"] = randn(2 * a["max_target_positions"] - 1)
+    if a["normalize_before"] and not a["no_affine_final_norm"]:
+        norm_params(sd, "decoder.final_norm.norm.", a["normalization_type"], D, g)
+    if a["share_decoder_input_output_embed"]:
+        sd["decoder.output_projection.weight"] = emb       # tied: the same tensor, as in fairseq
+    else:
+        sd["decoder.output_projection.weight"] = randn(VOCAB, D, std=D ** -0.5)
+    return sd
+
+
+def save_checkpoint(path, sd, args, layout="args"):
+    if layout == "args":
+        ckpt = {"model": sd, "args": argparse.Namespace(**args), "optimizer_history": [],
+                "extra_state": {"epoch": 3}}
+    else:
+        ckpt = {"model": sd, "args": None, "cfg": {"model": dict(args)}}
+    torch.save(ckpt, path)
+    return path
+
+
+# ---- float64 forward written from the fairseq parameterisation -------------------
+
+def seq_norm(x, sd, prefix, norm_type, affine=True):
+    if norm_type == "scalenorm":
+        s = sd[prefix + "scalar"] if affine else 1.0
+        return s * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    if norm_type == "rmsnorm":
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+        return x * sd[prefix + "weight"] if affine else x
+    w = sd[prefix + "weight"] if affine else None
+    b = sd[prefix + "bias"] if affine else None
+    return F.layer_norm(x, x.shape[-1:], w, b, 1e-5)
+
+
+def mega_ema(x, p_):
+    """MultiHeadEMA.forward without incremental state, kernel summed directly."""
+    L, D = x.shape
+    delta, alpha, beta = p_["move.delta"], p_["move.alpha"], p_["move.beta"]
+    N = delta.shape[1]
+    pp = torch.sigmoid(delta)                                 # D x N x 1
+    q = 1.0 - pp * torch.sigmoid(alpha)
+    vander = torch.arange(L, dtype=x.dtype).view(1, 1, L) * torch.log(q)
+    kernel = torch.einsum("dnl,dn->dl", (pp * beta) * torch.exp(vander),
+                          p_["move.gamma"] * math.sqrt(1.0 / N))            # D x L
+    out = torch.zeros_like(x)
+    for t in range(L):
+        out[t] = (kernel[:, :t + 1].flip(-1) * x[:t + 1].t()).sum(-1)
+    return out + x * p_["move.omega"]
+
+
+def rotary(x, positions):
+    """fairseq apply_rotary_emb: consecutive pairs as complex numbers times e^{i p theta}."""
+    z = x.shape[-1]
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, z, 2, dtype=torch.float64) / z))
+    ang = positions.to(torch.float64)[:, None] * freqs[None, :]
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
+    return torch.view_as_real(xc * torch.polar(torch.ones_like(ang), ang)).flatten(-2)
+
+
+def slag_layer(S, p_, a, margins):
+    z, v, w = a["decoder_z_dim"], a["decoder_hidden_dim"], a["decoder_chunk_size"]
+    nt = a["normalization_type"]
+    X = seq_norm(S, p_, "norm.norm.", nt) if a["normalize_before"] else S
+    H = F.silu(mega_ema(X, p_))
+    hx = H @ p_["hx_proj.weight"].t() + p_["hx_proj.bias"]
+    u, G = hx[:, :2], hx[:, 2:]
+    margins.append((u[:, 1] - u[:, 0]).abs().min().item())
+    active = u[:, 1] > u[:, 0]
+    conf = torch.softmax(u / torch.exp(p_["q_router.temp"]), dim=-1)[:, 1] * active
+    mx = F.silu(H @ p_["mx_proj.weight"].t() + p_["mx_proj.bias"])
+    Z, R, Vv = mx[:, :z], mx[:, z:z + v], mx[:, z + v:]
+    Q = Z * p_["gamma"][0] + p_["beta"][0]
+    K = Z * p_["gamma"][1] + p_["beta"][1]
+    pos = torch.arange(S.shape[0])
+    if a["rel_pos_bias"] == "rotary":
+        Q, K = rotary(Q, pos), rotary(K, pos)
+    idx = [t for t in range(S.shape[0]) if active[t]]
+    Y = torch.zeros_like(S)
+    M = a["max_target_positions"]
+    for rho, t in enumerate(idx):
+        keys = idx[max(0, rho - w):rho + 1]                   # itself + up to w earlier active
+        if a["attention_activation_fn"] == "softmax":
+            s = (Q[t] / math.sqrt(z)) @ K[keys].t()
+        else:
+            s = (Q[t] / w) @ K[keys].t()
+        if a["rel_pos_bias"] == "simple":
+            table = p_["rel_pos_bias.rel_pos_bias"]
+            s = s + table[[M - 1 + max(-(M - 1), min(M - 1, k - t)) for k in keys]]
+        attn = torch.softmax(s, -1) if a["attention_activation_fn"] == "softmax" \
+            else F.relu(s) ** 2
+        O = attn @ Vv[keys]
+        Y[t] = (O * R[t]) @ p_["h_proj.weight"].t() + p_["h_proj.bias"]
+    out = F.silu(S + G + conf[:, None] * Y)
+    if not a["normalize_before"]:
+        out = seq_norm(out, p_, "norm.norm.", nt)
+    return out
+
+
+def fairseq_forward(sd, a, tokens):
+    sd = {k: v.double() for k, v in sd.items()}
+    D = a["decoder_embed_dim"]
+    scale = 1.0 if a["no_scale_embedding"] else math.sqrt(D)
+    x = scale * sd["decoder.embed_tokens.weight"][torch.tensor(tokens)]
+    margins = []
+    for i in range(a["decoder_layers"]):
+        p = f"decoder.layers.{i}.slag_layer."
+        x = slag_layer(x, {k[len(p):]: v for k, v in sd.items() if k.startswith(p)}, a, margins)
+    if a["normalize_before"]:
+        x = seq_norm(x, sd, "decoder.final_norm.norm.", a["normalization_type"],
+                     affine=not a["no_affine_final_norm"])
+    return x @ sd["decoder.output_projection.weight"].t(), min(margins)
+
+
+def tokens(n=T, seed=0):
+    rng = np.random.default_rng(seed)
+    return [int(t) for t in rng.integers(0, VOCAB, size=n)]
+
+
+def run(argv, capsys):
+    code = convert.main(argv)
+    return code, capsys.readouterr().err
+
+
+def engine_logits(model_dir, toks, out, chunk):
+    if not os.path.exists(ENGINE_LOGITS):
+        pytest.fail(f"{ENGINE_LOGITS} is missing: run `bazel build //tests/parity:all` first")
+    proc = subprocess.run([ENGINE_LOGITS, "--model", str(model_dir), "--tokens",
+                           ",".join(map(str, toks)), "--out", str(out), "--chunk", str(chunk)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(out)
+
+
+CASES = {
+    # enwik8 settings: rotary, softmax, LayerNorm pre-norm, final norm without affine, tied.
+    "enwik8_like": dict(),
+    # simple relative bias, relu2, ScaleNorm, affine final norm, untied head, no embed scale.
+    "simple_relu2_scalenorm": dict(rel_pos_bias="simple", attention_activation_fn="relu2",
+                                   normalization_type="scalenorm", no_affine_final_norm=False,
+                                   share_decoder_input_output_embed=False,
+                                   no_scale_embedding=True, max_target_positions=40),
+    # post-norm (no final norm), simple bias with softmax, hyper-parameters under cfg.model.
+    "postnorm_cfg": dict(normalize_before=False, rel_pos_bias="simple", decoder_chunk_size=7,
+                         truncation_length=None),
+    # RMSNorm (SequenceNorm's rmsnorm): the final norm the engine runs, without and with affine.
+    "rmsnorm_rotary": dict(normalization_type="rmsnorm"),
+    "rmsnorm_simple_relu2": dict(normalization_type="rmsnorm", rel_pos_bias="simple",
+                                 attention_activation_fn="relu2", no_affine_final_norm=False,
+                                 share_decoder_input_output_embed=False, decoder_chunk_size=9,
+                                 max_target_positions=50),
+}
+# The engine runs only an rmsnorm final norm (engine/model/model.cc); the
+# LayerNorm / ScaleNorm / absent final norms of the other cases are checked
+# against the reference only.
+ENGINE_CASES = ("rmsnorm_rotary", "rmsnorm_simple_relu2")
+
+
+def converted(tmp_path, capsys, case):
+    a = make_args(**CASES[case])
+    sd = make_state_dict(a, seed=sorted(CASES).index(case) + 1)
+    ckpt = save_checkpoint(tmp_path / "checkpoint_best.pt", sd, a,
+                           layout="cfg" if case == "postnorm_cfg" else "args")
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert code == 0, err
+    return a, sd, out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_converted_model_matches_fairseq_forward(tmp_path, capsys, case):
+    a, sd, out = converted(tmp_path, capsys, case)
+
+    toks = tokens(seed=len(case))
+    want, margin = fairseq_forward(sd, a, toks)
+    assert margin > 1e-3          # no router near-tie that fp32 rounding could flip
+    ref = ReferenceModel.load(out, torch.float64).forward(toks)
+    assert ref.std() > 0.5
+    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+
+    conf = json.loads((out / "config.json").read_text())
+    b = conf["blocks"][0]
+    assert len(conf["blocks"]) == 2 and b["kind"] == "seqboat"
+    assert (b["ema_dim"], b["z_dim"], b["v_dim"], b["window"]) == (
+        4, 16, 40, a["decoder_chunk_size"])
+    assert b["prenorm"] == a["normalize_before"]
+    assert b["pos"] == ("rope_interleaved" if a["rel_pos_bias"] == "rotary" else "simple_bias")
+    assert b["ema_truncation"] == a["truncation_length"]
+    assert conf["embed"]["scale"] == (1.0 if a["no_scale_embedding"] else math.sqrt(24))
+    assert conf["tie_embeddings"] == a["share_decoder_input_output_embed"]
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    assert torch.equal(t["blocks.1.router.temperature"],
+                       torch.exp(sd["decoder.layers.1.slag_layer.q_router.temp"]))
+    assert torch.equal(t["blocks.0.hx.weight"], sd["decoder.layers.0.slag_layer.hx_proj.weight"][2:])
+
+
+@pytest.mark.parametrize("case", ENGINE_CASES)
+def test_engine_matches_reference_on_converted_model(tmp_path, capsys, case):
+    a, sd, out = converted(tmp_path, capsys, case)
+    toks = tokens(256, seed=len(case))
+    ref = ReferenceModel.load(out, torch.float64).forward(toks).numpy()
+    assert ref.std() > 0.5
+    for chunk in (1, 13, 256):
+        got = engine_logits(out, toks, tmp_path / f"e{chunk}.npy", chunk)
+        assert np.abs(got - ref).max() <= 1e-4, chunk
+
+
+def test_checkpoint_directory_and_enwik8_final_norm(tmp_path, capsys):
+    a = make_args()
+    sd = make_state_dict(a, seed=9)
+    sd.pop("decoder.output_projection.weight")        # tied head may be absent
+    (tmp_path / "ckpt").mkdir()
+    save_checkpoint(tmp_path / "ckpt" / "checkpoint_best.pt", sd, a)
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(tmp_path / "ckpt"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    conf = json.loads((out / "config.json").read_text())
+    assert conf["final_norm"] == {"type": "layernorm", "eps": 1e-5, "affine": False}
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    assert not any(k.startswith("final_norm.") for k in t) and "lm_head.weight" not in t
+
+
+def assert_clean_failure(out, code, err, *needles):
+    assert code == 1
+    for n in needles:
+        assert n in err, err
+    assert not out.exists()
+    assert [p for p in os.listdir(out.parent) if p.startswith("." + out.name)] == []
+
+
+def _drop(name):
+    return lambda sd, a: sd.pop(name)
+
+
+def _set(**kw):
+    return lambda sd, a: a.update(kw)
+
+
+CORRUPT = {
+    "missing_tensor": (_drop("decoder.layers.1.slag_layer.move.alpha"),
+                       ["missing tensor", "decoder.layers.1.slag_layer.move.alpha"]),
+    "wrong_shape": (lambda sd, a: sd.update({"decoder.layers.0.slag_layer.hx_proj.weight":
+                                             torch.zeros(24, 24)}),
+                    ["hx_proj.weight", "[24, 24]", "[26, 24]"]),
+    "unknown_tensor": (lambda sd, a: sd.update({"decoder.layers.0.nffn.fc1.weight":
+                                                torch.zeros(4, 24)}),
+                       ["unknown tensor", "nffn.fc1.weight"]),
+    "untied_without_head": (lambda sd, a: (sd.pop("decoder.output_projection.weight"),
+                                           a.update(share_decoder_input_output_embed=False)),
+                            ["missing tensor", "decoder.output_projection.weight"]),
+    "global_attention": (_set(decoder_chunk_size=-1), ["decoder_chunk_size"]),
+    "ffn": (_set(decoder_ffn_embed_dim=64), ["decoder_ffn_embed_dim"]),
+    "t5_bias": (_set(rel_pos_bias="t5"), ["rel_pos_bias", "t5"]),
+    "laplace": (_set(attention_activation_fn="laplace"), ["laplace"]),
+    "local_pos": (_set(rel_pos_bias="simple", local_pos=True), ["local_pos"]),
+    "adaptive": (_set(adaptive_input=True), ["adaptive"]),
+    "unknown_architecture": (_set(arch="transformer_lm"), ["unknown architecture"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
+    a = make_args()
+    sd = make_state_dict(a, seed=4)
+    edit, needles = CORRUPT[case]
+    edit(sd, a)
+    ckpt = save_checkpoint(tmp_path / "c.pt", sd, a)
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert_clean_failure(out, code, err, *needles)
+
+
+class Payload:
+    """An object whose unpickling would run code: the converter must refuse it."""
+
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def test_untrusted_pickle_and_non_checkpoints_are_refused(tmp_path, capsys):
+    a = make_args()
+    bad = tmp_path / "evil.pt"
+    torch.save({"model": make_state_dict(a, 1), "args": a, "x": Payload()}, bad,
+               pickle_protocol=pickle.HIGHEST_PROTOCOL)
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(bad), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert_clean_failure(out, code, err, "refusing to load", "system")
+
+    flat = tmp_path / "flat.pt"
+    torch.save(make_state_dict(a, 1), flat)
+    code, err = run(["--source", "fairseq-seqboat", str(flat), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert_clean_failure(out, code, err, "not a fairseq checkpoint")
+
+    code, err = run(["--source", "fairseq-seqboat", str(tmp_path / "none.pt"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, "no such checkpoint")

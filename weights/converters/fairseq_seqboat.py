@@ -1,0 +1,346 @@
+"""fairseq SeqBoat LM checkpoint (`renll/SeqBoat`, model `slag_lm`) -> canonical `seqboat` blocks.
+
+SRC is the checkpoint file (e.g. checkpoint_best.pt) or a directory holding
+checkpoint_best.pt / checkpoint_last.pt / model.pt. The file is a pickled dict:
+weights under "model", hyper-parameters under "args" (argparse Namespace or
+dict) or, in newer fairseq, "cfg"["model"] (MODELS.md 2.6).
+
+The pickle is read with an unpickler that only admits tensors, plain
+containers, argparse.Namespace and numpy arrays/scalars; anything else in the
+file (a class it would have to import) is an error naming it.
+
+Preprocessing (MODELS.md 2.8), in the source's own fp32 arithmetic:
+  ema.in_coef = sigmoid(delta) * beta, ema.decay = 1 - sigmoid(delta) * sigmoid(alpha),
+  ema.out_coef = gamma * sqrt(1 / N_e), ema.skip = omega (trailing axis squeezed);
+  hx_proj rows 0..1 -> router, rows 2.. -> hx; router.temperature = exp(q_router.temp);
+  mx_proj -> gau.in_proj (rows Z, R, V); gamma/beta -> gau.qk_gamma/qk_beta;
+  h_proj -> gau.out_proj; rel_pos_bias.rel_pos_bias -> gau.rel_pos_bias (simple).
+Model level: embed scale sqrt(D) unless no_scale_embedding; padding_idx 1 (the
+fairseq dictionary's pad); final norm only with normalize_before, without
+tensors when no_affine_final_norm; output projection tied with
+share_decoder_input_output_embed. EOS is the dictionary's 2.
+
+Only the configuration the engine runs converts: local working memory
+(decoder_chunk_size > 0 = window w), softmax or relu2 attention, rotary
+(interleaved RoPE, theta 10000) or simple relative bias (not local_pos), silu,
+layernorm, scalenorm or rmsnorm, no FFN (decoder_ffn_embed_dim <= 0), no adaptive
+input/softmax, no input projection or embedding norm. Anything else is an error.
+"""
+
+import argparse
+import math
+import os
+import pickle
+import zipfile
+
+import torch
+
+from weights import canonical
+from weights.converters.mamba_common import ConvertError
+
+NAME = "fairseq-seqboat"
+FAIRSEQ_PAD, FAIRSEQ_EOS = 1, 2
+NORM_EPS = 1e-5            # SequenceNorm's eps for every norm type (MODELS.md 2.2)
+CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt", "model.pt")
+
+# Defaults of base_lm_architecture (fairseq/models/seqboat_lm.py) for fields a
+# checkpoint's args may lack.
+ARG_DEFAULTS = {
+    "decoder_layers": 6, "decoder_embed_dim": 512, "decoder_hidden_dim": 1664,
+    "decoder_z_dim": 128, "decoder_n_dim": 16, "decoder_chunk_size": -1,
+    "adaptive_softmax_cutoff": None, "adaptive_input": False, "rel_pos_bias": "simple",
+    "normalization_type": "layernorm", "normalize_before": False, "normalize_embedding": False,
+    "no_scale_embedding": False, "no_affine_final_norm": False,
+    "share_decoder_input_output_embed": False, "activation_fn": "silu",
+    "attention_activation_fn": "softmax", "truncation_length": 2048, "local_pos": False,
+    "max_target_positions": 1024,
+}
+
+_ALLOWED_GLOBALS = {
+    ("collections", "OrderedDict"), ("argparse", "Namespace"),
+    ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_parameter"), ("torch._utils", "_rebuild_parameter_with_state"),
+    ("torch", "Size"), ("torch", "device"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in _ALLOWED_GLOBALS or (
+                module == "torch" and (name.endswith("Storage") or name in (
+                    "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
+                    "bool"))):
+            return super().find_class(module, name)
+        if module.startswith("numpy") and name.endswith("DType"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the checkpoint")
+
+
+class _RestrictedPickle:
+    """A pickle module for torch.load that only resolves the globals above."""
+    Unpickler = _Unpickler
+    __name__ = "restricted_pickle"
+
+    @staticmethod
+    def load(f, **kw):
+        return _Unpickler(f, **kw).load()
+
+
+def checkpoint_path(src):
+    if os.path.isfile(src):
+        return src
+    if os.path.isdir(src):
+        for n in CHECKPOINT_NAMES:
+            if os.path.isfile(os.path.join(src, n)):
+                return os.path.join(src, n)
+        raise ConvertError(f"{src}: none of {list(CHECKPOINT_NAMES)} found")
+    raise ConvertError(f"{src}: no such checkpoint file or directory")
+
+
+def restricted_torch_load(path):
+    """torch.load of a zip-format file through _Unpickler.
+
+    torch.load itself cannot do this here: torch 1.13 replaces any pickle_module
+    by `pickle` unless weights_only is set, and weights_only refuses the
+    argparse.Namespace every fairseq checkpoint holds. So the zip reader and the
+    loader torch.load uses are called directly.
+    """
+    if not zipfile.is_zipfile(path):
+        raise ConvertError(f"{path}: not a zip-format torch.save file (the legacy format "
+                           "is unsupported)")
+    with torch.serialization._open_zipfile_reader(path) as zf:
+        return torch.serialization._load(zf, "cpu", _RestrictedPickle, encoding="utf-8")
+
+
+def load_checkpoint(path):
+    try:
+        ckpt = restricted_torch_load(path)
+    except ConvertError:
+        raise
+    except Exception as e:                  # pickle/zip errors come in many types
+        raise ConvertError(f"{path}: cannot be read as a fairseq checkpoint: {e}") from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
+        raise ConvertError(f"{path}: not a fairseq checkpoint (no 'model' state dict)")
+    args = ckpt.get("args")
+    if args is None and isinstance(ckpt.get("cfg"), dict):
+        args = ckpt["cfg"].get("model")
+    if isinstance(args, argparse.Namespace):
+        args = vars(args)
+    if not isinstance(args, dict):
+        raise ConvertError(f"{path}: no hyper-parameters ('args' or 'cfg.model')")
+    sd = ckpt["model"]
+    for k, v in sd.items():
+        if not isinstance(v, torch.Tensor):
+            raise ConvertError(f"{path}: model entry {k!r} is not a tensor")
+    return dict(sd), dict(args)
+
+
+def read_dims(args):
+    # base_lm_architecture fills absent fields with getattr(args, key, default):
+    # an explicit None stays None.
+    a = dict(ARG_DEFAULTS)
+    a.update(args)
+    if a.get("max_target_positions") is None:       # build_model's fallback
+        a["max_target_positions"] = 1024
+    arch = args.get("arch", "slag_lm")
+    if not str(arch).startswith("slag_lm"):
+        raise ConvertError(f"args: unknown architecture arch={arch!r}; expected slag_lm*")
+
+    def pos_int(key):
+        v = a.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConvertError(f"args: field {key!r} must be a positive integer, got {v!r}")
+        return v
+
+    D = pos_int("decoder_embed_dim")
+    if a.get("decoder_input_dim", D) not in (None, D):
+        raise ConvertError(f"args: decoder_input_dim {a['decoder_input_dim']} != "
+                           f"decoder_embed_dim {D} (input projection) is unsupported")
+    if a.get("adaptive_input") or a.get("adaptive_softmax_cutoff") is not None:
+        raise ConvertError("args: adaptive input / adaptive softmax is unsupported")
+    if a.get("normalize_embedding"):
+        raise ConvertError("args: normalize_embedding is unsupported")
+    ffn = a.get("decoder_ffn_embed_dim", a.get("decoder_hidden_dim"))
+    if ffn is not None and ffn > 0:
+        raise ConvertError(f"args: decoder_ffn_embed_dim {ffn} > 0 (an FFN per layer) is "
+                           "unsupported; SeqBoat LMs use -1")
+    if a["activation_fn"] != "silu":
+        raise ConvertError(f"args: activation_fn {a['activation_fn']!r} unsupported (only silu)")
+    attn_fn = a["attention_activation_fn"]
+    if attn_fn not in ("softmax", "relu2"):
+        raise ConvertError(f"args: attention_activation_fn {attn_fn!r} unsupported "
+                           "(softmax or relu2)")
+    w = a["decoder_chunk_size"]
+    if isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+        raise ConvertError(f"args: decoder_chunk_size {w!r}: only local working memory "
+                           "(chunk size > 0 = window) is supported")
+    rel = a["rel_pos_bias"]
+    if rel == "rotary":
+        pos = "rope_interleaved"
+    elif rel == "simple":
+        if a.get("local_pos"):
+            raise ConvertError("args: local_pos (compressed-position bias) is unsupported")
+        pos = "simple_bias"
+    else:
+        raise ConvertError(f"args: rel_pos_bias {rel!r} unsupported (rotary or simple)")
+    norm_type = a["normalization_type"]
+    if norm_type not in ("layernorm", "scalenorm", "rmsnorm"):
+        raise ConvertError(f"args: normalization_type {norm_type!r} unsupported "
+                           "(layernorm, scalenorm or rmsnorm)")
+    z = pos_int("decoder_z_dim")
+    if pos == "rope_interleaved" and z % 2:
+        raise ConvertError(f"args: decoder_z_dim {z} must be even for rotary")
+    trunc = a.get("truncation_length")
+    return {"d_model": D, "n_layers": pos_int("decoder_layers"), "z": z,
+            "v": pos_int("decoder_hidden_dim"), "ne": pos_int("decoder_n_dim"), "window": w,
+            "attn_fn": attn_fn, "pos": pos, "norm_type": norm_type,
+            "prenorm": bool(a["normalize_before"]),
+            "embed_scale": 1.0 if a["no_scale_embedding"] else math.sqrt(D),
+            "final_affine": not a["no_affine_final_norm"],
+            "tied": bool(a["share_decoder_input_output_embed"]),
+            "max_pos": pos_int("max_target_positions"),
+            "truncation": trunc if isinstance(trunc, int) and trunc > 0 else None}
+
+
+def _norm_shapes(prefix, norm_type, D):
+    """SequenceNorm's tensors: ScaleNorm.scalar, RMSNorm.weight, LayerNorm.weight/bias."""
+    if norm_type == "scalenorm":
+        return {prefix + "scalar": (1,)}
+    if norm_type == "rmsnorm":
+        return {prefix + "weight": (D,)}
+    return {prefix + "weight": (D,), prefix + "bias": (D,)}
+
+
+def source_shapes(dims, V, M):
+    D, z, v, ne = dims["d_model"], dims["z"], dims["v"], dims["ne"]
+    s = {"decoder.embed_tokens.weight": (V, D)}
+    if dims["prenorm"] and dims["final_affine"]:
+        s.update(_norm_shapes("decoder.final_norm.norm.", dims["norm_type"], D))
+    for i in range(dims["n_layers"]):
+        p = f"decoder.layers.{i}.slag_layer."
+        s.update(_norm_shapes(p + "norm.norm.", dims["norm_type"], D))
+        for n in ("delta", "alpha", "beta"):
+            s[p + f"move.{n}"] = (D, ne, 1)
+        s[p + "move.gamma"] = (D, ne)
+        s[p + "move.omega"] = (D,)
+        s[p + "gamma"] = (2, z)
+        s[p + "beta"] = (2, z)
+        s[p + "q_router.temp"] = (1,)
+        s[p + "mx_proj.weight"] = (z + 2 * v, D)
+        s[p + "mx_proj.bias"] = (z + 2 * v,)
+        s[p + "hx_proj.weight"] = (2 + D, D)
+        s[p + "hx_proj.bias"] = (2 + D,)
+        s[p + "h_proj.weight"] = (D, v)
+        s[p + "h_proj.bias"] = (D,)
+        if dims["pos"] == "simple_bias":
+            s[p + "rel_pos_bias.rel_pos_bias"] = (2 * M - 1,)
+    return s
+
+
+def check_source(sd, dims):
+    if "decoder.embed_tokens.weight" not in sd:
+        raise ConvertError("missing tensor 'decoder.embed_tokens.weight'")
+    V = sd["decoder.embed_tokens.weight"].shape[0]
+    M = dims["max_pos"]
+    want = source_shapes(dims, V, M)
+    for name in sorted(want):
+        if name not in sd:
+            raise ConvertError(f"missing tensor {name!r}")
+        got = tuple(sd[name].shape)
+        if got != want[name]:
+            raise ConvertError(f"tensor {name!r}: shape {list(got)}, expected {list(want[name])}")
+    head = "decoder.output_projection.weight"
+    for name in sorted(sd):
+        if name in want or name in (head, "decoder.version"):
+            continue
+        raise ConvertError(f"unknown tensor {name!r}")
+    if head in sd and tuple(sd[head].shape) != (V, dims["d_model"]):
+        raise ConvertError(f"tensor {head!r}: shape {list(sd[head].shape)}, "
+                           f"expected {[V, dims['d_model']]}")
+    if not dims["tied"] and head not in sd:
+        raise ConvertError(f"missing tensor {head!r} (embeddings are not shared)")
+    if dims["tied"] and head in sd and not torch.equal(
+            sd[head].float(), sd["decoder.embed_tokens.weight"].float()):
+        raise ConvertError(f"tensor {head!r} differs from the embedding although "
+                           "share_decoder_input_output_embed is set")
+    for name in want:
+        if not sd[name].is_floating_point():
+            raise ConvertError(f"tensor {name!r}: dtype {sd[name].dtype} is not floating point")
+    return V, M
+
+
+def map_tensors(sd, dims, dtype):
+    V, M = check_source(sd, dims)
+
+    def mat(name):
+        return sd[name].to(dtype).contiguous()
+
+    def f32(name):
+        return sd[name].float()
+
+    out = {"embed.weight": mat("decoder.embed_tokens.weight")}
+    if dims["prenorm"] and dims["final_affine"]:
+        for k in _norm_shapes("", dims["norm_type"], 1):
+            out["final_norm." + k] = mat("decoder.final_norm.norm." + k)
+    if not dims["tied"]:
+        out["lm_head.weight"] = mat("decoder.output_projection.weight")
+    scale = math.sqrt(1.0 / dims["ne"])     # MultiHeadEMA.scale
+    for i in range(dims["n_layers"]):
+        s, c = f"decoder.layers.{i}.slag_layer.", f"blocks.{i}."
+        for k in _norm_shapes("", dims["norm_type"], 1):
+            out[c + "norm." + k] = mat(s + "norm.norm." + k)
+        # MultiHeadEMA._calc_coeffs / _compute_kernel, in fp32 as the source computes them.
+        p = torch.sigmoid(f32(s + "move.delta"))
+        q = 1.0 - p * torch.sigmoid(f32(s + "move.alpha"))
+        out[c + "ema.in_coef"] = (p * f32(s + "move.beta")).squeeze(-1).contiguous()
+        out[c + "ema.decay"] = q.squeeze(-1).contiguous()
+        out[c + "ema.out_coef"] = (f32(s + "move.gamma") * scale).contiguous()
+        out[c + "ema.skip"] = f32(s + "move.omega").contiguous()
+        hx_w, hx_b = mat(s + "hx_proj.weight"), mat(s + "hx_proj.bias")
+        out[c + "router.weight"] = hx_w[:2].contiguous()
+        out[c + "router.bias"] = hx_b[:2].contiguous()
+        out[c + "hx.weight"] = hx_w[2:].contiguous()
+        out[c + "hx.bias"] = hx_b[2:].contiguous()
+        out[c + "router.temperature"] = torch.exp(f32(s + "q_router.temp")).contiguous()
+        out[c + "gau.in_proj.weight"] = mat(s + "mx_proj.weight")
+        out[c + "gau.in_proj.bias"] = mat(s + "mx_proj.bias")
+        out[c + "gau.qk_gamma"] = mat(s + "gamma")
+        out[c + "gau.qk_beta"] = mat(s + "beta")
+        out[c + "gau.out_proj.weight"] = mat(s + "h_proj.weight")
+        out[c + "gau.out_proj.bias"] = mat(s + "h_proj.bias")
+        if dims["pos"] == "simple_bias":
+            out[c + "gau.rel_pos_bias"] = mat(s + "rel_pos_bias.rel_pos_bias")
+    return out, V, M
+
+
+def canonical_config(dims, name, V, M):
+    norm = {"type": dims["norm_type"], "eps": NORM_EPS, "affine": True}
+    block = {"kind": "seqboat", "norm": norm, "prenorm": dims["prenorm"],
+             "ema_dim": dims["ne"], "z_dim": dims["z"], "v_dim": dims["v"],
+             "window": dims["window"], "attn_fn": dims["attn_fn"], "pos": dims["pos"],
+             "rope_theta": 10000.0,
+             "rel_pos_max": M if dims["pos"] == "simple_bias" else None,
+             "ema_truncation": dims["truncation"]}
+    final = ({"type": dims["norm_type"], "eps": NORM_EPS, "affine": dims["final_affine"]}
+             if dims["prenorm"] else None)
+    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
+            "vocab_size": V, "d_model": dims["d_model"],
+            "embed": {"scale": dims["embed_scale"], "padding_idx": FAIRSEQ_PAD if V > 1 else None},
+            "tie_embeddings": dims["tied"], "logit_scale": 1.0, "final_norm": final,
+            "residual_dtype": "float32",
+            "eos_token_id": FAIRSEQ_EOS if V > FAIRSEQ_EOS else None, "bos_token_id": None,
+            "blocks": [dict(block, norm=dict(norm)) for _ in range(dims["n_layers"])]}
+
+
+def convert(src, dtype):
+    """Return (canonical config, canonical tensors) for a fairseq SeqBoat checkpoint."""
+    path = checkpoint_path(src)
+    sd, args = load_checkpoint(path)
+    dims = read_dims(args)
+    tensors, V, M = map_tensors(sd, dims, dtype)
+    name = os.path.splitext(os.path.basename(os.path.normpath(src)))[0]
+    return canonical_config(dims, name, V, M), tensors
+
