@@ -62,6 +62,7 @@ _ALLOWED_GLOBALS = {
     ("torch._utils", "_rebuild_parameter"), ("torch._utils", "_rebuild_parameter_with_state"),
     ("torch", "Size"), ("torch", "device"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
 }

@@ -16,6 +16,7 @@ import math
 import os
 import pickle
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -389,3 +390,25 @@ def test_untrusted_pickle_and_non_checkpoints_are_refused(tmp_path, capsys):
     code, err = run(["--source", "fairseq-seqboat", str(tmp_path / "none.pt"), str(out),
                      "--byte-tokenizer"], capsys)
     assert_clean_failure(out, code, err, "no such checkpoint")
+
+
+def test_cli_exit_status(tmp_path):
+    a = make_args(normalization_type="rmsnorm")
+    ckpt = save_checkpoint(tmp_path / "c.pt", make_state_dict(a, seed=2), a)
+    out = tmp_path / "out"
+    base = [sys.executable, "-m", "weights.convert", "--source", "fairseq-seqboat", str(ckpt)]
+    proc = subprocess.run(base + [str(out), "--byte-tokenizer", "--window", "8"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "--window does not apply" in proc.stderr
+    assert not out.exists()
+    proc = subprocess.run(base + [str(out), "--byte-tokenizer", "--dtype", "bf16"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 seqboat blocks" in proc.stdout
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    assert t["blocks.0.gau.in_proj.weight"].dtype == torch.bfloat16
+    assert t["blocks.0.ema.decay"].dtype == torch.float32      # derived recurrence stays fp32
+    # A model without a tokenizer needs one named: the fairseq dictionary is not converted.
+    proc = subprocess.run(base + [str(tmp_path / "out2")], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 1 and "tokenizer" in proc.stderr
