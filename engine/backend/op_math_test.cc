@@ -1,0 +1,39 @@
+#include "engine/backend/op_math.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace seqboat::op_math {
+namespace {
+
+TEST(OpMathTest, ExpIsWithinOneUlpOverItsRange) {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.00071f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(Exp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 1.19e-7);  // float epsilon
+  EXPECT_EQ(Exp(0.0f), 1.0f);
+  EXPECT_EQ(Exp(-100.0f), 0.0f);
+  EXPECT_EQ(Exp(-INFINITY), 0.0f);
+}
+
+TEST(OpMathTest, ScanStepMatchesTheDefinition) {
+  float h[3] = {0.5f, -1.0f, 2.0f};
+  const float a[3] = {-1.0f, -2.0f, -0.5f}, b[3] = {0.1f, 0.2f, 0.3f},
+              c[3] = {1.0f, -1.0f, 0.5f};
+  const float dt_raw = 0.3f, dt_bias = -1.0f, x = 0.7f, d = 0.9f, z = 1.3f;
+  double want_h[3], y = 0;
+  const double delta = std::log1p(std::exp(double{dt_raw} + dt_bias));
+  for (int i = 0; i < 3; ++i) {
+    want_h[i] = std::exp(delta * a[i]) * h[i] + delta * b[i] * x;
+    y += c[i] * want_h[i];
+  }
+  const double want = (y + d * x) * z / (1 + std::exp(-double{z}));
+  EXPECT_NEAR(ScanStep(h, a, b, c, dt_raw, dt_bias, x, d, z, 3), want, 1e-6);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(h[i], want_h[i], 1e-6);
+}
+
+}  // namespace
+}  // namespace seqboat::op_math
