@@ -46,10 +46,16 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     } else {
       // In fp32 the two RMSNorm roundings (§6.1) are the same function.
       switch (block.norm->type) {
-        case NormType::kLayerNorm: dims.norm = SeqBoatNorm::kLayerNorm; break;
+        case NormType::kLayerNorm:
+          dims.norm = SeqBoatNorm::kLayerNorm;
+          break;
         case NormType::kRmsNorm:
-        case NormType::kRmsNormT5: dims.norm = SeqBoatNorm::kRmsNorm; break;
-        case NormType::kScaleNorm: dims.norm = SeqBoatNorm::kScaleNorm; break;
+        case NormType::kRmsNormT5:
+          dims.norm = SeqBoatNorm::kRmsNorm;
+          break;
+        case NormType::kScaleNorm:
+          dims.norm = SeqBoatNorm::kScaleNorm;
+          break;
       }
       dims.norm_affine = block.norm->affine;
       dims.norm_eps = static_cast<float>(block.norm->eps);
@@ -140,20 +146,30 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   WeightStore& ws = *model->weights_;
   const int64_t d = cfg.d_model, v = cfg.vocab_size;
 
-  if (!cfg.final_norm.has_value() ||
-      cfg.final_norm->type != NormType::kRmsNorm) {
+  // rmsnorm (Mamba, Llama), layernorm with or without affine (SeqBoat's
+  // enwik8 LM) or none (post-norm stacks); scalenorm has no op here yet.
+  if (cfg.final_norm.has_value() &&
+      cfg.final_norm->type == NormType::kScaleNorm) {
     return absl::InvalidArgumentError(
-        "config.json: field \"final_norm\" must be an rmsnorm");
+        "config.json: field \"final_norm\": scalenorm is not supported by "
+        "this build");
   }
   auto embed = ws.F32("embed.weight", {v, d});
   if (!embed.ok()) return embed.status();
   model->embed_ = *embed;
-  if (cfg.final_norm->affine) {
+  if (cfg.final_norm.has_value() && cfg.final_norm->affine) {
     auto fn = ws.F32("final_norm.weight", {d});
     if (!fn.ok()) return fn.status();
     auto dev = backend.UploadVector(*fn, d);
     if (!dev.ok()) return dev.status();
     model->final_norm_ = *dev;
+    if (cfg.final_norm->type == NormType::kLayerNorm) {
+      auto fb = ws.F32("final_norm.bias", {d});
+      if (!fb.ok()) return fb.status();
+      auto bias = backend.UploadVector(*fb, d);
+      if (!bias.ok()) return bias.status();
+      model->final_norm_bias_ = *bias;
+    }
   }
   auto head_host =
       cfg.tie_embeddings ? embed : ws.F32("lm_head.weight", {v, d});
@@ -217,9 +233,17 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
   auto* u = static_cast<float*>(normed_.get());
   auto* out = static_cast<float*>(logits_.get());
   be.GatherRows(r, d, logit_rows, m, g);
-  be.RmsNorm(g, m, d, final_norm_, static_cast<float>(config_.final_norm->eps),
-             u);
-  be.Gemm(u, d, m, head_, nullptr, out, v, false);
+  const std::optional<NormConfig>& fn = config_.final_norm;
+  const float* h = u;
+  if (!fn.has_value()) {
+    h = g;
+  } else if (fn->type == NormType::kLayerNorm) {
+    be.LayerNorm(g, m, d, final_norm_, final_norm_bias_,
+                 static_cast<float>(fn->eps), u);
+  } else {  // rmsnorm, rmsnorm_t5: the same in fp32
+    be.RmsNorm(g, m, d, final_norm_, static_cast<float>(fn->eps), u);
+  }
+  be.Gemm(h, d, m, head_, nullptr, out, v, false);
   be.CopyToHost(logits, out, static_cast<size_t>(m) * v * sizeof(float));
   if (config_.logit_scale != 1.0) {
     const float scale = static_cast<float>(config_.logit_scale);

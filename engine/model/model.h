@@ -52,8 +52,9 @@ class Model {
   std::unique_ptr<WeightStore> weights_;  // keeps the mmap the matrices alias
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SlotArena> arena_;
-  const float* embed_ = nullptr;  // [V, D], host-side table for the gather
-  const float* final_norm_ = nullptr;
+  const float* embed_ = nullptr;       // [V, D], host-side table for the gather
+  const float* final_norm_ = nullptr;  // weight, when affine
+  const float* final_norm_bias_ = nullptr;  // layernorm's bias
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;
 };

@@ -79,12 +79,15 @@ def tensor_for(name, shape, g):
     return uniform(1.0 / math.sqrt(shape[-1]))
 
 
-def write_model(out, blocks, d, seed=0, router_bias=None):
+RMSNORM = {"type": "rmsnorm", "eps": 1e-5, "affine": True}
+
+
+def write_model(out, blocks, d, seed=0, router_bias=None, final_norm=RMSNORM):
     """Write a canonical dir; router_bias(i) may set seqboat block i's router.bias."""
     config = {"format": canonical.FORMAT, "version": canonical.VERSION, "name": "bench",
               "vocab_size": canonical.BYTE_VOCAB, "d_model": d,
               "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": True,
-              "logit_scale": 1.0, "final_norm": {"type": "rmsnorm", "eps": 1e-5, "affine": True},
+              "logit_scale": 1.0, "final_norm": final_norm,
               "residual_dtype": "float32", "eos_token_id": canonical.BYTE_EOS,
               "bos_token_id": None, "blocks": blocks}
     g = torch.Generator().manual_seed(seed)
