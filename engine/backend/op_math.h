@@ -17,7 +17,10 @@ namespace seqboat::op_math {
 // Within one ulp of exp for x in [-87, 88]; 0 below -87 (where expf gives
 // subnormals), clamped above 88 (the scan only passes x <= 0).
 SEQBOAT_HD float Exp(float x) {
-  const float xc = fminf(fmaxf(x, -87.0f), 88.0f);
+  // Comparisons, not fminf/fmaxf: those carry NaN rules that keep the
+  // vectoriser away unless finite math is assumed.
+  const float lo = x < -87.0f ? -87.0f : x;
+  const float xc = lo > 88.0f ? 88.0f : lo;
   const float k = floorf(xc * 1.44269504088896341f + 0.5f);
   const float r = xc - k * 0.693359375f - k * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
