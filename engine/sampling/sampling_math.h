@@ -9,15 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-// Same definition as engine/backend/hd.h; guarded so whichever header comes
-// first defines it and the two never clash.
-#ifndef SEQBOAT_HD
-#if defined(__CUDACC__)
-#define SEQBOAT_HD __host__ __device__ __forceinline__
-#else
-#define SEQBOAT_HD inline
-#endif
-#endif
+#include "engine/backend/hd.h"
 
 namespace seqboat {
 namespace sampling {
