@@ -119,7 +119,9 @@ TEST(EngineTest, HybridStackIsBatchInvariantAndReportsGauActivation) {
     others.push_back(std::make_unique<Collector>());
     ASSERT_TRUE(
         engine->Submit(Greedy(Prompt(3 + 11 * i, i), 30, *others.back())).ok());
-    if (i == 3) ASSERT_TRUE(engine->Submit(Greedy(target, 40, c)).ok());
+    if (i == 3) {
+      ASSERT_TRUE(engine->Submit(Greedy(target, 40, c)).ok());
+    }
   }
   c.done.get_future().get();
   EXPECT_EQ(c.tokens, alone);
