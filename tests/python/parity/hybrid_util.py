@@ -1,12 +1,12 @@
 """Helpers of the mlp / moe / s4d parity tests: block dicts, random mixed-kind
 models, and running the engine's logits tool and the float64 reference."""
 
-import subprocess
 
 import numpy as np
 
 from weights.reference import logits as ref_logits
 from weights.reference.random_blocks import hybrid_config, write_random_model
+from engine_run import run_engine, tokens  # noqa: F401 (re-exported)
 
 TOKENS = 256
 
@@ -40,26 +40,10 @@ def s4d(**kw):
     return b
 
 
-def tokens(n, seed):
-    rng = np.random.default_rng(seed)
-    return [int(t) for t in rng.integers(0, 257, size=n)]
-
-
 def make_model(tmp_path, blocks, seed, d_model=32, name="model", **kw):
     path = tmp_path / name
     write_random_model(path, hybrid_config(blocks, d_model=d_model, **kw), seed=seed)
     return path
-
-
-def run_engine(binary, model, toks, out, chunk, state_out=None):
-    cmd = [str(binary), "--model", str(model), "--tokens", ",".join(map(str, toks)),
-           "--out", str(out), "--chunk", str(chunk)]
-    if state_out:
-        cmd += ["--state_out", str(state_out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"engine_logits failed ({proc.returncode}): {proc.stderr}")
-    return np.load(out)
 
 
 def reference(model, toks, out):

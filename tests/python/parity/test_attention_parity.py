@@ -16,6 +16,7 @@ import torch
 
 from weights.reference import logits as ref_logits
 from weights.reference.random_attention import attention_block, make_random_stack, mamba_block
+from engine_run import run_engine, tokens
 
 MODELS = {
     # Llama-style GQA with RoPE and attention sinks.
@@ -42,21 +43,6 @@ MODELS = {
         mamba_block(d_inner=48, d_state=4, d_conv=3, dt_rank=3),
         attention_block(n_heads=2, n_kv_heads=2, head_dim=16, sinks=4, window=16)]),
 }
-
-
-def tokens(n, seed):
-    rng = np.random.default_rng(seed)
-    return [int(t) for t in rng.integers(0, 257, size=n)]
-
-
-def run_engine(binary, model, toks, out, chunk, state_out=None):
-    cmd = [str(binary), "--model", str(model), "--tokens", ",".join(map(str, toks)),
-           "--out", str(out), "--chunk", str(chunk)]
-    if state_out:
-        cmd += ["--state_out", str(state_out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(out)
 
 
 def reference(tmp_path, model, toks):

@@ -5,13 +5,13 @@ never uses a recurrent step, so agreement checks the engine's recurrence, its
 chunked prefill and the packing of its state.
 """
 
-import subprocess
 
 import numpy as np
 import pytest
 
 from weights.reference import logits as ref_logits
 from weights.reference.make_random_model import make_random_model
+from engine_run import run_engine, tokens
 
 SHAPES = {
     "tiny": dict(d_model=32, n_layers=2, d_inner=64, d_state=8, d_conv=4, dt_rank=4),
@@ -20,20 +20,6 @@ SHAPES = {
     "conv2_no_conv_bias": dict(d_model=24, n_layers=2, d_inner=72, d_state=4, d_conv=2,
                                dt_rank=2, conv_bias=False),
 }
-
-
-def tokens(n, seed):
-    rng = np.random.default_rng(seed)
-    return [int(t) for t in rng.integers(0, 257, size=n)]
-
-
-def run_engine(binary, model, toks, out, chunk, state_out=None):
-    cmd = [str(binary), "--model", str(model), "--tokens", ",".join(map(str, toks)),
-           "--out", str(out), "--chunk", str(chunk)]
-    if state_out:
-        cmd += ["--state_out", str(state_out)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return np.load(out)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

@@ -2,20 +2,14 @@
 attention with sinks, top-1 moe, s4d, mlp) decodes step by step to the float64
 full-sequence reference, and chunked prefill equals token-by-token decode."""
 
-import subprocess
 
 import numpy as np
 import pytest
 
+from engine_run import run_engine
 from weights.reference import logits as ref_logits
 
 T = 256
-
-
-def run(binary, model, toks, out, chunk):
-    subprocess.run([str(binary), "--model", str(model), "--tokens", ",".join(map(str, toks)),
-                    "--out", str(out), "--chunk", str(chunk)], check=True, capture_output=True)
-    return np.load(out)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,7 @@ def test_every_kind_in_one_stack_matches_the_reference(tmp_path, repo_root, engi
     kinds = [b["kind"] for b in __import__("json").loads(
         (repo_root / "tests/data/tiny_hybrid/config.json").read_text())["blocks"]]
     assert {"mamba1", "seqboat", "attention", "moe", "s4d", "mlp"} <= set(kinds)
-    got = run(engine_logits, repo_root / "tests/data/tiny_hybrid", tokens, tmp_path / "a.npy", 1)
+    got = run_engine(engine_logits, repo_root / "tests/data/tiny_hybrid", tokens, tmp_path / "a.npy", 1)
     assert reference.std() > 0.5
     assert np.abs(got - reference).max() <= 1e-4
 
@@ -45,6 +39,6 @@ def test_every_kind_in_one_stack_matches_the_reference(tmp_path, repo_root, engi
 @pytest.mark.parametrize("chunk", [7, 64, 256])
 def test_chunked_prefill_equals_decode(tmp_path, repo_root, engine_logits, tokens, chunk):
     model = repo_root / "tests/data/tiny_hybrid"
-    step = run(engine_logits, model, tokens, tmp_path / "s.npy", 1)
-    chunked = run(engine_logits, model, tokens, tmp_path / "c.npy", chunk)
+    step = run_engine(engine_logits, model, tokens, tmp_path / "s.npy", 1)
+    chunked = run_engine(engine_logits, model, tokens, tmp_path / "c.npy", chunk)
     assert np.abs(step - chunked).max() <= 1e-5

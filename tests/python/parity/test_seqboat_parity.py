@@ -9,7 +9,6 @@ the FIFO evicts.
 """
 
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from weights.reference import logits as ref_logits
 from weights.reference import seqboat as ref
 from weights.reference.make_random_model import random_mamba_tensors
 from weights.reference.model import BLOCK_FORWARD, ReferenceModel
+from engine_run import run_engine, tokens
 
 D, V = 32, canonical.BYTE_VOCAB
 T = 256
@@ -153,20 +153,6 @@ def calibrate_routers(config, tensors, toks):
         j = lo + int(np.argmax(np.diff(diff[lo:hi + 1])))
         threshold = 0.5 * (diff[j] + diff[j + 1])
         tensors[p + "router.bias"] = torch.tensor([threshold, 0.0], dtype=torch.float32)
-
-
-def tokens(n, seed):
-    rng = np.random.default_rng(seed)
-    return [int(t) for t in rng.integers(0, 257, size=n)]
-
-
-def run_engine(binary, model, toks, out, chunk, state_out=None):
-    cmd = [str(binary), "--model", str(model), "--tokens", ",".join(map(str, toks)),
-           "--out", str(out), "--chunk", str(chunk)]
-    if state_out:
-        cmd += ["--state_out", str(state_out)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return np.load(out)
 
 
 def reference_trace(model_dir, toks):
