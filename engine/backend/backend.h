@@ -73,6 +73,12 @@ class Backend {
   // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
   virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps,
                        float* out) = 0;
+  // RmsNorm over the first d columns of rows with strides ldx and ldo (a
+  // column slice of a wider projection, e.g. Jamba's dt/B/C norms). out may
+  // alias x.
+  virtual void RmsNormStrided(const float* x, int ldx, int n, int d,
+                              const float* w, float eps, float* out,
+                              int ldo) = 0;
   // out[i, :] = (x[i, :] - mean) / sqrt(var + eps) * w + b   (w, b may be null)
   virtual void LayerNorm(const float* x, int n, int d, const float* w,
                          const float* b, float eps, float* out) = 0;

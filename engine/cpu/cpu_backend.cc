@@ -69,10 +69,16 @@ void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d,
 
 void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
                          float eps, float* out) {
+  RmsNormStrided(x, d, n, d, w, eps, out, d);
+}
+
+void CpuBackend::RmsNormStrided(const float* x, int ldx, int n, int d,
+                                const float* w, float eps, float* out,
+                                int ldo) {
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
-    const float* xi = x + static_cast<int64_t>(i) * d;
-    float* oi = out + static_cast<int64_t>(i) * d;
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float* oi = out + static_cast<int64_t>(i) * ldo;
     float sum_sq = 0.0f;
     for (int j = 0; j < d; ++j) sum_sq += xi[j] * xi[j];
     const float s = op_math::RmsScale(sum_sq, d, eps);

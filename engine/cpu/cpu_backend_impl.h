@@ -32,6 +32,8 @@ class CpuBackend final : public Backend {
              float* out) override;
   void RmsNorm(const float* x, int n, int d, const float* w, float eps,
                float* out) override;
+  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
+                      float eps, float* out, int ldo) override;
   void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
                  float eps, float* out) override;
   void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,

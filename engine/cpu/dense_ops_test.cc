@@ -48,5 +48,21 @@ TEST(DenseOpsTest, RmsNormAndGather) {
   EXPECT_EQ(g, (std::vector<float>{1, 1, 3, 4}));
 }
 
+TEST(DenseOpsTest, RmsNormStridedTouchesOnlyItsColumnSlice) {
+  auto be = MakeCpuBackend();
+  // Two rows of width 4; normalise columns [1, 3) in place with a weight.
+  std::vector<float> x = {9, 3, 4, 9, 7, 0, 2, 7};
+  const float w[2] = {2.0f, 1.0f};
+  be->RmsNormStrided(x.data() + 1, 4, 2, 2, w, 0.0f, x.data() + 1, 4);
+  EXPECT_NEAR(x[1], 2 * 3 / std::sqrt(12.5f), 1e-6);
+  EXPECT_NEAR(x[2], 4 / std::sqrt(12.5f), 1e-6);
+  EXPECT_NEAR(x[5], 0.0f, 1e-6);
+  EXPECT_NEAR(x[6], 2 / std::sqrt(2.0f), 1e-6);
+  EXPECT_EQ(x[0], 9);
+  EXPECT_EQ(x[3], 9);
+  EXPECT_EQ(x[4], 7);
+  EXPECT_EQ(x[7], 7);
+}
+
 }  // namespace
 }  // namespace seqboat
