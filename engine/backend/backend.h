@@ -7,8 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend/ffn_math.h"
@@ -51,6 +53,22 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
 
+  // --- step capture --------------------------------------------------------
+  // Decode batch sizes the backend can replay cheaply; the model pads a
+  // decode-only step up to the smallest bucket that holds it (zero-length
+  // segments, so padded rows touch no state). Empty: never pad.
+  virtual std::vector<int> CaptureBuckets(int /*max_slots*/) const {
+    return {};
+  }
+  // Runs `step`: op calls whose shapes and descriptor sizes depend only on
+  // `key`, with no copy to the host inside. A backend may record the calls
+  // the first time and replay the recording afterwards (host descriptors are
+  // re-read on every replay). The default runs `step` as it is.
+  virtual absl::Status RunCaptured(int64_t /*key*/,
+                                   const std::function<absl::Status()>& step) {
+    return step();
+  }
+
   // --- memory ---------------------------------------------------------------
   // Zeroed device memory, aligned for vector loads.
   virtual absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) = 0;
@@ -65,10 +83,10 @@ class Backend {
   virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                               int64_t cols) = 0;
 
-  // --- dense ops over the n rows of a step
-  // ------------------------------------ out[i, :] = scale * table[ids[i], :]
-  // ids on the host
-  virtual void Embed(const int32_t* ids, int n, const float* table, int d,
+  // --- dense ops over the n rows of a step ---------------------------------
+  // out[i, :] = scale * table[ids[i], :]; ids on the host; table is a matrix
+  // [vocab, d] from UploadMatrix (so a tied head shares it).
+  virtual void Embed(const int32_t* ids, int n, const Matrix& table,
                      float scale, float* out) = 0;
   // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
   virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps,
@@ -173,8 +191,7 @@ class Backend {
   // g has stride ldg, y is [m, d]. out may alias s.
   virtual void SeqBoatMix(const float* s, const float* g, int ldg,
                           const float* y, const float* conf,
-                          const int32_t* compact, int n, int d,
-                          float* out) = 0;
+                          const int32_t* compact, int n, int d, float* out) = 0;
 
   // --- feed-forward, mixture of experts, S4D (mlp, moe, s4d) ----------------
   // out[i, j] (+)= act(a[i, j]) * b[i, j]   (b null: * 1) for j < f; a, b, out
@@ -201,8 +218,8 @@ class Backend {
   //   scale: 2 for conjugate-half modes, 1 for the full set.
   virtual void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
                        const float* da, const float* c, const float* d,
-                       float* state, int64_t state_stride, int h, int m,
-                       int ch, float scale, float* out) = 0;
+                       float* state, int64_t state_stride, int h, int m, int ch,
+                       float scale, float* out) = 0;
 };
 
 }  // namespace seqboat

@@ -58,8 +58,10 @@ absl::StatusOr<Matrix> CpuBackend::UploadMatrix(const float* host, int64_t rows,
   return Matrix{host, rows, cols};
 }
 
-void CpuBackend::Embed(const int32_t* ids, int n, const float* table, int d,
-                       float scale, float* out) {
+void CpuBackend::Embed(const int32_t* ids, int n, const Matrix& m, float scale,
+                       float* out) {
+  const auto* table = static_cast<const float*>(m.data);
+  const int64_t d = m.cols;
   for (int i = 0; i < n; ++i) {
     const float* row = table + static_cast<int64_t>(ids[i]) * d;
     float* o = out + static_cast<int64_t>(i) * d;

@@ -28,7 +28,7 @@ class CpuBackend final : public Backend {
                                       int64_t cols) override;
 
   // Dense ops (cpu_backend.cc).
-  void Embed(const int32_t* ids, int n, const float* table, int d, float scale,
+  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
              float* out) override;
   void RmsNorm(const float* x, int n, int d, const float* w, float eps,
                float* out) override;

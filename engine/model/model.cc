@@ -9,6 +9,7 @@
 #include "engine/layers/moe.h"
 #include "engine/layers/s4d.h"
 #include "engine/layers/seqboat.h"
+#include "engine/model/decode_buckets.h"
 
 namespace seqboat {
 namespace {
@@ -156,7 +157,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   }
   auto embed = ws.F32("embed.weight", {v, d});
   if (!embed.ok()) return embed.status();
-  model->embed_ = *embed;
+  auto embed_dev = backend.UploadMatrix(*embed, v, d);
+  if (!embed_dev.ok()) return embed_dev.status();
+  model->embed_ = *embed_dev;
   if (cfg.final_norm.has_value() && cfg.final_norm->affine) {
     auto fn = ws.F32("final_norm.weight", {d});
     if (!fn.ok()) return fn.status();
@@ -171,12 +174,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
       model->final_norm_bias_ = *bias;
     }
   }
-  auto head_host =
-      cfg.tie_embeddings ? embed : ws.F32("lm_head.weight", {v, d});
-  if (!head_host.ok()) return head_host.status();
-  auto head = backend.UploadMatrix(*head_host, v, d);
-  if (!head.ok()) return head.status();
-  model->head_ = *head;
+  if (cfg.tie_embeddings) {
+    model->head_ = model->embed_;
+  } else {
+    auto head_host = ws.F32("lm_head.weight", {v, d});
+    if (!head_host.ok()) return head_host.status();
+    auto head = backend.UploadMatrix(*head_host, v, d);
+    if (!head.ok()) return head.status();
+    model->head_ = *head;
+  }
 
   for (int i = 0; i < static_cast<int>(cfg.blocks.size()); ++i) {
     auto layer = MakeBlock(cfg, i, ws, backend);
@@ -208,6 +214,27 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   if (!(s = alloc(limits.max_slots * d, &model->gathered_)).ok()) return s;
   if (!(s = alloc(limits.max_slots * d, &model->normed_)).ok()) return s;
   if (!(s = alloc(limits.max_slots * v, &model->logits_)).ok()) return s;
+
+  // SeqBoat sizes its GAU from the active count and moe groups rows by
+  // expert on the host: both read back mid-step, so they are never replayed.
+  bool host_round_trip = false;
+  for (const BlockConfig& b : cfg.blocks) {
+    host_round_trip |=
+        b.kind == BlockKind::kSeqBoat || b.kind == BlockKind::kMoe;
+  }
+  if (!host_round_trip) {
+    model->buckets_ = limits.decode_buckets.has_value()
+                          ? *limits.decode_buckets
+                          : backend.CaptureBuckets(limits.max_slots);
+    for (size_t i = 0; i < model->buckets_.size(); ++i) {
+      const int b = model->buckets_[i];
+      if (b <= 0 || b > limits.max_slots || b > limits.max_rows_per_step ||
+          (i > 0 && b <= model->buckets_[i - 1])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "decode buckets must ascend within [1, max_slots]; got ", b));
+      }
+    }
+  }
   return model;
 }
 
@@ -219,11 +246,54 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
         absl::StrCat("step of ", n, " rows and ", m,
                      " logit rows exceeds the model's limits"));
   }
+  absl::Status s;
+  if (const int bucket = DecodeBucket(segs, nsegs, n, logit_rows, m);
+      bucket > 0) {
+    // Padded rows are zero-length segments on slot 0: every recurrent op
+    // skips them, so they read and write no state.
+    pad_ids_.assign(ids, ids + n);
+    pad_ids_.resize(bucket, 0);
+    pad_segs_.assign(segs, segs + nsegs);
+    pad_rows_.assign(logit_rows, logit_rows + m);
+    for (int i = n; i < bucket; ++i) {
+      pad_segs_.push_back({0, i, 0});
+      pad_rows_.push_back(i);
+    }
+    s = backend_->RunCaptured(bucket, [&] {
+      return Step(pad_ids_.data(), bucket, pad_segs_.data(), bucket,
+                  pad_rows_.data(), bucket);
+    });
+  } else {
+    s = Step(ids, n, segs, nsegs, logit_rows, m);
+  }
+  if (!s.ok() || m == 0) return s;
+  const int64_t v = config_.vocab_size;
+  backend_->CopyToHost(logits, logits_.get(),
+                       static_cast<size_t>(m) * v * sizeof(float));
+  if (config_.logit_scale != 1.0) {
+    const float scale = static_cast<float>(config_.logit_scale);
+    for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i)
+      logits[i] *= scale;
+  }
+  return absl::OkStatus();
+}
+
+int Model::DecodeBucket(const Segment* segs, int nsegs, int n,
+                        const int32_t* logit_rows, int m) const {
+  if (buckets_.empty() || nsegs != n || m != n) return 0;
+  for (int i = 0; i < n; ++i) {
+    if (segs[i].len != 1 || segs[i].start != i || logit_rows[i] != i) return 0;
+  }
+  return PickDecodeBucket(buckets_, n);
+}
+
+absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
+                         int nsegs, const int32_t* logit_rows, int m) {
   Backend& be = *backend_;
   const int d = static_cast<int>(config_.d_model),
             v = static_cast<int>(config_.vocab_size);
   auto* r = static_cast<float*>(residual_.get());
-  be.Embed(ids, n, embed_, d, static_cast<float>(config_.embed.scale), r);
+  be.Embed(ids, n, embed_, static_cast<float>(config_.embed.scale), r);
   StepContext ctx{&be, segs, nsegs, n, static_cast<float*>(scratch_.get())};
   for (auto& layer : layers_) {
     if (absl::Status s = layer->Forward(ctx, r); !s.ok()) return s;
@@ -244,12 +314,6 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
     be.RmsNorm(g, m, d, final_norm_, static_cast<float>(fn->eps), u);
   }
   be.Gemm(h, d, m, head_, nullptr, out, v, false);
-  be.CopyToHost(logits, out, static_cast<size_t>(m) * v * sizeof(float));
-  if (config_.logit_scale != 1.0) {
-    const float scale = static_cast<float>(config_.logit_scale);
-    for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i)
-      logits[i] *= scale;
-  }
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #define SEQBOAT_ENGINE_MODEL_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ namespace seqboat {
 struct ModelLimits {
   int max_slots = 64;           // concurrent sequences
   int max_rows_per_step = 576;  // packed tokens in one step
+  // Batch sizes decode-only steps are padded to (ascending, each <=
+  // max_slots); nullopt asks the backend (Backend::CaptureBuckets).
+  std::optional<std::vector<int>> decode_buckets;
 };
 
 class Model {
@@ -32,7 +36,9 @@ class Model {
   // Runs one packed step: ids[0..n) (host) split into segments, each segment's
   // state in its slot. Writes logits (host, [m, vocab_size]) for the rows
   // listed in logit_rows (host). Requires n <= max_rows_per_step and
-  // m <= max_slots.
+  // m <= max_slots. A decode-only step (every segment one row that wants
+  // logits) of a stack that needs no host round trip mid-step runs padded to
+  // a decode bucket through Backend::RunCaptured.
   absl::Status Forward(const int32_t* ids, int n, const Segment* segs,
                        int nsegs, const int32_t* logit_rows, int m,
                        float* logits);
@@ -42,9 +48,19 @@ class Model {
   const ModelLimits& limits() const { return limits_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   int vocab_size() const { return static_cast<int>(config_.vocab_size); }
+  // Decode buckets in use; empty when steps are never padded (the stack has a
+  // block that reads back to the host mid-step, or the backend has none).
+  const std::vector<int>& decode_buckets() const { return buckets_; }
 
  private:
   Model() = default;
+  // Embedding, blocks, final norm and head for n rows; leaves m logit rows in
+  // logits_ (device).
+  absl::Status Step(const int32_t* ids, int n, const Segment* segs, int nsegs,
+                    const int32_t* logit_rows, int m);
+  // The bucket a decode-only step pads to, or 0 to run it as it is.
+  int DecodeBucket(const Segment* segs, int nsegs, int n,
+                   const int32_t* logit_rows, int m) const;
 
   ModelConfig config_;
   ModelLimits limits_;
@@ -52,11 +68,15 @@ class Model {
   std::unique_ptr<WeightStore> weights_;  // keeps the mmap the matrices alias
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SlotArena> arena_;
-  const float* embed_ = nullptr;       // [V, D], host-side table for the gather
-  const float* final_norm_ = nullptr;  // weight, when affine
+  Matrix embed_;                            // [V, D]; the head when tied
+  const float* final_norm_ = nullptr;       // weight, when affine
   const float* final_norm_bias_ = nullptr;  // layernorm's bias
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;
+  std::vector<int> buckets_;
+  // Host descriptors of a padded step; fixed addresses reused every step.
+  std::vector<int32_t> pad_ids_, pad_rows_;
+  std::vector<Segment> pad_segs_;
 };
 
 }  // namespace seqboat

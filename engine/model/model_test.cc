@@ -106,6 +106,66 @@ TEST(ModelTest, PackedSegmentsMatchSeparateRuns) {
   EXPECT_LT(MaxAbsDiff(packed.data() + v, alone_b.data() + 3 * v, v), 1e-5f);
 }
 
+// Three sequences decode together; the padded model runs every step at
+// bucket 4 with a zero-length segment on slot 0, which a real sequence also
+// holds: padding must change neither the logits nor any state.
+TEST(ModelTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
+  auto backend = MakeCpuBackend();
+  ModelLimits plain{8, 16, std::vector<int>{}};
+  ModelLimits padded{8, 16, std::vector<int>{1, 2, 4, 8}};
+  auto a = Model::Load(kTinyMamba, *backend, plain);
+  auto b = Model::Load(kTinyMamba, *backend, padded);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE((*a)->decode_buckets().empty());
+  EXPECT_EQ((*b)->decode_buckets(), std::vector<int>({1, 2, 4, 8}));
+  const int v = (*a)->vocab_size();
+  std::vector<int> slots;
+  for (Model* m : {a->get(), b->get()}) {
+    for (int i = 0; i < 3; ++i) slots.push_back(*m->arena().Acquire());
+  }
+  ASSERT_EQ(slots[0], 0);
+  std::vector<float> la(3 * v), lb(3 * v);
+  for (int step = 0; step < 12; ++step) {
+    const int32_t ids[3] = {(step * 7) % 256, (step * 13 + 1) % 256,
+                            (step * 29 + 2) % 256};
+    const int32_t rows[3] = {0, 1, 2};
+    Segment sa[3], sb[3];
+    for (int i = 0; i < 3; ++i) {
+      sa[i] = {slots[i], i, 1};
+      sb[i] = {slots[3 + i], i, 1};
+    }
+    ASSERT_TRUE((*a)->Forward(ids, 3, sa, 3, rows, 3, la.data()).ok());
+    ASSERT_TRUE((*b)->Forward(ids, 3, sb, 3, rows, 3, lb.data()).ok());
+    ASSERT_LT(MaxAbsDiff(la.data(), lb.data(), la.size()), 1e-6f) << step;
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<uint8_t> x = (*a)->arena().Snapshot(slots[i]);
+    const std::vector<uint8_t> y = (*b)->arena().Snapshot(slots[3 + i]);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_LT(
+        MaxAbsDiff(reinterpret_cast<const float*>(x.data()),
+                   reinterpret_cast<const float*>(y.data()), x.size() / 4),
+        1e-6f);
+  }
+}
+
+TEST(ModelTest, StacksThatReadBackMidStepAreNeverPadded) {
+  auto backend = MakeCpuBackend();
+  ModelLimits limits{8, 16, std::vector<int>{1, 2, 4, 8}};
+  auto model = Model::Load("tests/data/tiny_hybrid", *backend, limits);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->decode_buckets().empty());
+}
+
+TEST(ModelTest, BucketsOutsideTheLimitsAreRejected) {
+  auto backend = MakeCpuBackend();
+  ModelLimits limits{4, 16, std::vector<int>{1, 8}};
+  auto model = Model::Load(kTinyMamba, *backend, limits);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("decode buckets"), std::string::npos)
+      << model.status();
+}
+
 TEST(ModelTest, MissingDirectoryIsAClearError) {
   auto backend = MakeCpuBackend();
   auto model = Model::Load("/nonexistent/model", *backend, {4, 16});
