@@ -40,11 +40,17 @@ def byte_tokenizer():
 
 def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_conv, dt_rank,
                  eps=1e-5, tie_embeddings=True, in_proj_bias=False, out_proj_bias=False,
-                 conv_bias=True, eos_token_id=None, bos_token_id=None):
-    """A canonical config.json dict for a pure Mamba-1 stack."""
+                 conv_bias=True, dt_bc_norm=None, eos_token_id=None, bos_token_id=None):
+    """A canonical config.json dict for a pure Mamba-1 stack.
+
+    dt_bc_norm: None, or the norm object of Jamba's dt/B/C RMSNorms (e.g.
+    {"type": "rmsnorm", "eps": 1e-6}); the field is written only when set.
+    """
     block = {"kind": "mamba1", "norm": {"type": "rmsnorm", "eps": eps},
              "d_inner": d_inner, "d_state": d_state, "d_conv": d_conv, "dt_rank": dt_rank,
              "in_proj_bias": in_proj_bias, "out_proj_bias": out_proj_bias, "conv_bias": conv_bias}
+    if dt_bc_norm is not None:
+        block["dt_bc_norm"] = dict(dt_bc_norm)
     return {"format": FORMAT, "version": VERSION, "name": name,
             "vocab_size": vocab_size, "d_model": d_model,
             "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tie_embeddings,
@@ -52,7 +58,7 @@ def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_con
             "final_norm": {"type": "rmsnorm", "eps": eps, "affine": True},
             "residual_dtype": "float32",
             "eos_token_id": eos_token_id, "bos_token_id": bos_token_id,
-            "blocks": [dict(block, norm=dict(block["norm"])) for _ in range(n_layers)]}
+            "blocks": [json.loads(json.dumps(block)) for _ in range(n_layers)]}
 
 
 def norm_shapes(prefix, norm, d_model):
@@ -82,6 +88,7 @@ def mamba1_shapes(p, b, d_model):
     if b["conv_bias"]:
         shapes[p + "conv.bias"] = (E,)
     shapes[p + "x_proj.weight"] = (R + 2 * N, E)
+    shapes.update(dt_bc_norm_shapes(p, b))
     shapes[p + "dt_proj.weight"] = (E, R)
     shapes[p + "dt_proj.bias"] = (E,)
     shapes[p + "A"] = (E, N)
@@ -90,6 +97,21 @@ def mamba1_shapes(p, b, d_model):
     if b["out_proj_bias"]:
         shapes[p + "out_proj.bias"] = (d_model,)
     return shapes
+
+
+def dt_bc_norm_shapes(p, b):
+    """Jamba's RMSNorms over the dt, B and C slices of x_proj's output, when the
+    mamba1 block has a `dt_bc_norm` (null or absent: none)."""
+    norm = b.get("dt_bc_norm")
+    if norm is None:
+        return {}
+    if norm.get("type") != "rmsnorm":
+        raise CanonicalError(f"config: mamba1 dt_bc_norm type {norm.get('type')!r} unsupported "
+                             "(only rmsnorm)")
+    if not norm.get("affine", True):
+        return {}
+    R, N = b["dt_rank"], b["d_state"]
+    return {p + "dt_norm.weight": (R,), p + "b_norm.weight": (N,), p + "c_norm.weight": (N,)}
 
 
 def seqboat_shapes(p, b, d_model):

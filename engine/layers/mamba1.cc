@@ -34,6 +34,11 @@ class Mamba1 final : public Layer {
     if (dims_.conv_bias && !(s = vec(p + "conv.bias", {e}, &conv_b_)).ok())
       return s;
     if (!(s = mat("x_proj.weight", r + 2 * n, e, &x_proj_)).ok()) return s;
+    if (dims_.dt_bc_norm && dims_.dt_bc_norm_affine) {
+      if (!(s = vec(p + "dt_norm.weight", {r}, &dt_norm_w_)).ok()) return s;
+      if (!(s = vec(p + "b_norm.weight", {n}, &b_norm_w_)).ok()) return s;
+      if (!(s = vec(p + "c_norm.weight", {n}, &c_norm_w_)).ok()) return s;
+    }
     if (!(s = mat("dt_proj.weight", e, r, &dt_proj_)).ok()) return s;
     if (!(s = vec(p + "dt_proj.bias", {e}, &dt_bias_)).ok()) return s;
     if (!(s = vec(p + "A", {e, n}, &a_)).ok()) return s;
@@ -81,6 +86,15 @@ class Mamba1 final : public Layer {
     be.MambaConv(ctx.segs, ctx.nsegs, xz, 2 * e, state_, stride, conv_w_,
                  conv_b_, e, dims_.d_conv, x);
     be.Gemm(x, e, n, x_proj_, nullptr, xdbl, xc, false);
+    if (dims_.dt_bc_norm) {
+      // In place: dt_proj and the scan read these same columns next.
+      be.RmsNormStrided(xdbl, xc, n, r, dt_norm_w_, dims_.dt_bc_norm_eps, xdbl,
+                        xc);
+      be.RmsNormStrided(xdbl + r, xc, n, ns, b_norm_w_, dims_.dt_bc_norm_eps,
+                        xdbl + r, xc);
+      be.RmsNormStrided(xdbl + r + ns, xc, n, ns, c_norm_w_,
+                        dims_.dt_bc_norm_eps, xdbl + r + ns, xc);
+    }
     be.Gemm(xdbl, xc, n, dt_proj_, nullptr, dt, e, false);
     be.MambaScan(ctx.segs, ctx.nsegs, x, dt, xdbl + r, xc, xz + e, 2 * e, a_,
                  d_, dt_bias_, state_ + ConvFloats(), stride, e, ns, y);
@@ -106,6 +120,8 @@ class Mamba1 final : public Layer {
   const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr,
               *dt_bias_ = nullptr, *a_ = nullptr, *d_ = nullptr,
               *out_bias_ = nullptr;
+  // Null without dt_bc_norm or when it is not affine.
+  const float *dt_norm_w_ = nullptr, *b_norm_w_ = nullptr, *c_norm_w_ = nullptr;
   float* state_ = nullptr;
 };
 

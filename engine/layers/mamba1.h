@@ -24,6 +24,12 @@ struct Mamba1Dims {
   bool out_proj_bias = false;
   bool conv_bias = true;
   float norm_eps = 1e-5f;
+  // Jamba: RMSNorm over each of the δ̃, B and C slices of x_proj's output
+  // before dt_proj and the scan; affine adds dt_norm.weight [R],
+  // b_norm.weight [N], c_norm.weight [N].
+  bool dt_bc_norm = false;
+  bool dt_bc_norm_affine = true;
+  float dt_bc_norm_eps = 1e-6f;
 };
 
 // Fetches `prefix` + canonical tensor names (MODELS.md §6.2) from the store.

@@ -46,6 +46,7 @@ class ObjectReader {
         context_(std::move(context)) {}
 
   const std::string& context() const { return context_; }
+  const std::string& source() const { return source_; }
 
   // The value, or nullptr when absent. Marks the key as known.
   const json* Get(const char* key) {
@@ -239,7 +240,8 @@ absl::Status ParseNorm(ObjectReader& parent, const char* key,
   return absl::OkStatus();
 }
 
-absl::Status ParseMamba1(ObjectReader& r, BlockParams* params) {
+absl::Status ParseMamba1(ObjectReader& r, std::vector<std::string>* warnings,
+                         BlockParams* params) {
   Mamba1Config c;
   for (auto [key, field] :
        {std::pair{"d_inner", &c.d_inner}, std::pair{"d_state", &c.d_state},
@@ -250,6 +252,22 @@ absl::Status ParseMamba1(ObjectReader& r, BlockParams* params) {
                             std::pair{"out_proj_bias", &c.out_proj_bias},
                             std::pair{"conv_bias", &c.conv_bias}}) {
     if (absl::Status s = r.Bool(key, field); !s.ok()) return s;
+  }
+  if (r.Get("dt_bc_norm") != nullptr) {
+    if (absl::Status s =
+            ParseNorm(r, "dt_bc_norm", r.source(), warnings, &c.dt_bc_norm);
+        !s.ok()) {
+      return s;
+    }
+    // Jamba's JambaRMSNorm is the Llama rounding; no source uses another
+    // norm here, and a layernorm would need bias tensors.
+    if (c.dt_bc_norm.has_value() && c.dt_bc_norm->type != NormType::kRmsNorm) {
+      return r.Error(
+          "dt_bc_norm",
+          absl::StrCat("must be null or a norm of type "
+                       "\"rmsnorm\", got type \"",
+                       AbslView(NormTypeName(c.dt_bc_norm->type)), "\""));
+    }
   }
   *params = c;
   return absl::OkStatus();
@@ -271,7 +289,9 @@ absl::Status SeqBoatOptionalSize(ObjectReader& r, const char* key,
   return absl::OkStatus();
 }
 
-absl::Status ParseSeqBoat(ObjectReader& r, BlockParams* params) {
+absl::Status ParseSeqBoat(ObjectReader& r,
+                          std::vector<std::string>* /*warnings*/,
+                          BlockParams* params) {
   SeqBoatConfig c;
   absl::Status s;
   if (!(s = r.OptionalBool("prenorm", true, &c.prenorm)).ok()) return s;
@@ -308,14 +328,13 @@ absl::Status ParseSeqBoat(ObjectReader& r, BlockParams* params) {
   if (!(s = SeqBoatOptionalSize(r, "rel_pos_max", &c.rel_pos_max)).ok()) {
     return s;
   }
-  if (!(s = SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation))
-           .ok()) {
+  if (!(s = SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation)).ok()) {
     return s;
   }
   if (c.pos == SeqBoatConfig::Pos::kRopeInterleaved && c.z_dim % 2 != 0) {
-    return r.Error("z_dim", absl::StrCat("must be even for pos ",
-                                         "\"rope_interleaved\", got ",
-                                         c.z_dim));
+    return r.Error("z_dim",
+                   absl::StrCat("must be even for pos ",
+                                "\"rope_interleaved\", got ", c.z_dim));
   }
   if (c.pos == SeqBoatConfig::Pos::kSimpleBias && !c.rel_pos_max) {
     return r.Error("rel_pos_max",
@@ -357,7 +376,8 @@ absl::Status ParseFfnAct(ObjectReader& r, FfnAct* out) {
   return absl::OkStatus();
 }
 
-absl::Status ParseMlp(ObjectReader& r, BlockParams* params) {
+absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      BlockParams* params) {
   MlpConfig c;
   absl::Status s;
   if (!(s = r.PositiveInt("d_ff", &c.d_ff)).ok()) return s;
@@ -368,12 +388,12 @@ absl::Status ParseMlp(ObjectReader& r, BlockParams* params) {
   return absl::OkStatus();
 }
 
-absl::Status ParseMoe(ObjectReader& r, BlockParams* params) {
+absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      BlockParams* params) {
   MoeConfig c;
   absl::Status s;
   int routing = 0;
-  if (!(s = FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"},
-                      &routing))
+  if (!(s = FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing))
            .ok()) {
     return s;
   }
@@ -403,8 +423,7 @@ absl::Status ParseMoe(ObjectReader& r, BlockParams* params) {
   }
   if (r.Get("renormalize") != nullptr) {
     if (!softmax) {
-      return r.Error("renormalize",
-                     "applies only to routing \"top1_softmax\"");
+      return r.Error("renormalize", "applies only to routing \"top1_softmax\"");
     }
     if (!(s = r.Bool("renormalize", &c.renormalize)).ok()) return s;
   }
@@ -420,7 +439,8 @@ absl::Status ParseMoe(ObjectReader& r, BlockParams* params) {
   return absl::OkStatus();
 }
 
-absl::Status ParseS4d(ObjectReader& r, BlockParams* params) {
+absl::Status ParseS4d(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      BlockParams* params) {
   S4dConfig c;
   absl::Status s;
   if (!(s = r.PositiveInt("channels", &c.channels)).ok()) return s;
@@ -467,7 +487,9 @@ absl::Status AttentionNullOnly(ObjectReader& r, const char* key,
   return r.Invalid(key, absl::StrCat("null (", why, ")"), *v);
 }
 
-absl::Status ParseAttention(ObjectReader& r, BlockParams* params) {
+absl::Status ParseAttention(ObjectReader& r,
+                            std::vector<std::string>* /*warnings*/,
+                            BlockParams* params) {
   AttentionConfig c;
   absl::Status s;
   if (!(s = r.PositiveInt("n_heads", &c.n_heads)).ok()) return s;
@@ -551,8 +573,11 @@ absl::Status ParseAttention(ObjectReader& r, BlockParams* params) {
 }
 
 // Reads the kind-specific fields of a block (the common "kind" and "norm"
-// are handled by the caller).
-using ParseBlockFn = absl::Status (*)(ObjectReader& reader, BlockParams* out);
+// are handled by the caller); unknown fields of nested objects go to
+// `warnings`.
+using ParseBlockFn = absl::Status (*)(ObjectReader& reader,
+                                      std::vector<std::string>* warnings,
+                                      BlockParams* out);
 
 // Every kind of MODELS.md §6.1. A null parser means the kind is known but
 // this build cannot run it yet.
@@ -600,7 +625,8 @@ absl::Status ParseBlock(const json& value, size_t index,
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = k.parse(reader, &out->params); !s.ok()) return s;
+    if (absl::Status s = k.parse(reader, warnings, &out->params); !s.ok())
+      return s;
     reader.ReportUnknown(warnings);
     return absl::OkStatus();
   }

@@ -52,6 +52,11 @@ struct Mamba1Config {
   bool in_proj_bias = false;
   bool out_proj_bias = false;
   bool conv_bias = true;
+  // "dt_bc_norm" (null or absent: none): Jamba's RMSNorms over the δ̃, B and
+  // C slices of x_proj's output, each normalised on its own before dt_proj
+  // and the scan. Type is always kRmsNorm; affine adds the tensors
+  // dt_norm.weight [R], b_norm.weight [N], c_norm.weight [N].
+  std::optional<NormConfig> dt_bc_norm;
 };
 
 // --- seqboat (MODELS.md §2, §6.1) ------------------------------------------
@@ -104,10 +109,10 @@ struct MoeConfig {
 
 // S4D diagonal SSM over H = d_model channels (§4.3).
 struct S4dConfig {
-  int64_t channels = 1;    // ch, output copies; this build runs 1
-  int64_t modes = 0;       // M, complex modes stored per channel
-  bool conj_half = true;   // "conj_half": y = 2 Re(...); "full": Re(...)
-  bool gelu_glu = false;   // output "gelu_glu": GLU(W_out GELU(y) + b)
+  int64_t channels = 1;   // ch, output copies; this build runs 1
+  int64_t modes = 0;      // M, complex modes stored per channel
+  bool conj_half = true;  // "conj_half": y = 2 Re(...); "full": Re(...)
+  bool gelu_glu = false;  // output "gelu_glu": GLU(W_out GELU(y) + b)
 };
 
 // --- attention with a sink + rolling-window KV cache (MODELS.md §3, §4.2) ---
@@ -129,9 +134,8 @@ struct AttentionConfig {
 };
 
 // One alternative per kind this build can run.
-using BlockParams =
-    std::variant<Mamba1Config, SeqBoatConfig, MlpConfig, MoeConfig, S4dConfig,
-                 AttentionConfig>;
+using BlockParams = std::variant<Mamba1Config, SeqBoatConfig, MlpConfig,
+                                 MoeConfig, S4dConfig, AttentionConfig>;
 
 struct BlockConfig {
   BlockKind kind = BlockKind::kMamba1;

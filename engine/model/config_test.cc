@@ -274,6 +274,64 @@ TEST(ModelConfigTest, BlockErrors) {
   }
 }
 
+TEST(ModelConfigTest, Mamba1DtBcNormIsOptional) {
+  auto plain = ParseModelConfig(kTinyMamba);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->blocks[0].mamba1()->dt_bc_norm.has_value());
+
+  json j = Base();
+  j["blocks"][0]["dt_bc_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+  j["blocks"][1]["dt_bc_norm"] = nullptr;
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->warnings.empty());
+  const std::optional<NormConfig>& norm = c->blocks[0].mamba1()->dt_bc_norm;
+  ASSERT_TRUE(norm.has_value());
+  EXPECT_EQ(norm->type, NormType::kRmsNorm);
+  EXPECT_DOUBLE_EQ(norm->eps, 1e-6);
+  EXPECT_TRUE(norm->affine);
+  EXPECT_FALSE(c->blocks[1].mamba1()->dt_bc_norm.has_value());
+
+  j["blocks"][0]["dt_bc_norm"]["affine"] = false;
+  j["blocks"][0]["dt_bc_norm"]["center"] = true;
+  c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->blocks[0].mamba1()->dt_bc_norm->affine);
+  EXPECT_THAT(c->warnings,
+              UnorderedElementsAre("blocks[0] (mamba1): dt_bc_norm: unknown "
+                                   "field \"center\""));
+}
+
+TEST(ModelConfigTest, Mamba1DtBcNormErrorsNameTheField) {
+  struct Case {
+    std::function<void(json&)> mutate;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {[](json& j) { j["blocks"][1]["dt_bc_norm"] = true; },
+       "config.json: blocks[1] (mamba1): field \"dt_bc_norm\" must be a norm "
+       "object or null, got true"},
+      {[](json& j) {
+         j["blocks"][1]["dt_bc_norm"] = {{"type", "layernorm"}, {"eps", 1e-6}};
+       },
+       "config.json: blocks[1] (mamba1): field \"dt_bc_norm\" must be null or "
+       "a norm of type \"rmsnorm\", got type \"layernorm\""},
+      {[](json& j) {
+         j["blocks"][1]["dt_bc_norm"] = {{"type", "rmsnorm"}, {"eps", -1}};
+       },
+       "config.json: blocks[1] (mamba1): dt_bc_norm: field \"eps\" must be a "
+       "positive finite number, got -1"},
+      {[](json& j) {
+         j["blocks"][1]["dt_bc_norm"] = {{"type", "rmsnorm"}};
+       },
+       "config.json: blocks[1] (mamba1): dt_bc_norm: missing field \"eps\" (a "
+       "positive number)"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorAfter(c.mutate), c.expected);
+  }
+}
+
 TEST(ModelConfigTest, KnownKindsWithoutParserAreRejectedByName) {
   for (const char* kind : {"s4_local"}) {
     EXPECT_EQ(ErrorAfter([kind](json& j) { j["blocks"][1]["kind"] = kind; }),

@@ -37,6 +37,11 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     dims.out_proj_bias = m->out_proj_bias;
     dims.conv_bias = m->conv_bias;
     dims.norm_eps = static_cast<float>(block.norm->eps);
+    if (m->dt_bc_norm.has_value()) {
+      dims.dt_bc_norm = true;
+      dims.dt_bc_norm_affine = m->dt_bc_norm->affine;
+      dims.dt_bc_norm_eps = static_cast<float>(m->dt_bc_norm->eps);
+    }
     return MakeMamba1(dims, prefix, weights, backend);
   }
   if (const SeqBoatConfig* sb = block.seqboat()) {

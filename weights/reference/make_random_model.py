@@ -57,6 +57,9 @@ def random_mamba_tensors(config, seed=0, dtype=torch.float32):
         t[p + "out_proj.weight"] = uniform((D, E), 1 / math.sqrt(E))
         if b["out_proj_bias"]:
             t[p + "out_proj.bias"] = uniform((D,), 1 / math.sqrt(E))
+        # Drawn last so that models without these norms keep their weights.
+        for name, shape in canonical.dt_bc_norm_shapes(p, b).items():
+            t[name] = 1 + normal(shape, 0.2)
     return {k: v.to(torch.float32 if canonical.is_fp32_only(k) else dtype) for k, v in t.items()}
 
 

@@ -1,9 +1,11 @@
 """PyTorch reference of the Mamba-1 block, full-sequence (parallel) form.
 
-Written from MODELS.md 1.2 and 1.4 only. The selective scan is a plain loop over
-time on the whole sequence; it deliberately shares nothing with the training
-scan (weights/train_scan.py), the test-only step form or the engine's step, so
-that agreement between them is evidence, not tautology.
+Written from MODELS.md 1.2 and 1.4, plus Jamba's optional RMSNorms over the
+dt, B and C slices of x_proj's output (block field `dt_bc_norm`). The selective
+scan is a plain loop over time on the whole sequence; it deliberately shares
+nothing with the training scan (weights/train_scan.py), the test-only step form
+or the engine's step, so that agreement between them is evidence, not
+tautology.
 """
 
 import torch
@@ -28,6 +30,12 @@ def mamba1_mixer(u, p, blk):
     x = F.silu(xc.squeeze(0).t())                                       # [T, E]
     dbc = F.linear(x, p["x_proj.weight"])                               # [T, R+2N]
     dt_low, Bm, Cm = dbc[:, :R], dbc[:, R:R + N], dbc[:, R + N:]
+    norm = blk.get("dt_bc_norm")
+    if norm is not None:
+        # Jamba: each slice normalised on its own before dt_proj and the scan.
+        dt_low = apply_norm(dt_low, p, norm, prefix="dt_norm.")
+        Bm = apply_norm(Bm, p, norm, prefix="b_norm.")
+        Cm = apply_norm(Cm, p, norm, prefix="c_norm.")
     delta = F.softplus(F.linear(dt_low, p["dt_proj.weight"], p["dt_proj.bias"]))  # [T, E]
     A = p["A"]                                                          # [E, N]
     h = torch.zeros(E, N, dtype=u.dtype)

@@ -19,6 +19,9 @@ SHAPES = {
                           in_proj_bias=True, out_proj_bias=True, tie_embeddings=False),
     "conv2_no_conv_bias": dict(d_model=24, n_layers=2, d_inner=72, d_state=4, d_conv=2,
                                dt_rank=2, conv_bias=False),
+    # Jamba's mixer: RMSNorms over the dt, B and C slices of x_proj's output.
+    "dt_bc_norm": dict(d_model=32, n_layers=2, d_inner=64, d_state=8, d_conv=4, dt_rank=3,
+                       in_proj_bias=True, dt_bc_norm={"type": "rmsnorm", "eps": 1e-6}),
 }
 
 
@@ -66,3 +69,22 @@ def test_bf16_weights_load_and_stay_close(tmp_path, engine_logits):
                      "--out", str(ref), "--float64"])
     got = run_engine(engine_logits, model, toks, tmp_path / "bf16.npy", chunk=5)
     assert np.abs(got - np.load(ref)).max() <= 1e-4
+
+
+@pytest.mark.parametrize("chunk", [7, 64])
+def test_dt_bc_norms_are_applied_in_chunked_prefill(tmp_path, engine_logits, chunk):
+    """The normed mixer matches the reference under chunked prefill too, and the
+    norms change the result (so neither side can be ignoring them)."""
+    shape = SHAPES["dt_bc_norm"]
+    normed, plain = tmp_path / "normed", tmp_path / "plain"
+    make_random_model(normed, seed=9, **shape)
+    make_random_model(plain, seed=9, **dict(shape, dt_bc_norm=None))
+    toks = tokens(64, seed=5)
+    ref = tmp_path / "ref.npy"
+    ref_logits.main(["--model", str(normed), "--tokens", ",".join(map(str, toks)),
+                     "--out", str(ref), "--float64"])
+    expected = np.load(ref)
+    got = run_engine(engine_logits, normed, toks, tmp_path / "normed.npy", chunk)
+    assert np.abs(got - expected).max() <= 1e-4
+    without = run_engine(engine_logits, plain, toks, tmp_path / "plain.npy", chunk)
+    assert np.abs(without - expected).max() > 0.1
