@@ -9,7 +9,7 @@ PACKAGES=(
   # C++ dependencies, all linked from the system
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-  libgtest-dev libgmock-dev libopenblas-dev libopenblas-openmp-dev libre2-dev
+  libgtest-dev libgmock-dev libopenblas-dev libopenblas-openmp-dev libre2-dev libicu-dev
   # python: references, converters, training
   python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio
   # the bundled model's training text

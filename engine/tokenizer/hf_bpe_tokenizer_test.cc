@@ -11,6 +11,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace seqboat {
 namespace {
@@ -181,6 +182,67 @@ TEST(HfBpeTokenizerTest, LeadingSpaceIsStrippedOnlyAtTextStart) {
   EXPECT_EQ(continuation.Push(10), " hi");
 }
 
+// GPT-NeoX style: NFC before the byte-level split. "é" is the merged
+// token "Ã©"; e U+0301 unnormalized would be "e" then "Ìģ" (the mark is
+// not a letter, so the GPT-2 split gives it a word of its own).
+constexpr char kNfcByteLevel[] = R"({"model": {"type": "BPE",
+    "vocab": {"e": 0, "Ã": 1, "©": 2, "Ì": 3, "ģ": 4, "Ã©": 5, "Ġ": 6,
+              "Ġe": 7},
+    "merges": ["Ã ©", "Ġ e"]},
+  "normalizer": {"type": "NFC"},
+  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+  "decoder": {"type": "ByteLevel"},
+  "added_tokens": [
+      {"id": 8, "content": "e\u0301e", "normalized": true},
+      {"id": 9, "content": "<|endoftext|>", "special": true}]})";
+
+TEST(HfBpeTokenizerTest, NfcComposesBeforeBpe) {
+  auto tok = MustParse(kNfcByteLevel);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_THAT(tok->Encode("e\xCC\x81"), ElementsAre(5));
+  EXPECT_THAT(tok->Encode("\xC3\xA9"), ElementsAre(5));
+  EXPECT_THAT(tok->Encode(" e"), ElementsAre(7));
+  // Without the normalizer the same text is three tokens.
+  nlohmann::json plain = nlohmann::json::parse(kNfcByteLevel);
+  plain["normalizer"] = nullptr;
+  auto unnormalized = MustParse(plain.dump());
+  ASSERT_NE(unnormalized, nullptr);
+  EXPECT_THAT(unnormalized->Encode("e\xCC\x81"), ElementsAre(0, 3, 4));
+  // Decoding gives the normalized text.
+  IncrementalDetokenizer detok(*tok, /*at_text_start=*/true);
+  std::string text;
+  for (int32_t id : tok->Encode("e\xCC\x81 e")) text += detok.Push(id);
+  text += detok.Flush();
+  EXPECT_EQ(text, "\xC3\xA9 e");
+}
+
+TEST(HfBpeTokenizerTest, NormalizedAddedTokensMatchTheNormalizedText) {
+  auto tok = MustParse(kNfcByteLevel);
+  ASSERT_NE(tok, nullptr);
+  // The token's own content is normalized to "\u00e9e", so either spelling
+  // of the text finds it.
+  EXPECT_THAT(tok->Encode("e\xCC\x81"
+                          "e"),
+              ElementsAre(8));
+  EXPECT_THAT(tok->Encode("\xC3\xA9"
+                          "e e"),
+              ElementsAre(8, 7));
+  EXPECT_EQ(tok->TokenBytes(8),
+            "e\xCC\x81"
+            "e");
+}
+
+TEST(HfBpeTokenizerTest, NfcKeepsInvalidBytesAsBytes) {
+  auto tok = MustParse(kNfcByteLevel);
+  ASSERT_NE(tok, nullptr);
+  // A lone 0xC3 still encodes as its byte token, not as U+FFFD, and a
+  // following well-formed "e U+0301" still composes.
+  EXPECT_THAT(tok->Encode("\xC3"), ElementsAre(1));
+  EXPECT_THAT(tok->Encode("\xC3"
+                          "e\xCC\x81"),
+              ElementsAre(1, 5));
+}
+
 TEST(HfBpeTokenizerTest, EncodeIsSafeFromManyThreads) {
   auto tok = MustParse(ByteLevelJson(R"(["a b", "b c", "ab c", "Ġ a"])"));
   ASSERT_NE(tok, nullptr);
@@ -240,8 +302,8 @@ TEST(RegexSplitterTest, OtherLookaroundIsRejected) {
 }
 
 TEST(HfBpeTokenizerTest, LoadsTheGeneratedFiles) {
-  for (const char* name :
-       {"byte_bpe.json", "llama3_bpe.json", "llama_bpe.json"}) {
+  for (const char* name : {"byte_bpe.json", "llama3_bpe.json", "llama_bpe.json",
+                           "neox_bpe.json"}) {
     auto tok = LoadTokenizer(std::string("tests/data/tokenizers/") + name);
     ASSERT_TRUE(tok.ok()) << tok.status();
     EXPECT_GE((*tok)->vocab_size(), 1000) << name;
@@ -311,8 +373,11 @@ TEST(HfBpeTokenizerTest, RejectsMalformedFilesNamingTheField) {
       {WithModel(R"({"type": "BPE", "vocab": {"a": 0}, "merges": [],
                      "dropout": 0.1})"),
        "model.dropout"},
-      {WithModel(ok_model, R"(, "normalizer": {"type": "NFC"})"),
+      {WithModel(ok_model, R"(, "normalizer": {"type": "Lowercase"})"),
        "normalizer.type"},
+      {WithModel(ok_model, R"(, "normalizer": {"type": "Sequence",
+          "normalizers": [{"type": "NFKD"}, {"type": "StripAccents"}]})"),
+       "normalizer.normalizers[1].type"},
       {WithModel(ok_model, R"(, "normalizer": {"type": "Sequence",
           "normalizers": [{"type": "Replace", "pattern": {"Regex": " +"},
                            "content": " "}]})"),

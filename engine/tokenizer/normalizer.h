@@ -1,9 +1,20 @@
 // tokenizer.json's "normalizer": the text rewrites applied to each piece of
 // input between added tokens, before pre-tokenization. Supported: null,
-// Prepend, Replace with a literal pattern, and Sequence of those (what the
-// Llama/Mistral SentencePiece conversions use). Unicode normalization forms
-// (NFC, NFKC, ...) and regex replacements are rejected with an error naming
-// the field, because applying them inexactly would silently change ids.
+// Prepend, Replace with a literal pattern, the Unicode normalization forms
+// NFC, NFD, NFKC and NFKD (ICU), and Sequence of those, applied in order.
+// Anything else (regex Replace, Lowercase, Strip, BertNormalizer, ...) is
+// rejected with an error naming the field, because applying it inexactly
+// would silently change ids.
+//
+// Unicode forms and invalid UTF-8: the bytes that are not part of a
+// well-formed character are kept as they are, and each well-formed run
+// between them is normalized on its own. Bad bytes therefore reach the
+// pre-tokenizer and model exactly as with no normalizer (byte-level BPE and
+// byte fallback encode them as bytes) instead of becoming U+FFFD.
+// Hugging Face `tokenizers` 0.21 normalizes with Unicode 13 tables, ICU with
+// newer ones (Unicode 15 in Debian 12's ICU 72): characters assigned after
+// Unicode 13 that have decompositions or combining classes can normalize,
+// and so encode, differently.
 #ifndef SEQBOAT_ENGINE_TOKENIZER_NORMALIZER_H_
 #define SEQBOAT_ENGINE_TOKENIZER_NORMALIZER_H_
 
@@ -13,6 +24,11 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "unicode/uversion.h"
+
+U_NAMESPACE_BEGIN
+class Normalizer2;
+U_NAMESPACE_END
 
 namespace seqboat {
 
@@ -27,9 +43,12 @@ class Normalizer {
 
  private:
   struct Step {
-    enum Kind { kPrepend, kReplace } kind;
+    enum Kind { kPrepend, kReplace, kUnicode } kind;
     std::string pattern;  // kReplace: the literal text to replace
     std::string content;  // kPrepend: the prefix; kReplace: the replacement
+    // kUnicode: ICU's shared instance for the form (owned by ICU, never
+    // freed, safe to use from many threads).
+    const icu::Normalizer2* form = nullptr;
   };
   static absl::Status ParseInto(const nlohmann::json& value,
                                 const std::string& where,

@@ -4,9 +4,14 @@ Run from the repository root with the project venv:
   .venv/bin/python tests/data/tokenizers/make_tokenizers.py
 Training is deterministic for a fixed `tokenizers` version (pinned in
 weights/requirements.txt) and the same fortune files, so rerunning gives the
-same files. Three tokenizers, one per family the C++ loader supports:
-  byte_bpe.json    GPT-2 / GPT-NeoX style: ByteLevel pre-tokenizer with the
-                   GPT-2 regex, ByteLevel decoder, merges in the "a b" form.
+same files. Four tokenizers covering the families the C++ loader supports:
+  byte_bpe.json    GPT-2 style: ByteLevel pre-tokenizer with the GPT-2
+                   regex, ByteLevel decoder, merges in the "a b" form.
+  neox_bpe.json    GPT-NeoX-20B style (the Mamba checkpoints' tokenizer):
+                   byte_bpe.json's pipeline behind an NFC normalizer, with
+                   <|endoftext|> and <|padding|>. Its training text adds the
+                   test texts, so composed characters get merged tokens and a
+                   wrong normalization shows in the ids.
   llama3_bpe.json  Llama 3 style: Split(Llama 3 regex) + ByteLevel(no regex),
                    ignore_merges, a BOS template post-processor.
   llama_bpe.json   Llama 1/2 / Mistral style: SentencePiece-like BPE with
@@ -55,6 +60,25 @@ def byte_bpe(lines):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False)
     tok.train_from_iterator(lines, trainer)
+    add_test_tokens(tok)
+    return tok
+
+
+def neox_bpe(lines):
+    extra = []
+    for name in ("multilingual.txt", "normalization.txt"):
+        with open(os.path.join(HERE, name), encoding="utf-8", newline="") as f:
+            extra.extend(f.read().split("\n"))
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000, special_tokens=["<|endoftext|>", "<|padding|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False)
+    tok.train_from_iterator(lines + extra * 200, trainer)
     add_test_tokens(tok)
     return tok
 
@@ -138,6 +162,7 @@ def save(tok, name, string_merges=False):
 def main():
     lines = training_text()
     save(byte_bpe(lines), "byte_bpe.json", string_merges=True)
+    save(neox_bpe(lines), "neox_bpe.json", string_merges=True)
     save(llama3_bpe(lines), "llama3_bpe.json")
     save(llama_bpe(lines), "llama_bpe.json")
 

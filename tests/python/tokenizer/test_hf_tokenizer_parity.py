@@ -18,11 +18,20 @@ replaces the partial bytes there, while the streamer holds them back until the
 character completes, so S_k is then D_k without its replacement tail and is
 checked to be a prefix of the final text instead. S_n plus Flush() must equal
 D_n exactly.
+
+Unicode normalizers: neox_bpe.json (GPT-NeoX style, NFC) runs through all of
+the above, and, with its normalizer swapped for NFD, NFKC and NFKD, through the
+same id and streaming checks on normalization.txt: decomposed and partly
+composed text (combining accents out of canonical order, Vietnamese stacked
+diacritics, conjoining Hangul jamo, singleton and excluded decompositions),
+compatibility characters, emoji, CJK, leading spaces, blank lines and "\r".
 """
 
+import json
 import pathlib
 import random
 import subprocess
+import unicodedata
 
 import pytest
 from tokenizers import Tokenizer
@@ -30,8 +39,9 @@ from tokenizers import Tokenizer
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "tokenizers"
 TOOL = ROOT / "bazel-bin" / "engine" / "tokenizer" / "tokenize_tool"
-TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json"]
-BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json"}
+TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json", "neox_bpe.json"]
+BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json"}
+NEOX = "neox_bpe.json"  # its normalizer is NFC
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +51,9 @@ def tool():
     return TOOL
 
 
-def read_text():
+def read_text(name="multilingual.txt"):
     # newline="" keeps the file's "\r" (universal newlines would turn it into "\n").
-    with open(DATA / "multilingual.txt", encoding="utf-8", newline="") as f:
+    with open(DATA / name, encoding="utf-8", newline="") as f:
         return f.read()
 
 
@@ -54,6 +64,7 @@ def hf_tokenizer(name, parse_special):
 
 
 def run_tool(tool, mode, name, path, parse_special=False):
+    """`name` is a file in DATA or the path of one elsewhere."""
     args = [str(tool), mode, str(DATA / name), str(path)]
     if parse_special:
         args.append("--parse_special")
@@ -112,12 +123,9 @@ def test_ids_match_on_random_strings(tool, name, tmp_path):
         assert got == hf.encode(line).ids, repr(line)
 
 
-@pytest.mark.parametrize("name", TOKENIZERS)
-def test_streamed_text_equals_decode_of_every_complete_prefix(tool, name, tmp_path):
-    text = read_text()
-    # Special-token text stays text, so byte-level decoding gives the file
-    # back; the Llama files' BOS is a special id the streamer must skip.
-    hf = hf_tokenizer(name, parse_special=False)
+def check_stream(tool, name, hf, text, tmp_path, lossless):
+    """Streams hf's ids for `text` through the C++ detokenizer; see the module
+    docstring. `lossless`: decoding gives back the normalized text."""
     ids = hf.encode(text).ids
     ids_path = tmp_path / "ids.txt"
     ids_path.write_text(" ".join(map(str, ids)))
@@ -127,8 +135,9 @@ def test_streamed_text_equals_decode_of_every_complete_prefix(tool, name, tmp_pa
 
     final = hf.decode(ids)
     assert "\ufffd" not in final
-    if name in BYTE_LEVEL:
-        assert final == text  # byte-level BPE is lossless
+    if lossless:
+        normalizer = hf.normalizer
+        assert final == (normalizer.normalize_str(text) if normalizer else text)
     streamed = b""
     compared = 0
     for k in range(1, len(ids) + 1):
@@ -147,3 +156,78 @@ def test_streamed_text_equals_decode_of_every_complete_prefix(tool, name, tmp_pa
     # and byte-fallback tokens supply the others.
     assert compared > len(ids) // 2
     assert compared < len(ids)
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_streamed_text_equals_decode_of_every_complete_prefix(tool, name, tmp_path):
+    # Special-token text stays text, so byte-level decoding gives the file
+    # back (normalized); the Llama files' BOS is a special id the streamer
+    # must skip.
+    hf = hf_tokenizer(name, parse_special=False)
+    check_stream(tool, name, hf, read_text(), tmp_path, lossless=name in BYTE_LEVEL)
+
+
+def test_neox_normalizer_is_nfc():
+    # The C++ tests and the cases below rely on it.
+    assert json.loads(read_text(NEOX))["normalizer"] == {"type": "NFC"}
+
+
+def test_normalization_text_is_not_normalized():
+    # An editor that normalizes on save would make the cases below vacuous.
+    text = read_text("normalization.txt")
+    for form in ("NFC", "NFD", "NFKC", "NFKD"):
+        assert unicodedata.normalize(form, text) != text, form
+
+
+@pytest.fixture(params=["NFC", "NFD", "NFKC", "NFKD"])
+def normalizing_tokenizer(request, tmp_path):
+    """(path, Hugging Face tokenizer) for neox_bpe.json with the given form."""
+    if request.param == "NFC":
+        path = DATA / NEOX
+    else:
+        data = json.loads(read_text(NEOX))
+        data["normalizer"] = {"type": request.param}
+        path = tmp_path / f"neox_{request.param.lower()}.json"
+        path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    tok = Tokenizer.from_file(str(path))
+    tok.encode_special_tokens = True
+    return path, tok
+
+
+def test_normalized_ids_match_line_by_line_and_whole_file(tool, normalizing_tokenizer):
+    path, hf = normalizing_tokenizer
+    text = read_text("normalization.txt")
+    text_path = DATA / "normalization.txt"
+    got_lines = [parse_ids(l) for l in run_tool(tool, "lines", path, text_path)]
+    lines = text.split("\n")
+    assert len(got_lines) == len(lines)
+    for line, got in zip(lines, got_lines):
+        want = hf.encode(line).ids
+        assert got == want, (line, [hf.id_to_token(i) for i in want],
+                             [hf.id_to_token(i) for i in got])
+    whole = parse_ids(run_tool(tool, "encode", path, text_path)[0])
+    assert whole == hf.encode(text).ids
+
+
+def test_normalized_ids_match_on_random_strings(tool, normalizing_tokenizer, tmp_path):
+    # Random sequences of the text's characters put combining marks and jamo
+    # after every kind of character, and split added tokens from their marks.
+    path, hf = normalizing_tokenizer
+    text = read_text("normalization.txt")
+    pool = sorted(set(text.replace("\n", ""))) + [" "] * 8 + ["<note>", "[[x]]"]
+    rng = random.Random(11)
+    lines = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30)))
+             for _ in range(400)]
+    lines_path = tmp_path / "random.txt"
+    lines_path.write_bytes("\n".join(lines).encode("utf-8"))
+    got_lines = [parse_ids(l) for l in run_tool(tool, "lines", path, lines_path)]
+    assert len(got_lines) == len(lines)
+    for line, got in zip(lines, got_lines):
+        assert got == hf.encode(line).ids, repr(line)
+
+
+def test_normalized_stream_equals_decode_of_every_complete_prefix(
+        tool, normalizing_tokenizer, tmp_path):
+    path, hf = normalizing_tokenizer
+    check_stream(tool, path, hf, read_text("normalization.txt"), tmp_path,
+                 lossless=True)
