@@ -1,13 +1,14 @@
 """Convert a checkpoint into a canonical model directory (MODELS.md section 6).
 
-    python -m weights.convert --source hf-mamba|mamba-ssm|hf-llama|fairseq-seqboat SRC OUT
+    python -m weights.convert --source hf-mamba|mamba-ssm|hf-llama|hf-jamba|fairseq-seqboat SRC OUT
                               [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
                               [--name NAME] [--sinks S] [--window W]
 
---sinks / --window (hf-llama only) set the attention-sink cache of every attention
-block: S pinned first tokens plus the W most recent ones (MODELS.md 3.4). Defaults
-4 and 2044 (a 2048-key cache), the window shortened when the model's
-max_position_embeddings is smaller; see weights/converters/hf_llama.py.
+--sinks / --window (hf-llama, hf-jamba) set the attention-sink cache of every
+attention block: S pinned first tokens plus the W most recent ones (MODELS.md
+3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba 4 and 4092 (a
+4096-key cache), the window shortened when the model's max_position_embeddings
+is smaller; see weights/converters/hf_llama.py and hf_jamba.py.
 For fairseq-seqboat SRC is the checkpoint .pt file (or its directory); see
 weights/converters/fairseq_seqboat.py.
 
@@ -22,19 +23,20 @@ import os
 import sys
 
 from weights import canonical, safetensors_io
-from weights.converters import fairseq_seqboat, hf_llama, hf_mamba, mamba_ssm
+from weights.converters import fairseq_seqboat, hf_jamba, hf_llama, hf_mamba, mamba_ssm
 from weights.converters.mamba_common import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
 SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm, hf_llama.NAME: hf_llama,
-           fairseq_seqboat.NAME: fairseq_seqboat}
+           hf_jamba.NAME: hf_jamba, fairseq_seqboat.NAME: fairseq_seqboat}
 
 
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
             **serving):
     """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
 
-    `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama);
+    `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama
+    and hf-jamba);
     None values mean the source's default.
     """
     if source not in SOURCES:
@@ -79,10 +81,12 @@ def main(argv=None):
                      help="write the byte-level tokenizer.json (ids 0..255 bytes, 256 EOS)")
     tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
-    ap.add_argument("--sinks", type=int, help="hf-llama: attention sinks kept per layer "
-                    f"(default {hf_llama.DEFAULT_SINKS})")
-    ap.add_argument("--window", type=int, help="hf-llama: recent tokens kept per layer "
-                    f"(default {hf_llama.DEFAULT_WINDOW}, capped by max_position_embeddings)")
+    ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba: attention sinks kept per "
+                    f"layer (default {hf_llama.DEFAULT_SINKS})")
+    ap.add_argument("--window", type=int, help="hf-llama, hf-jamba: recent tokens kept per "
+                    f"layer (default {hf_llama.DEFAULT_WINDOW} for hf-llama, "
+                    f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba, capped by "
+                    "max_position_embeddings)")
     a = ap.parse_args(argv)
     try:
         cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer, a.name,

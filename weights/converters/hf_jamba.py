@@ -1,0 +1,273 @@
+"""Hugging Face `JambaForCausalLM` -> canonical mamba1 / attention + mlp / moe blocks.
+
+Decoder layer j becomes two blocks:
+  2j:   `mamba1` (with `dt_bc_norm`, Jamba's RMSNorms over the dt, B and C slices
+        of x_proj's output) or `attention` (`pos: "none"`: Jamba's attention
+        has no positional encoding); its pre-norm is input_layernorm.
+  2j+1: `mlp` (gated SiLU) on layers with one expert, `moe` on expert layers
+        (softmax router, top_k = num_experts_per_tok, not renormalised, gated
+        SiLU experts); its pre-norm is pre_ff_layernorm.
+Layer j is attention when j % attn_layer_period == attn_layer_offset, an expert
+layer when j % expert_layer_period == expert_layer_offset and num_experts > 1
+(transformers' JambaConfig.layers_block_type / layers_num_experts). Every norm,
+the dt/B/C norms included, uses rms_norm_eps.
+
+Jamba's attention is full causal attention. The engine keeps a constant-size
+cache instead: `sinks` (S, default 4) first tokens plus the `window` (W,
+default 4092) most recent ones, 4096 keys per attention layer. Attention is one
+layer in eight in the released models, so this costs about as much cache per
+sequence as a 512-key cache on every layer. Without positional encoding the
+cache is only a choice of which keys a query sees; it is exact while a stream
+is at most S + W + 1 tokens long. The default window is shortened so that a
+query never sees more keys than max_position_embeddings; an explicit --window
+is taken as given.
+
+Rejected: a non-silu `hidden_act`, `sliding_window` (flash-attention-only
+windowing, a different cache rule), offsets not below their period, a
+num_experts_per_tok above num_experts, and any tensor that is missing, unknown
+or mis-shaped.
+"""
+
+import json
+import math
+import os
+
+import torch
+
+from weights import canonical
+from weights.converters.hf_checkpoint import check_tensors, load_tensors
+from weights.converters.hf_llama import token_id
+from weights.converters.mamba_common import ConvertError, positive_int
+
+NAME = "hf-jamba"
+DEFAULT_SINKS = 4
+DEFAULT_WINDOW = 4092
+SERVING_OPTIONS = ("sinks", "window")
+EMBED = "model.embed_tokens.weight"
+
+
+def _int(cfg, key, default, minimum=1):
+    """cfg[key] (JambaConfig's `default` when absent), an integer >= minimum."""
+    v = cfg.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise ConvertError(f"config: field {key!r} must be a {kind} integer, got {v!r}")
+    return v
+
+
+def read_dims(cfg):
+    """Canonical dimensions and the per-layer plan from an HF Jamba config dict."""
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") != "jamba" or (archs and "JambaForCausalLM" not in archs):
+        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
+                           f"architectures={archs!r}); expected jamba / JambaForCausalLM")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config: field 'hidden_act' {cfg['hidden_act']!r} unsupported "
+                           "(only silu: the Mamba mixer and the experts use it)")
+    if cfg.get("sliding_window") is not None:
+        raise ConvertError(f"config: field 'sliding_window' {cfg['sliding_window']!r} is not "
+                           "supported (only full-attention checkpoints convert)")
+    D = positive_int(cfg, "hidden_size")
+    L = positive_int(cfg, "num_hidden_layers")
+    Hq = positive_int(cfg, "num_attention_heads")
+    Hkv = positive_int(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None \
+        else Hq
+    if D % Hq:
+        raise ConvertError(f"config: field 'hidden_size' {D} is not a multiple of "
+                           f"num_attention_heads {Hq}")
+    if Hq % Hkv:
+        raise ConvertError(f"config: field 'num_key_value_heads' {Hkv} does not divide "
+                           f"num_attention_heads {Hq}")
+    periods = {}
+    for kind, default_period, default_offset in (("attn", 8, 4), ("expert", 2, 1)):
+        period = _int(cfg, f"{kind}_layer_period", default_period)
+        offset = _int(cfg, f"{kind}_layer_offset", default_offset, minimum=0)
+        if offset >= period:
+            raise ConvertError(f"config: field '{kind}_layer_offset' {offset} must be below "
+                               f"{kind}_layer_period {period}")
+        periods[kind] = (period, offset)
+    X = _int(cfg, "num_experts", 16)
+    top_k = _int(cfg, "num_experts_per_tok", 2)
+    if X > 1 and top_k > X:
+        raise ConvertError(f"config: field 'num_experts_per_tok' {top_k} exceeds "
+                           f"num_experts {X}")
+    expand = _int(cfg, "mamba_expand", 2)
+    rank = cfg.get("mamba_dt_rank", "auto")
+    R = math.ceil(D / 16) if rank == "auto" else positive_int(cfg, "mamba_dt_rank")
+    eps = cfg.get("rms_norm_eps", 1e-6)           # JambaConfig's default
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
+        raise ConvertError(f"config: field 'rms_norm_eps' must be a positive number, got {eps!r}")
+    for key in ("mamba_conv_bias", "mamba_proj_bias", "tie_word_embeddings"):
+        if key in cfg and not isinstance(cfg[key], bool):
+            raise ConvertError(f"config: field {key!r} must be true or false, got {cfg[key]!r}")
+    max_pos = cfg.get("max_position_embeddings")
+    if max_pos is not None:
+        max_pos = positive_int(cfg, "max_position_embeddings")
+    attn_p, attn_o = periods["attn"]
+    exp_p, exp_o = periods["expert"]
+    layers = [("attention" if j % attn_p == attn_o else "mamba",
+               "moe" if X > 1 and j % exp_p == exp_o else "mlp") for j in range(L)]
+    return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D, "n_layers": L,
+            "layers": layers, "d_ff": positive_int(cfg, "intermediate_size"),
+            "n_heads": Hq, "n_kv_heads": Hkv, "head_dim": D // Hq,
+            "n_experts": X, "top_k": top_k, "d_inner": expand * D,
+            "d_state": _int(cfg, "mamba_d_state", 16), "d_conv": _int(cfg, "mamba_d_conv", 4),
+            "dt_rank": R, "conv_bias": cfg.get("mamba_conv_bias", True),
+            "proj_bias": cfg.get("mamba_proj_bias", False), "eps": float(eps),
+            "max_pos": max_pos}
+
+
+def cache_size(dims, sinks=None, window=None):
+    """(S, W) for the attention blocks; see the module docstring for the defaults."""
+    S = DEFAULT_SINKS if sinks is None else sinks
+    if isinstance(S, bool) or not isinstance(S, int) or S < 0:
+        raise ConvertError(f"--sinks must be a non-negative integer, got {S!r}")
+    if window is None:
+        max_pos = dims["max_pos"]
+        W = DEFAULT_WINDOW if max_pos is None else min(DEFAULT_WINDOW, max_pos - 1 - S)
+        if W < 0:
+            raise ConvertError(f"--sinks {S} leaves no room for a window within "
+                               f"max_position_embeddings {max_pos}")
+    else:
+        W = window
+        if isinstance(W, bool) or not isinstance(W, int) or W < 0:
+            raise ConvertError(f"--window must be a non-negative integer, got {W!r}")
+    if S + W < 1:
+        raise ConvertError("--sinks + --window must be at least 1")
+    return S, W
+
+
+def source_shapes(dims):
+    """{source tensor name: shape} the checkpoint must hold (lm_head.weight apart)."""
+    V, D, F_ = dims["vocab_size"], dims["d_model"], dims["d_ff"]
+    E, N, K, R, X = (dims[k] for k in ("d_inner", "d_state", "d_conv", "dt_rank", "n_experts"))
+    qd, kd = dims["n_heads"] * dims["head_dim"], dims["n_kv_heads"] * dims["head_dim"]
+    s = {EMBED: (V, D), "model.final_layernorm.weight": (D,)}
+    for j, (mixer, ffn) in enumerate(dims["layers"]):
+        p = f"model.layers.{j}."
+        s[p + "input_layernorm.weight"] = (D,)
+        s[p + "pre_ff_layernorm.weight"] = (D,)
+        if mixer == "attention":
+            for n, shape in (("q", (qd, D)), ("k", (kd, D)), ("v", (kd, D)), ("o", (D, qd))):
+                s[p + f"self_attn.{n}_proj.weight"] = shape
+        else:
+            m = p + "mamba."
+            s[m + "in_proj.weight"] = (2 * E, D)
+            s[m + "conv1d.weight"] = (E, 1, K)
+            if dims["conv_bias"]:
+                s[m + "conv1d.bias"] = (E,)
+            s[m + "x_proj.weight"] = (R + 2 * N, E)
+            s[m + "dt_layernorm.weight"] = (R,)
+            s[m + "b_layernorm.weight"] = (N,)
+            s[m + "c_layernorm.weight"] = (N,)
+            s[m + "dt_proj.weight"] = (E, R)
+            s[m + "dt_proj.bias"] = (E,)
+            s[m + "A_log"] = (E, N)
+            s[m + "D"] = (E,)
+            s[m + "out_proj.weight"] = (D, E)
+            if dims["proj_bias"]:
+                s[m + "in_proj.bias"] = (2 * E,)
+                s[m + "out_proj.bias"] = (D,)
+        f = p + "feed_forward."
+        experts = [f + f"experts.{e}." for e in range(X)] if ffn == "moe" else [f]
+        if ffn == "moe":
+            s[f + "router.weight"] = (X, D)
+        for x in experts:
+            s[x + "gate_proj.weight"] = (F_, D)
+            s[x + "up_proj.weight"] = (F_, D)
+            s[x + "down_proj.weight"] = (D, F_)
+    return s
+
+
+def map_tensors(tensors, dims, tied, dtype):
+    """Source tensors -> canonical tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
+    check_tensors(tensors, source_shapes(dims), EMBED, tied)
+
+    def mat(name):
+        return tensors[name].to(dtype).contiguous()
+
+    def f32(name):
+        return tensors[name].float().contiguous()
+
+    out = {"embed.weight": mat(EMBED), "final_norm.weight": mat("model.final_layernorm.weight")}
+    if not tied:
+        out["lm_head.weight"] = mat("lm_head.weight")
+    for j, (mixer, ffn) in enumerate(dims["layers"]):
+        s, a, b = f"model.layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
+        out[a + "norm.weight"] = mat(s + "input_layernorm.weight")
+        if mixer == "attention":
+            for n in ("q", "k", "v", "o"):
+                out[a + f"attn.{n}.weight"] = mat(s + f"self_attn.{n}_proj.weight")
+        else:
+            m = s + "mamba."
+            out[a + "in_proj.weight"] = mat(m + "in_proj.weight")
+            out[a + "conv.weight"] = mat(m + "conv1d.weight").squeeze(1).contiguous()
+            if dims["conv_bias"]:
+                out[a + "conv.bias"] = mat(m + "conv1d.bias")
+            out[a + "x_proj.weight"] = mat(m + "x_proj.weight")
+            for n in ("dt", "b", "c"):
+                out[a + f"{n}_norm.weight"] = mat(m + f"{n}_layernorm.weight")
+            out[a + "dt_proj.weight"] = mat(m + "dt_proj.weight")
+            # softplus acts on W_dt d + b_dt at run time (MODELS.md 1.8.4).
+            out[a + "dt_proj.bias"] = f32(m + "dt_proj.bias")
+            out[a + "A"] = -torch.exp(tensors[m + "A_log"].float())
+            out[a + "D"] = f32(m + "D")
+            out[a + "out_proj.weight"] = mat(m + "out_proj.weight")
+            if dims["proj_bias"]:
+                out[a + "in_proj.bias"] = mat(m + "in_proj.bias")
+                out[a + "out_proj.bias"] = mat(m + "out_proj.bias")
+        out[b + "norm.weight"] = mat(s + "pre_ff_layernorm.weight")
+        f = s + "feed_forward."
+        if ffn == "mlp":
+            for n in ("gate", "up", "down"):
+                out[b + f"mlp.{n}.weight"] = mat(f + f"{n}_proj.weight")
+        else:
+            out[b + "moe.router.weight"] = mat(f + "router.weight")
+            for n in ("gate", "up", "down"):
+                out[b + f"moe.{n}.weight"] = torch.stack(
+                    [tensors[f + f"experts.{e}.{n}_proj.weight"]
+                     for e in range(dims["n_experts"])]).to(dtype).contiguous()
+    return out
+
+
+def canonical_config(dims, name, tied, sinks, window, eos, bos):
+    norm = {"type": "rmsnorm", "eps": dims["eps"]}
+    mamba = {"kind": "mamba1", "norm": norm, "d_inner": dims["d_inner"],
+             "d_state": dims["d_state"], "d_conv": dims["d_conv"], "dt_rank": dims["dt_rank"],
+             "in_proj_bias": dims["proj_bias"], "out_proj_bias": dims["proj_bias"],
+             "conv_bias": dims["conv_bias"], "dt_bc_norm": norm}
+    attn = {"kind": "attention", "norm": norm, "n_heads": dims["n_heads"],
+            "n_kv_heads": dims["n_kv_heads"], "head_dim": dims["head_dim"],
+            "qkv_bias": False, "o_bias": False, "pos": "none", "rope_theta": None,
+            "rope_scaling": None, "sinks": sinks, "window": window, "rel_bias": None}
+    mlp = {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": "silu", "gated": True,
+           "bias": False}
+    moe = {"kind": "moe", "norm": norm, "routing": "top1_softmax",
+           "n_experts": dims["n_experts"], "top_k": dims["top_k"], "renormalize": False,
+           "d_ff": dims["d_ff"], "act": "silu", "gated": True, "router_bias": False,
+           "expert_bias": False, "capacity": None}
+    kinds = {"mamba": mamba, "attention": attn, "mlp": mlp, "moe": moe}
+    blocks = [json.loads(json.dumps(kinds[k])) for layer in dims["layers"] for k in layer]
+    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
+            "vocab_size": dims["vocab_size"], "d_model": dims["d_model"],
+            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tied,
+            "logit_scale": 1.0, "final_norm": dict(norm, affine=True),
+            "residual_dtype": "float32", "eos_token_id": eos, "bos_token_id": bos,
+            "blocks": blocks}
+
+
+def convert(src, dtype, sinks=None, window=None):
+    """Return (canonical config, canonical tensors) for an HF Jamba directory."""
+    path = os.path.join(src, "config.json")
+    if not os.path.exists(path):
+        raise ConvertError(f"{src}: no config.json found")
+    with open(path) as f:
+        cfg = json.load(f)
+    dims = read_dims(cfg)
+    S, W = cache_size(dims, sinks, window)
+    tied = cfg.get("tie_word_embeddings", False)           # JambaConfig's default
+    tensors = map_tensors(load_tensors(src), dims, tied, dtype)
+    config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, S, W,
+                              token_id(cfg, "eos_token_id", dims["vocab_size"]),
+                              token_id(cfg, "bos_token_id", dims["vocab_size"]))
+    return config, tensors
