@@ -12,6 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libopenblas-dev libopenblas-openmp-dev libre2-dev libicu-dev
   # python: references, converters, training
   python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio
+  # Hydra-era fairseq checkpoints pickle their cfg as an omegaconf DictConfig
+  python3-omegaconf
   # the bundled model's training text
   fortunes
   # load-balancer tests

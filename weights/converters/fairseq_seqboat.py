@@ -3,11 +3,16 @@
 SRC is the checkpoint file (e.g. checkpoint_best.pt) or a directory holding
 checkpoint_best.pt / checkpoint_last.pt / model.pt. The file is a pickled dict:
 weights under "model", hyper-parameters under "args" (argparse Namespace or
-dict) or, in newer fairseq, "cfg"["model"] (MODELS.md 2.6).
+dict) or, in newer fairseq, "cfg"["model"] (MODELS.md 2.6). Hydra-era fairseq
+pickles "cfg" as an omegaconf DictConfig (its "model" a DictConfig or a
+Namespace); reading those needs the omegaconf package (Debian
+python3-omegaconf), and the config is taken as
+OmegaConf.to_container(cfg, resolve=True).
 
 The pickle is read with an unpickler that only admits tensors, plain
-containers, argparse.Namespace and numpy arrays/scalars; anything else in the
-file (a class it would have to import) is an error naming it.
+containers, argparse.Namespace, numpy arrays/scalars and omegaconf's own
+config containers and nodes; anything else in the file (a class it would have
+to import) is an error naming it.
 
 Preprocessing (MODELS.md 2.8), in the source's own fp32 arithmetic:
   ema.in_coef = sigmoid(delta) * beta, ema.decay = 1 - sigmoid(delta) * sigmoid(alpha),
@@ -27,7 +32,9 @@ layernorm, scalenorm or rmsnorm, no FFN (decoder_ffn_embed_dim <= 0), no adaptiv
 input/softmax, no input projection or embedding norm. Anything else is an error.
 """
 
+import _compat_pickle
 import argparse
+import importlib
 import math
 import os
 import pickle
@@ -65,11 +72,46 @@ _ALLOWED_GLOBALS = {
     ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+    ("builtins", "dict"), ("builtins", "list"), ("builtins", "int"),
+    ("collections", "defaultdict"), ("typing", "Any"),
 }
+# What a pickled DictConfig holds: containers, their metadata and value nodes.
+# Structured configs (fairseq dataclasses as object types) are not admitted:
+# they would need fairseq itself; fairseq saves plain (untyped) DictConfigs.
+_OMEGACONF_GLOBALS = {
+    ("omegaconf.dictconfig", "DictConfig"), ("omegaconf.listconfig", "ListConfig"),
+    ("omegaconf.base", "ContainerMetadata"), ("omegaconf.base", "Metadata"),
+    ("omegaconf.nodes", "AnyNode"), ("omegaconf.nodes", "StringNode"),
+    ("omegaconf.nodes", "IntegerNode"), ("omegaconf.nodes", "FloatNode"),
+    ("omegaconf.nodes", "BooleanNode"),
+}
+OMEGACONF_MISSING = ("the checkpoint's cfg is an omegaconf DictConfig (Hydra-era fairseq); "
+                     "install omegaconf to convert it (Debian: python3-omegaconf, "
+                     "or bash deploy/setup.sh)")
+
+
+def _python3_name(module, name):
+    """Protocol-2 pickles (torch.save's default) name builtins the Python 2
+    way (__builtin__.long); map them as pickle itself would before checking."""
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
+def _omegaconf():
+    """The omegaconf module, or a ConvertError saying how to get it."""
+    try:
+        return importlib.import_module("omegaconf")
+    except ImportError:
+        raise ConvertError(OMEGACONF_MISSING) from None
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
+        module, name = _python3_name(module, name)
+        if (module, name) in _OMEGACONF_GLOBALS:
+            _omegaconf()
+            return super().find_class(module, name)
         if (module, name) in _ALLOWED_GLOBALS or (
                 module == "torch" and (name.endswith("Storage") or name in (
                     "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
@@ -126,8 +168,10 @@ def load_checkpoint(path):
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
         raise ConvertError(f"{path}: not a fairseq checkpoint (no 'model' state dict)")
     args = ckpt.get("args")
-    if args is None and isinstance(ckpt.get("cfg"), dict):
-        args = ckpt["cfg"].get("model")
+    if args is None:
+        cfg = plain_config(ckpt.get("cfg"))
+        if isinstance(cfg, dict):
+            args = plain_config(cfg.get("model"))
     if isinstance(args, argparse.Namespace):
         args = vars(args)
     if not isinstance(args, dict):
@@ -139,6 +183,19 @@ def load_checkpoint(path):
     return dict(sd), dict(args)
 
 
+def plain_config(value):
+    """A DictConfig / ListConfig as plain containers (interpolations resolved);
+    anything else as it is. A Namespace stored in a DictConfig, as fairseq
+    does for models registered by argparse architecture, comes back as itself."""
+    if not type(value).__module__.startswith("omegaconf."):
+        return value
+    omegaconf = _omegaconf()
+    try:
+        return omegaconf.OmegaConf.to_container(value, resolve=True)
+    except omegaconf.errors.OmegaConfBaseException as e:
+        raise ConvertError(f"cfg: cannot be resolved: {e}") from None
+
+
 def read_dims(args):
     # base_lm_architecture fills absent fields with getattr(args, key, default):
     # an explicit None stays None.
@@ -146,7 +203,8 @@ def read_dims(args):
     a.update(args)
     if a.get("max_target_positions") is None:       # build_model's fallback
         a["max_target_positions"] = 1024
-    arch = args.get("arch", "slag_lm")
+    # Hydra-era configs of dataclass-registered models name the model in _name.
+    arch = args.get("arch") or args.get("_name") or "slag_lm"
     if not str(arch).startswith("slag_lm"):
         raise ConvertError(f"args: unknown architecture arch={arch!r}; expected slag_lm*")
 

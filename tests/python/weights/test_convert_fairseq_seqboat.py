@@ -2,7 +2,8 @@
 
 Checkpoints are built by hand with the exact fairseq names and shapes
 (MODELS.md 2.6) and saved as fairseq does (`{"model": state_dict, "args":
-Namespace}` or `"cfg": {"model": ...}`). The converted model must give the
+Namespace}`, `"cfg": {"model": ...}` or, as Hydra-era fairseq does, `"cfg"` an
+omegaconf DictConfig). The converted model must give the
 logits of a float64 forward written here directly from the fairseq
 parameterisation (sigmoid(delta) * beta, 1 - sigmoid(delta) sigmoid(alpha),
 gamma * sqrt(1/N) as MultiHeadEMA's convolution kernel; hx_proj rows as router
@@ -390,6 +391,74 @@ def test_untrusted_pickle_and_non_checkpoints_are_refused(tmp_path, capsys):
     code, err = run(["--source", "fairseq-seqboat", str(tmp_path / "none.pt"), str(out),
                      "--byte-tokenizer"], capsys)
     assert_clean_failure(out, code, err, "no such checkpoint")
+
+
+def hydra_cfg(args, model_as):
+    """A Hydra-era fairseq cfg: a real omegaconf DictConfig with the model's
+    hyper-parameters under cfg.model, either as a DictConfig (a dataclass
+    model: named by _name, fields interpolated across groups) or as the
+    argparse Namespace fairseq stores there for argparse architectures."""
+    from omegaconf import OmegaConf
+
+    groups = {"_name": None, "common": {"seed": 1, "fp16": True, "log_format": "json"},
+              "task": {"_name": "language_modeling", "tokens_per_sample": 512,
+                       "max_target_positions": args["max_target_positions"]},
+              "checkpoint": {"save_dir": "checkpoints", "keep_last_epochs": -1},
+              "optimization": {"lr": [0.005], "max_update": 100}}
+    if model_as == "dictconfig":
+        model = {k: v for k, v in args.items() if k != "arch"}
+        model["_name"] = args["arch"]
+        model["max_target_positions"] = "${task.max_target_positions}"
+        model["decoder_input_dim"] = "${model.decoder_embed_dim}"
+        return OmegaConf.create(dict(groups, model=model))
+    cfg = OmegaConf.create(dict(groups, model=None), flags={"allow_objects": True})
+    cfg.model = argparse.Namespace(**args)
+    return cfg
+
+
+@pytest.mark.parametrize("model_as", ["dictconfig", "namespace"])
+def test_hydra_dictconfig_cfg(tmp_path, capsys, model_as):
+    from omegaconf import DictConfig
+
+    a = make_args(normalization_type="rmsnorm", rel_pos_bias="simple")
+    sd = make_state_dict(a, seed=6)
+    cfg = hydra_cfg(a, model_as)
+    assert isinstance(cfg, DictConfig)
+    (tmp_path / "hydra").mkdir()
+    hydra = tmp_path / "hydra" / "checkpoint_best.pt"
+    torch.save({"model": sd, "args": None, "cfg": cfg, "optimizer_history": []}, hydra)
+    (tmp_path / "plain").mkdir()
+    plain = save_checkpoint(tmp_path / "plain" / "checkpoint_best.pt", sd, a)
+
+    outs = {}
+    for name, ckpt in (("hydra", hydra), ("plain", plain)):
+        outs[name] = tmp_path / f"out_{name}"
+        code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(outs[name]),
+                         "--byte-tokenizer"], capsys)
+        assert code == 0, err
+    # The same model as from the argparse layout: config and every tensor.
+    assert json.loads((outs["hydra"] / "config.json").read_text()) == \
+        json.loads((outs["plain"] / "config.json").read_text())
+    got, _ = safetensors_io.load_file(outs["hydra"] / "model.safetensors")
+    want, _ = safetensors_io.load_file(outs["plain"] / "model.safetensors")
+    assert sorted(got) == sorted(want)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    toks = tokens(seed=5)
+    logits, _ = fairseq_forward(sd, a, toks)
+    ref = ReferenceModel.load(outs["hydra"], torch.float64).forward(toks)
+    assert torch.allclose(ref, logits, rtol=0, atol=1e-5), (ref - logits).abs().max()
+
+
+def test_dictconfig_cfg_without_omegaconf_is_a_clean_error(tmp_path, capsys, monkeypatch):
+    a = make_args()
+    ckpt = tmp_path / "c.pt"
+    torch.save({"model": make_state_dict(a, seed=3), "args": None,
+                "cfg": hydra_cfg(a, "dictconfig")}, ckpt)
+    monkeypatch.setitem(sys.modules, "omegaconf", None)       # as if not installed
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert_clean_failure(out, code, err, "omegaconf DictConfig", "python3-omegaconf")
 
 
 def test_cli_exit_status(tmp_path):
