@@ -69,6 +69,11 @@ class Backend {
     return step();
   }
 
+  // The first asynchronous failure since the last call (a kernel fault, a
+  // failed launch), then cleared. Ops return nothing; the model checks this
+  // once per step.
+  virtual absl::Status TakeError() { return absl::OkStatus(); }
+
   // --- memory ---------------------------------------------------------------
   // Zeroed device memory, aligned for vector loads.
   virtual absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) = 0;

@@ -271,10 +271,14 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
   } else {
     s = Step(ids, n, segs, nsegs, logit_rows, m);
   }
+  if (s.ok() && m > 0) {
+    backend_->CopyToHost(logits, logits_.get(),
+                         static_cast<size_t>(m) * config_.vocab_size *
+                             sizeof(float));
+  }
+  if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
   if (!s.ok() || m == 0) return s;
   const int64_t v = config_.vocab_size;
-  backend_->CopyToHost(logits, logits_.get(),
-                       static_cast<size_t>(m) * v * sizeof(float));
   if (config_.logit_scale != 1.0) {
     const float scale = static_cast<float>(config_.logit_scale);
     for (int64_t i = 0; i < static_cast<int64_t>(m) * v; ++i)

@@ -1,0 +1,56 @@
+"""nvcc through genrules: one object per .cu file, wrapped as a cc_library.
+
+Bazel 4 has no CUDA rules and nothing may be downloaded, so each .cu file is
+compiled by /usr/local/cuda/bin/nvcc in a genrule and the objects are linked
+like any precompiled object. Only CUDA and the shared per-element math headers
+may be included from .cu files (no absl, no gRPC), which keeps nvcc's job
+small.
+"""
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
+NVCC = "/usr/local/cuda/bin/nvcc"
+
+# H100/H200 (sm_90) machine code plus PTX that newer GPUs can JIT.
+NVCC_FLAGS = " ".join([
+    "-std=c++17",
+    "-O3",
+    "--expt-relaxed-constexpr",
+    "-gencode arch=compute_90,code=sm_90",
+    "-gencode arch=compute_90,code=compute_90",
+    "-Xcompiler -fPIC",
+    "-lineinfo",
+])
+
+def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
+    """A cc_library of the objects nvcc makes from `srcs` (.cu files).
+
+    Args:
+      name: the cc_library.
+      srcs: .cu files, one object each.
+      hdrs: headers the .cu files include (also exported to C++ users).
+      deps: cc_library targets whose headers the .cu files include; their
+        header files must also be listed in `hdrs` or `cu_hdrs` of this
+        target, since genrules only see files passed to them.
+      **kwargs: passed to the cc_library.
+    """
+    cu_hdrs = kwargs.pop("cu_hdrs", [])
+    objs = []
+    for src in srcs:
+        stem = src[:-len(".cu")]
+        obj = "_nvcc/%s/%s.pic.o" % (name, stem)
+        native.genrule(
+            name = "%s_%s_nvcc" % (name, stem.replace("/", "_")),
+            srcs = [src] + hdrs + cu_hdrs,
+            outs = [obj],
+            cmd = "%s %s -I. -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
+            message = "nvcc %s" % src,
+        )
+        objs.append(obj)
+    cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["//third_party:cuda"],
+        **kwargs
+    )

@@ -1,0 +1,397 @@
+// Memory, descriptor staging, GEMMs through cuBLAS and step capture as CUDA
+// graphs; the ops themselves live in the per-family files.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/decode_buckets.h"
+#include "kernels/cuda_backend_impl.h"
+#include "kernels/cuda_check.h"
+
+namespace seqboat {
+namespace cuda {
+namespace {
+
+// Descriptors of one step are a few KiB (segments, ids, row lists); the
+// buffer only wraps (after a stream sync) outside capture.
+constexpr size_t kStagingBytes = size_t{8} << 20;
+// cuBLAS gets a fixed workspace so captured GEMMs never allocate.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+std::string Mib(size_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : options_(options) {
+  switch (options.weights) {
+    case CudaWeights::kBf16:
+      storage_ = Storage::kBf16;
+      break;
+    case CudaWeights::kF16:
+      storage_ = Storage::kF16;
+      break;
+    case CudaWeights::kF32:
+      storage_ = Storage::kF32;
+      break;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  std::unique_ptr<CudaBackend> be(new CudaBackend(options));
+  if (absl::Status s = be->Init(); !s.ok()) return s;
+  return be;
+}
+
+absl::Status CudaBackend::Init() {
+  std::string why;
+  const int count = CudaDeviceCount(&why);
+  if (options_.device < 0 || options_.device >= count) {
+    return absl::FailedPreconditionError(
+        count == 0 ? absl::StrCat("no CUDA device: ", why)
+                   : absl::StrCat("CUDA device ", options_.device,
+                                  " does not exist (", count, " found)"));
+  }
+  absl::Status s;
+  if (!(s = CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice")).ok())
+    return s;
+  if (!(s = CudaStatus(
+            cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+            "cudaStreamCreate"))
+           .ok())
+    return s;
+  if (!(s = CublasStatus(cublasCreate(&cublas_), "cublasCreate")).ok())
+    return s;
+  if (!(s = CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"))
+           .ok())
+    return s;
+  if (!(s = CudaStatus(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes),
+                       "cudaMalloc (cuBLAS workspace)"))
+           .ok())
+    return s;
+  if (!(s = CublasStatus(cublasSetWorkspace(cublas_, cublas_workspace_,
+                                            kCublasWorkspaceBytes),
+                         "cublasSetWorkspace"))
+           .ok())
+    return s;
+  // fp32 weights must stay fp32 math (the 1e-4 parity mode): no TF32.
+  if (!(s = CublasStatus(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH),
+                         "cublasSetMathMode"))
+           .ok())
+    return s;
+  if (!(s = CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&staging_host_),
+                                      kStagingBytes),
+                       "cudaMallocHost (descriptor staging)"))
+           .ok())
+    return s;
+  if (!(s = CudaStatus(
+            cudaMalloc(reinterpret_cast<void**>(&staging_dev_), kStagingBytes),
+            "cudaMalloc (descriptor staging)"))
+           .ok())
+    return s;
+  staging_capacity_ = kStagingBytes;
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  DropGraphs();
+  owned_.clear();
+  if (convert_ != nullptr) cudaFree(convert_);
+  if (staging_dev_ != nullptr) cudaFree(staging_dev_);
+  if (staging_host_ != nullptr) cudaFreeHost(staging_host_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess && error_.ok()) error_ = CudaStatus(e, what);
+}
+
+absl::Status CudaBackend::TakeError() {
+  Check(cudaGetLastError(), "kernel launch");
+  absl::Status s = error_;
+  error_ = absl::OkStatus();
+  return s;
+}
+
+// --- memory ------------------------------------------------------------------
+
+absl::StatusOr<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", Mib(bytes), " on CUDA device ",
+                     options_.device, ": ", Mib(free_bytes), " free of ",
+                     Mib(total_bytes), " (", cudaGetErrorString(e), ")"));
+  }
+  Check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  return DeviceBuffer(p, [](void* q) { cudaFree(q); });
+}
+
+void CudaBackend::Zero(void* dst, size_t bytes) {
+  if (!launching() || bytes == 0) return;
+  Check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  // Pageable source: the call returns once the source may be reused.
+  Check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync H2D");
+  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  Check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync D2H");
+  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  // Everything staged so far has been consumed.
+  if (!capturing_) staging_offset_ = 0;
+}
+
+absl::StatusOr<const float*> CudaBackend::UploadVector(const float* host,
+                                                       int64_t n) {
+  auto buf = Alloc(static_cast<size_t>(n) * sizeof(float));
+  if (!buf.ok()) return buf.status();
+  CopyToDevice(buf->get(), host, static_cast<size_t>(n) * sizeof(float));
+  owned_.push_back(*buf);
+  if (absl::Status s = TakeError(); !s.ok()) return s;
+  return static_cast<const float*>(buf->get());
+}
+
+absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
+                                                 int64_t rows, int64_t cols) {
+  const int64_t count = rows * cols;
+  const size_t elem = storage_ == Storage::kF32 ? 4 : 2;
+  auto buf = Alloc(static_cast<size_t>(count) * elem);
+  if (!buf.ok()) return buf.status();
+  if (storage_ == Storage::kF32) {
+    CopyToDevice(buf->get(), host, static_cast<size_t>(count) * 4);
+  } else {
+    // Round on the host in chunks (round to nearest even, as torch's .to()).
+    constexpr int64_t kChunk = int64_t{1} << 20;
+    std::vector<uint16_t> tmp(static_cast<size_t>(std::min(count, kChunk)));
+    for (int64_t off = 0; off < count; off += kChunk) {
+      const int64_t len = std::min(kChunk, count - off);
+      for (int64_t i = 0; i < len; ++i) {
+        if (storage_ == Storage::kBf16) {
+          const __nv_bfloat16 b = __float2bfloat16_rn(host[off + i]);
+          std::memcpy(&tmp[i], &b, 2);
+        } else {
+          const __half h = __float2half_rn(host[off + i]);
+          std::memcpy(&tmp[i], &h, 2);
+        }
+      }
+      CopyToDevice(static_cast<uint8_t*>(buf->get()) + off * 2, tmp.data(),
+                   static_cast<size_t>(len) * 2);
+    }
+  }
+  owned_.push_back(*buf);
+  if (absl::Status s = TakeError(); !s.ok()) return s;
+  return Matrix{buf->get(), rows, cols};
+}
+
+// --- descriptor staging
+// --------------------------------------------------------
+
+const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const size_t aligned = (bytes + 15) & ~size_t{15};
+  if (staging_offset_ + aligned > staging_capacity_) {
+    if (capturing_ || replaying_) {
+      // A recorded step must fit in one pass; mark the step failed.
+      if (error_.ok()) {
+        error_ = absl::InternalError(
+            "descriptor staging overflow inside a captured step");
+      }
+      return nullptr;
+    }
+    SyncAndRewindStaging();
+  }
+  const size_t off = staging_offset_;
+  staging_offset_ += aligned;
+  std::memcpy(staging_host_ + off, host, bytes);
+  if (capturing_ || replaying_) staged_log_.emplace_back(off, bytes);
+  if (!replaying_) {
+    Check(cudaMemcpyAsync(staging_dev_ + off, staging_host_ + off, bytes,
+                          cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (descriptors)");
+  }
+  return staging_dev_ + off;
+}
+
+void CudaBackend::SyncAndRewindStaging() {
+  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  staging_offset_ = 0;
+}
+
+// --- GEMM
+// ----------------------------------------------------------------------
+
+void* CudaBackend::ConvertWorkspace(size_t bytes) {
+  if (bytes <= convert_capacity_) return convert_;
+  if (capturing_ || replaying_) {
+    if (error_.ok()) {
+      error_ = absl::InternalError(
+          "GEMM workspace too small inside a captured step");
+    }
+    return nullptr;
+  }
+  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (convert_ != nullptr) cudaFree(convert_);
+  convert_ = nullptr;
+  convert_capacity_ = 0;
+  DropGraphs();
+  const size_t want = std::max(bytes, convert_capacity_ * 2);
+  if (cudaMalloc(&convert_, want) != cudaSuccess) {
+    cudaGetLastError();
+    convert_ = nullptr;
+    if (error_.ok()) {
+      error_ = absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate a GEMM workspace of ", Mib(want)));
+    }
+    return nullptr;
+  }
+  convert_capacity_ = want;
+  return convert_;
+}
+
+void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
+                       const float* bias, float* y, int ldy, bool accumulate) {
+  if (!launching() || n <= 0) return;
+  // Row-major y[n, rows] = x[n, cols] · Wᵀ is, in cuBLAS's column-major
+  // terms, y (rows x n) = op(W) (rows x cols) · x (cols x n) with W read
+  // transposed from its row-major [rows, cols] storage.
+  const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
+  const void* b = x;
+  int ldb = ldx;
+  cudaDataType type = CUDA_R_32F;
+  if (storage_ != Storage::kF32) {
+    type = storage_ == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+    void* ws = ConvertWorkspace(static_cast<size_t>(n) * cols * 2);
+    if (ws == nullptr) return;
+    LaunchConvertRows(x, ldx, n, cols, ws, storage_, stream_);
+    b = ws;
+    ldb = cols;
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t st =
+      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha,
+                   w.data, type, cols, b, type, ldb, &beta, y, CUDA_R_32F, ldy,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS && error_.ok()) {
+    error_ = CublasStatus(st, "cublasGemmEx");
+  }
+  if (bias != nullptr) LaunchAddBias(y, ldy, n, rows, bias, stream_);
+  CheckLaunch("Gemm");
+}
+
+// --- step capture
+// ----------------------------------------------------------------
+
+std::vector<int> CudaBackend::CaptureBuckets(int max_slots) const {
+  if (!options_.graphs) return {};
+  return DefaultDecodeBuckets(max_slots);
+}
+
+void CudaBackend::DropGraphs() {
+  for (auto& [key, rec] : graphs_) cudaGraphExecDestroy(rec.exec);
+  graphs_.clear();
+}
+
+absl::Status CudaBackend::RunCaptured(
+    int64_t key, const std::function<absl::Status()>& step) {
+  if (!options_.graphs) return step();
+  // Capture and replay both stage from offset 0, so the recorded copies
+  // read the addresses a replay writes.
+  SyncAndRewindStaging();
+  if (auto it = graphs_.find(key); it != graphs_.end()) {
+    replaying_ = true;
+    staged_log_.clear();
+    absl::Status s = step();
+    replaying_ = false;
+    if (!s.ok()) return s;
+    if (absl::Status e = TakeError(); !e.ok()) return e;
+    if (staged_log_ == it->second.staged) {
+      Check(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
+      return TakeError();
+    }
+    // The step staged differently from its recording (a layer whose
+    // descriptors depend on data): forget the recording, run it eagerly.
+    cudaGraphExecDestroy(it->second.exec);
+    graphs_.erase(it);
+    staging_offset_ = 0;
+    return step();
+  }
+  staged_log_.clear();
+  if (absl::Status s = CudaStatus(
+          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+      !s.ok()) {
+    return s;
+  }
+  capturing_ = true;
+  absl::Status s = step();
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (s.ok()) s = TakeError();
+  if (s.ok()) s = CudaStatus(end, "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  if (s.ok()) {
+    s = CudaStatus(cudaGraphInstantiate(&exec, graph, 0),
+                   "cudaGraphInstantiate");
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (!s.ok()) return s;
+  graphs_[key] = Recording{exec, staged_log_};
+  Check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+  return TakeError();
+}
+
+}  // namespace cuda
+
+// --- factory
+// -----------------------------------------------------------------------
+
+int CudaDeviceCount(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why != nullptr) {
+      *why = absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+    }
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "the driver reports no devices";
+  return count;
+}
+
+absl::StatusOr<CudaWeights> ParseCudaWeights(const std::string& name) {
+  if (name == "bf16") return CudaWeights::kBf16;
+  if (name == "fp16" || name == "f16") return CudaWeights::kF16;
+  if (name == "fp32" || name == "f32") return CudaWeights::kF32;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown CUDA weight dtype '", name, "' (bf16, fp16 or fp32)"));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(
+    const CudaBackendOptions& options) {
+  auto be = cuda::CudaBackend::Create(options);
+  if (!be.ok()) return be.status();
+  return std::unique_ptr<Backend>(*std::move(be));
+}
+
+}  // namespace seqboat

@@ -1,0 +1,180 @@
+// The CUDA backend's class, shared by the files that define its ops: memory,
+// descriptor staging, GEMMs and graph capture in cuda_backend.cc, then one
+// host file per op family (dense_ops.cc, mamba_ops.cc, ...) that stages the
+// op's host descriptors and calls the family's launchers (*_kernels.h).
+//
+// Host descriptors (token ids, segments, row lists) go through a pinned
+// staging buffer: Stage() copies them there and enqueues the upload, so a
+// recorded graph re-reads them on every replay. While replaying (see
+// RunCaptured) ops only stage and launch nothing.
+#ifndef SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
+#define SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "kernels/cuda_backend.h"
+#include "kernels/dense_kernels.h"
+
+namespace seqboat::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Use Create; the constructor only stores the options.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+
+  // Step capture (cuda_backend.cc).
+  std::vector<int> CaptureBuckets(int max_slots) const override;
+  absl::Status RunCaptured(int64_t key,
+                           const std::function<absl::Status()>& step) override;
+
+  // Memory (cuda_backend.cc).
+  absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override;
+  void Zero(void* dst, size_t bytes) override;
+  void CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
+  void CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  absl::StatusOr<const float*> UploadVector(const float* host,
+                                            int64_t n) override;
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override;
+
+  // Dense ops (dense_ops.cc; Gemm in cuda_backend.cc).
+  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
+             float* out) override;
+  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+               float* out) override;
+  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
+                      float eps, float* out, int ldo) override;
+  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
+                 float eps, float* out) override;
+  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+            float* y, int ldy, bool accumulate) override;
+  void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                  float* out) override;
+
+  // Mamba-1 (mamba_ops.cc).
+  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
+                 float* state, int64_t state_stride, const float* w,
+                 const float* bias, int e, int k, float* out) override;
+  void MambaScan(const Segment* segs, int nsegs, const float* x,
+                 const float* dt, const float* bc, int ldbc, const float* z,
+                 int ldz, const float* a, const float* d, const float* dt_bias,
+                 float* state, int64_t state_stride, int e, int n_state,
+                 float* out) override;
+
+  // Attention over a sink + rolling-window KV cache (attention_ops.cc).
+  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
+                     const float* k, int ldk, const float* v, int ldv,
+                     const void* cache, int64_t slot_bytes,
+                     const SinkCacheDims& dims, const float* rope_cos,
+                     const float* rope_sin, float* out) override;
+  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
+                       const float* v, int ldv, void* cache, int64_t slot_bytes,
+                       const SinkCacheDims& dims) override;
+
+  // SeqBoat (seqboat_ops.cc).
+  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
+                  int64_t state_stride, const SeqBoatShape& shape,
+                  const float* in_coef, const float* decay,
+                  const float* out_coef, const float* skip, float* h) override;
+  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
+                    float* conf, int32_t* compact, int32_t* active) override;
+  void SeqBoatAttend(const Segment* segs, int nsegs,
+                     const SeqBoatActiveRange* ranges,
+                     const int32_t* active_rows, const float* zrv, int ldzrv,
+                     void* state, int64_t state_stride,
+                     const SeqBoatShape& shape, const float* qk_gamma,
+                     const float* qk_beta, const float* rel_bias,
+                     float* out) override;
+  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
+                  const float* conf, const int32_t* compact, int n, int d,
+                  float* out) override;
+
+  // mlp / moe (dense_ops.cc) and S4D (s4d_ops.cc).
+  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
+                   int f, Activation act, float* out, int ldo,
+                   bool accumulate) override;
+  void AddBias(float* y, int ldy, int n, int d, const float* v) override;
+  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
+                int top_k, bool renormalize, int32_t* experts,
+                float* gates) override;
+  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                        const float* scales, int m, float* dst,
+                        int lddst) override;
+  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
+               const float* da, const float* c, const float* d, float* state,
+               int64_t state_stride, int h, int m, int ch, float scale,
+               float* out) override;
+
+  // The first CUDA or cuBLAS error since the last call (sticky until taken).
+  absl::Status TakeError() override;
+
+  cudaStream_t stream() const { return stream_; }
+  Storage storage() const { return storage_; }
+  // False while a recorded step replays: ops then stage and return.
+  bool launching() const { return !replaying_; }
+
+  // Copies `count` host elements to the staging buffer and enqueues their
+  // upload; returns the device copy (valid for the current step). Returns
+  // null for count 0.
+  template <typename T>
+  const T* Stage(const T* host, size_t count) {
+    return static_cast<const T*>(StageBytes(host, count * sizeof(T)));
+  }
+
+  // Records the first failure; ops have no Status of their own.
+  void Check(cudaError_t e, const char* what);
+  void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  absl::Status Init();
+  const void* StageBytes(const void* host, size_t bytes);
+  // Waits for the stream and starts staging from offset 0 again.
+  void SyncAndRewindStaging();
+  // A device buffer of at least `bytes` for a GEMM's converted input; grows
+  // only outside capture (growth drops recorded graphs, which hold the old
+  // address).
+  void* ConvertWorkspace(size_t bytes);
+  void DropGraphs();
+
+  struct Recording {
+    cudaGraphExec_t exec = nullptr;
+    // (offset, bytes) of every Stage() call: a replay must stage the same.
+    std::vector<std::pair<size_t, size_t>> staged;
+  };
+
+  CudaBackendOptions options_;
+  Storage storage_ = Storage::kBf16;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  // Descriptor staging: pinned host and device buffers of equal size.
+  uint8_t* staging_host_ = nullptr;
+  uint8_t* staging_dev_ = nullptr;
+  size_t staging_capacity_ = 0;
+  size_t staging_offset_ = 0;
+  std::vector<std::pair<size_t, size_t>> staged_log_;
+  void* convert_ = nullptr;
+  size_t convert_capacity_ = 0;
+  bool capturing_ = false;
+  bool replaying_ = false;
+  std::map<int64_t, Recording> graphs_;
+  std::vector<DeviceBuffer> owned_;  // uploaded weights
+  absl::Status error_;
+};
+
+}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_

@@ -1,0 +1,31 @@
+// CUDA / cuBLAS results as absl::Status, naming the call that failed.
+#ifndef SEQBOAT_KERNELS_CUDA_CHECK_H_
+#define SEQBOAT_KERNELS_CUDA_CHECK_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace seqboat::cuda {
+
+inline absl::Status CudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  const std::string msg = absl::StrCat(what, ": ", cudaGetErrorName(e), " (",
+                                       cudaGetErrorString(e), ")");
+  return e == cudaErrorMemoryAllocation ? absl::ResourceExhaustedError(msg)
+                                        : absl::InternalError(msg);
+}
+
+inline absl::Status CublasStatus(cublasStatus_t e, const char* what) {
+  if (e == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(what, ": cuBLAS status ", static_cast<int>(e)));
+}
+
+}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_CUDA_CHECK_H_

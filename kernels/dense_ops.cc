@@ -1,0 +1,95 @@
+// Dense ops and the mlp/moe helpers: stage the host descriptors, launch.
+#include "kernels/cuda_backend_impl.h"
+#include "kernels/dense_kernels.h"
+
+namespace seqboat::cuda {
+
+void CudaBackend::Embed(const int32_t* ids, int n, const Matrix& table,
+                        float scale, float* out) {
+  const int32_t* dev_ids = Stage(ids, n);
+  if (!launching() || n <= 0) return;
+  EmbedParams p;
+  p.ids = dev_ids;
+  p.n = n;
+  p.table = table.data;
+  p.storage = storage_;
+  p.d = static_cast<int>(table.cols);
+  p.scale = scale;
+  p.out = out;
+  LaunchEmbed(p, stream_);
+  CheckLaunch("Embed");
+}
+
+void CudaBackend::RmsNorm(const float* x, int n, int d, const float* w,
+                          float eps, float* out) {
+  RmsNormStrided(x, d, n, d, w, eps, out, d);
+}
+
+void CudaBackend::RmsNormStrided(const float* x, int ldx, int n, int d,
+                                 const float* w, float eps, float* out,
+                                 int ldo) {
+  if (!launching()) return;
+  LaunchRmsNorm(x, ldx, n, d, w, eps, out, ldo, stream_);
+  CheckLaunch("RmsNorm");
+}
+
+void CudaBackend::LayerNorm(const float* x, int n, int d, const float* w,
+                            const float* b, float eps, float* out) {
+  if (!launching()) return;
+  LaunchLayerNorm(x, n, d, w, b, eps, out, stream_);
+  CheckLaunch("LayerNorm");
+}
+
+void CudaBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
+                             float* out) {
+  const int32_t* dev_rows = Stage(rows, m);
+  if (!launching()) return;
+  LaunchGatherRows(x, d, dev_rows, m, out, stream_);
+  CheckLaunch("GatherRows");
+}
+
+void CudaBackend::ActivateMul(const float* a, int lda, const float* b, int ldb,
+                              int n, int f, Activation act, float* out, int ldo,
+                              bool accumulate) {
+  if (!launching()) return;
+  ActivateMulParams p;
+  p.a = a;
+  p.lda = lda;
+  p.b = b;
+  p.ldb = ldb;
+  p.n = n;
+  p.f = f;
+  p.act = act;
+  p.out = out;
+  p.ldo = ldo;
+  p.accumulate = accumulate;
+  LaunchActivateMul(p, stream_);
+  CheckLaunch("ActivateMul");
+}
+
+void CudaBackend::AddBias(float* y, int ldy, int n, int d, const float* v) {
+  if (!launching()) return;
+  LaunchAddBias(y, ldy, n, d, v, stream_);
+  CheckLaunch("AddBias");
+}
+
+void CudaBackend::MoeRoute(const float* logits, int n, int x,
+                           MoeRouting routing, int top_k, bool renormalize,
+                           int32_t* experts, float* gates) {
+  if (!launching()) return;
+  LaunchMoeRoute(logits, n, x, routing, top_k, renormalize, experts, gates,
+                 stream_);
+  CheckLaunch("MoeRoute");
+}
+
+void CudaBackend::ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                                   const float* scales, int m, float* dst,
+                                   int lddst) {
+  const int32_t* dev_rows = Stage(rows, m);
+  const float* dev_scales = Stage(scales, m);
+  if (!launching()) return;
+  LaunchScatterAddScaled(src, d, dev_rows, dev_scales, m, dst, lddst, stream_);
+  CheckLaunch("ScatterAddScaled");
+}
+
+}  // namespace seqboat::cuda
