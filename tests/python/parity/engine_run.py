@@ -1,4 +1,5 @@
-"""Running the engine's logits tool from the parity tests, and their token lists."""
+"""Running the engine's logits and generate tools from the parity tests, and their
+token lists."""
 
 import subprocess
 
@@ -22,3 +23,15 @@ def run_engine(binary, model, toks, out, chunk, state_out=None):
     if proc.returncode != 0:
         raise RuntimeError(f"engine_logits failed ({proc.returncode}): {proc.stderr}")
     return np.load(out)
+
+
+def engine_greedy(binary, model, prompt, n):
+    """The engine's greedy continuation of `prompt`: n token ids, prefilled in
+    chunks of a 16-token step budget."""
+    proc = subprocess.run([str(binary), "--model", str(model),
+                           "--tokens", ",".join(map(str, prompt)),
+                           "--max_new_tokens", str(n), "--budget", "16"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"engine_generate failed ({proc.returncode}): {proc.stderr}")
+    return [int(t) for t in proc.stdout.strip().split(",")]

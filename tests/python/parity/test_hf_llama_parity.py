@@ -26,6 +26,8 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
+from engine_run import engine_greedy, run_engine  # noqa: E402
+from hf_run import hf_greedy  # noqa: E402
 from weights.reference.model import ReferenceModel  # noqa: E402
 
 # Cache utilities mark tensors for torch.compile with torch._dynamo, which
@@ -68,37 +70,6 @@ def convert(root, src, out, *extra):
     assert proc.returncode == 0, proc.stderr
 
 
-def engine_logits_all(binary, model_dir, prompt, tmp_path, chunk=32):
-    out = tmp_path / "logits.npy"
-    proc = subprocess.run([str(binary), "--model", str(model_dir),
-                           "--tokens", ",".join(map(str, prompt)), "--out", str(out),
-                           "--chunk", str(chunk)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return np.load(out)
-
-
-def engine_greedy(binary, model_dir, prompt, n):
-    res = subprocess.run([str(binary), "--model", str(model_dir),
-                          "--tokens", ",".join(map(str, prompt)),
-                          "--max_new_tokens", str(n), "--budget", "16"],
-                         check=True, capture_output=True, text=True)
-    return [int(t) for t in res.stdout.strip().split(",")]
-
-
-@torch.no_grad()
-def hf_greedy(model, prompt, n):
-    """Greedy decoding through transformers' KV cache (past_key_values), as its
-    generate() steps it (generate() itself cannot be imported with Debian's
-    torch 1.13 on Python 3.11)."""
-    out = model(torch.tensor([prompt]), use_cache=True)
-    ids = [int(out.logits[0, -1].argmax())]
-    while len(ids) < n:
-        out = model(torch.tensor([[ids[-1]]]), past_key_values=out.past_key_values,
-                    use_cache=True)
-        ids.append(int(out.logits[0, -1].argmax()))
-    return ids
-
-
 def prompt_ids(n=128):
     text = ("Attention sinks keep the first tokens of a stream in the cache, so a "
             "model can run far beyond its training window. ") * 3
@@ -118,7 +89,7 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, bias, tied, s
     prompt = prompt_ids()
     with torch.no_grad():
         want = model(torch.tensor([prompt])).logits[0].numpy()
-    got = engine_logits_all(engine_logits, out, prompt, tmp_path)
+    got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", chunk=32)
     assert want[-1].std() > 1.0  # logits are spread, so the comparison means something
     assert np.abs(got[-1] - want[-1]).max() <= 1e-3
     assert np.abs(got - want).max() <= 1e-3
@@ -138,7 +109,7 @@ def test_small_window_follows_the_sink_rule(tmp_path, repo_root, engine_logits):
     prompt = prompt_ids(160)
     ref = ReferenceModel.load(out, torch.float64).forward(prompt).numpy()
     for chunk in (1, 7, 64):
-        got = engine_logits_all(engine_logits, out, prompt, tmp_path, chunk=chunk)
+        got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", chunk)
         assert np.abs(got - ref).max() <= 1e-4, chunk
 
     with torch.no_grad():

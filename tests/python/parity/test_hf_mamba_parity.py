@@ -20,6 +20,8 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
 
+from engine_run import engine_greedy  # noqa: E402
+
 
 # MambaCache marks its tensors for torch.compile with torch._dynamo, which
 # Debian's torch 1.13 does not have; the mark is only a compiler hint.
@@ -60,14 +62,6 @@ def engine_last_logits(binary, model_dir, prompt, tmp_path):
                     "--tokens", ",".join(map(str, prompt)), "--out", str(out), "--chunk", "32"],
                    check=True, capture_output=True)
     return np.load(out)[-1]
-
-
-def engine_greedy(binary, model_dir, prompt, n):
-    res = subprocess.run([str(binary), "--model",
-                          str(model_dir), "--tokens", ",".join(map(str, prompt)),
-                          "--max_new_tokens", str(n), "--budget", "16"],
-                         check=True, capture_output=True, text=True)
-    return [int(t) for t in res.stdout.strip().split(",")]
 
 
 @torch.no_grad()

@@ -1,0 +1,103 @@
+"""Converted Hugging Face Jamba checkpoints give the numbers transformers gives.
+
+A small JambaForCausalLM (6 layers: Mamba mixers with their dt/B/C norms,
+attention without positional encoding over grouped KV heads, dense SwiGLU
+layers and top-2 experts; every mixer / feed-forward pairing occurs) is randomly
+initialised by transformers itself, saved with save_pretrained (safetensors),
+converted with `python -m weights.convert --source hf-jamba` and run by the C++
+engine. The attention cache holds the whole stream (sinks + window >= prompt +
+generation), so the engine must equal transformers' full causal attention:
+logits over a 128-token prompt within 1e-3 (fp32), and 64 greedy tokens
+identical to transformers' own cached greedy loop.
+"""
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
+from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
+from transformers.models.jamba.modeling_jamba import (  # noqa: E402
+    HybridMambaAttentionDynamicCache)
+
+from engine_run import engine_greedy, run_engine  # noqa: E402
+from hf_run import hf_greedy  # noqa: E402
+
+# Cache utilities mark tensors for torch.compile with torch._dynamo, which
+# Debian's torch 1.13 does not have; the mark is only a compiler hint.
+if not hasattr(torch, "_dynamo"):
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+
+VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
+
+
+def make_hf_model(seed, tied):
+    torch.manual_seed(seed)
+    cfg = JambaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96,
+                      num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                      num_experts=4, num_experts_per_tok=2, expert_layer_period=2,
+                      expert_layer_offset=1, attn_layer_period=3, attn_layer_offset=1,
+                      mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto",
+                      rms_norm_eps=1e-6, tie_word_embeddings=tied, use_mamba_kernels=False,
+                      initializer_range=0.1, pad_token_id=None, bos_token_id=None,
+                      eos_token_id=256)
+    model = JambaForCausalLM(cfg).eval()
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Norms and D start at 1, biases at 0: move them so a converter that
+            # dropped or swapped one would show.
+            if name.endswith(("norm.weight", "mamba.D", ".bias")):
+                p.add_(0.2 * torch.randn_like(p))
+            if name.endswith("router.weight"):
+                # Decisive routing: a near-tie between two experts' probabilities
+                # could go either way in fp32 and change the expert that runs.
+                p.mul_(10.0)
+            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+                # Spread the logits so greedy choices are not near-ties; a tied
+                # head gets less, or the residual's own token wins every step.
+                p.mul_(2.0 if tied else 12.0)
+    return model
+
+
+def convert(root, src, out, *extra):
+    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-jamba",
+                           str(src), str(out), "--byte-tokenizer", *extra],
+                          cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def prompt_ids(n=128):
+    text = ("Jamba interleaves Mamba layers with a few attention layers and routes "
+            "every other feed-forward through a mixture of experts. ") * 3
+    return list(text.encode())[:n]
+
+
+@pytest.mark.parametrize("tied,seed", [(False, 3), (True, 5)])
+def test_save_pretrained_checkpoint_matches_transformers(tmp_path, tied, seed, repo_root,
+                                                         engine_logits, engine_generate):
+    model = make_hf_model(seed=seed, tied=tied)
+    src = tmp_path / "hf"
+    model.save_pretrained(src, safe_serialization=True)
+    out = tmp_path / "canonical"
+    # 4 + 252 = 256 cached keys >= 128 prompt + 64 generated: nothing is evicted.
+    convert(repo_root, src, out, "--sinks", "4", "--window", "252")
+
+    prompt = prompt_ids()
+    with torch.no_grad():
+        want = model(torch.tensor([prompt])).logits[0].numpy()
+    got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", chunk=32)
+    assert want[-1].std() > 1.0  # logits are spread, so the comparison means something
+    err = np.abs(got - want).max()
+    print(f"max |engine - transformers| over all {len(prompt)} positions: {err:.2e}")
+    assert np.abs(got[-1] - want[-1]).max() <= 1e-3
+    assert err <= 1e-3
+
+    cache = HybridMambaAttentionDynamicCache(model.config, 1, dtype=torch.float32)
+    want_ids = hf_greedy(model, prompt, 64, cache=cache)
+    assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
+    assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
