@@ -1,0 +1,1 @@
+#include "kernels/attention_kernels.h"

@@ -1,0 +1,10 @@
+// Launchers of the attention kernels (attention_kernels.cu).
+#ifndef SEQBOAT_KERNELS_ATTENTION_KERNELS_H_
+#define SEQBOAT_KERNELS_ATTENTION_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+namespace seqboat::cuda {}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_ATTENTION_KERNELS_H_

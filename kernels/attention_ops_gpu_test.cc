@@ -1,0 +1,1 @@
+#include "kernels/gpu_test_util.h"

@@ -1,0 +1,1 @@
+#include "kernels/mamba_kernels.h"

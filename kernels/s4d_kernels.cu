@@ -1,0 +1,1 @@
+#include "kernels/s4d_kernels.h"

@@ -1,0 +1,10 @@
+// Launchers of the s4d kernels (s4d_kernels.cu).
+#ifndef SEQBOAT_KERNELS_S4D_KERNELS_H_
+#define SEQBOAT_KERNELS_S4D_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+namespace seqboat::cuda {}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_S4D_KERNELS_H_
