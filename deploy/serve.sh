@@ -11,7 +11,9 @@ if [[ "${1:-}" == "--no-build" ]]; then
   shift
 else
   bash deploy/setup.sh
-  bazel build //server:seqboat_server //clients/cli:seqboat_cli
+  flags=()
+  [[ -x /usr/local/cuda/bin/nvcc ]] || flags=(--define=cuda=off)
+  bazel build "${flags[@]}" //server:seqboat_server //clients/cli:seqboat_cli
 fi
 export SEQBOAT_SERVER_BIN="$root/bazel-bin/server/seqboat_server"
 exec "$root/deploy/entrypoint.sh" "$@"

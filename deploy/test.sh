@@ -8,11 +8,20 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash deploy/setup.sh
 
+# Without the CUDA toolkit the CUDA backend is left out of the build.
+flags=()
+targets=(//...)
+if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "no /usr/local/cuda/bin/nvcc: building without the CUDA backend"
+  flags=(--define=cuda=off)
+  targets=(-- //... -//kernels/... -//third_party:cuda)
+fi
+
 echo "== build"
-bazel build //...
+bazel build "${flags[@]}" "${targets[@]}"
 
 echo "== C++ tests"
-bazel test //... --test_tag_filters=-gpu
+bazel test "${flags[@]}" --test_tag_filters=-gpu "${targets[@]}"
 
 echo "== Python tests"
 .venv/bin/python -m pytest tests/python -q -p no:cacheprovider

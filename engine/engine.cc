@@ -7,6 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
+#if SEQBOAT_WITH_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 #include "engine/model/model.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/step_plan.h"
@@ -298,6 +301,55 @@ class EngineImpl final : public Engine {
   std::once_flag joined_;
 };
 
+// "cuda" must get a GPU; "auto" takes one when present and says why not
+// otherwise. The choice and its reason go to the log.
+absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
+    const EngineOptions& options) {
+  const std::string& want = options.backend;
+  if (want != "cpu" && want != "cuda" && want != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown backend '", want, "' (cpu, cuda or auto)"));
+  }
+  if (want != "cpu") {
+#if SEQBOAT_WITH_CUDA
+    std::string why;
+    const int devices = CudaDeviceCount(&why);
+    if (devices > 0) {
+      auto weights = ParseCudaWeights(options.cuda_weights);
+      if (!weights.ok()) return weights.status();
+      CudaBackendOptions cuda;
+      cuda.device = options.cuda_device;
+      cuda.weights = *weights;
+      cuda.graphs = options.cuda_graphs;
+      auto be = MakeCudaBackend(cuda);
+      if (be.ok()) {
+        spdlog::info("backend {}: CUDA device {} of {}, {} weights, graphs {}",
+                     want, options.cuda_device, devices, options.cuda_weights,
+                     options.cuda_graphs ? "on" : "off");
+        return be;
+      }
+      if (want == "cuda") return be.status();
+      why = std::string(be.status().message());
+    } else if (want == "cuda") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend cuda: no CUDA device (", why, ")"));
+    }
+    spdlog::info(
+        "backend auto: using cpu because no CUDA device is usable ({})", why);
+#else
+    if (want == "cuda") {
+      return absl::FailedPreconditionError(
+          "backend cuda: this build has no CUDA backend (built with "
+          "--define=cuda=off)");
+    }
+    spdlog::info("backend auto: using cpu (built without CUDA)");
+#endif
+  } else {
+    spdlog::info("backend cpu: chosen by flag");
+  }
+  return MakeCpuBackend(options.cpu_threads);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
@@ -307,17 +359,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(
         "max_slots and step_token_budget must be > 0");
   }
-  std::unique_ptr<Backend> backend;
-  if (options.backend == "cpu" || options.backend == "auto") {
-    backend = MakeCpuBackend(options.cpu_threads);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend '", options.backend, "' is not available in this build"));
-  }
+  auto backend = ChooseBackend(options);
+  if (!backend.ok()) return backend.status();
   ModelLimits limits;
   limits.max_slots = options.max_slots;
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
-  auto model = Model::Load(options.model_dir, *backend, limits);
+  auto model = Model::Load(options.model_dir, **backend, limits);
   if (!model.ok()) return model.status();
   // The model's config.json names its EOS; it wins over the tokenizer's guess.
   TokenizerOptions tokenizer_options;
@@ -334,7 +381,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         " ids but the model has ", (*model)->vocab_size(), " embedding rows"));
   }
   return std::unique_ptr<Engine>(new EngineImpl(
-      options, std::move(backend), *std::move(tokenizer), *std::move(model)));
+      options, *std::move(backend), *std::move(tokenizer), *std::move(model)));
 }
 
 }  // namespace seqboat

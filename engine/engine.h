@@ -19,9 +19,13 @@ namespace seqboat {
 
 struct EngineOptions {
   std::string model_dir;  // config.json, model.safetensors, tokenizer.json
-  std::string backend = "cpu";  // "cpu" (CUDA comes with kernels/)
-  int32_t max_slots = 64;       // concurrent sequences (state slots)
-  int32_t max_queue = 256;      // waiting requests before RESOURCE_EXHAUSTED
+  // "cpu", "cuda" or "auto" (CUDA when a device is present, else CPU).
+  std::string backend = "cpu";
+  int32_t cuda_device = 0;
+  std::string cuda_weights = "bf16";  // bf16, fp16 or fp32
+  bool cuda_graphs = true;            // record decode steps as CUDA graphs
+  int32_t max_slots = 64;             // concurrent sequences (state slots)
+  int32_t max_queue = 256;  // waiting requests before RESOURCE_EXHAUSTED
   int32_t step_token_budget =
       512;  // decode tokens + prefill chunk tokens per step
   int32_t max_prompt_tokens = 1 << 20;

@@ -42,7 +42,13 @@ ABSL_FLAG(int32_t, http_port, -1,
           "HTTP port for /metrics, /healthz and /readyz (same host as "
           "--host); 0 picks a free one, -1 (default) turns it off; "
           "deploy/entrypoint.sh passes 8080.");
-ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
+ABSL_FLAG(std::string, backend, "auto",
+          "Compute backend: cpu, cuda, or auto (CUDA when a GPU is present).");
+ABSL_FLAG(int32_t, cuda_device, 0, "CUDA device ordinal.");
+ABSL_FLAG(std::string, cuda_weights, "bf16",
+          "Weight storage on the GPU: bf16, fp16 or fp32.");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "Record decode steps as CUDA graphs per batch bucket.");
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int32_t, max_queue, 256,
           "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
@@ -234,6 +240,9 @@ int Run() {
   EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.backend = absl::GetFlag(FLAGS_backend);
+  options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  options.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
+  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.max_slots = absl::GetFlag(FLAGS_max_slots);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
