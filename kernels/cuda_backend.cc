@@ -122,6 +122,24 @@ absl::Status CudaBackend::TakeError() {
 
 // --- memory ------------------------------------------------------------------
 
+std::string CudaBackend::DeviceName() const {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, options_.device) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::StrCat("CUDA device ", options_.device);
+  }
+  return absl::StrCat("CUDA device ", options_.device, " (", prop.name, ")");
+}
+
+int64_t CudaBackend::FreeBytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return static_cast<int64_t>(free_bytes);
+}
+
 absl::StatusOr<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));

@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
+  std::string DeviceName() const override;
+  int64_t FreeBytes() const override;
 
   // Step capture (cuda_backend.cc).
   std::vector<int> CaptureBuckets(int max_slots) const override;

@@ -52,6 +52,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // For messages: "cpu", "CUDA device 0 (NVIDIA H100 80GB HBM3)".
+  virtual std::string DeviceName() const { return name(); }
+  // Bytes the device can still allocate, or -1 when it cannot tell (the CPU:
+  // the arena is then only bounded by the allocator).
+  virtual int64_t FreeBytes() const { return -1; }
 
   // --- step capture --------------------------------------------------------
   // Decode batch sizes the backend can replay cheaply; the model pads a

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/state/arena_budget.h"
 
 namespace seqboat {
 
@@ -18,6 +19,17 @@ absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
   if (max_slots <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_slots must be > 0, got ", max_slots));
+  }
+  int64_t per_slot_total = 0;
+  for (const Layer* layer : layers)
+    per_slot_total += layer->StateBytesPerSlot();
+  if (const int64_t free_bytes = backend.FreeBytes(); free_bytes >= 0) {
+    if (absl::Status s =
+            CheckArenaFits(per_slot_total, max_slots, free_bytes,
+                           kArenaReserveBytes, backend.DeviceName());
+        !s.ok()) {
+      return s;
+    }
   }
   std::unique_ptr<SlotArena> arena(new SlotArena(backend, max_slots, layers));
   for (size_t i = 0; i < layers.size(); ++i) {
