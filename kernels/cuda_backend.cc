@@ -184,6 +184,7 @@ absl::StatusOr<const float*> CudaBackend::UploadVector(const float* host,
   if (!buf.ok()) return buf.status();
   CopyToDevice(buf->get(), host, static_cast<size_t>(n) * sizeof(float));
   owned_.push_back(*buf);
+  weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
   if (absl::Status s = TakeError(); !s.ok()) return s;
   return static_cast<const float*>(buf->get());
 }
@@ -216,6 +217,7 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
     }
   }
   owned_.push_back(*buf);
+  weight_bytes_ += count * static_cast<int64_t>(elem);
   if (absl::Status s = TakeError(); !s.ok()) return s;
   return Matrix{buf->get(), rows, cols};
 }

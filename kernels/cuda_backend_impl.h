@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string DeviceName() const override;
   int64_t FreeBytes() const override;
+  int64_t WeightBytes() const override { return weight_bytes_; }
 
   // Step capture (cuda_backend.cc).
   std::vector<int> CaptureBuckets(int max_slots) const override;
@@ -174,6 +175,7 @@ class CudaBackend final : public Backend {
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;
   std::vector<DeviceBuffer> owned_;  // uploaded weights
+  int64_t weight_bytes_ = 0;
   absl::Status error_;
 };
 

@@ -57,6 +57,9 @@ class Backend {
   // Bytes the device can still allocate, or -1 when it cannot tell (the CPU:
   // the arena is then only bounded by the allocator).
   virtual int64_t FreeBytes() const { return -1; }
+  // Device bytes of the weights uploaded so far (UploadMatrix in its storage
+  // type, UploadVector in fp32), or -1 when the backend aliases host memory.
+  virtual int64_t WeightBytes() const { return -1; }
 
   // --- step capture --------------------------------------------------------
   // Decode batch sizes the backend can replay cheaply; the model pads a
