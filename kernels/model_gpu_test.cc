@@ -1,0 +1,200 @@
+// Whole models on CUDA against the CPU backend: every layer kind (tiny_hybrid
+// holds all six), greedy decoding of the bundled models, bf16 weights within
+// their stated tolerance, and recorded decode steps equal to eager ones.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "kernels/gpu_test_util.h"
+
+namespace seqboat::gpu_test {
+namespace {
+
+constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
+constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
+constexpr char kDefault[] = "weights/models/default";
+constexpr char kMambaBaseline[] = "weights/models/mamba-baseline";
+
+std::unique_ptr<Model> Load(const std::string& dir, Backend& be,
+                            std::optional<std::vector<int>> buckets = {}) {
+  ModelLimits limits;
+  limits.max_slots = 8;
+  limits.max_rows_per_step = 64;
+  limits.decode_buckets = std::move(buckets);
+  auto m = Model::Load(dir, be, limits);
+  EXPECT_TRUE(m.ok()) << dir << ": " << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+std::vector<int32_t> Prompt(int n, int salt, int vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 37 + salt * 101 + 11) % vocab;
+  return t;
+}
+
+// Drives three sequences on `model`: chunked prefills of different lengths
+// (chunks of 5, packed with each other), then `decode_steps` batched decode
+// steps feeding back argmax tokens. Returns every logits row produced.
+std::vector<std::vector<float>> Drive(Model& model, int decode_steps) {
+  const int v = model.vocab_size();
+  std::vector<int> slots;
+  for (int i = 0; i < 3; ++i) slots.push_back(*model.arena().Acquire());
+  std::vector<std::vector<int32_t>> prompts = {
+      Prompt(13, 1, v), Prompt(4, 2, v), Prompt(9, 3, v)};
+  std::vector<size_t> fed(3, 0);
+  std::vector<std::vector<float>> out;
+  std::vector<int32_t> last(3, 0);
+  // Prefill: every step packs up to 5 tokens of each unfinished prompt.
+  while (fed[0] < prompts[0].size() || fed[1] < prompts[1].size() ||
+         fed[2] < prompts[2].size()) {
+    std::vector<int32_t> ids, rows;
+    std::vector<Segment> segs;
+    std::vector<int> who;
+    for (int s = 0; s < 3; ++s) {
+      const int len =
+          std::min<int>(5, static_cast<int>(prompts[s].size() - fed[s]));
+      if (len == 0) continue;
+      segs.push_back({slots[s], static_cast<int32_t>(ids.size()), len});
+      ids.insert(ids.end(), prompts[s].begin() + fed[s],
+                 prompts[s].begin() + fed[s] + len);
+      fed[s] += len;
+      rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+      who.push_back(s);
+    }
+    std::vector<float> logits(rows.size() * v);
+    EXPECT_TRUE(model
+                    .Forward(ids.data(), static_cast<int>(ids.size()),
+                             segs.data(), static_cast<int>(segs.size()),
+                             rows.data(), static_cast<int>(rows.size()),
+                             logits.data())
+                    .ok());
+    for (size_t j = 0; j < rows.size(); ++j) {
+      out.emplace_back(logits.begin() + j * v, logits.begin() + (j + 1) * v);
+      last[who[j]] = static_cast<int32_t>(
+          std::max_element(out.back().begin(), out.back().end()) -
+          out.back().begin());
+    }
+  }
+  for (int step = 0; step < decode_steps; ++step) {
+    Segment segs[3];
+    int32_t rows[3] = {0, 1, 2};
+    for (int s = 0; s < 3; ++s) segs[s] = {slots[s], s, 1};
+    std::vector<float> logits(3 * v);
+    EXPECT_TRUE(
+        model.Forward(last.data(), 3, segs, 3, rows, 3, logits.data()).ok());
+    for (int s = 0; s < 3; ++s) {
+      out.emplace_back(logits.begin() + s * v, logits.begin() + (s + 1) * v);
+      last[s] = static_cast<int32_t>(
+          std::max_element(out.back().begin(), out.back().end()) -
+          out.back().begin());
+    }
+  }
+  return out;
+}
+
+float RowScale(const std::vector<float>& row) {
+  float m = 0.0f;
+  for (float x : row) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+TEST(ModelGpuTest, EveryLayerKindMatchesTheCpuInFp32) {
+  for (const char* dir : {kTinyHybrid, kTinyMamba, kDefault}) {
+    auto cpu = MakeCpuBackend(1);
+    auto cuda = MakeCuda(CudaWeights::kF32);
+    ASSERT_NE(cuda, nullptr);
+    auto a = Load(dir, *cpu), b = Load(dir, *cuda);
+    ASSERT_TRUE(a && b);
+    const auto ra = Drive(*a, 24), rb = Drive(*b, 24);
+    ASSERT_EQ(ra.size(), rb.size());
+    for (size_t i = 0; i < ra.size(); ++i) {
+      ASSERT_LT(MaxAbsDiff(ra[i], rb[i]), 1e-4f) << dir << " row " << i;
+    }
+  }
+}
+
+// bf16 weights round each weight and each GEMM input to 8 significant bits
+// (relative error up to 2^-9 each), so one projection's output moves by about
+// 2^-8 of its scale; over the blocks of a stack these add up independently.
+// 5 % of the row's largest logit is that bound with margin for the tiny
+// models' 9 blocks; a wrong kernel is off by the whole scale.
+TEST(ModelGpuTest, Bf16WeightsStayWithinRoundingOfTheCpu) {
+  for (const char* dir : {kTinyHybrid, kDefault}) {
+    auto cpu = MakeCpuBackend(1);
+    auto cuda = MakeCuda(CudaWeights::kBf16);
+    ASSERT_NE(cuda, nullptr);
+    auto a = Load(dir, *cpu), b = Load(dir, *cuda);
+    ASSERT_TRUE(a && b);
+    const auto ra = Drive(*a, 8), rb = Drive(*b, 8);
+    // Only the prefill rows share inputs for sure (greedy tokens may differ
+    // once rounding flips a near-tie), so compare those.
+    for (size_t i = 0; i + 24 < ra.size(); ++i) {
+      EXPECT_LT(MaxAbsDiff(ra[i], rb[i]), 0.05f * RowScale(ra[i]))
+          << dir << " row " << i;
+    }
+  }
+}
+
+// Greedy continuation of one prompt, token by token.
+std::vector<int32_t> Greedy(Model& model, int n_new) {
+  const int v = model.vocab_size();
+  const int slot = *model.arena().Acquire();
+  std::vector<int32_t> prompt = Prompt(32, 7, v);
+  std::vector<float> logits(v);
+  std::vector<int32_t> out;
+  Segment seg{slot, 0, static_cast<int32_t>(prompt.size())};
+  int32_t row = seg.len - 1;
+  EXPECT_TRUE(
+      model.Forward(prompt.data(), seg.len, &seg, 1, &row, 1, logits.data())
+          .ok());
+  for (int i = 0; i < n_new; ++i) {
+    int32_t tok = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(tok);
+    Segment s{slot, 0, 1};
+    int32_t r = 0;
+    EXPECT_TRUE(model.Forward(&tok, 1, &s, 1, &r, 1, logits.data()).ok());
+  }
+  return out;
+}
+
+TEST(ModelGpuTest, GreedyOutputOfTheBundledModelsIsIdentical) {
+  for (const char* dir : {kDefault, kMambaBaseline}) {
+    auto cpu = MakeCpuBackend(1);
+    auto cuda = MakeCuda(CudaWeights::kF32);
+    ASSERT_NE(cuda, nullptr);
+    auto a = Load(dir, *cpu), b = Load(dir, *cuda);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(Greedy(*a, 128), Greedy(*b, 128)) << dir;
+  }
+}
+
+// Recorded steps replay the eager kernels on the same padded shapes, so the
+// logits are bitwise equal; padding itself changes only GEMM shapes (1e-5).
+TEST(ModelGpuTest, RecordedDecodeStepsEqualEagerOnes) {
+  for (const char* dir : {kMambaBaseline, kTinyMamba}) {
+    auto graphs = MakeCuda(CudaWeights::kF32, /*graphs=*/true);
+    auto eager = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
+    auto unpadded = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
+    ASSERT_TRUE(graphs && eager && unpadded);
+    const std::vector<int> buckets = {1, 2, 4, 8};
+    auto a = Load(dir, *graphs, buckets), b = Load(dir, *eager, buckets),
+         c = Load(dir, *unpadded, std::vector<int>{});
+    ASSERT_TRUE(a && b && c);
+    EXPECT_EQ(a->decode_buckets(), buckets);
+    const auto ra = Drive(*a, 30), rb = Drive(*b, 30), rc = Drive(*c, 30);
+    for (size_t i = 0; i < ra.size(); ++i) {
+      ASSERT_EQ(ra[i], rb[i]) << dir << " row " << i;
+      ASSERT_LT(MaxAbsDiff(ra[i], rc[i]),
+                1e-5f * std::max(1.0f, RowScale(rc[i])))
+          << dir << " row " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace seqboat::gpu_test
