@@ -1,29 +1,96 @@
-// Placeholder until the SeqBoat kernels land: fails the step loudly.
+// The SeqBoat block's ops on CUDA (MODELS.md §2): stage the host
+// descriptors, launch the seqboat kernels. The layer reads the active count
+// back mid-step, so these steps are never recorded; they still stage before
+// checking launching(), like every op, so a replay would stage the same bytes.
+#include <cstddef>
+#include <vector>
+
+#include "engine/backend/seqboat_math.h"
 #include "kernels/cuda_backend_impl.h"
+#include "kernels/seqboat_kernels.h"
 
 namespace seqboat::cuda {
 
-void CudaBackend::SeqBoatEma(const Segment*, int, const float*, void*, int64_t,
-                             const SeqBoatShape&, const float*, const float*,
-                             const float*, const float*, float*) {
-  if (error_.ok()) error_ = absl::UnimplementedError("CUDA SeqBoatEma");
+static_assert(sizeof(SeqBoatSeg) == sizeof(Segment) &&
+                  offsetof(SeqBoatSeg, slot) == offsetof(Segment, slot) &&
+                  offsetof(SeqBoatSeg, start) == offsetof(Segment, start) &&
+                  offsetof(SeqBoatSeg, len) == offsetof(Segment, len),
+              "the kernels read staged Segments as SeqBoatSeg");
+
+void CudaBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
+                             void* state, int64_t state_stride,
+                             const SeqBoatShape& shape, const float* in_coef,
+                             const float* decay, const float* out_coef,
+                             const float* skip, float* h) {
+  const Segment* dev_segs = Stage(segs, nsegs);
+  if (!launching() || nsegs <= 0) return;
+  SeqBoatEmaParams p;
+  p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
+  p.nsegs = nsegs;
+  p.x = x;
+  p.state = state;
+  p.state_stride = state_stride;
+  p.shape = shape;
+  p.in_coef = in_coef;
+  p.decay = decay;
+  p.out_coef = out_coef;
+  p.skip = skip;
+  p.h = h;
+  LaunchSeqBoatEma(p, stream_);
+  CheckLaunch("SeqBoatEma");
 }
 
-void CudaBackend::SeqBoatRoute(const float*, int, int, const float*, float*,
-                               int32_t*, int32_t*) {
-  if (error_.ok()) error_ = absl::UnimplementedError("CUDA SeqBoatRoute");
+void CudaBackend::SeqBoatRoute(const float* u, int ldu, int n,
+                               const float* temperature, float* conf,
+                               int32_t* compact, int32_t* active) {
+  if (!launching()) return;
+  LaunchSeqBoatRoute(u, ldu, n, temperature, conf, compact, active, stream_);
+  CheckLaunch("SeqBoatRoute");
 }
 
-void CudaBackend::SeqBoatAttend(const Segment*, int, const SeqBoatActiveRange*,
-                                const int32_t*, const float*, int, void*,
-                                int64_t, const SeqBoatShape&, const float*,
-                                const float*, const float*, float*) {
-  if (error_.ok()) error_ = absl::UnimplementedError("CUDA SeqBoatAttend");
+void CudaBackend::SeqBoatAttend(const Segment* segs, int nsegs,
+                                const SeqBoatActiveRange* ranges,
+                                const int32_t* active_rows, const float* zrv,
+                                int ldzrv, void* state, int64_t state_stride,
+                                const SeqBoatShape& shape,
+                                const float* qk_gamma, const float* qk_beta,
+                                const float* rel_bias, float* out) {
+  const Segment* dev_segs = Stage(segs, nsegs);
+  const SeqBoatActiveRange* dev_ranges = Stage(ranges, nsegs);
+  // The CPU's angles to the bit: the same host pow for θ_i.
+  const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
+  std::vector<double> inv_freq(rope ? shape.z / 2 : 0);
+  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
+    inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
+  }
+  const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
+  if (!launching() || nsegs <= 0) return;
+  SeqBoatAttendParams p;
+  p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
+  p.ranges = dev_ranges;
+  p.nsegs = nsegs;
+  p.active_rows = active_rows;
+  p.zrv = zrv;
+  p.ldzrv = ldzrv;
+  p.state = state;
+  p.state_stride = state_stride;
+  p.shape = shape;
+  p.qk_gamma = qk_gamma;
+  p.qk_beta = qk_beta;
+  p.rel_bias = rel_bias;
+  p.inv_freq = dev_inv_freq;
+  p.scale = op_math::SeqBoatScoreScale(shape);
+  p.out = out;
+  LaunchSeqBoatAttend(p, stream_);
+  CheckLaunch("SeqBoatAttend");
 }
 
-void CudaBackend::SeqBoatMix(const float*, const float*, int, const float*,
-                             const float*, const int32_t*, int, int, float*) {
-  if (error_.ok()) error_ = absl::UnimplementedError("CUDA SeqBoatMix");
+void CudaBackend::SeqBoatMix(const float* s, const float* g, int ldg,
+                             const float* y, const float* conf,
+                             const int32_t* compact, int n, int d, float* out) {
+  if (!launching()) return;
+  LaunchSeqBoatMix(s, g, ldg, y, conf, compact, n, d, out, stream_);
+  CheckLaunch("SeqBoatMix");
 }
 
 }  // namespace seqboat::cuda
