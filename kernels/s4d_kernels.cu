@@ -1,1 +1,141 @@
+// S4D kernel. Channels of a segment are independent and tokens of a segment
+// are sequential, so a thread owns one (segment, channel) pair for the whole
+// segment: the channel's m complex modes live in registers across the tokens
+// and go back to memory once. blockIdx.y picks the segment, adjacent threads
+// take adjacent channels, so u and out accesses are coalesced.
+#include <stdint.h>
+
+#include "engine/backend/s4d_math.h"
 #include "kernels/s4d_kernels.h"
+
+namespace seqboat::cuda {
+namespace {
+
+// Small blocks: a decode step of one sequence has only h threads, and more
+// blocks spread its state reads over more SMs.
+constexpr int kThreads = 64;
+constexpr int kMaxGridY = 65535;
+
+// dst = src[0, N). 16-byte loads when the row is aligned (uniform across a
+// warp whenever N % 4 == 0, since rows are then 16-byte multiples apart).
+template <int N>
+__device__ __forceinline__ void LoadRow(float (&dst)[N], const float* src) {
+  if constexpr (N % 4 == 0) {
+    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+      const float4* v = reinterpret_cast<const float4*>(src);
+#pragma unroll
+      for (int i = 0; i < N / 4; ++i) {
+        const float4 q = v[i];
+        dst[4 * i] = q.x;
+        dst[4 * i + 1] = q.y;
+        dst[4 * i + 2] = q.z;
+        dst[4 * i + 3] = q.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = src[i];
+}
+
+template <int N>
+__device__ __forceinline__ void StoreRow(float* dst, const float (&src)[N]) {
+  if constexpr (N % 4 == 0) {
+    if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+      float4* v = reinterpret_cast<float4*>(dst);
+#pragma unroll
+      for (int i = 0; i < N / 4; ++i) {
+        v[i] = make_float4(src[4 * i], src[4 * i + 1], src[4 * i + 2],
+                           src[4 * i + 3]);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = src[i];
+}
+
+// M modes: zeta and dA (2M floats each) in registers. Stops at 32: at 64 the
+// state alone is 128 registers and ptxas spills.
+template <int M>
+__global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= p.h) return;
+  const float* da_row = p.da + static_cast<int64_t>(k) * 2 * M;
+  float da[2 * M];
+  LoadRow(da, da_row);
+  const int64_t ld_out = static_cast<int64_t>(p.ch) * p.h;
+  for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
+    const S4dSegment seg = p.segs[s];
+    // Padding segments may share a real segment's slot: no state access.
+    if (seg.len <= 0) continue;
+    float* state =
+        p.state + seg.slot * p.state_stride + static_cast<int64_t>(k) * 2 * M;
+    float zeta[2 * M];
+    LoadRow(zeta, state);
+    const int64_t end = static_cast<int64_t>(seg.start) + seg.len;
+    for (int64_t t = seg.start; t < end; ++t) {
+      const float ut = p.u[t * p.ldu + k];
+      op_math::S4dUpdate(zeta, da, ut, M);
+      for (int cc = 0; cc < p.ch; ++cc) {
+        const int64_t ck = static_cast<int64_t>(cc) * p.h + k;
+        p.out[t * ld_out + ck] = op_math::S4dReadout(zeta, p.c + ck * 2 * M,
+                                                     p.scale, p.d[ck], ut, M);
+      }
+    }
+    StoreRow(state, zeta);
+  }
+}
+
+// Any m: zeta is updated in place in global memory, as on the CPU.
+__global__ void __launch_bounds__(kThreads)
+    S4dScanGlobalKernel(S4dScanParams p) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= p.h) return;
+  const int m = p.m;
+  const float* da_row = p.da + static_cast<int64_t>(k) * 2 * m;
+  const int64_t ld_out = static_cast<int64_t>(p.ch) * p.h;
+  for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
+    const S4dSegment seg = p.segs[s];
+    if (seg.len <= 0) continue;
+    float* zeta =
+        p.state + seg.slot * p.state_stride + static_cast<int64_t>(k) * 2 * m;
+    const int64_t end = static_cast<int64_t>(seg.start) + seg.len;
+    for (int64_t t = seg.start; t < end; ++t) {
+      const float ut = p.u[t * p.ldu + k];
+      op_math::S4dUpdate(zeta, da_row, ut, m);
+      for (int cc = 0; cc < p.ch; ++cc) {
+        const int64_t ck = static_cast<int64_t>(cc) * p.h + k;
+        p.out[t * ld_out + ck] = op_math::S4dReadout(zeta, p.c + ck * 2 * m,
+                                                     p.scale, p.d[ck], ut, m);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void LaunchS4dScan(const S4dScanParams& p, cudaStream_t stream) {
+  if (p.nsegs <= 0 || p.h <= 0 || p.m < 0) return;
+  const dim3 grid((p.h + kThreads - 1) / kThreads,
+                  p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
+  switch (p.m) {
+    case 4:
+      S4dScanRegKernel<4><<<grid, kThreads, 0, stream>>>(p);
+      break;
+    case 8:
+      S4dScanRegKernel<8><<<grid, kThreads, 0, stream>>>(p);
+      break;
+    case 16:
+      S4dScanRegKernel<16><<<grid, kThreads, 0, stream>>>(p);
+      break;
+    case 32:
+      S4dScanRegKernel<32><<<grid, kThreads, 0, stream>>>(p);
+      break;
+    default:
+      S4dScanGlobalKernel<<<grid, kThreads, 0, stream>>>(p);
+      break;
+  }
+}
+
+}  // namespace seqboat::cuda
