@@ -79,6 +79,9 @@ void CpuBackend::SeqBoatAttend(const Segment* segs, int nsegs,
                                            int64_t{w} * (z + v)))
   for (int s = 0; s < nsegs; ++s) {
     const Segment& seg = segs[s];
+    // A zero-length (padding) segment may share its slot with a real one in
+    // this call: it must not write the stream position back.
+    if (seg.len == 0) continue;
     op_math::SeqBoatSlot slot =
         op_math::SeqBoatSlotAt(SlotBase(state, state_stride, seg.slot), shape);
     std::vector<float> q(z), k(z), scores(w + 1), vself(v), o(v);
