@@ -82,10 +82,14 @@ def tensor_for(name, shape, g):
 RMSNORM = {"type": "rmsnorm", "eps": 1e-5, "affine": True}
 
 
-def write_model(out, blocks, d, seed=0, router_bias=None, final_norm=RMSNORM):
-    """Write a canonical dir; router_bias(i) may set seqboat block i's router.bias."""
+def write_model(out, blocks, d, seed=0, router_bias=None, final_norm=RMSNORM,
+                vocab_size=canonical.BYTE_VOCAB):
+    """Write a canonical dir; router_bias(i) may set seqboat block i's router.bias.
+
+    vocab_size above the byte vocabulary gives a public model's embedding and
+    head shape (the byte tokenizer only uses the first ids)."""
     config = {"format": canonical.FORMAT, "version": canonical.VERSION, "name": "bench",
-              "vocab_size": canonical.BYTE_VOCAB, "d_model": d,
+              "vocab_size": vocab_size, "d_model": d,
               "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": True,
               "logit_scale": 1.0, "final_norm": final_norm,
               "residual_dtype": "float32", "eos_token_id": canonical.BYTE_EOS,

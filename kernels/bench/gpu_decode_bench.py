@@ -1,0 +1,70 @@
+"""Decode tokens/s on the GPU for a 130M-parameter Mamba shape and a hybrid of
+the same size, with the fraction of the memory-bandwidth roofline reached.
+
+    bazel build //kernels/bench:cuda_decode_bench
+    .venv/bin/python kernels/bench/gpu_decode_bench.py [--batches 1,16,64,256]
+
+Both models have random weights at realistic scales (the figures depend on
+shapes only) and the GPT-NeoX vocabulary size 50280. The hybrid interleaves
+every layer kind around Mamba blocks: 16 mamba1, 2 attention (4 sinks + 1020
+window, GQA 8/2), 2 gated mlp, 1 moe (8 experts, top-1), 2 s4d, 1 seqboat.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from weights.reference import random_any  # noqa: E402
+from weights.reference.make_random_model import make_random_model  # noqa: E402
+
+D, VOCAB = 768, 50280
+HYBRID = ["mamba1", "mamba1", "attention", "mlp", "mamba1", "mamba1", "seqboat", "mamba1",
+          "mamba1", "s4d", "mamba1", "moe", "mamba1", "mamba1", "attention", "mlp",
+          "mamba1", "mamba1", "s4d", "mamba1", "mamba1", "mamba1", "mamba1", "mamba1"]
+
+
+def hybrid_blocks():
+    blocks = []
+    for kind in HYBRID:
+        over = {"d_ff": D} if kind == "moe" else {}
+        blocks.append(random_any.block(kind, D, **over))
+    return blocks
+
+
+def params(model_dir):
+    from weights import safetensors_io
+    tensors, _ = safetensors_io.load_file(os.path.join(model_dir, "model.safetensors"))
+    return sum(t.numel() for t in tensors.values())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", default="1,16,64,256")
+    ap.add_argument("--weights", default="bf16")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--binary", default=os.path.join(
+        ROOT, "bazel-bin/kernels/bench/cuda_decode_bench"))
+    a = ap.parse_args()
+    if not os.path.exists(a.binary):
+        sys.exit(f"{a.binary} missing: bazel build //kernels/bench:cuda_decode_bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        mamba = os.path.join(tmp, "mamba-130m")
+        make_random_model(mamba, seed=1, name="mamba-130m-shape", vocab_size=VOCAB,
+                          d_model=D, n_layers=24, d_inner=2 * D, d_state=16, d_conv=4,
+                          dt_rank=48)
+        hybrid = os.path.join(tmp, "hybrid")
+        random_any.write_model(hybrid, hybrid_blocks(), D, seed=2, vocab_size=VOCAB)
+        for label, path in (("mamba-130m", mamba), ("hybrid", hybrid)):
+            print(f"== {label}: {params(path) / 1e6:.1f}M parameters", flush=True)
+            subprocess.run([a.binary, f"--model_dir={path}", f"--label={label}",
+                            f"--batches={a.batches}", f"--weights={a.weights}",
+                            f"--steps={a.steps}"], check=True)
+
+
+if __name__ == "__main__":
+    main()
