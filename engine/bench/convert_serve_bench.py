@@ -125,10 +125,13 @@ def decode_figures(batch, r):
         "output_tokens": r["total_output_tokens"], "duration_s": r["duration"],
         # Every output token over the run's wall time, prefill and first tokens included.
         "output_tok_s": r["output_throughput"],
-        # Steady decode rate: each of `batch` streams emits a token every TPOT.
-        # None when every stream's tokens came in one message (the server
-        # coalesces tokens a slow reader has not taken; tiny models only).
-        "decode_tok_s": batch * 1e3 / r["mean_tpot_ms"] if r["mean_tpot_ms"] > 0 else None,
+        # Steady decode rate: `batch` tokens per engine step, the step time
+        # being the median gap between a stream's messages. The median skips
+        # the slower steps that also carried other requests' prefill chunks,
+        # which TPOT and output_tok_s include. None when no stream got two
+        # messages (the server coalesces tokens a slow reader has not yet
+        # taken: tiny models only, where steps take microseconds).
+        "decode_tok_s": batch * 1e3 / r["median_itl_ms"] if r["median_itl_ms"] > 0 else None,
         "median_itl_ms": r["median_itl_ms"], "p90_itl_ms": r["p90_itl_ms"],
         "p99_itl_ms": r["p99_itl_ms"], "median_tpot_ms": r["median_tpot_ms"],
         "median_ttft_ms": r["median_ttft_ms"],
