@@ -6,13 +6,6 @@
 #include "engine/sampling/sampling_math.h"
 
 namespace seqboat {
-namespace {
-
-// Below this a temperature only amplifies rounding noise; vLLM treats it as
-// greedy too.
-constexpr float kMinTemperature = 1e-5f;
-
-}  // namespace
 
 Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
                  bool want_logprobs, int32_t top_logprobs)
@@ -21,7 +14,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
       want_logprobs_(want_logprobs),
       top_logprobs_(std::clamp<int32_t>(top_logprobs, 0, valid_vocab_)) {
   // Written as !(x >= lo) so NaN parameters fall back to "off" as well.
-  greedy_ = !(params_.temperature >= kMinTemperature) || params_.top_k == 1;
+  greedy_ = sampling::IsGreedy(params_.temperature, params_.top_k);
   if (!(params_.repetition_penalty > 0.0f)) params_.repetition_penalty = 1.0f;
   penalize_ = params_.repetition_penalty != 1.0f;
   if (!(params_.top_p > 0.0f && params_.top_p <= 1.0f)) params_.top_p = 1.0f;
@@ -33,7 +26,25 @@ Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
 
 void Sampler::Observe(int32_t token) {
   if (!penalize_ || token < 0 || token >= valid_vocab_) return;
-  seen_[static_cast<size_t>(token)] = 1;
+  uint8_t& seen = seen_[static_cast<size_t>(token)];
+  if (!seen) seen_ids_.push_back(token);
+  seen = 1;
+}
+
+SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
+  SampleRow row;
+  row.temperature = greedy_ ? 0.0f : params_.temperature;
+  row.top_k = params_.top_k;
+  row.top_p = params_.top_p;
+  row.min_p = params_.min_p;
+  row.repetition_penalty = params_.repetition_penalty;
+  row.valid_vocab = valid_vocab_;
+  row.seed = params_.seed;
+  row.step = step_;
+  row.seen_offset = static_cast<int32_t>(seen_ids->size());
+  row.seen_count = static_cast<int32_t>(seen_ids_.size());
+  seen_ids->insert(seen_ids->end(), seen_ids_.begin(), seen_ids_.end());
+  return row;
 }
 
 float Sampler::PenalizedLogit(const float* logits, int32_t id) const {
@@ -86,12 +97,17 @@ int32_t Sampler::Draw(const float* logits, int32_t v, double uniform) {
   const auto ranks_above = [](const Candidate& a, const Candidate& b) {
     return sampling::RanksAbove(a.logit, a.id, b.logit, b.id);
   };
+  bool ranked = false;
   if (params_.top_k > 0 &&
       static_cast<size_t>(params_.top_k) < candidates_.size()) {
-    // Selection, not a full sort: O(V) to find the k best.
+    // Selection, not a full sort: O(V) to find the k best. nth_element
+    // leaves them in an order of its own; sorting them makes the draw walk
+    // them best first, as a backend that samples elsewhere walks them.
     std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k,
                      candidates_.end(), ranks_above);
     candidates_.resize(static_cast<size_t>(params_.top_k));
+    std::sort(candidates_.begin(), candidates_.end(), ranks_above);
+    ranked = true;
   }
 
   float max_logit = candidates_[0].logit;
@@ -99,8 +115,8 @@ int32_t Sampler::Draw(const float* logits, int32_t v, double uniform) {
     max_logit = std::max(max_logit, c.logit);
 
   if (params_.top_p < 1.0f) {
-    // Top-p needs the tokens in order; after top-k this sorts only k.
-    std::sort(candidates_.begin(), candidates_.end(), ranks_above);
+    // Top-p needs the tokens in order.
+    if (!ranked) std::sort(candidates_.begin(), candidates_.end(), ranks_above);
     double total = 0.0;
     for (const Candidate& c : candidates_) {
       total += sampling::SoftmaxWeight(c.logit, max_logit);
@@ -192,6 +208,34 @@ void Sampler::FillLogprobs(const float* logits, int32_t v, int32_t chosen,
   out->top.reserve(top_heap_.size());
   for (const Candidate& c : top_heap_)
     out->top.push_back({c.id, logprob(c.id)});
+}
+
+void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
+                      const SampleRow* rows, const int32_t* seen_ids,
+                      int32_t* tokens) {
+  std::vector<float> scaled;
+  for (int j = 0; j < m; ++j) {
+    const SampleRow& row = rows[j];
+    const float* in = logits + static_cast<int64_t>(j) * vocab;
+    if (logit_scale != 1.0f) {
+      scaled.assign(in, in + vocab);
+      for (float& l : scaled) l *= logit_scale;
+      in = scaled.data();
+    }
+    SamplingParams params;
+    params.temperature = row.temperature;
+    params.top_k = row.top_k;
+    params.top_p = row.top_p;
+    params.min_p = row.min_p;
+    params.repetition_penalty = row.repetition_penalty;
+    params.seed = row.seed;
+    // The row holds normalised parameters, which the constructor keeps.
+    Sampler sampler(params, row.valid_vocab, false, 0);
+    for (int32_t i = 0; i < row.seen_count; ++i)
+      sampler.Observe(seen_ids[row.seen_offset + i]);
+    sampler.step_ = row.step;
+    tokens[j] = sampler.Sample(in, vocab, nullptr);
+  }
 }
 
 }  // namespace seqboat

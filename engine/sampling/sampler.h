@@ -1,10 +1,12 @@
 // Turns one row of logits into a token id with one request's sampling
 // parameters. Processing order matches Hugging Face / vLLM: repetition
 // penalty, temperature (0 = greedy), top-k, top-p, min-p, then a draw from the
-// renormalised remainder. Reproducible: the draw for the k-th Sample() call
+// renormalised remainder, walked best first when top-k or top-p ranked it and
+// in id order otherwise. Reproducible: the draw for the k-th Sample() call
 // uses CounterRandom(seed, k) from sampling_math.h, so the same seed and
-// logits give the same tokens on any backend. One instance per request, used
-// from the engine thread only.
+// logits give the same tokens on any backend, including a backend that
+// samples on the device (Backend::SampleRows, fed by DescribeNext and
+// CountDraw). One instance per request, used from the engine thread only.
 #ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
 #define SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/sampling/sample_row.h"
 
 namespace seqboat {
 
@@ -35,8 +38,16 @@ class Sampler {
   // raw model distribution (log-softmax over valid_vocab), best first.
   int32_t Sample(const float* logits, int32_t n, TokenLogprobs* logprobs);
 
-  // Number of Sample() calls so far: the counter of the next random draw.
+  // Number of draws so far: the counter of the next random draw.
   uint64_t step() const { return step_; }
+
+  // The next draw for a backend to make: the normalised parameters, the
+  // current step and valid_vocab, with the penalised ids appended to
+  // *seen_ids (the row's seen_offset indexes that array).
+  SampleRow DescribeNext(std::vector<int32_t>* seen_ids) const;
+  // Counts a draw made elsewhere from DescribeNext's row, as Sample() counts
+  // its own; the caller still Observe()s the token.
+  void CountDraw() { ++step_; }
 
  private:
   struct Candidate {
@@ -56,12 +67,25 @@ class Sampler {
   int32_t top_logprobs_;
   bool greedy_;
   bool penalize_;
-  std::vector<uint8_t> seen_;  // 1 for ids passed to Observe
+  std::vector<uint8_t> seen_;      // 1 for ids passed to Observe
+  std::vector<int32_t> seen_ids_;  // the same ids, each once
   uint64_t step_ = 0;
   // Scratch reused across steps so the per-token path does not allocate.
   std::vector<Candidate> candidates_;
   std::vector<Candidate> top_heap_;
+
+  friend void SampleRowsOnHost(const float* logits, int m, int vocab,
+                               float logit_scale, const SampleRow* rows,
+                               const int32_t* seen_ids, int32_t* tokens);
 };
+
+// The host reference of Backend::SampleRows, for backends whose logits are
+// host memory: tokens[j] is the token a Sampler with rows[j]'s parameters,
+// penalised ids and step picks from logit_scale * logits[j * vocab, +vocab)
+// (the scaling Model::Forward applies).
+void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
+                      const SampleRow* rows, const int32_t* seen_ids,
+                      int32_t* tokens);
 
 }  // namespace seqboat
 

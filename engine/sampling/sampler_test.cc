@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/sampling/sample_row.h"
+#include "engine/sampling/sampling_math.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -312,6 +314,153 @@ TEST(SamplerTest, DegenerateRowsDoNotCrash) {
 
   Sampler empty(Params(1.0f), 0, false, 0);
   EXPECT_EQ(empty.Sample(all_neg_inf.data(), 4, nullptr), 0);
+}
+
+// The draw walks the k kept tokens best first, whatever order the selection
+// left them in, so a backend that ranks them picks the same token.
+TEST(SamplerTest, TopKDrawWalksTheKeptTokensBestFirst) {
+  const std::vector<float> logits = {0.3f, 2.0f, -1.0f, 1.2f, 1.2f, 0.9f};
+  const std::vector<int32_t> ranked = {1, 3, 4, 5};  // ties to the lower id
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    SamplingParams params = Params(0.7f, seed);
+    params.top_k = 4;
+    const double u =
+        sampling::UniformFromBits(sampling::CounterRandom(seed, 0));
+    const float inv_t = 1.0f / 0.7f;
+    const float max_logit = logits[1] * inv_t;
+    double total = 0.0;
+    for (int32_t id : ranked)
+      total += sampling::SoftmaxWeight(logits[id] * inv_t, max_logit);
+    double cumulative = 0.0;
+    int32_t want = ranked.back();
+    for (int32_t id : ranked) {
+      cumulative += sampling::SoftmaxWeight(logits[id] * inv_t, max_logit);
+      if (cumulative > u * total) {
+        want = id;
+        break;
+      }
+    }
+    EXPECT_EQ(SampleOnce(params, logits, 6), want) << "seed " << seed;
+  }
+}
+
+TEST(SamplerTest, DescribeNextHoldsNormalisedParametersAndDistinctIds) {
+  SamplingParams params = Params(0.5f, 77);
+  params.top_k = -3;    // off
+  params.top_p = 1.5f;  // off
+  params.min_p = 2.0f;  // clamped to 1
+  params.repetition_penalty = 1.3f;
+  Sampler sampler(params, 10, false, 0);
+  for (int32_t id : {4, 2, 4, -1, 10, 99, 7, 2}) sampler.Observe(id);
+  std::vector<int32_t> seen = {123};  // rows index a shared array
+  const SampleRow row = sampler.DescribeNext(&seen);
+  EXPECT_EQ(row.temperature, 0.5f);
+  EXPECT_EQ(row.top_k, 0);
+  EXPECT_EQ(row.top_p, 1.0f);
+  EXPECT_EQ(row.min_p, 1.0f);
+  EXPECT_EQ(row.repetition_penalty, 1.3f);
+  EXPECT_EQ(row.valid_vocab, 10);
+  EXPECT_EQ(row.seed, 77u);
+  EXPECT_EQ(row.step, 0u);
+  EXPECT_EQ(row.seen_offset, 1);
+  EXPECT_EQ(row.seen_count, 3);
+  EXPECT_EQ(seen, (std::vector<int32_t>{123, 4, 2, 7}));
+
+  sampler.CountDraw();
+  EXPECT_EQ(sampler.step(), 1u);
+  EXPECT_EQ(sampler.DescribeNext(&seen).step, 1u);
+
+  // Greedy by top-k 1 or a tiny temperature reads as temperature 0; without
+  // a penalty no ids are listed.
+  SamplingParams greedy = Params(1.0f);
+  greedy.top_k = 1;
+  Sampler g(greedy, 10, false, 0);
+  g.Observe(3);
+  std::vector<int32_t> none;
+  const SampleRow gr = g.DescribeNext(&none);
+  EXPECT_EQ(gr.temperature, 0.0f);
+  EXPECT_EQ(gr.seen_count, 0);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(
+      Sampler(Params(1e-7f), 10, false, 0).DescribeNext(&none).temperature,
+      0.0f);
+}
+
+// A sampler fed by DescribeNext / SampleRowsOnHost / CountDraw draws the
+// same tokens as one that samples itself, step after step: same step
+// counter, same penalised ids.
+TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
+  std::vector<SamplingParams> cases;
+  cases.push_back(Params(0.0f));
+  cases.push_back(Params(1.0f, 5));
+  for (int i = 0; i < 6; ++i) {
+    SamplingParams p = Params(0.6f + 0.2f * i, 100 + i);
+    if (i % 2 == 0) p.top_k = 3 + 5 * i;
+    if (i % 3 == 0) p.top_p = 0.8f;
+    if (i % 3 == 1) p.min_p = 0.05f;
+    if (i >= 3) p.repetition_penalty = 1.4f;
+    cases.push_back(p);
+  }
+  SamplingParams penalised_greedy = Params(0.0f);
+  penalised_greedy.repetition_penalty = 2.0f;
+  cases.push_back(penalised_greedy);
+
+  const int32_t n = 300;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Sampler self(cases[c], n - 20, false, 0);  // 20 padding ids
+    Sampler fed(cases[c], n - 20, false, 0);
+    for (int32_t id : {5, 9, 5, 200}) {
+      self.Observe(id);
+      fed.Observe(id);
+    }
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> logits(n);
+      for (float& l : logits) l = normal(rng);
+      const int32_t want = self.Sample(logits.data(), n, nullptr);
+      std::vector<int32_t> seen = {-5};  // another row's ids come first
+      const SampleRow row = fed.DescribeNext(&seen);
+      int32_t got = -1;
+      SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(), &got);
+      fed.CountDraw();
+      ASSERT_EQ(got, want) << "case " << c << " step " << step;
+      self.Observe(want);
+      fed.Observe(got);
+      EXPECT_EQ(fed.step(), self.step());
+    }
+  }
+}
+
+TEST(SamplerTest, SampleRowsOnHostScalesAndKeepsRowsApart) {
+  const int32_t n = 50;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> logits(3 * n), scaled;
+  for (float& l : logits) l = normal(rng);
+  for (float l : logits) scaled.push_back(l * 2.5f);
+  std::vector<SampleRow> rows;
+  std::vector<int32_t> seen;
+  for (int j = 0; j < 3; ++j) {
+    SamplingParams p = Params(j == 0 ? 0.0f : 0.9f, 40 + j);
+    p.repetition_penalty = 1.5f;
+    Sampler s(p, n, false, 0);
+    s.Observe(j);
+    s.Observe(10 + j);
+    rows.push_back(s.DescribeNext(&seen));
+  }
+  int32_t got[3], want[3];
+  SampleRowsOnHost(logits.data(), 3, n, 2.5f, rows.data(), seen.data(), got);
+  SampleRowsOnHost(scaled.data(), 3, n, 1.0f, rows.data(), seen.data(), want);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(got[j], want[j]) << "row " << j;
+    SamplingParams p = Params(j == 0 ? 0.0f : 0.9f, 40 + j);
+    p.repetition_penalty = 1.5f;
+    Sampler s(p, n, false, 0);
+    s.Observe(j);
+    s.Observe(10 + j);
+    EXPECT_EQ(s.Sample(scaled.data() + j * n, n, nullptr), want[j]);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// Per-element sampling arithmetic shared by the CPU sampler and a future CUDA
-// sampling kernel, so both pick the same token for the same inputs: the
-// repetition penalty of one logit, softmax pieces, the min-p test, and the
-// counter-based random numbers (a value depends only on (seed, step), never
-// on a generator's hidden state, so a GPU thread can compute it directly).
+// Per-element sampling arithmetic shared by the CPU sampler and the CUDA
+// sampling kernels (kernels/sampling_kernels.cu), so both pick the same token
+// for the same inputs: the repetition penalty of one logit, softmax pieces,
+// the min-p test, and the counter-based random numbers (a value depends only
+// on (seed, step), never on a generator's hidden state, so a GPU thread can
+// compute it directly).
 #ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
 #define SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
 
@@ -13,6 +14,16 @@
 
 namespace seqboat {
 namespace sampling {
+
+// Below this a temperature only amplifies rounding noise; vLLM treats it as
+// greedy too.
+constexpr float kMinTemperature = 1e-5f;
+
+// Greedy decoding: a (near-)zero or NaN temperature, or top-k 1. Written as
+// !(t >= lo) so NaN falls back to greedy.
+SEQBOAT_HD bool IsGreedy(float temperature, int32_t top_k) {
+  return !(temperature >= kMinTemperature) || top_k == 1;
+}
 
 // Hugging Face / vLLM repetition penalty: pushes an already-seen token's
 // logit towards "less likely" whatever its sign.
@@ -33,8 +44,16 @@ SEQBOAT_HD bool RanksAbove(float a, int32_t id_a, float b, int32_t id_b) {
 }
 
 // Unnormalised softmax weight relative to the row maximum (never overflows).
+// On the device exp runs in double and rounds once: CUDA's expf may be 2 ulp
+// off, while glibc's expf is correctly rounded in all but rare cases, so
+// this keeps a GPU's weights, and with them min-p, top-p and the draw, equal
+// to the CPU's almost always.
 SEQBOAT_HD float SoftmaxWeight(float logit, float max_logit) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<float>(exp(static_cast<double>(logit - max_logit)));
+#else
   return expf(logit - max_logit);
+#endif
 }
 
 // Log-softmax of one entry given the row's max and sum of SoftmaxWeight.

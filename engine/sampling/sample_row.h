@@ -1,0 +1,31 @@
+// One row of a batched sampling op (Backend::SampleRows): a request's sampling
+// parameters as its Sampler normalised them, the counter of the draw, and
+// where the row's penalised ids lie in the batch's flat id array. Plain data
+// with the same layout on the host and in CUDA kernels.
+#ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
+#define SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
+
+#include <stdint.h>
+
+namespace seqboat {
+
+struct SampleRow {
+  float temperature = 0.0f;         // greedy below sampling::kMinTemperature
+  int32_t top_k = 0;                // 0: off; 1: greedy
+  float top_p = 1.0f;               // in (0, 1]; 1: off
+  float min_p = 0.0f;               // in [0, 1]; 0: off
+  float repetition_penalty = 1.0f;  // > 0; 1: off
+  int32_t valid_vocab = 0;          // ids >= this are never chosen
+  uint64_t seed = 0;
+  uint64_t step = 0;  // the draw uses CounterRandom(seed, step)
+  // Distinct ids in [0, valid_vocab) whose logits the penalty applies to:
+  // seen_ids[seen_offset, seen_offset + seen_count) of the op's id array.
+  int32_t seen_offset = 0;
+  int32_t seen_count = 0;
+};
+
+static_assert(sizeof(SampleRow) == 48, "SampleRow is copied to the device");
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
