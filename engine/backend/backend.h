@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/seqboat_shape.h"
+#include "engine/sampling/sample_row.h"
 
 namespace seqboat {
 
@@ -233,6 +234,26 @@ class Backend {
                        const float* da, const float* c, const float* d,
                        float* state, int64_t state_stride, int h, int m, int ch,
                        float scale, float* out) = 0;
+
+  // --- sampling (engine/sampling/sample_row.h) ------------------------------
+  // Whether the engine should sample with SampleRows rather than copy the
+  // logits to the host and sample there: true where logits live on a device.
+  virtual bool SamplesOnDevice() const { return false; }
+  // tokens[j] = the token engine/sampling's Sampler picks, with rows[j]'s
+  // parameters, penalised ids and step, from row j of logit_scale * logits
+  // (logits: [m, vocab], the backend's memory). rows, seen_ids (the flat id
+  // array the rows index) and tokens are host memory; returns once tokens
+  // are written. Rankings are exact (ties to the lower id); softmax weights
+  // and their sums may differ from the host's in the last bits, so a row
+  // gets another token only when a top-p, min-p or draw boundary lies within
+  // that rounding. Not inside RunCaptured. The default is UNIMPLEMENTED.
+  virtual absl::Status SampleRows(const float* /*logits*/, int /*m*/,
+                                  int /*vocab*/, float /*logit_scale*/,
+                                  const SampleRow* /*rows*/,
+                                  const int32_t* /*seen_ids*/,
+                                  int32_t* /*tokens*/) {
+    return absl::UnimplementedError(name() + " backend has no SampleRows");
+  }
 };
 
 }  // namespace seqboat

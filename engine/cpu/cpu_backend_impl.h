@@ -95,6 +95,13 @@ class CpuBackend final : public Backend {
                int64_t state_stride, int h, int m, int ch, float scale,
                float* out) override;
 
+  // The host Sampler over rows already in host memory (sampling_ops.cc).
+  // SamplesOnDevice stays false: the engine samples these logits itself,
+  // with logprobs when asked; this is the reference the GPU is held to.
+  absl::Status SampleRows(const float* logits, int m, int vocab,
+                          float logit_scale, const SampleRow* rows,
+                          const int32_t* seen_ids, int32_t* tokens) override;
+
  private:
   std::vector<DeviceBuffer> owned_;  // uploaded vectors
 };
