@@ -207,13 +207,30 @@ class EngineImpl final : public Engine {
         logit_seqs_.push_back(run.seq);
       }
     }
+    // The backend samples when it can and no row wants logprobs, which only
+    // the host computes; then no logits leave the device.
+    bool on_device = backend_->SamplesOnDevice() && !logit_seqs_.empty();
+    for (int j : logit_seqs_) on_device &= !running_[j]->wants_logprobs();
     const int vocab = model_->vocab_size();
-    logits.resize(static_cast<size_t>(logit_rows_.size()) * vocab);
+    const int m = static_cast<int>(logit_rows_.size());
     const absl::Time step_start = absl::Now();
-    absl::Status s = model_->Forward(
-        ids_.data(), static_cast<int>(ids_.size()), segs_.data(),
-        static_cast<int>(segs_.size()), logit_rows_.data(),
-        static_cast<int>(logit_rows_.size()), logits.data());
+    absl::Status s;
+    if (on_device) {
+      sample_rows_.clear();
+      seen_ids_.clear();
+      for (int j : logit_seqs_)
+        sample_rows_.push_back(running_[j]->NextSampleRow(&seen_ids_));
+      tokens_.resize(static_cast<size_t>(m));
+      s = model_->ForwardSample(ids_.data(), static_cast<int>(ids_.size()),
+                                segs_.data(), static_cast<int>(segs_.size()),
+                                logit_rows_.data(), m, sample_rows_.data(),
+                                seen_ids_.data(), tokens_.data());
+    } else {
+      logits.resize(static_cast<size_t>(m) * vocab);
+      s = model_->Forward(ids_.data(), static_cast<int>(ids_.size()),
+                          segs_.data(), static_cast<int>(segs_.size()),
+                          logit_rows_.data(), m, logits.data());
+    }
     ++steps_;
     last_batch_ = static_cast<int64_t>(plan.runs.size());
     if (options_.on_step) {
@@ -229,7 +246,9 @@ class EngineImpl final : public Engine {
     }
     for (size_t j = 0; j < logit_seqs_.size(); ++j) {
       Sequence& seq = *running_[logit_seqs_[j]];
-      GenerationEvent event = seq.Advance(logits.data() + j * vocab, vocab);
+      GenerationEvent event =
+          on_device ? seq.Accept(tokens_[j])
+                    : seq.Advance(logits.data() + j * vocab, vocab);
       if (seq.finished()) {
         Release(seq, std::move(event));
       } else {
@@ -295,6 +314,9 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int32_t> ids_, logit_rows_;
   std::vector<Segment> segs_;
+  // Device sampling: one row per logit row, their penalised ids, the tokens.
+  std::vector<SampleRow> sample_rows_;
+  std::vector<int32_t> seen_ids_, tokens_;
   std::vector<int> logit_seqs_;
   int64_t steps_ = 0, last_batch_ = 0;
   std::thread thread_;
@@ -361,10 +383,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   }
   auto backend = ChooseBackend(options);
   if (!backend.ok()) return backend.status();
+  return Create(options, *std::move(backend));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const EngineOptions& options, std::unique_ptr<Backend> backend) {
+  if (options.max_slots <= 0 || options.max_queue < 0 ||
+      options.step_token_budget <= 0) {
+    return absl::InvalidArgumentError(
+        "max_slots and step_token_budget must be > 0");
+  }
+  if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   ModelLimits limits;
   limits.max_slots = options.max_slots;
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
-  auto model = Model::Load(options.model_dir, **backend, limits);
+  auto model = Model::Load(options.model_dir, *backend, limits);
   if (!model.ok()) return model.status();
   // The model's config.json names its EOS; it wins over the tokenizer's guess.
   TokenizerOptions tokenizer_options;
@@ -381,7 +414,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         " ids but the model has ", (*model)->vocab_size(), " embedding rows"));
   }
   return std::unique_ptr<Engine>(new EngineImpl(
-      options, *std::move(backend), *std::move(tokenizer), *std::move(model)));
+      options, std::move(backend), *std::move(tokenizer), *std::move(model)));
 }
 
 }  // namespace seqboat

@@ -17,6 +17,8 @@
 
 namespace seqboat {
 
+class Backend;
+
 struct EngineOptions {
   std::string model_dir;  // config.json, model.safetensors, tokenizer.json
   // "cpu", "cuda" or "auto" (CUDA when a device is present, else CPU).
@@ -72,6 +74,10 @@ class Engine {
   // Loads the model and starts the engine thread.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const EngineOptions& options);
+  // The same on `backend` instead of the one options.backend names (tests,
+  // programs that build their own backend).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options, std::unique_ptr<Backend> backend);
   virtual ~Engine() = default;
 
   // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE

@@ -243,9 +243,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   return model;
 }
 
-absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
-                            int nsegs, const int32_t* logit_rows, int m,
-                            float* logits) {
+absl::Status Model::Run(const int32_t* ids, int n, const Segment* segs,
+                        int nsegs, const int32_t* logit_rows, int m) {
   if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step of ", n, " rows and ", m,
@@ -271,6 +270,13 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
   } else {
     s = Step(ids, n, segs, nsegs, logit_rows, m);
   }
+  return s;
+}
+
+absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
+                            int nsegs, const int32_t* logit_rows, int m,
+                            float* logits) {
+  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m);
   if (s.ok() && m > 0) {
     backend_->CopyToHost(logits, logits_.get(),
                          static_cast<size_t>(m) * config_.vocab_size *
@@ -285,6 +291,23 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
       logits[i] *= scale;
   }
   return absl::OkStatus();
+}
+
+absl::Status Model::ForwardSample(const int32_t* ids, int n,
+                                  const Segment* segs, int nsegs,
+                                  const int32_t* logit_rows, int m,
+                                  const SampleRow* rows,
+                                  const int32_t* seen_ids, int32_t* tokens) {
+  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m);
+  if (s.ok() && m > 0) {
+    // Forward scales the host copy by logit_scale; here the op does.
+    s = backend_->SampleRows(static_cast<const float*>(logits_.get()), m,
+                             static_cast<int>(config_.vocab_size),
+                             static_cast<float>(config_.logit_scale), rows,
+                             seen_ids, tokens);
+  }
+  if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
+  return s;
 }
 
 int Model::DecodeBucket(const Segment* segs, int nsegs, int n,

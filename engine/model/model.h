@@ -42,6 +42,14 @@ class Model {
   absl::Status Forward(const int32_t* ids, int n, const Segment* segs,
                        int nsegs, const int32_t* logit_rows, int m,
                        float* logits);
+  // Forward's step, then the backend samples the m logit rows itself
+  // (Backend::SampleRows with rows and seen_ids, host) instead of copying
+  // them out: tokens[j] (host) is row j's token. For backends whose
+  // SamplesOnDevice() is true.
+  absl::Status ForwardSample(const int32_t* ids, int n, const Segment* segs,
+                             int nsegs, const int32_t* logit_rows, int m,
+                             const SampleRow* rows, const int32_t* seen_ids,
+                             int32_t* tokens);
 
   const ModelConfig& config() const { return config_; }
   SlotArena& arena() { return *arena_; }
@@ -54,6 +62,10 @@ class Model {
 
  private:
   Model() = default;
+  // Checks the limits and runs Step, padded and captured when DecodeBucket
+  // allows; leaves the m logit rows first in logits_.
+  absl::Status Run(const int32_t* ids, int n, const Segment* segs, int nsegs,
+                   const int32_t* logit_rows, int m);
   // Embedding, blocks, final norm and head for n rows; leaves m logit rows in
   // logits_ (device).
   absl::Status Step(const int32_t* ids, int n, const Segment* segs, int nsegs,

@@ -31,15 +31,24 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
 }
 
 GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
-  GenerationEvent event;
   TokenLogprobs lp;
   const int32_t token =
       sampler_.Sample(logits, n, request_.logprobs ? &lp : nullptr);
+  return Emit(token, request_.logprobs ? &lp : nullptr);
+}
+
+GenerationEvent Sequence::Accept(int32_t token) {
+  sampler_.CountDraw();
+  return Emit(token, nullptr);
+}
+
+GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
+  GenerationEvent event;
   sampler_.Observe(token);
   last_token_ = token;
   ++generated_;
   event.token_ids.push_back(token);
-  if (request_.logprobs) event.logprobs.push_back(std::move(lp));
+  if (logprobs != nullptr) event.logprobs.push_back(std::move(*logprobs));
 
   const auto& stop_ids = request_.stopping.stop_token_ids;
   const bool is_eos =

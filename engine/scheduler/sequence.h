@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "engine/request.h"
+#include "engine/sampling/sample_row.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"
@@ -22,6 +24,16 @@ class Sequence {
   // Samples the next token from this sequence's logits row and returns the
   // event to send; event.finish != kNone when the sequence is done.
   GenerationEvent Advance(const float* logits, int32_t n);
+  // The other way to the same event: the backend samples the row that
+  // NextSampleRow describes (Backend::SampleRows) and Accept takes its token.
+  // The sampler's step and penalised ids advance exactly as in Advance, so a
+  // seeded request draws the same tokens whichever way each step went.
+  // Requests that want logprobs must use Advance (Accept has none to send).
+  bool wants_logprobs() const { return request_.logprobs; }
+  SampleRow NextSampleRow(std::vector<int32_t>* seen_ids) const {
+    return sampler_.DescribeNext(seen_ids);
+  }
+  GenerationEvent Accept(int32_t token);
   // The final event for a sequence ended from outside (cancel, shutdown).
   GenerationEvent Abort(FinishReason reason,
                         absl::Status status = absl::OkStatus());
@@ -39,6 +51,8 @@ class Sequence {
   bool finished() const { return finished_; }
 
  private:
+  // Everything after the draw: observe, count, detokenize, stop rules.
+  GenerationEvent Emit(int32_t token, TokenLogprobs* logprobs);
   void Finish(GenerationEvent& event, FinishReason reason);
 
   Request request_;

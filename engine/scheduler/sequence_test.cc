@@ -1,0 +1,156 @@
+#include "engine/scheduler/sequence.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampling/sample_row.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+constexpr int32_t kEos = 256;
+
+std::unique_ptr<ByteTokenizer> Tokenizer() {
+  AddedToken eos;
+  eos.id = kEos;
+  eos.content = "<eos>";
+  eos.special = true;
+  auto tok = ByteTokenizer::Create({eos});
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return *std::move(tok);
+}
+
+Request MakeRequest(const SamplingParams& sampling, int max_new) {
+  Request r;
+  r.prompt = {'a', 'b', 'a', 'c'};
+  r.sampling = sampling;
+  r.stopping.max_new_tokens = max_new;
+  r.stopping.stop_strings = {"zz!"};
+  return r;
+}
+
+// Row logits favouring printable bytes, with the EOS made likely late on
+// so that some runs end by EOS, some by length.
+std::vector<float> StepLogits(std::mt19937& rng, int32_t n, int step) {
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  std::vector<float> logits(n);
+  for (int32_t i = 0; i < n; ++i) {
+    logits[i] = normal(rng) + (i >= 'a' && i <= 'z' ? 3.0f : 0.0f);
+  }
+  logits[kEos] = step > 20 ? 6.0f : -5.0f;
+  return logits;
+}
+
+void ExpectSameEvent(const GenerationEvent& a, const GenerationEvent& b,
+                     int step) {
+  EXPECT_EQ(a.token_ids, b.token_ids) << "step " << step;
+  EXPECT_EQ(a.text, b.text) << "step " << step;
+  EXPECT_EQ(a.finish, b.finish) << "step " << step;
+  EXPECT_EQ(a.matched_stop, b.matched_stop) << "step " << step;
+  EXPECT_EQ(a.generated_tokens, b.generated_tokens) << "step " << step;
+  EXPECT_TRUE(b.logprobs.empty());
+}
+
+// A sequence that takes backend-drawn tokens (NextSampleRow, then Accept)
+// sends the events of one that samples itself (Advance), and its sampler
+// stays in step: seeded draws, penalised ids and the counter all agree, also
+// when the two ways alternate.
+TEST(SequenceTest, AcceptedTokensAdvanceLikeHostSampling) {
+  auto tokenizer = Tokenizer();
+  const int32_t n = 264;  // model rows beyond the tokenizer's 257 ids
+  std::vector<SamplingParams> cases(5);
+  cases[0].temperature = 0.0f;
+  cases[0].repetition_penalty = 1.8f;
+  cases[1].seed = 11;
+  cases[2].seed = 12;
+  cases[2].top_k = 20;
+  cases[2].repetition_penalty = 1.3f;
+  cases[3].seed = 13;
+  cases[3].top_p = 0.7f;
+  cases[3].temperature = 0.8f;
+  cases[4].seed = 14;
+  cases[4].min_p = 0.1f;
+  cases[4].repetition_penalty = 0.9f;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (bool alternate : {false, true}) {
+      Sequence host(MakeRequest(cases[c], 30), 0, *tokenizer);
+      Sequence fed(MakeRequest(cases[c], 30), 1, *tokenizer);
+      std::mt19937 rng(static_cast<uint32_t>(c));
+      for (int step = 0; !host.finished(); ++step) {
+        ASSERT_FALSE(fed.finished());
+        const std::vector<float> logits = StepLogits(rng, n, step);
+        const GenerationEvent want = host.Advance(logits.data(), n);
+        GenerationEvent got;
+        if (alternate && step % 2 == 1) {
+          got = fed.Advance(logits.data(), n);
+        } else {
+          std::vector<int32_t> seen = {7, 7};  // an earlier row's ids
+          const SampleRow row = fed.NextSampleRow(&seen);
+          int32_t token = -1;
+          SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(),
+                           &token);
+          got = fed.Accept(token);
+        }
+        ExpectSameEvent(want, got, step);
+        EXPECT_EQ(fed.last_token(), host.last_token());
+      }
+      EXPECT_TRUE(fed.finished());
+      EXPECT_EQ(fed.generated(), host.generated());
+      std::vector<int32_t> host_seen, fed_seen;
+      const SampleRow a = host.NextSampleRow(&host_seen);
+      const SampleRow b = fed.NextSampleRow(&fed_seen);
+      EXPECT_EQ(a.step, b.step);
+      EXPECT_EQ(a.step, static_cast<uint64_t>(host.generated()));
+      EXPECT_EQ(host_seen, fed_seen);
+    }
+  }
+}
+
+TEST(SequenceTest, AcceptEndsOnEosAndStopStrings) {
+  auto tokenizer = Tokenizer();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  {
+    Sequence seq(MakeRequest(greedy, 10), 0, *tokenizer);
+    EXPECT_EQ(seq.Accept('x').text, "x");
+    const GenerationEvent last = seq.Accept(kEos);
+    EXPECT_EQ(last.finish, FinishReason::kEos);
+    EXPECT_TRUE(seq.finished());
+  }
+  {
+    Sequence seq(MakeRequest(greedy, 10), 0, *tokenizer);
+    std::string text;
+    GenerationEvent e;
+    for (char ch : std::string("yzz!")) {
+      e = seq.Accept(ch);
+      text += e.text;
+    }
+    EXPECT_EQ(e.finish, FinishReason::kStopString);
+    EXPECT_EQ(e.matched_stop, "zz!");
+    EXPECT_EQ(text, "y");
+  }
+  {
+    Sequence seq(MakeRequest(greedy, 2), 0, *tokenizer);
+    seq.Accept('q');
+    EXPECT_EQ(seq.Accept('r').finish, FinishReason::kLength);
+    EXPECT_EQ(seq.generated(), 2);
+  }
+}
+
+TEST(SequenceTest, WantsLogprobsFollowsTheRequest) {
+  auto tokenizer = Tokenizer();
+  Request r = MakeRequest(SamplingParams(), 4);
+  EXPECT_FALSE(Sequence(r, 0, *tokenizer).wants_logprobs());
+  r.logprobs = true;
+  EXPECT_TRUE(Sequence(r, 0, *tokenizer).wants_logprobs());
+}
+
+}  // namespace
+}  // namespace seqboat
