@@ -120,6 +120,12 @@ class CudaBackend final : public Backend {
                int64_t state_stride, int h, int m, int ch, float scale,
                float* out) override;
 
+  // Sampling (sampling_ops.cc).
+  bool SamplesOnDevice() const override { return true; }
+  absl::Status SampleRows(const float* logits, int m, int vocab,
+                          float logit_scale, const SampleRow* rows,
+                          const int32_t* seen_ids, int32_t* tokens) override;
+
   // The first CUDA or cuBLAS error since the last call (sticky until taken).
   absl::Status TakeError() override;
 
@@ -177,6 +183,11 @@ class CudaBackend final : public Backend {
   std::vector<DeviceBuffer> owned_;  // uploaded weights
   int64_t weight_bytes_ = 0;
   absl::Status error_;
+  // SampleRows' scratch (the tokens, then the kernels' workspace) and its
+  // penalised ids when too many to stage. Grown between steps, never
+  // referenced by a recorded graph.
+  DeviceBuffer sample_scratch_, sample_seen_;
+  size_t sample_scratch_bytes_ = 0, sample_seen_bytes_ = 0;
 };
 
 }  // namespace seqboat::cuda
