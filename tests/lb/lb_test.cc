@@ -168,14 +168,14 @@ TEST_F(LbTest, KillingAReplicaFailsOnlyTheStreamsItServed) {
     const std::string status = r["status"];
     if (status != "OK") {
       ++failed;
-      EXPECT_EQ(on_victim.count(id), 1u)
-          << id << " failed with " << status << " but the victim never had it";
+      // A failed stream was the victim's: no survivor saw it. (The victim
+      // may not have logged a stream nginx handed it just before the kill,
+      // so its own log cannot be the test.)
+      EXPECT_EQ(on_survivors.count(id), 0u)
+          << id << " failed with " << status << " but a survivor had it";
     } else {
       EXPECT_TRUE(on_victim.count(id) || on_survivors.count(id)) << id;
       EXPECT_EQ(r["output_tokens"], 256) << id;
-    }
-    if (on_victim.count(id) == 0) {
-      EXPECT_EQ(status, "OK") << id << " never reached the victim";
     }
   }
   EXPECT_GE(failed, 1) << "killing a serving replica failed no stream";
