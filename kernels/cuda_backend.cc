@@ -10,6 +10,7 @@
 #include "engine/model/decode_buckets.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
+#include "spdlog/spdlog.h"
 
 namespace seqboat {
 namespace cuda {
@@ -18,6 +19,8 @@ namespace {
 // Descriptors of one step are a few KiB (segments, ids, row lists); the
 // buffer only wraps (after a stream sync) outside capture.
 constexpr size_t kStagingBytes = size_t{8} << 20;
+// Recording attempts per bucket before it runs uncaptured for good.
+constexpr int kMaxCaptureFailures = 3;
 // cuBLAS gets a fixed workspace so captured GEMMs never allocate.
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
@@ -333,6 +336,10 @@ void CudaBackend::DropGraphs() {
 absl::Status CudaBackend::RunCaptured(
     int64_t key, const std::function<absl::Status()>& step) {
   if (!options_.graphs) return step();
+  if (auto f = capture_failures_.find(key);
+      f != capture_failures_.end() && f->second >= kMaxCaptureFailures) {
+    return step();
+  }
   // Capture and replay both stage from offset 0, so the recorded copies
   // read the addresses a replay writes.
   SyncAndRewindStaging();
@@ -374,7 +381,22 @@ absl::Status CudaBackend::RunCaptured(
                    "cudaGraphInstantiate");
   }
   if (graph != nullptr) cudaGraphDestroy(graph);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // Nothing of the step ran. A recording can fail where running cannot
+    // (a workspace that must grow on first use at this size), so run it
+    // eagerly; the next step of this bucket records again, up to a point.
+    cudaGetLastError();
+    error_ = absl::OkStatus();
+    SyncAndRewindStaging();
+    if (++capture_failures_[key] >= kMaxCaptureFailures) {
+      fprintf(stderr,
+              "CUDA graph capture of decode bucket %lld failed %d "
+              "times (%s); running it uncaptured from now on\n",
+              static_cast<long long>(key), kMaxCaptureFailures,
+              std::string(s.message()).c_str());
+    }
+    return step();
+  }
   graphs_[key] = Recording{exec, staged_log_};
   Check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   return TakeError();

@@ -180,6 +180,7 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;
+  std::map<int64_t, int> capture_failures_;
   std::vector<DeviceBuffer> owned_;  // uploaded weights
   int64_t weight_bytes_ = 0;
   absl::Status error_;
