@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -32,23 +29,6 @@ std::vector<SinkRow> WorkItems(const Segment* segs, int nsegs) {
     for (int i = 0; i < rows; ++i) items.push_back({s, i});
   }
   return items;
-}
-
-// The split path's scratch, per backend. A buffer never shrinks or moves
-// while its backend lives: recorded graphs keep its address. It is owned by
-// the backend's `owned_` list (freed with the backend); the map only keeps a
-// weak reference, so an entry of a destroyed backend reads as empty.
-struct Workspace {
-  std::weak_ptr<void> buffer;
-  size_t bytes = 0;
-};
-struct Workspaces {
-  std::mutex mu;
-  std::map<const void*, Workspace> by_backend;
-};
-Workspaces& SplitWorkspaces() {
-  static auto* w = new Workspaces;
-  return *w;
 }
 
 }  // namespace
@@ -88,37 +68,9 @@ void CudaBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
   if (plan.workspace_floats > 0) {
     const size_t bytes =
         static_cast<size_t>(plan.workspace_floats) * sizeof(float);
-    Workspaces& all = SplitWorkspaces();
-    std::lock_guard<std::mutex> lock(all.mu);
-    Workspace& ws = all.by_backend[this];
-    std::shared_ptr<void> buf = ws.buffer.lock();
-    if (buf == nullptr || ws.bytes < bytes) {
-      const size_t want =
-          buf == nullptr ? bytes : std::max(bytes, 2 * ws.bytes);
-      // cudaMalloc is a "potentially unsafe" call inside stream capture;
-      // relaxed mode permits it, and it enqueues nothing on the stream.
-      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      if (capturing_) cudaThreadExchangeStreamCaptureMode(&mode);
-      void* p = nullptr;
-      const cudaError_t e = cudaMalloc(&p, want);
-      if (capturing_) cudaThreadExchangeStreamCaptureMode(&mode);
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        if (error_.ok()) {
-          error_ = absl::ResourceExhaustedError(
-              absl::StrCat("cannot allocate ", want,
-                           " bytes of SinkAttention split workspace: ",
-                           cudaGetErrorString(e)));
-        }
-        return;
-      }
-      // The smaller buffer stays in owned_: graphs recorded with it live on.
-      buf = DeviceBuffer(p, [](void* b) { cudaFree(b); });
-      owned_.push_back(buf);
-      ws.buffer = buf;
-      ws.bytes = want;
-    }
-    workspace = static_cast<float*>(buf.get());
+    workspace = static_cast<float*>(
+        Scratch(kSinkAttentionSplits, bytes, "SinkAttention split"));
+    if (workspace == nullptr) return;
   }
 
   SinkAttentionParams p;

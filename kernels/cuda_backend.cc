@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/model/decode_buckets.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
@@ -257,6 +258,32 @@ const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
 void CudaBackend::SyncAndRewindStaging() {
   Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   staging_offset_ = 0;
+}
+
+void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
+  ScratchBuffer& sb = scratch_[id];
+  if (sb.buffer != nullptr && sb.bytes >= bytes) return sb.buffer.get();
+  const size_t want = std::max(bytes, 2 * sb.bytes);
+  // cudaMalloc is a "potentially unsafe" call inside stream capture; relaxed
+  // mode permits it, and it enqueues nothing on the stream.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (capturing_) cudaThreadExchangeStreamCaptureMode(&mode);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, want);
+  if (capturing_) cudaThreadExchangeStreamCaptureMode(&mode);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (error_.ok()) {
+      error_ = absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", Mib(want), " of ", what,
+                       " scratch: ", cudaGetErrorString(e)));
+    }
+    return nullptr;
+  }
+  if (sb.buffer != nullptr) retired_scratch_.push_back(std::move(sb.buffer));
+  sb.buffer = DeviceBuffer(p, [](void* q) { cudaFree(q); });
+  sb.bytes = want;
+  return p;
 }
 
 // --- GEMM

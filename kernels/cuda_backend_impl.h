@@ -142,6 +142,13 @@ class CudaBackend final : public Backend {
     return static_cast<const T*>(StageBytes(host, count * sizeof(T)));
   }
 
+  // Scratch device memory of at least `bytes` for one op family (`id`: a
+  // ScratchId). It never moves under a recording: growing keeps the old
+  // buffer alive with the backend, since graphs recorded with it may still
+  // replay. Null on failure, which is recorded for TakeError.
+  enum ScratchId { kSinkAttentionSplits = 0, kScratchIds };
+  void* Scratch(ScratchId id, size_t bytes, const char* what);
+
   // Records the first failure; ops have no Status of their own.
   void Check(cudaError_t e, const char* what);
   void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }
@@ -182,6 +189,12 @@ class CudaBackend final : public Backend {
   std::map<int64_t, Recording> graphs_;
   std::map<int64_t, int> capture_failures_;
   std::vector<DeviceBuffer> owned_;  // uploaded weights
+  struct ScratchBuffer {
+    DeviceBuffer buffer;
+    size_t bytes = 0;
+  };
+  ScratchBuffer scratch_[kScratchIds];
+  std::vector<DeviceBuffer> retired_scratch_;
   int64_t weight_bytes_ = 0;
   absl::Status error_;
   // SampleRows' scratch (the tokens, then the kernels' workspace) and its
