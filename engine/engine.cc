@@ -367,7 +367,7 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
     spdlog::info("backend auto: using cpu (built without CUDA)");
 #endif
   } else {
-    spdlog::info("backend cpu: chosen by flag");
+    spdlog::debug("backend cpu: chosen by flag");
   }
   return MakeCpuBackend(options.cpu_threads);
 }
