@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "engine/backend/s4d_math.h"
+#include "kernels/register_rows.cuh"
 #include "kernels/s4d_kernels.h"
 
 namespace seqboat::cuda {
@@ -15,45 +16,6 @@ namespace {
 // blocks spread its state reads over more SMs.
 constexpr int kThreads = 64;
 constexpr int kMaxGridY = 65535;
-
-// dst = src[0, N). 16-byte loads when the row is aligned (uniform across a
-// warp whenever N % 4 == 0, since rows are then 16-byte multiples apart).
-template <int N>
-__device__ __forceinline__ void LoadRow(float (&dst)[N], const float* src) {
-  if constexpr (N % 4 == 0) {
-    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-      const float4* v = reinterpret_cast<const float4*>(src);
-#pragma unroll
-      for (int i = 0; i < N / 4; ++i) {
-        const float4 q = v[i];
-        dst[4 * i] = q.x;
-        dst[4 * i + 1] = q.y;
-        dst[4 * i + 2] = q.z;
-        dst[4 * i + 3] = q.w;
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < N; ++i) dst[i] = src[i];
-}
-
-template <int N>
-__device__ __forceinline__ void StoreRow(float* dst, const float (&src)[N]) {
-  if constexpr (N % 4 == 0) {
-    if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-      float4* v = reinterpret_cast<float4*>(dst);
-#pragma unroll
-      for (int i = 0; i < N / 4; ++i) {
-        v[i] = make_float4(src[4 * i], src[4 * i + 1], src[4 * i + 2],
-                           src[4 * i + 3]);
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < N; ++i) dst[i] = src[i];
-}
 
 // M modes: zeta and dA (2M floats each) in registers. Stops at 32: at 64 the
 // state alone is 128 registers and ptxas spills.
