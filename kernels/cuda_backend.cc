@@ -320,6 +320,25 @@ void* CudaBackend::ConvertWorkspace(size_t bytes) {
 void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
                        const float* bias, float* y, int ldy, bool accumulate) {
   if (!launching() || n <= 0) return;
+  if (n <= kGemvMaxRows) {
+    // Small decode batches: read the weights once in their storage type,
+    // no conversion pass and no cuBLAS heuristics for a skinny shape.
+    GemvParams g;
+    g.x = x;
+    g.ldx = ldx;
+    g.n = n;
+    g.w = w.data;
+    g.storage = storage_;
+    g.rows = static_cast<int>(w.rows);
+    g.cols = static_cast<int>(w.cols);
+    g.bias = bias;
+    g.y = y;
+    g.ldy = ldy;
+    g.accumulate = accumulate;
+    LaunchGemv(g, stream_);
+    CheckLaunch("Gemv");
+    return;
+  }
   // Row-major y[n, rows] = x[n, cols] · Wᵀ is, in cuBLAS's column-major
   // terms, y (rows x n) = op(W) (rows x cols) · x (cols x n) with W read
   // transposed from its row-major [rows, cols] storage.

@@ -140,6 +140,102 @@ __global__ void MoeRouteKernel(const float* logits, int n, int x,
                     gates + static_cast<int64_t>(i) * slots);
 }
 
+// Eight consecutive weights of one row as floats, from 16 bytes (bf16/fp16)
+// or two 16-byte loads (fp32). `at` is a multiple of 8.
+__device__ __forceinline__ void Load8(const void* w, Storage s, int64_t at,
+                                      float (&out)[8]) {
+  if (s == Storage::kF32) {
+    const float4* p =
+        reinterpret_cast<const float4*>(static_cast<const float*>(w) + at);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    return;
+  }
+  const uint4 raw = __ldg(
+      reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w) + at));
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t u = words[i];
+    if (s == Storage::kBf16) {
+      // A bf16 is the top half of a float: widening is a shift.
+      out[2 * i] = __uint_as_float(u << 16);
+      out[2 * i + 1] = __uint_as_float(u & 0xffff0000u);
+    } else {
+      out[2 * i] =
+          __half2float(__ushort_as_half(static_cast<unsigned short>(u)));
+      out[2 * i + 1] =
+          __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16)));
+    }
+  }
+}
+
+constexpr int kGemvWarps = 4;  // output rows per block
+
+// One warp per output row: lanes stride over the columns 8 at a time, each
+// keeping N partial sums; a butterfly reduction finishes them. The vector
+// path needs cols % 8 == 0 and 16-byte aligned rows (checked on the host).
+template <int N, bool kVector>
+__global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvParams p) {
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (r >= p.rows) return;
+  float acc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = 0.0f;
+  const int64_t row = static_cast<int64_t>(r) * p.cols;
+  if constexpr (kVector) {
+    for (int c = lane * 8; c < p.cols; c += 32 * 8) {
+      float w[8];
+      Load8(p.w, p.storage, row + c, w);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const float* x = p.x + static_cast<int64_t>(i) * p.ldx + c;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i] = fmaf(w[j], __ldg(x + j), acc[i]);
+      }
+    }
+  } else {
+    for (int c = lane; c < p.cols; c += 32) {
+      const float w = Load(p.w, p.storage, row + c);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        acc[i] =
+            fmaf(w, __ldg(p.x + static_cast<int64_t>(i) * p.ldx + c), acc[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float v = acc[i];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    acc[i] = v;
+  }
+  if (lane < N) {
+    // Lane i writes row i (a static register index per unrolled branch).
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (lane == i) {
+        float v = acc[i];
+        if (p.bias != nullptr) v += p.bias[r];
+        float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
+        *y = p.accumulate ? *y + v : v;
+      }
+    }
+  }
+}
+
+template <int N>
+void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
+  const int blocks = (p.rows + kGemvWarps - 1) / kGemvWarps;
+  if (vector) {
+    GemvKernel<N, true><<<blocks, kGemvWarps * 32, 0, stream>>>(p);
+  } else {
+    GemvKernel<N, false><<<blocks, kGemvWarps * 32, 0, stream>>>(p);
+  }
+}
+
 int ThreadsFor(int d) {
   // Enough warps to cover a row once when it is short, 256 otherwise.
   const int warps = (d + 31) / 32;
@@ -176,6 +272,35 @@ void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream) {
   if (n <= 0) return;
   ConvertRowsKernel<<<n, ThreadsFor(d), 0, stream>>>(x, ldx, d, out, storage);
+}
+
+void LaunchGemv(const GemvParams& p, cudaStream_t stream) {
+  if (p.n <= 0 || p.rows <= 0) return;
+  const size_t elem = p.storage == Storage::kF32 ? 4 : 2;
+  // 16-byte weight loads need every row start aligned: cols % 8 == 0 keeps
+  // row starts 16-byte multiples apart (8 x 2 bytes, or 2 x 16 for fp32),
+  // and x rows must allow the same column offsets as 4-byte loads (any ldx).
+  const bool vector = p.cols % 8 == 0 &&
+                      (reinterpret_cast<uintptr_t>(p.w) & 15) == 0 &&
+                      (static_cast<size_t>(p.cols) * elem) % 16 == 0;
+  switch (p.n) {
+    case 1:
+      return LaunchGemvN<1>(p, vector, stream);
+    case 2:
+      return LaunchGemvN<2>(p, vector, stream);
+    case 3:
+      return LaunchGemvN<3>(p, vector, stream);
+    case 4:
+      return LaunchGemvN<4>(p, vector, stream);
+    case 5:
+      return LaunchGemvN<5>(p, vector, stream);
+    case 6:
+      return LaunchGemvN<6>(p, vector, stream);
+    case 7:
+      return LaunchGemvN<7>(p, vector, stream);
+    default:
+      return LaunchGemvN<8>(p, vector, stream);
+  }
 }
 
 void LaunchAddBias(float* y, int ldy, int n, int d, const float* v,

@@ -46,6 +46,27 @@ void LaunchGatherRows(const float* x, int d, const int32_t* rows, int m,
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream);
 
+// y[i, r] (+)= x[i, :] · W[r, :] + bias[r] for n <= kGemvMaxRows rows of x:
+// one warp per output r reads W's row once for all n inputs, straight from
+// its storage type (no conversion pass), so small decode batches run at the
+// speed of reading the weights. Each x row's sum has the same order whatever
+// n is, so padding a batch does not change its results.
+inline constexpr int kGemvMaxRows = 8;
+struct GemvParams {
+  const float* x = nullptr;
+  int ldx = 0;
+  int n = 0;
+  const void* w = nullptr;
+  Storage storage = Storage::kF32;
+  int rows = 0;
+  int cols = 0;
+  const float* bias = nullptr;  // [rows] or null
+  float* y = nullptr;
+  int ldy = 0;
+  bool accumulate = false;
+};
+void LaunchGemv(const GemvParams& p, cudaStream_t stream);
+
 // y[i, :d] += v.
 void LaunchAddBias(float* y, int ldy, int n, int d, const float* v,
                    cudaStream_t stream);
