@@ -159,6 +159,8 @@ class CudaBackend final : public Backend {
   const void* StageBytes(const void* host, size_t bytes);
   // Waits for the stream and starts staging from offset 0 again.
   void SyncAndRewindStaging();
+  // Starts staging from offset 0; everything staged must have been consumed.
+  void RewindStaging();
   // A device buffer of at least `bytes` for a GEMM's converted input; grows
   // only outside capture (growth drops recorded graphs, which hold the old
   // address).
@@ -182,6 +184,13 @@ class CudaBackend final : public Backend {
   size_t staging_capacity_ = 0;
   size_t staging_offset_ = 0;
   std::vector<std::pair<size_t, size_t>> staged_log_;
+  // What this pass staged, to upload a repeated descriptor array once.
+  struct StagedCopy {
+    const void* host;
+    size_t bytes;
+    size_t offset;
+  };
+  std::vector<StagedCopy> staged_copies_;
   void* convert_ = nullptr;
   size_t convert_capacity_ = 0;
   bool capturing_ = false;
