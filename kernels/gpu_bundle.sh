@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-tests=(dense_ops mamba_ops s4d_ops attention_ops seqboat_ops sampling_ops model)
+tests=(dense_ops mamba_ops s4d_ops attention_ops seqboat_ops sampling_ops model engine)
 targets=()
 for t in "${tests[@]}"; do
   [[ -f "kernels/${t}_gpu_test.cc" ]] && targets+=("//kernels:${t}_gpu_test")
