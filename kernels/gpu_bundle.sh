@@ -20,14 +20,18 @@ done
 targets+=(//kernels/bench:cuda_decode_bench)
 bazel build "${targets[@]}"
 
+# bin/ and lib/ are staged here, then travel as one xz archive (the machine
+# that runs them limits how much can be carried).
 out=.gpu_bundle
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib"
+mkdir -p "$out" "$stage/bin" "$stage/lib"
 built=()
 for t in "${targets[@]}"; do
   pkg="${t%%:*}"; pkg="${pkg#//}"; name="${t##*:}"
   built+=("bazel-bin/$pkg/$name")
-  cp -L "bazel-bin/$pkg/$name" "$out/bin/"
+  cp -L "bazel-bin/$pkg/$name" "$stage/bin/"
 done
 # Every library the binaries resolve here (from where Bazel put them: their
 # rpaths are relative), except CUDA's: the GPU machine's must match its
@@ -35,8 +39,9 @@ done
 for b in "${built[@]}"; do ldd "$b"; done |
   awk '/=> \// {print $3}' | sort -u |
   grep -Ev '/(libcuda|libcudart|libcublas|libcublasLt|libnvidia)[^/]*$' |
-  while read -r lib; do cp -L "$lib" "$out/lib/"; done
-cp -L /lib64/ld-linux-x86-64.so.2 "$out/lib/"
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib/"
+tar -C "$stage" -cJf "$out/payload.tar.xz" bin lib
 
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -44,8 +49,12 @@ cat > "$out/run.sh" <<'RUN'
 # the decode benchmark. Run from the repository root (tests read model files
 # by relative path). Usage: bash .gpu_bundle/run.sh OUT_DIR
 set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-/tmp/gpu_out}"
+here=/tmp/seqboat_gpu_bundle
+rm -rf "$here"
+mkdir -p "$here"
+tar -C "$here" -xJf "$bundle/payload.tar.xz"
 mkdir -p "$out"
 cuda_libs=""
 for d in /usr/local/nvidia/lib64 /usr/local/cuda/lib64 \
