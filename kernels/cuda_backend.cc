@@ -144,7 +144,12 @@ int64_t CudaBackend::FreeBytes() const {
   return static_cast<int64_t>(free_bytes);
 }
 
+void CudaBackend::UseDevice() {
+  Check(cudaSetDevice(options_.device), "cudaSetDevice");
+}
+
 absl::StatusOr<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
+  UseDevice();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
   if (e != cudaSuccess) {
@@ -163,11 +168,13 @@ absl::StatusOr<DeviceBuffer> CudaBackend::Alloc(size_t bytes) {
 
 void CudaBackend::Zero(void* dst, size_t bytes) {
   if (!launching() || bytes == 0) return;
+  UseDevice();
   Check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
 }
 
 void CudaBackend::CopyToDevice(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
+  UseDevice();
   // Pageable source: the call returns once the source may be reused.
   Check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync H2D");
@@ -175,6 +182,7 @@ void CudaBackend::CopyToDevice(void* dst, const void* host_src, size_t bytes) {
 }
 
 void CudaBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {
+  UseDevice();
   Check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync D2H");
   Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -397,6 +405,7 @@ void CudaBackend::DropGraphs() {
 
 absl::Status CudaBackend::RunCaptured(
     int64_t key, const std::function<absl::Status()>& step) {
+  UseDevice();
   if (!options_.graphs) return step();
   if (auto f = capture_failures_.find(key);
       f != capture_failures_.end() && f->second >= kMaxCaptureFailures) {

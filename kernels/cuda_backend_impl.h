@@ -149,6 +149,10 @@ class CudaBackend final : public Backend {
   enum ScratchId { kSinkAttentionSplits = 0, kScratchIds };
   void* Scratch(ScratchId id, size_t bytes, const char* what);
 
+  // Makes options_.device current on the calling thread: the CUDA runtime's
+  // current device is per thread, and the engine runs steps on its own.
+  void UseDevice();
+
   // Records the first failure; ops have no Status of their own.
   void Check(cudaError_t e, const char* what);
   void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }

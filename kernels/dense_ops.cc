@@ -6,6 +6,8 @@ namespace seqboat::cuda {
 
 void CudaBackend::Embed(const int32_t* ids, int n, const Matrix& table,
                         float scale, float* out) {
+  // Every step starts here, on whichever thread runs the engine.
+  UseDevice();
   const int32_t* dev_ids = Stage(ids, n);
   if (!launching() || n <= 0) return;
   EmbedParams p;
