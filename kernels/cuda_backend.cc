@@ -240,6 +240,15 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
 const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
   const size_t aligned = (bytes + 15) & ~size_t{15};
+  if (aligned > staging_capacity_) {
+    // Even a rewound buffer cannot hold it: copying would run past the end.
+    if (error_.ok()) {
+      error_ = absl::ResourceExhaustedError(
+          absl::StrCat("descriptor array of ", bytes, " bytes exceeds the ",
+                       Mib(staging_capacity_), " staging buffer"));
+    }
+    return nullptr;
+  }
   if (staging_offset_ + aligned > staging_capacity_) {
     if (capturing_ || replaying_) {
       // A recorded step must fit in one pass; mark the step failed.

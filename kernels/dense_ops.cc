@@ -9,7 +9,7 @@ void CudaBackend::Embed(const int32_t* ids, int n, const Matrix& table,
   // Every step starts here, on whichever thread runs the engine.
   UseDevice();
   const int32_t* dev_ids = Stage(ids, n);
-  if (!launching() || n <= 0) return;
+  if (!launching() || n <= 0 || dev_ids == nullptr) return;
   EmbedParams p;
   p.ids = dev_ids;
   p.n = n;
@@ -45,7 +45,8 @@ void CudaBackend::LayerNorm(const float* x, int n, int d, const float* w,
 void CudaBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
                              float* out) {
   const int32_t* dev_rows = Stage(rows, m);
-  if (!launching()) return;
+  // Null: nothing to gather, or a staging failure already recorded.
+  if (!launching() || dev_rows == nullptr) return;
   LaunchGatherRows(x, d, dev_rows, m, out, stream_);
   CheckLaunch("GatherRows");
 }
@@ -89,7 +90,7 @@ void CudaBackend::ScatterAddScaled(const float* src, int d, const int32_t* rows,
                                    int lddst) {
   const int32_t* dev_rows = Stage(rows, m);
   const float* dev_scales = Stage(scales, m);
-  if (!launching()) return;
+  if (!launching() || dev_rows == nullptr || dev_scales == nullptr) return;
   LaunchScatterAddScaled(src, d, dev_rows, dev_scales, m, dst, lddst, stream_);
   CheckLaunch("ScatterAddScaled");
 }

@@ -85,6 +85,7 @@ absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
   p.vocab = vocab;
   p.logit_scale = logit_scale;
   p.rows = Stage(rows, static_cast<size_t>(m));
+  if (p.rows == nullptr) return TakeError();
   p.seen_ids = dev_seen;
   p.any_ranked = any_ranked;
   p.workspace = scratch + tokens_bytes;
