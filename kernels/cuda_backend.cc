@@ -331,12 +331,14 @@ void* CudaBackend::ConvertWorkspace(size_t bytes) {
     }
     return nullptr;
   }
+  // Doubling bounds how often growth drops every recorded graph; taken
+  // before the old capacity is cleared.
+  const size_t want = std::max(bytes, convert_capacity_ * 2);
   Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   if (convert_ != nullptr) cudaFree(convert_);
   convert_ = nullptr;
   convert_capacity_ = 0;
   DropGraphs();
-  const size_t want = std::max(bytes, convert_capacity_ * 2);
   if (cudaMalloc(&convert_, want) != cudaSuccess) {
     cudaGetLastError();
     convert_ = nullptr;
