@@ -136,6 +136,11 @@ std::string CudaBackend::DeviceName() const {
 }
 
 int64_t CudaBackend::FreeBytes() const {
+  // cudaMemGetInfo reports the calling thread's current device.
+  if (cudaSetDevice(options_.device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
     cudaGetLastError();
@@ -260,11 +265,13 @@ const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
     }
     SyncAndRewindStaging();
   }
-  // Layers pass the step's segment array to op after op: upload it once.
-  // (A recording whose reuse differs at replay stages differently, and the
-  // log comparison in RunCaptured then runs the step eagerly.)
+  // Layers pass the step's segment array to op after op, and ops derive the
+  // same work lists from it: upload equal contents once. Matched on content
+  // alone (a temporary's address may or may not repeat); should a recording
+  // and its replay match differently, RunCaptured sees the staging differ
+  // and runs the step eagerly.
   for (const StagedCopy& c : staged_copies_) {
-    if (c.host == host && c.bytes == bytes &&
+    if (c.bytes == bytes &&
         std::memcmp(staging_host_ + c.offset, host, bytes) == 0) {
       if (capturing_ || replaying_) staged_log_.emplace_back(c.offset, bytes);
       return staging_dev_ + c.offset;
@@ -273,7 +280,7 @@ const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
   const size_t off = staging_offset_;
   staging_offset_ += aligned;
   std::memcpy(staging_host_ + off, host, bytes);
-  staged_copies_.push_back({host, bytes, off});
+  staged_copies_.push_back({bytes, off});
   if (capturing_ || replaying_) staged_log_.emplace_back(off, bytes);
   if (!replaying_) {
     Check(cudaMemcpyAsync(staging_dev_ + off, staging_host_ + off, bytes,
@@ -436,13 +443,18 @@ absl::Status CudaBackend::RunCaptured(
       Check(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
       return TakeError();
     }
-    // The step staged differently from its recording (a layer whose
-    // descriptors depend on data): forget the recording, run it eagerly.
+    // The step staged differently from its recording (descriptors that
+    // depend on data): forget the recording and run it eagerly; a bucket
+    // that keeps doing this stops being recorded.
     cudaGraphExecDestroy(it->second.exec);
     graphs_.erase(it);
     RewindStaging();
+    ++capture_failures_[key];
     return step();
   }
+  // An earlier failure is reported, not lost when a failed recording clears
+  // what it recorded.
+  if (absl::Status before = TakeError(); !before.ok()) return before;
   staged_log_.clear();
   if (absl::Status s = CudaStatus(
           cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),

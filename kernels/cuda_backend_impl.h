@@ -190,7 +190,6 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<size_t, size_t>> staged_log_;
   // What this pass staged, to upload a repeated descriptor array once.
   struct StagedCopy {
-    const void* host;
     size_t bytes;
     size_t offset;
   };
