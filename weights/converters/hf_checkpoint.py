@@ -5,9 +5,9 @@
 
 load_tensors reads what save_pretrained writes: model.safetensors, the shards
 listed in model.safetensors.index.json, pytorch_model.bin, or the shards listed
-in pytorch_model.bin.index.json (safetensors first). Pickled files go through
-torch.load(weights_only=True), which refuses anything but tensors and plain
-containers.
+in pytorch_model.bin.index.json (safetensors first, as transformers prefers
+it). Pickled files go through torch.load(weights_only=True), which refuses
+anything but tensors and plain containers.
 """
 
 import json
@@ -15,10 +15,14 @@ import os
 
 import torch
 
-from weights.converters.hf_mamba import load_tensors as load_safetensors
+from weights import safetensors_io
 from weights.converters.mamba_common import ConvertError
 
 HEAD = "lm_head.weight"
+
+
+def _load_safetensors(path):
+    return safetensors_io.load_file(path)[0]
 
 
 def _load_bin(path):
@@ -31,26 +35,35 @@ def _load_bin(path):
     return dict(sd)
 
 
+# (single file, index of shards, reader), in the order transformers looks for them.
+_LAYOUTS = (("model.safetensors", "model.safetensors.index.json", _load_safetensors),
+            ("pytorch_model.bin", "pytorch_model.bin.index.json", _load_bin))
+
+
+def _load_sharded(src, index, load):
+    """The union of the shards `index` lists; a tensor found in a shard the index
+    does not assign it to is an error, so that two shards never both supply it."""
+    with open(index) as f:
+        weight_map = json.load(f).get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise ConvertError(f"{index}: no 'weight_map' object")
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+        part = load(os.path.join(src, shard))
+        for k in part:
+            if weight_map.get(k) != shard:
+                raise ConvertError(f"tensor {k!r} in {shard} is not listed there by the index")
+        tensors.update(part)
+    return tensors
+
+
 def load_tensors(src):
     """{name: tensor} of the checkpoint in directory `src`."""
-    if os.path.exists(os.path.join(src, "model.safetensors")) or \
-            os.path.exists(os.path.join(src, "model.safetensors.index.json")):
-        return load_safetensors(src)
-    single = os.path.join(src, "pytorch_model.bin")
-    index = os.path.join(src, "pytorch_model.bin.index.json")
-    if os.path.exists(single):
-        return _load_bin(single)
-    if os.path.exists(index):
-        with open(index) as f:
-            weight_map = json.load(f)["weight_map"]
-        tensors = {}
-        for shard in sorted(set(weight_map.values())):
-            part = _load_bin(os.path.join(src, shard))
-            for k in part:
-                if weight_map.get(k) != shard:
-                    raise ConvertError(f"tensor {k!r} in {shard} is not listed there by the index")
-            tensors.update(part)
-        return tensors
+    for single, index, load in _LAYOUTS:
+        if os.path.exists(os.path.join(src, single)):
+            return load(os.path.join(src, single))
+        if os.path.exists(os.path.join(src, index)):
+            return _load_sharded(src, os.path.join(src, index), load)
     raise ConvertError(f"{src}: no model.safetensors, pytorch_model.bin (or index) found")
 
 

@@ -36,7 +36,7 @@ import torch
 
 from weights import canonical
 from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_llama import token_id
+from weights.converters.hf_config import attention_heads, load_config, token_id
 from weights.converters.mamba_common import ConvertError, positive_int
 
 NAME = "hf-jamba"
@@ -69,15 +69,7 @@ def read_dims(cfg):
                            "supported (only full-attention checkpoints convert)")
     D = positive_int(cfg, "hidden_size")
     L = positive_int(cfg, "num_hidden_layers")
-    Hq = positive_int(cfg, "num_attention_heads")
-    Hkv = positive_int(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None \
-        else Hq
-    if D % Hq:
-        raise ConvertError(f"config: field 'hidden_size' {D} is not a multiple of "
-                           f"num_attention_heads {Hq}")
-    if Hq % Hkv:
-        raise ConvertError(f"config: field 'num_key_value_heads' {Hkv} does not divide "
-                           f"num_attention_heads {Hq}")
+    Hq, Hkv, dh = attention_heads(cfg, D)
     periods = {}
     for kind, default_period, default_offset in (("attn", 8, 4), ("expert", 2, 1)):
         period = _int(cfg, f"{kind}_layer_period", default_period)
@@ -109,7 +101,7 @@ def read_dims(cfg):
                "moe" if X > 1 and j % exp_p == exp_o else "mlp") for j in range(L)]
     return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D, "n_layers": L,
             "layers": layers, "d_ff": positive_int(cfg, "intermediate_size"),
-            "n_heads": Hq, "n_kv_heads": Hkv, "head_dim": D // Hq,
+            "n_heads": Hq, "n_kv_heads": Hkv, "head_dim": dh,
             "n_experts": X, "top_k": top_k, "d_inner": expand * D,
             "d_state": _int(cfg, "mamba_d_state", 16), "d_conv": _int(cfg, "mamba_d_conv", 4),
             "dt_rank": R, "conv_bias": cfg.get("mamba_conv_bias", True),
@@ -258,11 +250,7 @@ def canonical_config(dims, name, tied, sinks, window, eos, bos):
 
 def convert(src, dtype, sinks=None, window=None):
     """Return (canonical config, canonical tensors) for an HF Jamba directory."""
-    path = os.path.join(src, "config.json")
-    if not os.path.exists(path):
-        raise ConvertError(f"{src}: no config.json found")
-    with open(path) as f:
-        cfg = json.load(f)
+    cfg = load_config(src)
     dims = read_dims(cfg)
     S, W = cache_size(dims, sinks, window)
     tied = cfg.get("tie_word_embeddings", False)           # JambaConfig's default

@@ -4,7 +4,8 @@
 Decoder layer j becomes blocks 2j (attention, its input_layernorm as the
 pre-norm) and 2j+1 (gated SiLU mlp, post_attention_layernorm as the pre-norm).
 HF checkpoints already use the half-split RoPE layout, so projections are
-copied unchanged (`pos: "rope_half"`).
+copied unchanged (`pos: "rope_half"`). The weights may come in any layout
+save_pretrained writes (weights/converters/hf_checkpoint.py).
 
 The attention-sink cache size is a serving choice, not part of the checkpoint
 (MODELS.md 3.4): `sinks` (S, default 4) and `window` (W, default 2044, so the
@@ -22,16 +23,16 @@ given as a list keeps its first entry (the canonical config holds one EOS).
 import json
 import os
 
-import torch
-
 from weights import canonical
-from weights.converters.hf_mamba import load_tensors
+from weights.converters.hf_checkpoint import check_tensors, load_tensors
+from weights.converters.hf_config import attention_heads, load_config, token_id
 from weights.converters.mamba_common import ConvertError, positive_int
 
 NAME = "hf-llama"
 DEFAULT_SINKS = 4
 DEFAULT_WINDOW = 2044
 SERVING_OPTIONS = ("sinks", "window")
+EMBED = "model.embed_tokens.weight"
 
 _ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 
@@ -53,19 +54,7 @@ def read_dims(cfg):
         raise ConvertError(f"config: sliding_window {cfg['sliding_window']!r} is not supported "
                            "(only full-attention checkpoints convert)")
     D = positive_int(cfg, "hidden_size")
-    Hq = positive_int(cfg, "num_attention_heads")
-    Hkv = positive_int(cfg, "num_key_value_heads") if cfg.get("num_key_value_heads") is not None \
-        else Hq
-    if Hq % Hkv:
-        raise ConvertError(f"config: num_attention_heads {Hq} is not a multiple of "
-                           f"num_key_value_heads {Hkv}")
-    if cfg.get("head_dim") is not None:
-        dh = positive_int(cfg, "head_dim")
-    elif D % Hq:
-        raise ConvertError(f"config: hidden_size {D} is not a multiple of "
-                           f"num_attention_heads {Hq} and head_dim is absent")
-    else:
-        dh = D // Hq
+    Hq, Hkv, dh = attention_heads(cfg, D, explicit_head_dim=True)
     if dh % 2:
         raise ConvertError(f"config: head_dim {dh} must be even for RoPE")
     theta = cfg.get("rope_theta", 10000.0)
@@ -109,9 +98,10 @@ def cache_size(dims, sinks=None, window=None):
 
 
 def source_shapes(dims):
+    """{source tensor name: shape} the checkpoint must hold (lm_head.weight apart)."""
     V, D, F_ = dims["vocab_size"], dims["d_model"], dims["d_ff"]
     qd, kd = dims["n_heads"] * dims["head_dim"], dims["n_kv_heads"] * dims["head_dim"]
-    s = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
+    s = {EMBED: (V, D), "model.norm.weight": (D,)}
     for j in range(dims["n_layers"]):
         p = f"model.layers.{j}."
         s[p + "input_layernorm.weight"] = (D,)
@@ -127,42 +117,13 @@ def source_shapes(dims):
     return s
 
 
-def check_source(tensors, dims, tied):
-    want = source_shapes(dims)
-    head = (dims["vocab_size"], dims["d_model"])
-    for name in sorted(want):
-        if name not in tensors:
-            raise ConvertError(f"missing tensor {name!r}")
-        got = tuple(tensors[name].shape)
-        if got != want[name]:
-            raise ConvertError(f"tensor {name!r}: shape {list(got)}, expected {list(want[name])}")
-    for name in sorted(tensors):
-        if name in want:
-            continue
-        if name != "lm_head.weight":
-            raise ConvertError(f"unknown tensor {name!r}")
-        if tuple(tensors[name].shape) != head:
-            raise ConvertError(f"tensor 'lm_head.weight': shape {list(tensors[name].shape)}, "
-                               f"expected {list(head)}")
-    if not tied and "lm_head.weight" not in tensors:
-        raise ConvertError("missing tensor 'lm_head.weight' (embeddings are not tied)")
-    if tied and "lm_head.weight" in tensors and not torch.equal(
-            tensors["lm_head.weight"].float(), tensors["model.embed_tokens.weight"].float()):
-        raise ConvertError("tensor 'lm_head.weight' differs from the embedding although the "
-                           "config ties them")
-    for name, t in tensors.items():
-        if not t.is_floating_point():
-            raise ConvertError(f"tensor {name!r}: dtype {t.dtype} is not floating point")
-
-
 def map_tensors(tensors, dims, tied, dtype):
-    check_source(tensors, dims, tied)
+    check_tensors(tensors, source_shapes(dims), EMBED, tied)
 
     def mat(name):
         return tensors[name].to(dtype).contiguous()
 
-    out = {"embed.weight": mat("model.embed_tokens.weight"),
-           "final_norm.weight": mat("model.norm.weight")}
+    out = {"embed.weight": mat(EMBED), "final_norm.weight": mat("model.norm.weight")}
     if not tied:
         out["lm_head.weight"] = mat("lm_head.weight")
     for j in range(dims["n_layers"]):
@@ -178,17 +139,6 @@ def map_tensors(tensors, dims, tied, dtype):
             if dims["mlp_bias"]:
                 out[m + f"mlp.{n}.bias"] = mat(s + f"mlp.{n}_proj.bias")
     return out
-
-
-def token_id(cfg, key, vocab_size):
-    v = cfg.get(key)
-    if isinstance(v, list):
-        v = v[0] if v else None
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int)
-                          or not 0 <= v < vocab_size):
-        raise ConvertError(f"config: field {key!r} must be a token id below vocab_size "
-                           f"{vocab_size}, got {cfg.get(key)!r}")
-    return v
 
 
 def canonical_config(dims, name, tied, sinks, window, eos, bos):
@@ -214,11 +164,7 @@ def canonical_config(dims, name, tied, sinks, window, eos, bos):
 
 def convert(src, dtype, sinks=None, window=None):
     """Return (canonical config, canonical tensors) for an HF Llama directory."""
-    path = os.path.join(src, "config.json")
-    if not os.path.exists(path):
-        raise ConvertError(f"{src}: no config.json found")
-    with open(path) as f:
-        cfg = json.load(f)
+    cfg = load_config(src)
     dims = read_dims(cfg)
     S, W = cache_size(dims, sinks, window)
     tied = bool(cfg.get("tie_word_embeddings", False))     # LlamaConfig's default

@@ -1,15 +1,16 @@
 """Hugging Face `MambaForCausalLM` checkpoint (save_pretrained layout) -> canonical.
 
-Reads config.json (MODELS.md 1.7) and model.safetensors, or the shards listed
-in model.safetensors.index.json. `use_bias` is taken from the file; its absence
-means the HF class default (true), which the tensor check then enforces.
+Reads config.json (MODELS.md 1.7) and the weights in any layout save_pretrained
+writes: model.safetensors or pytorch_model.bin, single or sharded
+(weights/converters/hf_checkpoint.py). `use_bias` is taken from the file; its
+absence means the HF class default (true), which the tensor check then enforces.
 """
 
-import json
 import math
 import os
 
-from weights import safetensors_io
+from weights.converters.hf_checkpoint import load_tensors
+from weights.converters.hf_config import load_config
 from weights.converters.mamba_common import ConvertError, canonical_config, map_tensors, positive_int
 
 NAME = "hf-mamba"
@@ -39,29 +40,9 @@ def read_dims(cfg):
             "conv_bias": bool(cfg.get("use_conv_bias", True))}
 
 
-def load_tensors(src):
-    single = os.path.join(src, "model.safetensors")
-    index = os.path.join(src, "model.safetensors.index.json")
-    if os.path.exists(single):
-        return safetensors_io.load_file(single)[0]
-    if os.path.exists(index):
-        with open(index) as f:
-            weight_map = json.load(f)["weight_map"]
-        tensors = {}
-        for shard in sorted(set(weight_map.values())):
-            part = safetensors_io.load_file(os.path.join(src, shard))[0]
-            for k in part:
-                if weight_map.get(k) != shard:
-                    raise ConvertError(f"tensor {k!r} in {shard} is not listed there by the index")
-            tensors.update(part)
-        return tensors
-    raise ConvertError(f"{src}: no model.safetensors (or index) found")
-
-
 def convert(src, dtype):
-    """Return (canonical config, canonical tensors, eos, bos) for an HF directory."""
-    with open(os.path.join(src, "config.json")) as f:
-        cfg = json.load(f)
+    """Return (canonical config, canonical tensors) for an HF Mamba directory."""
+    cfg = load_config(src)
     dims = read_dims(cfg)
     tied = bool(cfg.get("tie_word_embeddings", True))
     # Absent field: MambaConfig's default, 1e-5 (transformers configuration_mamba.py);

@@ -17,6 +17,8 @@ import torch
 from weights import canonical, convert, safetensors_io
 from weights.reference.model import ReferenceModel
 
+import hf_layouts
+
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
 
@@ -55,8 +57,8 @@ def make_model(seed=0, tied=False, proj_bias=False, **over):
     return model
 
 
-def save(model, path, **kw):
-    model.save_pretrained(path, safe_serialization=kw.pop("safe_serialization", True), **kw)
+def save(model, path):
+    model.save_pretrained(path, safe_serialization=True)
     return path
 
 
@@ -154,28 +156,13 @@ def test_one_expert_means_mlp_blocks_only(tmp_path, capsys):
     assert torch.allclose(ref, hf_float64_logits(model, TOKENS), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("layout", ["sharded_safetensors", "pytorch_bin", "sharded_bin"])
-def test_every_save_pretrained_layout_converts_alike(tmp_path, capsys, layout):
-    model = make_model(seed=4)
-    base = save(model, tmp_path / "single")
-    kw = {"safe_serialization": layout != "pytorch_bin" and layout != "sharded_bin"}
-    if layout.startswith("sharded"):
-        kw["max_shard_size"] = "20KB"
-    other = save(model, tmp_path / layout, **kw)
-    names = set(os.listdir(other))
-    assert "model.safetensors" not in names
-    if layout.startswith("sharded"):
-        assert any(n.endswith(".index.json") for n in names), names
-    outs = []
-    for src in (base, other):
-        out = tmp_path / f"out_{src.name}"
-        code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer"],
-                        capsys)
-        assert code == 0, err
-        outs.append(safetensors_io.load_file(out / "model.safetensors")[0])
-    assert outs[0].keys() == outs[1].keys()
-    for name in outs[0]:
-        assert torch.equal(outs[0][name], outs[1][name]), name
+@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
+def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
+    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "hf-jamba", layout)
+
+
+def test_truncated_pytorch_bin(tmp_path):
+    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-jamba")
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):

@@ -17,6 +17,8 @@ import torch
 from weights import canonical, convert, safetensors_io
 from weights.reference.model import ReferenceModel
 
+import hf_layouts
+
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -143,6 +145,16 @@ def test_mistral_without_sliding_window(tmp_path, capsys):
     assert torch.allclose(ref, hf_float64_logits(model, TOKENS), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
+def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
+    model = make_model(bias=True, seed=4)
+    hf_layouts.assert_layout_converts_alike(model, tmp_path, "hf-llama", layout)
+
+
+def test_truncated_pytorch_bin(tmp_path):
+    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-llama")
+
+
 def _edit_tensors(src, fn):
     path = src / "model.safetensors"
     t, meta = safetensors_io.load_file(path)
@@ -155,6 +167,12 @@ def _edit_config(src, fn):
     cfg = json.loads((src / "config.json").read_text())
     fn(cfg)
     (src / "config.json").write_text(json.dumps(cfg))
+
+
+def _truncate(src):
+    path = src / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
 
 
 CORRUPT = {
@@ -182,6 +200,13 @@ CORRUPT = {
                    ["hidden_act", "gelu"]),
     "head_grouping": (lambda s: _edit_config(s, lambda c: c.update(num_key_value_heads=3)),
                       ["num_key_value_heads"]),
+    "head_split": (lambda s: _edit_config(s, lambda c: c.update(
+        num_attention_heads=5, num_key_value_heads=None, head_dim=None)),
+        ["hidden_size", "num_attention_heads 5", "head_dim is absent"]),
+    "truncated_safetensors": (_truncate, ["model.safetensors"]),
+    "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
+    "no_weights": (lambda s: os.remove(s / "model.safetensors"),
+                   ["no model.safetensors, pytorch_model.bin"]),
 }
 
 

@@ -1,0 +1,61 @@
+"""config.json of a Hugging Face checkpoint directory, and the fields that
+several architectures share, read and checked the same way for each (errors
+name the field).
+"""
+
+import json
+import os
+
+from weights.converters.mamba_common import ConvertError, positive_int
+
+
+def load_config(src):
+    """The config.json dict of directory `src`."""
+    path = os.path.join(src, "config.json")
+    if not os.path.exists(path):
+        raise ConvertError(f"{src}: no config.json found")
+    with open(path) as f:
+        cfg = json.load(f)
+    if not isinstance(cfg, dict):
+        raise ConvertError(f"{path}: not a JSON object")
+    return cfg
+
+
+def attention_heads(cfg, hidden_size, explicit_head_dim=False):
+    """(n_heads, n_kv_heads, head_dim) of an HF attention config.
+
+    num_key_value_heads absent or null means num_attention_heads (plain
+    multi-head attention, as the HF configs default it); it must divide
+    num_attention_heads so that each KV head serves a whole group of queries.
+    head_dim is hidden_size / num_attention_heads, or the config's own
+    `head_dim` where the architecture has that field (explicit_head_dim: Llama
+    and Mistral do, Jamba does not and ignores one if present).
+    """
+    Hq = positive_int(cfg, "num_attention_heads")
+    if explicit_head_dim and cfg.get("head_dim") is not None:
+        dh = positive_int(cfg, "head_dim")
+    elif hidden_size % Hq:
+        absent = " and head_dim is absent" if explicit_head_dim else ""
+        raise ConvertError(f"config: field 'hidden_size' {hidden_size} is not a multiple of "
+                           f"num_attention_heads {Hq}{absent}")
+    else:
+        dh = hidden_size // Hq
+    Hkv = Hq if cfg.get("num_key_value_heads") is None \
+        else positive_int(cfg, "num_key_value_heads")
+    if Hq % Hkv:
+        raise ConvertError(f"config: field 'num_key_value_heads' {Hkv} does not divide "
+                           f"num_attention_heads {Hq}")
+    return Hq, Hkv, dh
+
+
+def token_id(cfg, key, vocab_size):
+    """cfg[key] as one token id below vocab_size, or None; a list keeps its first
+    entry, as the canonical config holds one EOS / BOS."""
+    v = cfg.get(key)
+    if isinstance(v, list):
+        v = v[0] if v else None
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                          or not 0 <= v < vocab_size):
+        raise ConvertError(f"config: field {key!r} must be a token id below vocab_size "
+                           f"{vocab_size}, got {cfg.get(key)!r}")
+    return v
