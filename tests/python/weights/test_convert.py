@@ -6,27 +6,14 @@ import sys
 import pytest
 import torch
 
-from weights import canonical, convert, safetensors_io
+from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_fixture as fx
+from convert_cli import assert_clean_failure, edit_tensors, run
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65]
-
-
-def run(argv, capsys):
-    code = convert.main(argv)
-    return code, capsys.readouterr().err
-
-
-def assert_clean_failure(tmp_path, out, code, err, *needles):
-    assert code != 0
-    for n in needles:
-        assert n in err, err
-    assert not out.exists()
-    leftovers = [p for p in os.listdir(out.parent) if p.startswith("." + out.name)]
-    assert leftovers == []                       # the temporary directory was removed too
 
 
 @pytest.mark.parametrize("case", [
@@ -129,12 +116,6 @@ def _hf_src(tmp_path, **kw):
     return tmp_path / "hf", cfg
 
 
-def _edit_tensors(src, fn):
-    t, meta = safetensors_io.load_file(src / "model.safetensors")
-    fn(t)
-    safetensors_io.save_file(t, src / "model.safetensors", meta)
-
-
 @pytest.mark.parametrize("corrupt, needles", [
     (lambda t: t.pop("backbone.layers.1.mixer.x_proj.weight"),
      ["missing tensor", "backbone.layers.1.mixer.x_proj.weight"]),
@@ -151,17 +132,17 @@ def _edit_tensors(src, fn):
 ])
 def test_hf_bad_tensors(tmp_path, capsys, corrupt, needles):
     src, _ = _hf_src(tmp_path)
-    _edit_tensors(src, corrupt)
+    edit_tensors(src, corrupt)
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, *needles)
+    assert_clean_failure(out, code, err, *needles)
 
 
 def test_hf_untied_without_head(tmp_path, capsys):
     src, _ = _hf_src(tmp_path, tie=False)
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "missing tensor 'lm_head.weight'")
+    assert_clean_failure(out, code, err, "missing tensor 'lm_head.weight'")
 
 
 def test_hf_use_bias_default_is_true(tmp_path, capsys):
@@ -171,7 +152,7 @@ def test_hf_use_bias_default_is_true(tmp_path, capsys):
     (src / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "missing tensor", "in_proj.bias")
+    assert_clean_failure(out, code, err, "missing tensor", "in_proj.bias")
 
 
 def test_hf_truncated_safetensors(tmp_path, capsys):
@@ -180,7 +161,7 @@ def test_hf_truncated_safetensors(tmp_path, capsys):
     (src / "model.safetensors").write_bytes(blob[:len(blob) - 100])
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "truncated")
+    assert_clean_failure(out, code, err, "truncated")
 
 
 @pytest.mark.parametrize("edit, needle", [
@@ -195,7 +176,7 @@ def test_hf_bad_config(tmp_path, capsys, edit, needle):
     (src / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, needle)
+    assert_clean_failure(out, code, err, needle)
 
 
 @pytest.mark.parametrize("edit, needle", [
@@ -211,7 +192,7 @@ def test_mamba_ssm_unsupported(tmp_path, capsys, edit, needle):
     (tmp_path / "ssm" / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "out"
     code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, needle)
+    assert_clean_failure(out, code, err, needle)
 
 
 def test_mamba_ssm_missing_embedding(tmp_path, capsys):
@@ -221,7 +202,7 @@ def test_mamba_ssm_missing_embedding(tmp_path, capsys):
     torch.save(t, tmp_path / "ssm" / "pytorch_model.bin")
     out = tmp_path / "out"
     code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "missing tensor 'backbone.embedding.weight'")
+    assert_clean_failure(out, code, err, "missing tensor 'backbone.embedding.weight'")
 
 
 def test_mamba_ssm_without_weights_file(tmp_path, capsys):
@@ -229,14 +210,14 @@ def test_mamba_ssm_without_weights_file(tmp_path, capsys):
     os.remove(tmp_path / "ssm" / "pytorch_model.bin")
     out = tmp_path / "out"
     code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "pytorch_model.bin")
+    assert_clean_failure(out, code, err, "pytorch_model.bin")
 
 
 def test_no_tokenizer_and_existing_out(tmp_path, capsys):
     src, _ = _hf_src(tmp_path)
     out = tmp_path / "out"
     code, err = run(["--source", "hf-mamba", str(src), str(out)], capsys)
-    assert_clean_failure(tmp_path, out, code, err, "--byte-tokenizer")
+    assert_clean_failure(out, code, err, "--byte-tokenizer")
     out.mkdir()
     (out / "keep").write_text("x")
     code, err = run(["--source", "hf-mamba", str(src), str(out), "--byte-tokenizer"], capsys)

@@ -24,8 +24,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from weights import convert, safetensors_io
+from weights import safetensors_io
 from weights.reference.model import ReferenceModel
+
+from convert_cli import assert_clean_failure, run
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ENGINE_LOGITS = os.path.join(ROOT, "bazel-bin", "tests", "parity", "engine_logits")
@@ -209,11 +211,6 @@ def tokens(n=T, seed=0):
     return [int(t) for t in rng.integers(0, VOCAB, size=n)]
 
 
-def run(argv, capsys):
-    code = convert.main(argv)
-    return code, capsys.readouterr().err
-
-
 def engine_logits(model_dir, toks, out, chunk):
     if not os.path.exists(ENGINE_LOGITS):
         pytest.fail(f"{ENGINE_LOGITS} is missing: run `bazel build //tests/parity:all` first")
@@ -312,14 +309,6 @@ def test_checkpoint_directory_and_enwik8_final_norm(tmp_path, capsys):
     assert conf["final_norm"] == {"type": "layernorm", "eps": 1e-5, "affine": False}
     t, _ = safetensors_io.load_file(out / "model.safetensors")
     assert not any(k.startswith("final_norm.") for k in t) and "lm_head.weight" not in t
-
-
-def assert_clean_failure(out, code, err, *needles):
-    assert code == 1
-    for n in needles:
-        assert n in err, err
-    assert not out.exists()
-    assert [p for p in os.listdir(out.parent) if p.startswith("." + out.name)] == []
 
 
 def _drop(name):

@@ -14,10 +14,11 @@ import types
 import pytest
 import torch
 
-from weights import canonical, convert, safetensors_io
+from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_layouts
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, truncate
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
@@ -60,19 +61,6 @@ def make_model(seed=0, tied=False, proj_bias=False, **over):
 def save(model, path):
     model.save_pretrained(path, safe_serialization=True)
     return path
-
-
-def run(argv, capsys):
-    code = convert.main(argv)
-    return code, capsys.readouterr().err
-
-
-def assert_clean_failure(out, code, err, *needles):
-    assert code == 1
-    for n in needles:
-        assert n in err, err
-    assert not out.exists()
-    assert [p for p in os.listdir(out.parent) if p.startswith("." + out.name)] == []
 
 
 def hf_float64_logits(model, tokens):
@@ -182,72 +170,52 @@ def test_dtype_option_and_cli_exit_status(tmp_path):
     canonical.load_model_dir(out)
 
     bad = tmp_path / "bad"
-    _edit_config(src, lambda c: c.update(hidden_act="gelu"))
+    edit_config(src, lambda c: c.update(hidden_act="gelu"))
     proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-jamba",
                            str(src), str(bad), "--byte-tokenizer"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1 and "hidden_act" in proc.stderr and not bad.exists()
 
 
-def _edit_tensors(src, fn):
-    path = src / "model.safetensors"
-    t, meta = safetensors_io.load_file(path)
-    fn(t)
-    os.remove(path)
-    safetensors_io.save_file(t, path, meta)
-
-
-def _edit_config(src, fn):
-    cfg = json.loads((src / "config.json").read_text())
-    fn(cfg)
-    (src / "config.json").write_text(json.dumps(cfg))
-
-
-def _truncate(src):
-    path = src / "model.safetensors"
-    data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
-
-
 CORRUPT = {
-    "missing_tensor": (lambda s: _edit_tensors(s, lambda t: t.pop(
+    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
         "model.layers.3.mamba.b_layernorm.weight")),
         ["missing tensor", "model.layers.3.mamba.b_layernorm.weight"]),
-    "missing_expert": (lambda s: _edit_tensors(s, lambda t: t.pop(
+    "missing_expert": (lambda s: edit_tensors(s, lambda t: t.pop(
         "model.layers.5.feed_forward.experts.2.down_proj.weight")),
         ["missing tensor", "model.layers.5.feed_forward.experts.2.down_proj.weight"]),
-    "wrong_shape": (lambda s: _edit_tensors(s, lambda t: t.update(
+    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.0.mamba.x_proj.weight": torch.zeros(17, 64)})),
         ["model.layers.0.mamba.x_proj.weight", "[17, 64]", "[18, 64]"]),
-    "unknown_tensor": (lambda s: _edit_tensors(s, lambda t: t.update(
+    "unknown_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.0.mamba.z_layernorm.weight": torch.zeros(8)})),
         ["unknown tensor", "model.layers.0.mamba.z_layernorm.weight"]),
-    "lm_head_missing": (lambda s: _edit_tensors(s, lambda t: t.pop("lm_head.weight")),
+    "lm_head_missing": (lambda s: edit_tensors(s, lambda t: t.pop("lm_head.weight")),
                         ["missing tensor 'lm_head.weight'"]),
-    "integer_tensor": (lambda s: _edit_tensors(s, lambda t: t.update(
+    "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.1.feed_forward.router.weight": torch.zeros(4, 32, dtype=torch.int32)})),
         ["model.layers.1.feed_forward.router.weight", "not floating point"]),
-    "truncated_safetensors": (_truncate, ["model.safetensors"]),
-    "unknown_architecture": (lambda s: _edit_config(s, lambda c: c.update(
+    "truncated_safetensors": (truncate, ["model.safetensors"]),
+    "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
         model_type="mixtral", architectures=["MixtralForCausalLM"])),
         ["unknown architecture", "mixtral"]),
-    "proj_bias_missing": (lambda s: _edit_config(s, lambda c: c.update(mamba_proj_bias=True)),
+    "proj_bias_missing": (lambda s: edit_config(s, lambda c: c.update(mamba_proj_bias=True)),
                           ["missing tensor", "model.layers.0.mamba.in_proj.bias"]),
-    "activation": (lambda s: _edit_config(s, lambda c: c.update(hidden_act="gelu")),
+    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
                    ["hidden_act", "gelu"]),
-    "sliding_window": (lambda s: _edit_config(s, lambda c: c.update(sliding_window=64)),
+    "sliding_window": (lambda s: edit_config(s, lambda c: c.update(sliding_window=64)),
                        ["sliding_window"]),
-    "attn_offset": (lambda s: _edit_config(s, lambda c: c.update(attn_layer_offset=3)),
+    "attn_offset": (lambda s: edit_config(s, lambda c: c.update(attn_layer_offset=3)),
                     ["attn_layer_offset", "attn_layer_period 3"]),
-    "expert_offset": (lambda s: _edit_config(s, lambda c: c.update(expert_layer_offset=-1)),
+    "expert_offset": (lambda s: edit_config(s, lambda c: c.update(expert_layer_offset=-1)),
                       ["expert_layer_offset", "non-negative integer"]),
-    "top_k": (lambda s: _edit_config(s, lambda c: c.update(num_experts_per_tok=5)),
+    "top_k": (lambda s: edit_config(s, lambda c: c.update(num_experts_per_tok=5)),
               ["num_experts_per_tok", "num_experts 4"]),
-    "head_grouping": (lambda s: _edit_config(s, lambda c: c.update(num_key_value_heads=3)),
+    "head_grouping": (lambda s: edit_config(s, lambda c: c.update(num_key_value_heads=3)),
                       ["num_key_value_heads"]),
-    "head_split": (lambda s: _edit_config(s, lambda c: c.update(num_attention_heads=5)),
+    "head_split": (lambda s: edit_config(s, lambda c: c.update(num_attention_heads=5)),
                    ["hidden_size", "num_attention_heads 5"]),
-    "dt_rank": (lambda s: _edit_config(s, lambda c: c.update(mamba_dt_rank="big")),
+    "dt_rank": (lambda s: edit_config(s, lambda c: c.update(mamba_dt_rank="big")),
                 ["mamba_dt_rank"]),
     "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
     "no_weights": (lambda s: os.remove(s / "model.safetensors"),

@@ -14,10 +14,11 @@ import types
 import pytest
 import torch
 
-from weights import canonical, convert, safetensors_io
+from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_layouts
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, truncate
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
@@ -50,19 +51,6 @@ def make_model(bias=False, tied=False, seed=0, **over):
 def save(model, path):
     model.save_pretrained(path, safe_serialization=True)
     return path
-
-
-def run(argv, capsys):
-    code = convert.main(argv)
-    return code, capsys.readouterr().err
-
-
-def assert_clean_failure(out, code, err, *needles):
-    assert code == 1
-    for n in needles:
-        assert n in err, err
-    assert not out.exists()
-    assert [p for p in os.listdir(out.parent) if p.startswith("." + out.name)] == []
 
 
 def hf_float64_logits(model, tokens):
@@ -155,55 +143,35 @@ def test_truncated_pytorch_bin(tmp_path):
     hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-llama")
 
 
-def _edit_tensors(src, fn):
-    path = src / "model.safetensors"
-    t, meta = safetensors_io.load_file(path)
-    fn(t)
-    os.remove(path)
-    safetensors_io.save_file(t, path, meta)
-
-
-def _edit_config(src, fn):
-    cfg = json.loads((src / "config.json").read_text())
-    fn(cfg)
-    (src / "config.json").write_text(json.dumps(cfg))
-
-
-def _truncate(src):
-    path = src / "model.safetensors"
-    data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
-
-
 CORRUPT = {
-    "missing_tensor": (lambda s: _edit_tensors(s, lambda t: t.pop(
+    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
         "model.layers.1.self_attn.k_proj.weight")),
         ["missing tensor", "model.layers.1.self_attn.k_proj.weight"]),
-    "wrong_shape": (lambda s: _edit_tensors(s, lambda t: t.update(
+    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.0.mlp.down_proj.weight": torch.zeros(32, 47)})),
         ["model.layers.0.mlp.down_proj.weight", "[32, 47]", "[32, 48]"]),
-    "unknown_tensor": (lambda s: _edit_tensors(s, lambda t: t.update(
+    "unknown_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.0.self_attn.rotary_emb.inv_freq": torch.zeros(4)})),
         ["unknown tensor", "rotary_emb.inv_freq"]),
-    "bias_missing": (lambda s: _edit_config(s, lambda c: c.update(attention_bias=True)),
+    "bias_missing": (lambda s: edit_config(s, lambda c: c.update(attention_bias=True)),
                      ["missing tensor", "model.layers.0.self_attn.k_proj.bias"]),
-    "unknown_architecture": (lambda s: _edit_config(s, lambda c: c.update(
+    "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
         model_type="gpt_neox", architectures=["GPTNeoXForCausalLM"])),
         ["unknown architecture", "gpt_neox"]),
-    "rope_scaling": (lambda s: _edit_config(s, lambda c: c.update(
+    "rope_scaling": (lambda s: edit_config(s, lambda c: c.update(
         rope_scaling={"rope_type": "linear", "factor": 2.0})),
         ["rope_scaling", "not supported"]),
-    "sliding_window": (lambda s: _edit_config(s, lambda c: c.update(
+    "sliding_window": (lambda s: edit_config(s, lambda c: c.update(
         model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=64)),
         ["sliding_window"]),
-    "activation": (lambda s: _edit_config(s, lambda c: c.update(hidden_act="gelu")),
+    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
                    ["hidden_act", "gelu"]),
-    "head_grouping": (lambda s: _edit_config(s, lambda c: c.update(num_key_value_heads=3)),
+    "head_grouping": (lambda s: edit_config(s, lambda c: c.update(num_key_value_heads=3)),
                       ["num_key_value_heads"]),
-    "head_split": (lambda s: _edit_config(s, lambda c: c.update(
+    "head_split": (lambda s: edit_config(s, lambda c: c.update(
         num_attention_heads=5, num_key_value_heads=None, head_dim=None)),
         ["hidden_size", "num_attention_heads 5", "head_dim is absent"]),
-    "truncated_safetensors": (_truncate, ["model.safetensors"]),
+    "truncated_safetensors": (truncate, ["model.safetensors"]),
     "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
     "no_weights": (lambda s: os.remove(s / "model.safetensors"),
                    ["no model.safetensors, pytorch_model.bin"]),
@@ -242,14 +210,14 @@ def test_serving_options_only_for_llama(tmp_path, capsys):
 
 def test_cli_exit_status(tmp_path):
     src = save(make_model(), tmp_path / "hf")
-    _edit_config(src, lambda c: c.update(rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
+    edit_config(src, lambda c: c.update(rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
                            str(src), str(out), "--byte-tokenizer"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1 and "rope_scaling" in proc.stderr and not out.exists()
     ok = tmp_path / "ok"
-    _edit_config(src, lambda c: c.update(rope_scaling=None))
+    edit_config(src, lambda c: c.update(rope_scaling=None))
     proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
                            str(src), str(ok), "--byte-tokenizer", "--dtype", "bf16"],
                           cwd=ROOT, capture_output=True, text=True)
