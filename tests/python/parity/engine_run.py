@@ -1,7 +1,8 @@
-"""Running the engine's logits and generate tools from the parity tests, and their
-token lists."""
+"""Running the converter and the engine's logits and generate tools from the parity
+tests, and their token lists."""
 
 import subprocess
+import sys
 
 import numpy as np
 
@@ -10,6 +11,15 @@ def tokens(n, seed):
     """n token ids drawn from the byte vocabulary plus EOS, seeded."""
     rng = np.random.default_rng(seed)
     return [int(t) for t in rng.integers(0, 257, size=n)]
+
+
+def convert(root, source, src, out, *extra):
+    """`python -m weights.convert --source source src out --byte-tokenizer *extra`,
+    run from the repository root; fails the test with the converter's stderr."""
+    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", source,
+                           str(src), str(out), "--byte-tokenizer", *extra],
+                          cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def run_engine(binary, model, toks, out, chunk, state_out=None):

@@ -11,8 +11,6 @@ logits over a 128-token prompt within 1e-3 (fp32), and 64 greedy tokens
 identical to transformers' own cached greedy loop.
 """
 
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -24,7 +22,7 @@ from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
 from transformers.models.jamba.modeling_jamba import (  # noqa: E402
     HybridMambaAttentionDynamicCache)
 
-from engine_run import engine_greedy, run_engine  # noqa: E402
+from engine_run import convert, engine_greedy, run_engine  # noqa: E402
 from hf_run import hf_greedy  # noqa: E402
 
 # Cache utilities mark tensors for torch.compile with torch._dynamo, which
@@ -64,13 +62,6 @@ def make_hf_model(seed, tied):
     return model
 
 
-def convert(root, src, out, *extra):
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-jamba",
-                           str(src), str(out), "--byte-tokenizer", *extra],
-                          cwd=root, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-
-
 def prompt_ids(n=128):
     text = ("Jamba interleaves Mamba layers with a few attention layers and routes "
             "every other feed-forward through a mixture of experts. ") * 3
@@ -85,7 +76,7 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, tied, seed, r
     model.save_pretrained(src, safe_serialization=True)
     out = tmp_path / "canonical"
     # 4 + 252 = 256 cached keys >= 128 prompt + 64 generated: nothing is evicted.
-    convert(repo_root, src, out, "--sinks", "4", "--window", "252")
+    convert(repo_root, "hf-jamba", src, out, "--sinks", "4", "--window", "252")
 
     prompt = prompt_ids()
     with torch.no_grad():

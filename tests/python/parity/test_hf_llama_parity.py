@@ -15,8 +15,6 @@ converted directory; transformers' full attention then differs visibly, which
 shows that the window is in effect.
 """
 
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -26,7 +24,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from engine_run import engine_greedy, run_engine  # noqa: E402
+from engine_run import convert, engine_greedy, run_engine  # noqa: E402
 from hf_run import hf_greedy  # noqa: E402
 from weights.reference.model import ReferenceModel  # noqa: E402
 
@@ -63,13 +61,6 @@ def make_hf_model(seed, bias, tied):
     return model
 
 
-def convert(root, src, out, *extra):
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
-                           str(src), str(out), "--byte-tokenizer", *extra],
-                          cwd=root, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-
-
 def prompt_ids(n=128):
     text = ("Attention sinks keep the first tokens of a stream in the cache, so a "
             "model can run far beyond its training window. ") * 3
@@ -84,7 +75,7 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, bias, tied, s
     model.save_pretrained(src, safe_serialization=True)
     out = tmp_path / "canonical"
     # 4 + 252 = 256 cached keys >= 128 prompt + 64 generated: nothing is evicted.
-    convert(repo_root, src, out, "--sinks", "4", "--window", "252")
+    convert(repo_root, "hf-llama", src, out, "--sinks", "4", "--window", "252")
 
     prompt = prompt_ids()
     with torch.no_grad():
@@ -104,7 +95,7 @@ def test_small_window_follows_the_sink_rule(tmp_path, repo_root, engine_logits):
     src = tmp_path / "hf"
     model.save_pretrained(src, safe_serialization=True)
     out = tmp_path / "canonical"
-    convert(repo_root, src, out, "--sinks", "4", "--window", "20")
+    convert(repo_root, "hf-llama", src, out, "--sinks", "4", "--window", "20")
 
     prompt = prompt_ids(160)
     ref = ReferenceModel.load(out, torch.float64).forward(prompt).numpy()

@@ -10,7 +10,6 @@ greedy generate() (64 tokens, through its recurrent cache path).
 
 import json
 import subprocess
-import sys
 import types
 
 import numpy as np
@@ -20,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
 
-from engine_run import engine_greedy  # noqa: E402
+from engine_run import convert, engine_greedy  # noqa: E402
 
 
 # MambaCache marks its tensors for torch.compile with torch._dynamo, which
@@ -49,11 +48,6 @@ def make_hf_model(seed, use_bias):
             if name.endswith("embeddings.weight"):
                 p.mul_(20.0)  # spread the tied-head logits so greedy choices are not near-ties
     return model
-
-
-def convert(root, source, src, out):
-    subprocess.run([sys.executable, "-m", "weights.convert", "--source", source, str(src),
-                    str(out), "--byte-tokenizer"], check=True, cwd=root, capture_output=True)
 
 
 def engine_last_logits(binary, model_dir, prompt, tmp_path):
