@@ -4,51 +4,15 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "weights/safetensors_writer.h"
 
 namespace seqboat {
-namespace {
-
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
-
-absl::Status WriteSafetensors(const std::string& path,
-                              const std::vector<Tensor>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "seqboat-canonical"},
-                            {"version", "1"},
-                            {"source", "random"},
-                            {"converter", "bench-random@1"}};
-  uint64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    const uint64_t bytes = t.data.size() * sizeof(float);
-    header[t.name] = {{"dtype", "F32"},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  while (text.size() % 8 != 0) text += ' ';
-  std::ofstream f(path, std::ios::binary);
-  const uint64_t len = text.size();
-  f.write(reinterpret_cast<const char*>(&len), 8);
-  f.write(text.data(), text.size());
-  for (const Tensor& t : tensors) {
-    f.write(reinterpret_cast<const char*>(t.data.data()),
-            t.data.size() * sizeof(float));
-  }
-  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status WriteRandomMamba(const RandomMambaShape& s,
                               const std::string& dir) {
@@ -59,7 +23,7 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
   const int64_t d = s.d_model, e = s.expand * d, n = s.d_state, k = s.d_conv,
                 r = (d + 15) / 16, v = s.vocab;
   auto gaussian = [&](std::vector<int64_t> shape, float stddev) {
-    Tensor t{"", shape, {}};
+    F32Tensor t{shape, {}};
     int64_t size = 1;
     for (int64_t dim : shape) size *= dim;
     t.data.resize(size);
@@ -67,14 +31,13 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
     return t;
   };
   auto filled = [&](std::vector<int64_t> shape, float value) {
-    Tensor t = gaussian(shape, 0.0f);
+    F32Tensor t = gaussian(shape, 0.0f);
     for (float& x : t.data) x = value;
     return t;
   };
-  std::vector<Tensor> ts;
-  auto add = [&](std::string name, Tensor t) {
-    t.name = std::move(name);
-    ts.push_back(std::move(t));
+  std::map<std::string, F32Tensor> ts;
+  auto add = [&](std::string name, F32Tensor t) {
+    ts[std::move(name)] = std::move(t);
   };
   add("embed.weight", gaussian({v, d}, 0.02f));
   add("final_norm.weight", filled({d}, 1.0f));
@@ -87,7 +50,7 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
     add(p + "x_proj.weight",
         gaussian({r + 2 * n, e}, 1.0f / std::sqrt(float(e))));
     add(p + "dt_proj.weight", gaussian({e, r}, 1.0f / std::sqrt(float(r))));
-    Tensor dt_bias = filled({e}, 0.0f);
+    F32Tensor dt_bias = filled({e}, 0.0f);
     for (float& x : dt_bias.data) {
       // softplus⁻¹ of a dt drawn log-uniformly in [1e-3, 1e-1], as mamba
       // initialises.
@@ -96,7 +59,7 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
       x = dt + std::log(-std::expm1(-dt));
     }
     add(p + "dt_proj.bias", dt_bias);
-    Tensor a = filled({e, n}, 0.0f);
+    F32Tensor a = filled({e, n}, 0.0f);
     for (int64_t c = 0; c < e; ++c) {
       for (int64_t j = 0; j < n; ++j)
         a.data[c * n + j] = -static_cast<float>(j + 1);
@@ -130,7 +93,11 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
   std::ofstream(dir + "/config.json") << config.dump(2);
   std::ofstream(dir + "/tokenizer.json")
       << R"({"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": true}]})";
-  return WriteSafetensors(dir + "/model.safetensors", ts);
+  return WriteF32Safetensors(dir + "/model.safetensors", ts,
+                             {{"format", "seqboat-canonical"},
+                              {"version", "1"},
+                              {"source", "random"},
+                              {"converter", "bench-random@1"}});
 }
 
 }  // namespace seqboat

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -17,6 +15,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "weights/safetensors_writer.h"
 
 namespace seqboat {
 namespace {
@@ -25,33 +24,14 @@ using ::testing::HasSubstr;
 
 constexpr int kD = 16;
 
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
+using Tensor = F32Tensor;
 using Tensors = std::map<std::string, Tensor>;
 
 std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
-  for (const auto& [tname, t] : ts) {
-    const size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(t.data.data()),
-                t.data.size() * sizeof(float));
-    header[tname] = {{"dtype", "F32"},
-                     {"shape", t.shape},
-                     {"data_offsets", {begin, data.size()}}};
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    len[i] = static_cast<char>(text.size() >> (8 * i));
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path =
       absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".safetensors");
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      << len << text << data;
+  EXPECT_TRUE(WriteF32Safetensors(path, ts).ok()) << path;
   return path;
 }
 

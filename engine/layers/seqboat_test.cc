@@ -7,10 +7,8 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <utility>
@@ -22,6 +20,7 @@
 #include "engine/model/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "weights/safetensors_writer.h"
 
 namespace seqboat {
 namespace {
@@ -31,32 +30,14 @@ using ::testing::HasSubstr;
 
 constexpr int kD = 8, kNe = 2, kZ = 4, kV = 6;
 
-struct Tensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;
-};
+using Tensor = F32Tensor;
 using Tensors = std::map<std::string, Tensor>;
 
 std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
-  for (const auto& [key, t] : ts) {
-    const size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(t.data.data()),
-                t.data.size() * sizeof(float));
-    header[key] = {{"dtype", "F32"},
-                   {"shape", t.shape},
-                   {"data_offsets", {begin, data.size()}}};
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    len[i] = static_cast<char>(text.size() >> (8 * i));
   const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(dir ? dir : "/tmp", "/", name);
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      << len << text << data;
+  const std::string path =
+      absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+  EXPECT_TRUE(WriteF32Safetensors(path, ts).ok()) << path;
   return path;
 }
 
