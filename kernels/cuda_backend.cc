@@ -105,7 +105,6 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   DropGraphs();
   owned_.clear();
-  if (convert_ != nullptr) cudaFree(convert_);
   if (staging_dev_ != nullptr) cudaFree(staging_dev_);
   if (staging_host_ != nullptr) cudaFreeHost(staging_host_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -329,36 +328,6 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 // --- GEMM
 // ----------------------------------------------------------------------
 
-void* CudaBackend::ConvertWorkspace(size_t bytes) {
-  if (bytes <= convert_capacity_) return convert_;
-  if (capturing_ || replaying_) {
-    if (error_.ok()) {
-      error_ = absl::InternalError(
-          "GEMM workspace too small inside a captured step");
-    }
-    return nullptr;
-  }
-  // Doubling bounds how often growth drops every recorded graph; taken
-  // before the old capacity is cleared.
-  const size_t want = std::max(bytes, convert_capacity_ * 2);
-  Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  if (convert_ != nullptr) cudaFree(convert_);
-  convert_ = nullptr;
-  convert_capacity_ = 0;
-  DropGraphs();
-  if (cudaMalloc(&convert_, want) != cudaSuccess) {
-    cudaGetLastError();
-    convert_ = nullptr;
-    if (error_.ok()) {
-      error_ = absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate a GEMM workspace of ", Mib(want)));
-    }
-    return nullptr;
-  }
-  convert_capacity_ = want;
-  return convert_;
-}
-
 void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
                        const float* bias, float* y, int ldy, bool accumulate) {
   if (!launching() || n <= 0) return;
@@ -390,7 +359,8 @@ void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
   cudaDataType type = CUDA_R_32F;
   if (storage_ != Storage::kF32) {
     type = storage_ == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
-    void* ws = ConvertWorkspace(static_cast<size_t>(n) * cols * 2);
+    void* ws =
+        Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
     if (ws == nullptr) return;
     LaunchConvertRows(x, ldx, n, cols, ws, storage_, stream_);
     b = ws;

@@ -146,7 +146,7 @@ class CudaBackend final : public Backend {
   // ScratchId). It never moves under a recording: growing keeps the old
   // buffer alive with the backend, since graphs recorded with it may still
   // replay. Null on failure, which is recorded for TakeError.
-  enum ScratchId { kSinkAttentionSplits = 0, kScratchIds };
+  enum ScratchId { kGemmInput = 0, kSinkAttentionSplits, kScratchIds };
   void* Scratch(ScratchId id, size_t bytes, const char* what);
 
   // Makes options_.device current on the calling thread: the CUDA runtime's
@@ -165,10 +165,6 @@ class CudaBackend final : public Backend {
   void SyncAndRewindStaging();
   // Starts staging from offset 0; everything staged must have been consumed.
   void RewindStaging();
-  // A device buffer of at least `bytes` for a GEMM's converted input; grows
-  // only outside capture (growth drops recorded graphs, which hold the old
-  // address).
-  void* ConvertWorkspace(size_t bytes);
   void DropGraphs();
 
   struct Recording {
@@ -194,8 +190,6 @@ class CudaBackend final : public Backend {
     size_t offset;
   };
   std::vector<StagedCopy> staged_copies_;
-  void* convert_ = nullptr;
-  size_t convert_capacity_ = 0;
   bool capturing_ = false;
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;
