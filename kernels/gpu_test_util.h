@@ -77,8 +77,9 @@ class Array {
   DeviceBuffer buf_;
 };
 
-// Runs `op(backend, arrays...)` on both backends with arrays made from the
-// same host vectors and returns the arrays read back: {cpu, cuda} per array.
+// The two backends a parity test runs the same op on: the single-threaded
+// CPU backend (the reference) and CUDA with fp32 weights (null, with a test
+// failure, where no device is usable).
 struct Pair {
   std::unique_ptr<Backend> cpu = MakeCpuBackend(1);
   std::unique_ptr<Backend> cuda = MakeCuda();
