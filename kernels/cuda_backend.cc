@@ -97,7 +97,7 @@ absl::Status CudaBackend::Init() {
             "cudaMalloc (descriptor staging)"))
            .ok())
     return s;
-  staging_capacity_ = kStagingBytes;
+  staging_ = DescriptorStaging(staging_host_, kStagingBytes);
   return absl::OkStatus();
 }
 
@@ -243,50 +243,30 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
 
 const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
-  const size_t aligned = (bytes + 15) & ~size_t{15};
-  if (aligned > staging_capacity_) {
-    // Even a rewound buffer cannot hold it: copying would run past the end.
-    if (error_.ok()) {
-      error_ = absl::ResourceExhaustedError(
-          absl::StrCat("descriptor array of ", bytes, " bytes exceeds the ",
-                       Mib(staging_capacity_), " staging buffer"));
-    }
-    return nullptr;
-  }
-  if (staging_offset_ + aligned > staging_capacity_) {
+  absl::StatusOr<DescriptorStaging::Placement> placed =
+      staging_.Place(host, bytes);
+  if (absl::IsUnavailable(placed.status())) {
     if (capturing_ || replaying_) {
       // A recorded step must fit in one pass; mark the step failed.
-      if (error_.ok()) {
-        error_ = absl::InternalError(
-            "descriptor staging overflow inside a captured step");
-      }
-      return nullptr;
-    }
-    SyncAndRewindStaging();
-  }
-  // Layers pass the step's segment array to op after op, and ops derive the
-  // same work lists from it: upload equal contents once. Matched on content
-  // alone (a temporary's address may or may not repeat); should a recording
-  // and its replay match differently, RunCaptured sees the staging differ
-  // and runs the step eagerly.
-  for (const StagedCopy& c : staged_copies_) {
-    if (c.bytes == bytes &&
-        std::memcmp(staging_host_ + c.offset, host, bytes) == 0) {
-      if (capturing_ || replaying_) staged_log_.emplace_back(c.offset, bytes);
-      return staging_dev_ + c.offset;
+      placed = absl::InternalError(
+          "descriptor staging overflow inside a captured step");
+    } else {
+      SyncAndRewindStaging();
+      placed = staging_.Place(host, bytes);
     }
   }
-  const size_t off = staging_offset_;
-  staging_offset_ += aligned;
-  std::memcpy(staging_host_ + off, host, bytes);
-  staged_copies_.push_back({bytes, off});
-  if (capturing_ || replaying_) staged_log_.emplace_back(off, bytes);
-  if (!replaying_) {
-    Check(cudaMemcpyAsync(staging_dev_ + off, staging_host_ + off, bytes,
+  if (!placed.ok()) {
+    if (error_.ok()) error_ = placed.status();
+    return nullptr;
+  }
+  // A replay's uploads are the recorded graph's copy nodes.
+  if (placed->fresh && !replaying_) {
+    Check(cudaMemcpyAsync(staging_dev_ + placed->offset,
+                          staging_host_ + placed->offset, bytes,
                           cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync (descriptors)");
   }
-  return staging_dev_ + off;
+  return staging_dev_ + placed->offset;
 }
 
 void CudaBackend::SyncAndRewindStaging() {
@@ -294,10 +274,7 @@ void CudaBackend::SyncAndRewindStaging() {
   RewindStaging();
 }
 
-void CudaBackend::RewindStaging() {
-  staging_offset_ = 0;
-  staged_copies_.clear();
-}
+void CudaBackend::RewindStaging() { staging_.Rewind(); }
 
 void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
   ScratchBuffer& sb = scratch_[id];
@@ -404,12 +381,11 @@ absl::Status CudaBackend::RunCaptured(
   SyncAndRewindStaging();
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     replaying_ = true;
-    staged_log_.clear();
     absl::Status s = step();
     replaying_ = false;
     if (!s.ok()) return s;
     if (absl::Status e = TakeError(); !e.ok()) return e;
-    if (staged_log_ == it->second.staged) {
+    if (staging_.log() == it->second.staged) {
       Check(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
       return TakeError();
     }
@@ -425,7 +401,6 @@ absl::Status CudaBackend::RunCaptured(
   // An earlier failure is reported, not lost when a failed recording clears
   // what it recorded.
   if (absl::Status before = TakeError(); !before.ok()) return before;
-  staged_log_.clear();
   if (absl::Status s = CudaStatus(
           cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
           "cudaStreamBeginCapture");
@@ -461,7 +436,7 @@ absl::Status CudaBackend::RunCaptured(
     }
     return step();
   }
-  graphs_[key] = Recording{exec, staged_log_};
+  graphs_[key] = Recording{exec, staging_.log()};
   Check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   return TakeError();
 }

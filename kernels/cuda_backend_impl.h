@@ -22,6 +22,7 @@
 #include "engine/backend/backend.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/dense_kernels.h"
+#include "kernels/descriptor_staging.h"
 
 namespace seqboat::cuda {
 
@@ -169,8 +170,8 @@ class CudaBackend final : public Backend {
 
   struct Recording {
     cudaGraphExec_t exec = nullptr;
-    // (offset, bytes) of every Stage() call: a replay must stage the same.
-    std::vector<std::pair<size_t, size_t>> staged;
+    // What the recorded step staged: a replay must stage the same.
+    DescriptorStaging::Log staged;
   };
 
   CudaBackendOptions options_;
@@ -178,18 +179,11 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
-  // Descriptor staging: pinned host and device buffers of equal size.
+  // Descriptor staging: pinned host and device buffers of equal size, and
+  // where this pass placed what in them.
   uint8_t* staging_host_ = nullptr;
   uint8_t* staging_dev_ = nullptr;
-  size_t staging_capacity_ = 0;
-  size_t staging_offset_ = 0;
-  std::vector<std::pair<size_t, size_t>> staged_log_;
-  // What this pass staged, to upload a repeated descriptor array once.
-  struct StagedCopy {
-    size_t bytes;
-    size_t offset;
-  };
-  std::vector<StagedCopy> staged_copies_;
+  DescriptorStaging staging_{nullptr, 0};
   bool capturing_ = false;
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;

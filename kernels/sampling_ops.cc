@@ -64,7 +64,7 @@ absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
   // a buffer of their own.
   const int32_t* dev_seen = nullptr;
   const size_t seen_bytes = seen * sizeof(int32_t);
-  if (seen_bytes > 0 && seen_bytes <= staging_capacity_ / 4) {
+  if (seen_bytes > 0 && seen_bytes <= staging_.capacity() / 4) {
     dev_seen = Stage(seen_ids, seen);
   } else if (seen_bytes > 0) {
     if (seen_bytes > sample_seen_bytes_) {
