@@ -8,6 +8,7 @@ depend on file order and duplicated fortunes always land on the same side.
 
 import os
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,3 +60,21 @@ def unigram_bits(train_stream, eval_targets):
     counts = np.bincount(train_stream, minlength=EOS + 1).astype(np.float64) + 1.0
     logp = np.log2(counts / counts.sum())
     return float(-logp[eval_targets].mean())
+
+
+class Corpus(NamedTuple):
+    """The fortunes as both training scripts use them."""
+    train: list              # fortunes trained on
+    held: list               # held-out fortunes
+    stream: np.ndarray       # to_stream(train)
+    n_held_targets: int      # tokens predicted over the held-out fortunes
+    unigram: float           # bits per held-out target of the unigram fitted on `stream`
+
+
+def load_corpus(directory=FORTUNE_DIR):
+    """Read, split and join the fortunes of `directory`; score the unigram baseline
+    on the held-out targets (each held-out fortune read as EOS text -> text EOS)."""
+    train, held = split(read_fortunes(directory))
+    stream = to_stream(train)
+    held_targets = np.concatenate([to_stream([t])[1:] for t in held])
+    return Corpus(train, held, stream, len(held_targets), unigram_bits(stream, held_targets))

@@ -15,21 +15,16 @@ cost of the step count depending on machine load (it is recorded).
 
 import argparse
 import json
-import math
 import os
 import shlex
 import shutil
 import sys
 import time
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
-from weights import convert, fortunes, safetensors_io
+from weights import convert, fortunes, safetensors_io, train_eval, train_loop
 from weights.train_model import MambaLM, generate
-
-PROMPTS = ["", "The ", "Q: What ", "A man "]
 
 
 def parse_args(argv):
@@ -42,26 +37,13 @@ def parse_args(argv):
     ap.add_argument("--n-layers", type=int, default=6)
     ap.add_argument("--d-state", type=int, default=16)
     ap.add_argument("--expand", type=int, default=2)
-    ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--warmup-steps", type=int, default=30)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
+    train_loop.add_optimizer_args(ap)
     ap.add_argument("--time-budget", type=float, default=1560.0, help="training seconds")
     ap.add_argument("--max-steps", type=int, default=0, help="stop earlier (0 = no limit)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fortune-dir", default=fortunes.FORTUNE_DIR)
     return ap.parse_args(argv)
-
-
-def lr_at(step, frac, a):
-    if step < a.warmup_steps:
-        return a.lr * (step + 1) / a.warmup_steps
-    cos = 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
-    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * cos)
 
 
 def param_groups(model, wd):
@@ -71,34 +53,6 @@ def param_groups(model, wd):
         is_proj = name.endswith(".weight") and p.dim() >= 2 and "embeddings" not in name
         (decay if is_proj and "conv1d" not in name else no_decay).append(p)
     return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-@torch.no_grad()
-def held_out_bits(model, held, max_tokens=8192):
-    """Mean bits per target over held-out fortunes, each read as EOS + text -> text + EOS.
-
-    Every fortune starts from a fresh state, as a served request would.
-    Returns (bits per target, number of targets).
-    """
-    seqs = sorted((fortunes.to_stream([t]) for t in held), key=len)
-    total, count, i = 0.0, 0, 0
-    while i < len(seqs):
-        j = i + 1
-        while j < len(seqs) and (j - i + 1) * len(seqs[j]) <= max_tokens:
-            j += 1
-        group = seqs[i:j]
-        T = max(len(s) for s in group) - 1
-        inp = torch.full((len(group), T), fortunes.EOS, dtype=torch.long)
-        tgt = torch.full((len(group), T), -100, dtype=torch.long)
-        for k, s in enumerate(group):
-            inp[k, :len(s) - 1] = torch.from_numpy(s[:-1])
-            tgt[k, :len(s) - 1] = torch.from_numpy(s[1:])
-        logits = model(inp)
-        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
-                                 ignore_index=-100, reduction="sum").item()
-        count += int((tgt != -100).sum())
-        i = j
-    return total / count / math.log(2), count
 
 
 def save_hf(model, hf_dir):
@@ -114,71 +68,38 @@ def save_hf(model, hf_dir):
 
 def train(a):
     torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    train_f, held_f = fortunes.split(fortunes.read_fortunes(a.fortune_dir))
-    stream = torch.from_numpy(fortunes.to_stream(train_f))
-    held_targets = np.concatenate([fortunes.to_stream([t])[1:] for t in held_f])
-    unigram = fortunes.unigram_bits(stream.numpy(), held_targets)
-    print(f"data: {len(train_f)} train fortunes ({len(stream)} tokens), {len(held_f)} held out "
-          f"({len(held_targets)} targets); unigram {unigram:.3f} bits/byte", flush=True)
+    data = fortunes.load_corpus(a.fortune_dir)
+    print(f"data: {len(data.train)} train fortunes ({len(data.stream)} tokens), "
+          f"{len(data.held)} held out ({data.n_held_targets} targets); "
+          f"unigram {data.unigram:.3f} bits/byte", flush=True)
 
     model = MambaLM(d_model=a.d_model, n_layers=a.n_layers, d_state=a.d_state, expand=a.expand)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params} parameters", flush=True)
-    opt = torch.optim.AdamW(param_groups(model, a.weight_decay), lr=a.lr, betas=(0.9, 0.95))
+    trainer = train_loop.WindowTrainer(model, param_groups(model, a.weight_decay), data.stream, a)
 
+    # The cosine runs over the fraction of --time-budget spent (module docstring).
     t0 = time.time()
-    step, tokens, ema = 0, 0, None
+    step, tokens = 0, 0
     while True:
         frac = (time.time() - t0) / a.time_budget
         if frac >= 1.0 or (a.max_steps and step >= a.max_steps):
             break
-        lr = lr_at(step, frac, a)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        starts = rng.integers(0, len(stream) - a.seq_len - 1, a.batch)
-        batch = torch.stack([stream[s:s + a.seq_len + 1] for s in starts])
-        logits = model(batch[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-        opt.step()
+        lr = train_loop.warmup_cosine_lr(a, step, frac)
+        tokens += trainer.step(lr)
         step += 1
-        tokens += batch[:, 1:].numel()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0:
-            print(f"step {step} t={time.time() - t0:.0f}s lr={lr:.2e} loss={ema / math.log(2):.3f} "
-                  f"bits/byte tokens={tokens}", flush=True)
+            print(f"step {step} t={time.time() - t0:.0f}s lr={lr:.2e} "
+                  f"loss={trainer.ema_bits():.3f} bits/byte tokens={tokens}", flush=True)
     train_time = time.time() - t0
     model.eval()
-    bpb, n_targets = held_out_bits(model, held_f)
-    print(f"held-out: {bpb:.3f} bits/byte over {n_targets} targets (unigram {unigram:.3f})", flush=True)
+    bpb, n_targets = train_eval.held_out_bits(model, data.held)
+    print(f"held-out: {bpb:.3f} bits/byte over {n_targets} targets (unigram {data.unigram:.3f})",
+          flush=True)
     return model, dict(n_params=n_params, steps=step, tokens=tokens, train_time=train_time,
-                       final_train_bits=ema / math.log(2), bpb=bpb, unigram=unigram,
-                       n_targets=n_targets, n_train=len(train_f), n_held=len(held_f),
-                       train_tokens=len(stream))
-
-
-def parity(model, out_dir):
-    """Max |logit difference| of the converted model (reference, f64) vs the trained module."""
-    from weights.reference.model import ReferenceModel
-    text = b"The quick brown fox.\n"
-    tokens = [fortunes.EOS] + list(text)
-    ref = ReferenceModel.load(out_dir, torch.float64).forward(tokens)
-    with torch.no_grad():
-        mine = model.double()(torch.tensor([tokens]))[0]
-    model.float()
-    return float((ref - mine).abs().max())
-
-
-def samples(model, seed):
-    out = []
-    for k, p in enumerate(PROMPTS):
-        prompt = [fortunes.EOS] + list(p.encode())
-        gen = generate(model, prompt, 300, temperature=0.8, seed=seed + k)
-        out.append((p, bytes(gen).decode("utf-8", errors="replace")))
-    return out
+                       final_train_bits=trainer.ema_bits(), bpb=bpb, unigram=data.unigram,
+                       n_targets=n_targets, n_train=len(data.train), n_held=len(data.held),
+                       train_tokens=len(data.stream))
 
 
 def training_md(a, stats, argv, wall, diff, samp, size):
@@ -218,9 +139,7 @@ def training_md(a, stats, argv, wall, diff, samp, size):
         "torch threads measured 2-10x slower per step than one (each step waits for the core the",
         "build is using), so `--threads 1` is the default.",
         "", "## Samples (temperature 0.8, after EOS + prompt)", "",
-    ]
-    for p, s in samp:
-        lines += [f"Prompt `{p!r}`:", "", "```", p + s, "```", ""]
+    ] + train_eval.samples_md(samp)
     return "\n".join(lines)
 
 
@@ -240,8 +159,8 @@ def main(argv=None):
     shutil.rmtree(staging, ignore_errors=True)
     convert.convert("hf-mamba", a.hf_out, staging, "f32", byte_tokenizer=True,
                     name="seqboat-mamba-bytes")
-    diff = parity(model, staging)
-    samp = samples(model, a.seed)
+    diff = train_eval.logit_diff(model, staging, b"The quick brown fox.\n")
+    samp = train_eval.samples(generate, model, 300, a.seed)
     for p, s in samp:
         print(f"--- sample after {p!r}:\n{p}{s}\n", flush=True)
     size = os.path.getsize(os.path.join(staging, "model.safetensors"))

@@ -40,18 +40,14 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from weights import canonical, fortunes
+from weights import canonical, fortunes, train_eval, train_loop
 from weights.reference import seqboat as seqboat_ref
 from weights.reference.attention import rope_half
-from weights.train import held_out_bits
 from weights.train_model import MambaMixer, RMSNorm
-
-PROMPTS = ["", "The ", "Q: What ", "A man "]
 
 
 # --------------------------------------------------------------------------- blocks
@@ -454,13 +450,7 @@ def parse_args(argv):
     ap.add_argument("--stats", default=None, help="JSON with the run's figures (default OUT.json)")
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=450_000, help="training token budget")
-    ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--min-lr-frac", type=float, default=0.1)
-    ap.add_argument("--warmup-steps", type=int, default=30)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
+    train_loop.add_optimizer_args(ap)
     ap.add_argument("--aux", type=float, default=0.01, help="MoE load-balancing loss weight")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sample-len", type=int, default=150)
@@ -470,10 +460,9 @@ def parse_args(argv):
 
 
 def lr_at(step, total, a):
-    if step < a.warmup_steps:
-        return a.lr * (step + 1) / a.warmup_steps
+    """The cosine runs over the steps after warm-up, so the schedule ignores machine load."""
     frac = (step - a.warmup_steps) / max(1, total - a.warmup_steps)
-    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    return train_loop.warmup_cosine_lr(a, step, frac)
 
 
 def param_groups(model, wd):
@@ -493,63 +482,35 @@ def build(a):
 
 def train(a):
     torch.manual_seed(a.seed)
-    rng = np.random.default_rng(a.seed)
-    train_f, held_f = fortunes.split(fortunes.read_fortunes(a.fortune_dir))
-    stream = torch.from_numpy(fortunes.to_stream(train_f))
-    held_targets = np.concatenate([fortunes.to_stream([t])[1:] for t in held_f])
-    unigram = fortunes.unigram_bits(stream.numpy(), held_targets)
+    data = fortunes.load_corpus(a.fortune_dir)
     model = build(a)
     n_params = sum(p.numel() for p in model.parameters())
     steps = a.tokens // (a.batch * a.seq_len)
     print(f"{a.stack}: {n_params} parameters, {steps} steps of {a.batch}x{a.seq_len}; "
-          f"unigram {unigram:.3f} bits/byte", flush=True)
-    opt = torch.optim.AdamW(param_groups(model, a.weight_decay), lr=a.lr, betas=(0.9, 0.95))
+          f"unigram {data.unigram:.3f} bits/byte", flush=True)
+    trainer = train_loop.WindowTrainer(model, param_groups(model, a.weight_decay), data.stream, a,
+                                       extra_loss=lambda: a.aux * model.aux_loss())
     t0 = time.time()
-    ema = None
     curve = []
     for step in range(steps):
         lr = lr_at(step, steps, a)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        starts = rng.integers(0, len(stream) - a.seq_len - 1, a.batch)
-        batch = torch.stack([stream[s:s + a.seq_len + 1] for s in starts])
-        logits = model(batch[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        total = loss + a.aux * model.aux_loss()
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-        opt.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        trainer.step(lr)
         if (step + 1) % 20 == 0 or step + 1 == steps:
-            curve.append((step + 1, round(time.time() - t0, 1), round(ema / math.log(2), 4)))
+            curve.append((step + 1, round(time.time() - t0, 1), round(trainer.ema_bits(), 4)))
             print(f"step {step + 1}/{steps} t={time.time() - t0:.0f}s lr={lr:.2e} "
-                  f"loss={ema / math.log(2):.3f} bits/byte", flush=True)
+                  f"loss={trainer.ema_bits():.3f} bits/byte", flush=True)
     train_time = time.time() - t0
     torch.save(model.state_dict(), os.path.abspath(a.out) + ".pt")   # survives a later failure
     model.eval()
     t1 = time.time()
-    bpb, n_targets = held_out_bits(model, held_f)
+    bpb, n_targets = train_eval.held_out_bits(model, data.held)
     print(f"{a.stack}: held-out {bpb:.4f} bits/byte over {n_targets} targets "
-          f"(unigram {unigram:.4f}); eval {time.time() - t1:.0f} s", flush=True)
+          f"(unigram {data.unigram:.4f}); eval {time.time() - t1:.0f} s", flush=True)
     return model, dict(n_params=n_params, steps=steps, tokens=steps * a.batch * a.seq_len,
                        train_time=train_time, eval_time=time.time() - t1,
-                       final_train_bits=ema / math.log(2), bpb=bpb, unigram=unigram,
-                       n_targets=n_targets, n_train=len(train_f), n_held=len(held_f),
-                       train_tokens=len(stream), curve=curve)
-
-
-def parity(model, out_dir):
-    """Max |logit diff| of the written canonical dir (reference, f64) vs the trained module (f64)."""
-    from weights.reference.model import ReferenceModel
-    text = b"The quick brown fox jumps over the lazy dog. " * 3
-    tokens = [fortunes.EOS] + list(text)                # longer than sinks + window + 1
-    ref = ReferenceModel.load(out_dir, torch.float64).forward(tokens)
-    model.double()
-    with torch.no_grad():
-        mine = model(torch.tensor([tokens]))[0]
-    model.float()
-    return float((ref - mine).abs().max())
+                       final_train_bits=trainer.ema_bits(), bpb=bpb, unigram=data.unigram,
+                       n_targets=n_targets, n_train=len(data.train), n_held=len(data.held),
+                       train_tokens=len(data.stream), curve=curve)
 
 
 def main(argv=None):
@@ -569,13 +530,12 @@ def main(argv=None):
                               {"source": "weights/train_hybrid.py",
                                "converter": "weights.train_hybrid"},
                               tokenizer=canonical.byte_tokenizer())
-    diff = parity(model, staging)
+    # Longer than sinks + window + 1 tokens, so the attention block's sink rule is checked.
+    diff = train_eval.logit_diff(model, staging, b"The quick brown fox jumps over the lazy dog. " * 3)
     print(f"parity (reference f64 vs trained module f64): {diff:.2e}", flush=True)
-    samp = []
-    for k, p in enumerate(PROMPTS):
-        gen = generate(model, [fortunes.EOS] + list(p.encode()), a.sample_len, 0.8, a.seed + k)
-        samp.append((p, bytes(gen).decode("utf-8", errors="replace")))
-        print(f"--- sample after {p!r}:\n{p}{samp[-1][1]}\n", flush=True)
+    samp = train_eval.samples(generate, model, a.sample_len, a.seed)
+    for p, s in samp:
+        print(f"--- sample after {p!r}:\n{p}{s}\n", flush=True)
     if os.path.exists(out):
         shutil.rmtree(out)
     os.rename(staging, out)
@@ -675,9 +635,7 @@ def report(argv):
         "hybrid: " + ", ".join(f"{s}:{t:.0f}s:{l:.3f}" for s, t, l in h["curve"]), "",
         "pure Mamba: " + ", ".join(f"{s}:{t:.0f}s:{l:.3f}" for s, t, l in b["curve"]), "",
         "## Samples of this model (temperature 0.8, after EOS + prompt)", "",
-    ]
-    for p, s in h["samples"]:
-        lines += [f"Prompt `{p!r}`:", "", "```", p + s, "```", ""]
+    ] + train_eval.samples_md(h["samples"])
     if a.extra:
         with open(a.extra) as f:
             lines += [f.read()]

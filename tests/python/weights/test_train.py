@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from weights import convert, fortunes, train
+from weights import convert, fortunes, train, train_eval
 from weights.reference.model import ReferenceModel
 from weights.train_model import MambaLM, generate
 from weights.train_scan import selective_scan
@@ -119,10 +119,10 @@ def test_stream_split_and_unigram():
 def test_held_out_bits_ignores_padding():
     m = small_model(2).float()
     held = [b"short", b"a longer fortune\nwith two lines", b"mid size"]
-    batched, n = train.held_out_bits(m, held, max_tokens=10**6)
+    batched, n = train_eval.held_out_bits(m, held, max_tokens=10**6)
     assert n == sum(len(t) + 1 for t in held)
     one_by_one = 0.0
     for t in held:
-        b, k = train.held_out_bits(m, [t])
+        b, k = train_eval.held_out_bits(m, [t])
         one_by_one += b * k
     assert math.isclose(batched, one_by_one / n, rel_tol=1e-5)
