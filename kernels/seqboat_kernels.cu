@@ -22,6 +22,7 @@ constexpr int kEmaThreads = 128;
 constexpr int kRouteMaxThreads = 1024;
 constexpr int kAttendThreads = 512;
 constexpr int kMixThreads = 256;
+constexpr int kMaxGridY = 65535;
 // Above this much dynamic shared memory a kernel must opt in.
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
 
@@ -57,33 +58,38 @@ __global__ void __launch_bounds__(kEmaThreads)
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
-  const SeqBoatSeg seg = p.segs[blockIdx.y];
-  if (seg.len <= 0) return;  // padding: no state read or written
   const int64_t off = static_cast<int64_t>(c) * ne;
-  float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
-  float s[NE], g[NE], phi[NE], eta[NE];
+  float g[NE], phi[NE], eta[NE];
 #pragma unroll
   for (int i = 0; i < NE; ++i) {
     const bool in = i < ne;
-    s[i] = in ? ema[i] : 0.0f;
     g[i] = in ? p.in_coef[off + i] : 0.0f;
     phi[i] = in ? p.decay[off + i] : 0.0f;
     eta[i] = in ? p.out_coef[off + i] : 0.0f;
   }
   const float omega = p.skip[c];
-  const int64_t first = static_cast<int64_t>(seg.start) * d + c;
-  const int64_t end = first + static_cast<int64_t>(seg.len) * d;
-  // The next token's input is loaded while this one's step runs: the loads
-  // do not depend on the state, the recurrence does.
-  float x_next = p.x[first];
-  for (int64_t i = first; i < end; i += d) {
-    const float xi = x_next;
-    if (i + d < end) x_next = p.x[i + d];
-    p.h[i] = op_math::SeqBoatEmaStep(s, g, phi, eta, omega, xi, NE);
-  }
+  // More segments than the grid's rows: each row takes every gridDim.y-th.
+  for (int sg = blockIdx.y; sg < p.nsegs; sg += gridDim.y) {
+    const SeqBoatSeg seg = p.segs[sg];
+    if (seg.len <= 0) continue;  // padding: no state read or written
+    float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
+    float s[NE];
 #pragma unroll
-  for (int i = 0; i < NE; ++i) {
-    if (i < ne) ema[i] = s[i];
+    for (int i = 0; i < NE; ++i) s[i] = i < ne ? ema[i] : 0.0f;
+    const int64_t first = static_cast<int64_t>(seg.start) * d + c;
+    const int64_t end = first + static_cast<int64_t>(seg.len) * d;
+    // The next token's input is loaded while this one's step runs: the
+    // loads do not depend on the state, the recurrence does.
+    float x_next = p.x[first];
+    for (int64_t i = first; i < end; i += d) {
+      const float xi = x_next;
+      if (i + d < end) x_next = p.x[i + d];
+      p.h[i] = op_math::SeqBoatEmaStep(s, g, phi, eta, omega, xi, NE);
+    }
+#pragma unroll
+    for (int i = 0; i < NE; ++i) {
+      if (i < ne) ema[i] = s[i];
+    }
   }
 }
 
@@ -93,15 +99,18 @@ __global__ void __launch_bounds__(kEmaThreads)
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
-  const SeqBoatSeg seg = p.segs[blockIdx.y];
-  if (seg.len <= 0) return;
   const int64_t off = static_cast<int64_t>(c) * ne;
-  float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
-  const int64_t first = static_cast<int64_t>(seg.start) * d + c;
-  const int64_t end = first + static_cast<int64_t>(seg.len) * d;
-  for (int64_t i = first; i < end; i += d) {
-    p.h[i] = op_math::SeqBoatEmaStep(ema, p.in_coef + off, p.decay + off,
-                                     p.out_coef + off, p.skip[c], p.x[i], ne);
+  for (int sg = blockIdx.y; sg < p.nsegs; sg += gridDim.y) {
+    const SeqBoatSeg seg = p.segs[sg];
+    if (seg.len <= 0) continue;
+    float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
+    const int64_t first = static_cast<int64_t>(seg.start) * d + c;
+    const int64_t end = first + static_cast<int64_t>(seg.len) * d;
+    for (int64_t i = first; i < end; i += d) {
+      p.h[i] = op_math::SeqBoatEmaStep(ema, p.in_coef + off, p.decay + off,
+                                       p.out_coef + off, p.skip[c], p.x[i],
+                                       ne);
+    }
   }
 }
 
@@ -308,7 +317,9 @@ int RowThreads(int d, int max_threads) {
 
 void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream) {
   if (p.nsegs <= 0 || p.shape.d <= 0) return;
-  const dim3 grid((p.shape.d + kEmaThreads - 1) / kEmaThreads, p.nsegs);
+  // gridDim.y is at most 65535; the kernels loop over further segments.
+  const dim3 grid((p.shape.d + kEmaThreads - 1) / kEmaThreads,
+                  p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   const int ne = p.shape.ne;
   if (ne <= 4) {
     SeqBoatEmaRegKernel<4><<<grid, kEmaThreads, 0, stream>>>(p);

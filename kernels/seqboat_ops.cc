@@ -23,7 +23,9 @@ void CudaBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
                              const float* decay, const float* out_coef,
                              const float* skip, float* h) {
   const Segment* dev_segs = Stage(segs, nsegs);
-  if (!launching() || nsegs <= 0) return;
+  // A null copy means staging failed (already recorded): launching would
+  // read through it and fault the whole context.
+  if (!launching() || nsegs <= 0 || dev_segs == nullptr) return;
   SeqBoatEmaParams p;
   p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
   p.nsegs = nsegs;
@@ -64,7 +66,12 @@ void CudaBackend::SeqBoatAttend(const Segment* segs, int nsegs,
     inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
   }
   const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
-  if (!launching() || nsegs <= 0) return;
+  // A null copy means staging failed (already recorded); inv_freq is null
+  // by design when it is empty.
+  if (!launching() || nsegs <= 0 || dev_segs == nullptr ||
+      dev_ranges == nullptr || (!inv_freq.empty() && dev_inv_freq == nullptr)) {
+    return;
+  }
   SeqBoatAttendParams p;
   p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
   p.ranges = dev_ranges;
