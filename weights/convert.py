@@ -24,7 +24,7 @@ import sys
 
 from weights import canonical, safetensors_io
 from weights.converters import fairseq_seqboat, hf_jamba, hf_llama, hf_mamba, mamba_ssm
-from weights.converters.mamba_common import ConvertError
+from weights.converters.convert_error import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
 SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm, hf_llama.NAME: hf_llama,

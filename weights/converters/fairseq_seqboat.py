@@ -43,7 +43,7 @@ import zipfile
 import torch
 
 from weights import canonical
-from weights.converters.mamba_common import ConvertError
+from weights.converters.convert_error import ConvertError
 
 NAME = "fairseq-seqboat"
 FAIRSEQ_PAD, FAIRSEQ_EOS = 1, 2

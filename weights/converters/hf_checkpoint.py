@@ -16,7 +16,7 @@ import os
 import torch
 
 from weights import safetensors_io
-from weights.converters.mamba_common import ConvertError
+from weights.converters.convert_error import ConvertError
 
 HEAD = "lm_head.weight"
 
@@ -25,7 +25,8 @@ def _load_safetensors(path):
     return safetensors_io.load_file(path)[0]
 
 
-def _load_bin(path):
+def load_bin(path):
+    """The flat {name: tensor} state dict a torch.save'd .bin file holds."""
     try:
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:                  # pickle errors come in many types
@@ -37,7 +38,7 @@ def _load_bin(path):
 
 # (single file, index of shards, reader), in the order transformers looks for them.
 _LAYOUTS = (("model.safetensors", "model.safetensors.index.json", _load_safetensors),
-            ("pytorch_model.bin", "pytorch_model.bin.index.json", _load_bin))
+            ("pytorch_model.bin", "pytorch_model.bin.index.json", load_bin))
 
 
 def _load_sharded(src, index, load):

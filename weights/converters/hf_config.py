@@ -6,7 +6,8 @@ name the field).
 import json
 import os
 
-from weights.converters.mamba_common import ConvertError, positive_int
+from weights.converters.convert_error import ConvertError
+from weights.converters.mamba_common import positive_int
 
 
 def load_config(src):

@@ -24,9 +24,10 @@ import json
 import os
 
 from weights import canonical
+from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import check_tensors, load_tensors
 from weights.converters.hf_config import attention_heads, load_config, token_id
-from weights.converters.mamba_common import ConvertError, positive_int
+from weights.converters.mamba_common import positive_int
 
 NAME = "hf-llama"
 DEFAULT_SINKS = 4

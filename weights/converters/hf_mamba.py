@@ -9,9 +9,10 @@ absence means the HF class default (true), which the tensor check then enforces.
 import math
 import os
 
+from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import load_tensors
 from weights.converters.hf_config import load_config
-from weights.converters.mamba_common import ConvertError, canonical_config, map_tensors, positive_int
+from weights.converters.mamba_common import canonical_config, map_tensors, positive_int
 
 NAME = "hf-mamba"
 EMBED = "backbone.embeddings.weight"

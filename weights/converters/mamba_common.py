@@ -8,10 +8,8 @@ module handles before calling `map_tensors`.
 import torch
 
 from weights import canonical
-
-
-class ConvertError(ValueError):
-    """The source checkpoint cannot be converted; the message names the culprit."""
+from weights.converters.convert_error import ConvertError
+from weights.converters.hf_checkpoint import check_tensors
 
 
 def source_shapes(dims, embed_name):
@@ -38,37 +36,11 @@ def source_shapes(dims, embed_name):
     return s
 
 
-def check_source(tensors, dims, embed_name, tied):
-    """Every expected tensor present with its shape, nothing unknown; errors name the tensor."""
-    want = source_shapes(dims, embed_name)
-    for name in sorted(want):
-        if name not in tensors:
-            raise ConvertError(f"missing tensor {name!r}")
-        got = tuple(tensors[name].shape)
-        if got != want[name]:
-            raise ConvertError(f"tensor {name!r}: shape {list(got)}, expected {list(want[name])}")
-    for name in sorted(tensors):
-        if name in want:
-            continue
-        if name != "lm_head.weight":
-            raise ConvertError(f"unknown tensor {name!r}")
-        if tuple(tensors[name].shape) != want[embed_name]:
-            raise ConvertError(f"tensor 'lm_head.weight': shape {list(tensors[name].shape)}, "
-                               f"expected {list(want[embed_name])}")
-    if not tied and "lm_head.weight" not in tensors:
-        raise ConvertError("missing tensor 'lm_head.weight' (embeddings are not tied)")
-    if tied and "lm_head.weight" in tensors and not torch.equal(
-            tensors["lm_head.weight"].float(), tensors[embed_name].float()):
-        raise ConvertError("tensor 'lm_head.weight' differs from the embedding although the "
-                           "config ties them")
-    for name, t in tensors.items():
-        if not t.is_floating_point():
-            raise ConvertError(f"tensor {name!r}: dtype {t.dtype} is not floating point")
-
-
 def map_tensors(tensors, dims, embed_name, tied, dtype):
     """Source tensors -> canonical tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
-    check_source(tensors, dims, embed_name, tied)
+    # mamba_ssm checkpoints follow the HF tensor rules too: lm_head.weight only
+    # when untied (or equal to the embedding), nothing unknown, all floating point.
+    check_tensors(tensors, source_shapes(dims, embed_name), embed_name, tied)
 
     def mat(name):
         return tensors[name].to(dtype).contiguous()

@@ -9,9 +9,9 @@ import json
 import math
 import os
 
-import torch
-
-from weights.converters.mamba_common import ConvertError, canonical_config, map_tensors, positive_int
+from weights.converters.convert_error import ConvertError
+from weights.converters.hf_checkpoint import load_bin
+from weights.converters.mamba_common import canonical_config, map_tensors, positive_int
 
 NAME = "mamba-ssm"
 EMBED = "backbone.embedding.weight"
@@ -53,16 +53,11 @@ def read_dims(cfg):
 
 
 def load_tensors(src):
+    """The state dict of src/pytorch_model.bin, the one file mamba_ssm saves."""
     path = os.path.join(src, "pytorch_model.bin")
     if not os.path.exists(path):
         raise ConvertError(f"{src}: no pytorch_model.bin found")
-    try:
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:                  # pickle errors come in many types
-        raise ConvertError(f"{path}: cannot be read as a state dict: {e}") from None
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise ConvertError(f"{path}: not a flat state dict of tensors")
-    return dict(sd)
+    return load_bin(path)
 
 
 def convert(src, dtype):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from weights import convert, safetensors_io
-from weights.converters.mamba_common import ConvertError
+from weights.converters.convert_error import ConvertError
 
 # 20KB is below the tiny test models' largest tensors, so each save has several shards.
 LAYOUTS = {

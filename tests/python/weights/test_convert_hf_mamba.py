@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from weights import convert
-from weights.converters.mamba_common import ConvertError
+from weights.converters.convert_error import ConvertError
 
 import hf_layouts
 
