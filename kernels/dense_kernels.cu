@@ -70,7 +70,8 @@ __global__ void LayerNormKernel(const float* x, int d, const float* w,
     const float c = xi[j] - mean;
     var += c * c;
   }
-  const float inv = rsqrtf(BlockSum(var) / static_cast<float>(d) + eps);
+  // The CPU's RmsScale (1 / sqrtf), not rsqrtf, which is up to 2 ulp off.
+  const float inv = op_math::RmsScale(BlockSum(var), d, eps);
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float v = (xi[j] - mean) * inv;
     if (w != nullptr) v *= w[j];
@@ -317,7 +318,8 @@ void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream) {
 void LaunchScatterAddScaled(const float* src, int d, const int32_t* rows,
                             const float* scales, int m, float* dst, int lddst,
                             cudaStream_t stream) {
-  if (m <= 0) return;
+  // d == 0 would make an empty grid, which fails the launch.
+  if (m <= 0 || d <= 0) return;
   ScatterAddScaledKernel<<<(d + kThreads - 1) / kThreads, kThreads, 0,
                            stream>>>(src, d, rows, scales, m, dst, lddst);
 }
