@@ -51,14 +51,24 @@ def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_con
              "in_proj_bias": in_proj_bias, "out_proj_bias": out_proj_bias, "conv_bias": conv_bias}
     if dt_bc_norm is not None:
         block["dt_bc_norm"] = dict(dt_bc_norm)
+    return model_config(name=name, vocab_size=vocab_size, d_model=d_model,
+                        tie_embeddings=tie_embeddings,
+                        final_norm={"type": "rmsnorm", "eps": eps, "affine": True},
+                        eos_token_id=eos_token_id, bos_token_id=bos_token_id,
+                        blocks=[json.loads(json.dumps(block)) for _ in range(n_layers)])
+
+
+def model_config(*, name, vocab_size, d_model, tie_embeddings, final_norm, eos_token_id,
+                 bos_token_id, blocks, embed_scale=1.0, padding_idx=None):
+    """A canonical config.json dict around a list of block dicts. Logits are not
+    scaled and the residual stream is fp32: no source here asks otherwise."""
     return {"format": FORMAT, "version": VERSION, "name": name,
             "vocab_size": vocab_size, "d_model": d_model,
-            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tie_embeddings,
-            "logit_scale": 1.0,
-            "final_norm": {"type": "rmsnorm", "eps": eps, "affine": True},
+            "embed": {"scale": embed_scale, "padding_idx": padding_idx},
+            "tie_embeddings": tie_embeddings, "logit_scale": 1.0, "final_norm": final_norm,
             "residual_dtype": "float32",
             "eos_token_id": eos_token_id, "bos_token_id": bos_token_id,
-            "blocks": [json.loads(json.dumps(block)) for _ in range(n_layers)]}
+            "blocks": blocks}
 
 
 def norm_shapes(prefix, norm, d_model):

@@ -23,7 +23,7 @@ import os
 import sys
 
 from weights import canonical, safetensors_io
-from weights.converters import fairseq_seqboat, hf_jamba, hf_llama, hf_mamba, mamba_ssm
+from weights.converters import fairseq_seqboat, hf_jamba, hf_llama, hf_mamba, mamba_ssm, sink_cache
 from weights.converters.convert_error import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
@@ -82,7 +82,7 @@ def main(argv=None):
     tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
     ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba: attention sinks kept per "
-                    f"layer (default {hf_llama.DEFAULT_SINKS})")
+                    f"layer (default {sink_cache.DEFAULT_SINKS})")
     ap.add_argument("--window", type=int, help="hf-llama, hf-jamba: recent tokens kept per "
                     f"layer (default {hf_llama.DEFAULT_WINDOW} for hf-llama, "
                     f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba, capped by "

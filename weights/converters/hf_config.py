@@ -1,11 +1,13 @@
 """config.json of a Hugging Face checkpoint directory, and the fields that
 several architectures share, read and checked the same way for each (errors
-name the field).
+name the field); also the canonical config those fields give around a
+converter's blocks.
 """
 
 import json
 import os
 
+from weights import canonical
 from weights.converters.convert_error import ConvertError
 from weights.converters.mamba_common import positive_int
 
@@ -20,6 +22,14 @@ def load_config(src):
     if not isinstance(cfg, dict):
         raise ConvertError(f"{path}: not a JSON object")
     return cfg
+
+
+def positive_number(cfg, key, default):
+    """cfg[key] (`default`, the HF config class's own, when absent) as a positive float."""
+    v = cfg.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise ConvertError(f"config: field {key!r} must be a positive number, got {v!r}")
+    return float(v)
 
 
 def attention_heads(cfg, hidden_size, explicit_head_dim=False):
@@ -60,3 +70,14 @@ def token_id(cfg, key, vocab_size):
         raise ConvertError(f"config: field {key!r} must be a token id below vocab_size "
                            f"{vocab_size}, got {cfg.get(key)!r}")
     return v
+
+
+def canonical_config(cfg, src, dims, tied, blocks):
+    """The canonical config.json dict of the HF checkpoint in `src` around `blocks`:
+    named after the directory, a final RMSNorm at dims["eps"], EOS / BOS from cfg."""
+    V = dims["vocab_size"]
+    return canonical.model_config(
+        name=os.path.basename(os.path.normpath(src)), vocab_size=V, d_model=dims["d_model"],
+        tie_embeddings=tied, final_norm={"type": "rmsnorm", "eps": dims["eps"], "affine": True},
+        eos_token_id=token_id(cfg, "eos_token_id", V),
+        bos_token_id=token_id(cfg, "bos_token_id", V), blocks=blocks)

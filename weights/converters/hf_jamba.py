@@ -30,20 +30,19 @@ or mis-shaped.
 
 import json
 import math
-import os
 
 import torch
 
-from weights import canonical
+from weights.converters import sink_cache
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_config import attention_heads, load_config, token_id
+from weights.converters.hf_config import (attention_heads, canonical_config, load_config,
+                                          positive_number)
 from weights.converters.mamba_common import positive_int
 
 NAME = "hf-jamba"
-DEFAULT_SINKS = 4
 DEFAULT_WINDOW = 4092
-SERVING_OPTIONS = ("sinks", "window")
+SERVING_OPTIONS = sink_cache.OPTIONS
 EMBED = "model.embed_tokens.weight"
 
 
@@ -87,15 +86,11 @@ def read_dims(cfg):
     expand = _int(cfg, "mamba_expand", 2)
     rank = cfg.get("mamba_dt_rank", "auto")
     R = math.ceil(D / 16) if rank == "auto" else positive_int(cfg, "mamba_dt_rank")
-    eps = cfg.get("rms_norm_eps", 1e-6)           # JambaConfig's default
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
-        raise ConvertError(f"config: field 'rms_norm_eps' must be a positive number, got {eps!r}")
+    eps = positive_number(cfg, "rms_norm_eps", 1e-6)          # JambaConfig's default
     for key in ("mamba_conv_bias", "mamba_proj_bias", "tie_word_embeddings"):
         if key in cfg and not isinstance(cfg[key], bool):
             raise ConvertError(f"config: field {key!r} must be true or false, got {cfg[key]!r}")
-    max_pos = cfg.get("max_position_embeddings")
-    if max_pos is not None:
-        max_pos = positive_int(cfg, "max_position_embeddings")
+    max_pos = sink_cache.max_positions(cfg)
     attn_p, attn_o = periods["attn"]
     exp_p, exp_o = periods["expert"]
     layers = [("attention" if j % attn_p == attn_o else "mamba",
@@ -106,28 +101,8 @@ def read_dims(cfg):
             "n_experts": X, "top_k": top_k, "d_inner": expand * D,
             "d_state": _int(cfg, "mamba_d_state", 16), "d_conv": _int(cfg, "mamba_d_conv", 4),
             "dt_rank": R, "conv_bias": cfg.get("mamba_conv_bias", True),
-            "proj_bias": cfg.get("mamba_proj_bias", False), "eps": float(eps),
+            "proj_bias": cfg.get("mamba_proj_bias", False), "eps": eps,
             "max_pos": max_pos}
-
-
-def cache_size(dims, sinks=None, window=None):
-    """(S, W) for the attention blocks; see the module docstring for the defaults."""
-    S = DEFAULT_SINKS if sinks is None else sinks
-    if isinstance(S, bool) or not isinstance(S, int) or S < 0:
-        raise ConvertError(f"--sinks must be a non-negative integer, got {S!r}")
-    if window is None:
-        max_pos = dims["max_pos"]
-        W = DEFAULT_WINDOW if max_pos is None else min(DEFAULT_WINDOW, max_pos - 1 - S)
-        if W < 0:
-            raise ConvertError(f"--sinks {S} leaves no room for a window within "
-                               f"max_position_embeddings {max_pos}")
-    else:
-        W = window
-        if isinstance(W, bool) or not isinstance(W, int) or W < 0:
-            raise ConvertError(f"--window must be a non-negative integer, got {W!r}")
-    if S + W < 1:
-        raise ConvertError("--sinks + --window must be at least 1")
-    return S, W
 
 
 def source_shapes(dims):
@@ -223,7 +198,8 @@ def map_tensors(tensors, dims, tied, dtype):
     return out
 
 
-def canonical_config(dims, name, tied, sinks, window, eos, bos):
+def blocks(dims, sinks, window):
+    """The canonical block dicts: mixer then feed-forward for every decoder layer."""
     norm = {"type": "rmsnorm", "eps": dims["eps"]}
     mamba = {"kind": "mamba1", "norm": norm, "d_inner": dims["d_inner"],
              "d_state": dims["d_state"], "d_conv": dims["d_conv"], "dt_rank": dims["dt_rank"],
@@ -240,23 +216,15 @@ def canonical_config(dims, name, tied, sinks, window, eos, bos):
            "d_ff": dims["d_ff"], "act": "silu", "gated": True, "router_bias": False,
            "expert_bias": False, "capacity": None}
     kinds = {"mamba": mamba, "attention": attn, "mlp": mlp, "moe": moe}
-    blocks = [json.loads(json.dumps(kinds[k])) for layer in dims["layers"] for k in layer]
-    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
-            "vocab_size": dims["vocab_size"], "d_model": dims["d_model"],
-            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tied,
-            "logit_scale": 1.0, "final_norm": dict(norm, affine=True),
-            "residual_dtype": "float32", "eos_token_id": eos, "bos_token_id": bos,
-            "blocks": blocks}
+    return [json.loads(json.dumps(kinds[k])) for layer in dims["layers"] for k in layer]
 
 
 def convert(src, dtype, sinks=None, window=None):
     """Return (canonical config, canonical tensors) for an HF Jamba directory."""
     cfg = load_config(src)
     dims = read_dims(cfg)
-    S, W = cache_size(dims, sinks, window)
+    # No positional encoding: an explicit window need not fit max_position_embeddings.
+    S, W = sink_cache.cache_size(dims["max_pos"], DEFAULT_WINDOW, sinks, window)
     tied = cfg.get("tie_word_embeddings", False)           # JambaConfig's default
     tensors = map_tensors(load_tensors(src), dims, tied, dtype)
-    config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, S, W,
-                              token_id(cfg, "eos_token_id", dims["vocab_size"]),
-                              token_id(cfg, "bos_token_id", dims["vocab_size"]))
-    return config, tensors
+    return canonical_config(cfg, src, dims, tied, blocks(dims, S, W)), tensors

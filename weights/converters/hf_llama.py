@@ -21,18 +21,17 @@ given as a list keeps its first entry (the canonical config holds one EOS).
 """
 
 import json
-import os
 
-from weights import canonical
+from weights.converters import sink_cache
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_config import attention_heads, load_config, token_id
+from weights.converters.hf_config import (attention_heads, canonical_config, load_config,
+                                          positive_number)
 from weights.converters.mamba_common import positive_int
 
 NAME = "hf-llama"
-DEFAULT_SINKS = 4
 DEFAULT_WINDOW = 2044
-SERVING_OPTIONS = ("sinks", "window")
+SERVING_OPTIONS = sink_cache.OPTIONS
 EMBED = "model.embed_tokens.weight"
 
 _ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
@@ -58,44 +57,15 @@ def read_dims(cfg):
     Hq, Hkv, dh = attention_heads(cfg, D, explicit_head_dim=True)
     if dh % 2:
         raise ConvertError(f"config: head_dim {dh} must be even for RoPE")
-    theta = cfg.get("rope_theta", 10000.0)
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-        raise ConvertError(f"config: field 'rope_theta' must be a positive number, got {theta!r}")
-    eps = cfg.get("rms_norm_eps", 1e-6)          # LlamaConfig's default
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps <= 0:
-        raise ConvertError(f"config: field 'rms_norm_eps' must be a positive number, got {eps!r}")
-    max_pos = cfg.get("max_position_embeddings")
-    if max_pos is not None:
-        max_pos = positive_int(cfg, "max_position_embeddings")
+    theta = positive_number(cfg, "rope_theta", 10000.0)
+    eps = positive_number(cfg, "rms_norm_eps", 1e-6)          # LlamaConfig's default
+    max_pos = sink_cache.max_positions(cfg)
     return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D,
             "n_layers": positive_int(cfg, "num_hidden_layers"),
             "d_ff": positive_int(cfg, "intermediate_size"), "n_heads": Hq, "n_kv_heads": Hkv,
-            "head_dim": dh, "rope_theta": float(theta), "eps": float(eps),
+            "head_dim": dh, "rope_theta": theta, "eps": eps,
             "attention_bias": bool(cfg.get("attention_bias", False)),
             "mlp_bias": bool(cfg.get("mlp_bias", False)), "max_pos": max_pos}
-
-
-def cache_size(dims, sinks=None, window=None):
-    """(S, W) for the attention blocks; see the module docstring for the defaults."""
-    S = DEFAULT_SINKS if sinks is None else sinks
-    if isinstance(S, bool) or not isinstance(S, int) or S < 0:
-        raise ConvertError(f"--sinks must be a non-negative integer, got {S!r}")
-    max_pos = dims["max_pos"]
-    if window is None:
-        W = DEFAULT_WINDOW if max_pos is None else min(DEFAULT_WINDOW, max_pos - 1 - S)
-        if W < 0:
-            raise ConvertError(f"--sinks {S} leaves no room for a window within "
-                               f"max_position_embeddings {max_pos}")
-    else:
-        W = window
-        if isinstance(W, bool) or not isinstance(W, int) or W < 0:
-            raise ConvertError(f"--window must be a non-negative integer, got {W!r}")
-        if max_pos is not None and S + W + 1 > max_pos:
-            raise ConvertError(f"--sinks {S} + --window {W} puts the query at cache position "
-                               f"{S + W}, beyond max_position_embeddings {max_pos}")
-    if S + W < 1:
-        raise ConvertError("--sinks + --window must be at least 1")
-    return S, W
 
 
 def source_shapes(dims):
@@ -142,7 +112,8 @@ def map_tensors(tensors, dims, tied, dtype):
     return out
 
 
-def canonical_config(dims, name, tied, sinks, window, eos, bos):
+def blocks(dims, sinks, window):
+    """The canonical block dicts: attention then mlp for every decoder layer."""
     eps = dims["eps"]
     attn = {"kind": "attention", "norm": {"type": "rmsnorm", "eps": eps},
             "n_heads": dims["n_heads"], "n_kv_heads": dims["n_kv_heads"],
@@ -152,25 +123,19 @@ def canonical_config(dims, name, tied, sinks, window, eos, bos):
             "sinks": sinks, "window": window, "rel_bias": None}
     mlp = {"kind": "mlp", "norm": {"type": "rmsnorm", "eps": eps}, "d_ff": dims["d_ff"],
            "act": "silu", "gated": True, "bias": dims["mlp_bias"]}
-    blocks = []
+    out = []
     for _ in range(dims["n_layers"]):
-        blocks += [json.loads(json.dumps(attn)), json.loads(json.dumps(mlp))]
-    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
-            "vocab_size": dims["vocab_size"], "d_model": dims["d_model"],
-            "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": tied,
-            "logit_scale": 1.0, "final_norm": {"type": "rmsnorm", "eps": eps, "affine": True},
-            "residual_dtype": "float32", "eos_token_id": eos, "bos_token_id": bos,
-            "blocks": blocks}
+        out += [json.loads(json.dumps(attn)), json.loads(json.dumps(mlp))]
+    return out
 
 
 def convert(src, dtype, sinks=None, window=None):
     """Return (canonical config, canonical tensors) for an HF Llama directory."""
     cfg = load_config(src)
     dims = read_dims(cfg)
-    S, W = cache_size(dims, sinks, window)
+    # RoPE: a query sits at cache position min(t, S + W), which must be a trained position.
+    S, W = sink_cache.cache_size(dims["max_pos"], DEFAULT_WINDOW, sinks, window,
+                                 bound_explicit_window=True)
     tied = bool(cfg.get("tie_word_embeddings", False))     # LlamaConfig's default
     tensors = map_tensors(load_tensors(src), dims, tied, dtype)
-    config = canonical_config(dims, os.path.basename(os.path.normpath(src)), tied, S, W,
-                              token_id(cfg, "eos_token_id", dims["vocab_size"]),
-                              token_id(cfg, "bos_token_id", dims["vocab_size"]))
-    return config, tensors
+    return canonical_config(cfg, src, dims, tied, blocks(dims, S, W)), tensors
