@@ -404,13 +404,11 @@ class HybridLM(nn.Module):
         return sum((b.aux for b in self.blocks if isinstance(b, MoEBlock)), torch.zeros(()))
 
     def config(self, name):
-        return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
-                "vocab_size": self.vocab_size, "d_model": self.d_model,
-                "embed": {"scale": 1.0, "padding_idx": None}, "tie_embeddings": True,
-                "logit_scale": 1.0,
-                "final_norm": {"type": "rmsnorm", "eps": 1e-5, "affine": True},
-                "residual_dtype": "float32", "eos_token_id": fortunes.EOS, "bos_token_id": None,
-                "blocks": [b.config() for b in self.blocks]}
+        return canonical.model_config(
+            name=name, vocab_size=self.vocab_size, d_model=self.d_model, tie_embeddings=True,
+            final_norm={"type": "rmsnorm", "eps": 1e-5, "affine": True},
+            eos_token_id=fortunes.EOS, bos_token_id=None,
+            blocks=[b.config() for b in self.blocks])
 
     @torch.no_grad()
     def canonical(self):

@@ -385,13 +385,11 @@ def canonical_config(dims, name, V, M):
              "ema_truncation": dims["truncation"]}
     final = ({"type": dims["norm_type"], "eps": NORM_EPS, "affine": dims["final_affine"]}
              if dims["prenorm"] else None)
-    return {"format": canonical.FORMAT, "version": canonical.VERSION, "name": name,
-            "vocab_size": V, "d_model": dims["d_model"],
-            "embed": {"scale": dims["embed_scale"], "padding_idx": FAIRSEQ_PAD if V > 1 else None},
-            "tie_embeddings": dims["tied"], "logit_scale": 1.0, "final_norm": final,
-            "residual_dtype": "float32",
-            "eos_token_id": FAIRSEQ_EOS if V > FAIRSEQ_EOS else None, "bos_token_id": None,
-            "blocks": [dict(block, norm=dict(norm)) for _ in range(dims["n_layers"])]}
+    return canonical.model_config(
+        name=name, vocab_size=V, d_model=dims["d_model"], embed_scale=dims["embed_scale"],
+        padding_idx=FAIRSEQ_PAD if V > 1 else None, tie_embeddings=dims["tied"],
+        final_norm=final, eos_token_id=FAIRSEQ_EOS if V > FAIRSEQ_EOS else None,
+        bos_token_id=None, blocks=[dict(block, norm=dict(norm)) for _ in range(dims["n_layers"])])
 
 
 def convert(src, dtype):
