@@ -5,14 +5,26 @@ to a saved Hugging Face checkpoint to corrupt it."""
 
 import json
 import os
+import subprocess
+import sys
 
 from weights import convert, safetensors_io
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
 def run(argv, capsys):
     """convert.main(argv); returns (exit code, stderr)."""
     code = convert.main(argv)
     return code, capsys.readouterr().err
+
+
+def run_process(argv):
+    """`python -m weights.convert *argv` in its own process from the repository
+    root, so the exit status and output are what a user gets; returns the
+    CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-m", "weights.convert", *argv], cwd=ROOT,
+                          capture_output=True, text=True)
 
 
 def assert_clean_failure(out, code, err, *needles):

@@ -1,5 +1,7 @@
 """The layouts save_pretrained writes besides one model.safetensors, and the
-checks that a converter reads each of them as it reads that one file."""
+checks that a converter reads each of them as it reads that one file; also the
+broken files every HF converter must refuse alike, as they all read config.json
+and the weights through weights/converters/hf_config.py and hf_checkpoint.py."""
 
 import os
 
@@ -9,12 +11,29 @@ import torch
 from weights import convert, safetensors_io
 from weights.converters.convert_error import ConvertError
 
+from convert_cli import truncate
+
 # 20KB is below the tiny test models' largest tensors, so each save has several shards.
 LAYOUTS = {
     "sharded_safetensors": dict(safe_serialization=True, max_shard_size="20KB"),
     "pytorch_bin": dict(safe_serialization=False),
     "sharded_bin": dict(safe_serialization=False, max_shard_size="20KB"),
 }
+
+
+# {case: (edit of a save() directory, what the error must name)}
+BROKEN_FILES = {
+    "truncated_safetensors": (truncate, ["model.safetensors"]),
+    "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
+    "no_weights": (lambda s: os.remove(s / "model.safetensors"),
+                   ["no model.safetensors, pytorch_model.bin"]),
+}
+
+
+def save(model, path):
+    """model.save_pretrained into path as one model.safetensors; returns path."""
+    model.save_pretrained(path, safe_serialization=True)
+    return path
 
 
 def _converted(source, src, out):
@@ -25,8 +44,7 @@ def _converted(source, src, out):
 def assert_layout_converts_alike(model, tmp_path, source, layout):
     """`model` saved in `layout` converts to exactly the tensors its
     model.safetensors save converts to."""
-    base = tmp_path / "single"
-    model.save_pretrained(base, safe_serialization=True)
+    base = save(model, tmp_path / "single")
     other = tmp_path / layout
     model.save_pretrained(other, **LAYOUTS[layout])
     names = set(os.listdir(other))

@@ -1,7 +1,5 @@
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -10,9 +8,8 @@ from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_fixture as fx
-from convert_cli import assert_clean_failure, edit_tensors, run
+from convert_cli import assert_clean_failure, edit_tensors, run, run_process
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65]
 
 
@@ -227,14 +224,11 @@ def test_no_tokenizer_and_existing_out(tmp_path, capsys):
 
 def test_cli_subprocess(tmp_path):
     src, _ = _hf_src(tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-mamba", str(src),
-                         str(tmp_path / "out"), "--byte-tokenizer", "--name", "m"],
-                        cwd=ROOT, capture_output=True, text=True)
+    ok = run_process(["--source", "hf-mamba", str(src), str(tmp_path / "out"), "--byte-tokenizer",
+                      "--name", "m"])
     assert ok.returncode == 0, ok.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["name"] == "m"
-    bad = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "mamba-ssm", str(src),
-                          str(tmp_path / "out2"), "--byte-tokenizer"],
-                         cwd=ROOT, capture_output=True, text=True)
+    bad = run_process(["--source", "mamba-ssm", str(src), str(tmp_path / "out2"), "--byte-tokenizer"])
     assert bad.returncode == 1 and "convert: error:" in bad.stderr and "unknown architecture" in bad.stderr
     assert not (tmp_path / "out2").exists()
 

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from weights import safetensors_io
 from weights.reference.model import ReferenceModel
 
-from convert_cli import assert_clean_failure, run
+from convert_cli import assert_clean_failure, run, run_process
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ENGINE_LOGITS = os.path.join(ROOT, "bazel-bin", "tests", "parity", "engine_logits")
@@ -454,19 +454,16 @@ def test_cli_exit_status(tmp_path):
     a = make_args(normalization_type="rmsnorm")
     ckpt = save_checkpoint(tmp_path / "c.pt", make_state_dict(a, seed=2), a)
     out = tmp_path / "out"
-    base = [sys.executable, "-m", "weights.convert", "--source", "fairseq-seqboat", str(ckpt)]
-    proc = subprocess.run(base + [str(out), "--byte-tokenizer", "--window", "8"], cwd=ROOT,
-                          capture_output=True, text=True)
+    base = ["--source", "fairseq-seqboat", str(ckpt)]
+    proc = run_process(base + [str(out), "--byte-tokenizer", "--window", "8"])
     assert proc.returncode == 1 and "--window does not apply" in proc.stderr
     assert not out.exists()
-    proc = subprocess.run(base + [str(out), "--byte-tokenizer", "--dtype", "bf16"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = run_process(base + [str(out), "--byte-tokenizer", "--dtype", "bf16"])
     assert proc.returncode == 0, proc.stderr
     assert "2 seqboat blocks" in proc.stdout
     t, _ = safetensors_io.load_file(out / "model.safetensors")
     assert t["blocks.0.gau.in_proj.weight"].dtype == torch.bfloat16
     assert t["blocks.0.ema.decay"].dtype == torch.float32      # derived recurrence stays fp32
     # A model without a tokenizer needs one named: the fairseq dictionary is not converted.
-    proc = subprocess.run(base + [str(tmp_path / "out2")], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = run_process(base + [str(tmp_path / "out2")])
     assert proc.returncode == 1 and "tokenizer" in proc.stderr

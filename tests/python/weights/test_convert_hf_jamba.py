@@ -6,9 +6,6 @@ error that names its culprit, exits 1 and leaves no output behind.
 """
 
 import json
-import os
-import subprocess
-import sys
 import types
 
 import pytest
@@ -18,7 +15,7 @@ from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, truncate
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
@@ -26,7 +23,6 @@ from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
 if not hasattr(torch, "_dynamo"):
     torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78]
 # Layers 0..5: mamba+mlp, attention+moe, mamba+mlp, mamba+moe, attention+mlp, mamba+moe.
@@ -58,11 +54,6 @@ def make_model(seed=0, tied=False, proj_bias=False, **over):
     return model
 
 
-def save(model, path):
-    model.save_pretrained(path, safe_serialization=True)
-    return path
-
-
 def hf_float64_logits(model, tokens):
     """transformers' forward in float64. Its Mamba mixer still rounds A, B and the
     scan input to fp32 and its router softmax runs in fp32 (~1e-6 on the
@@ -74,7 +65,7 @@ def hf_float64_logits(model, tokens):
 @pytest.mark.parametrize("tied,proj_bias", [(False, False), (True, True)])
 def test_converted_model_matches_transformers(tmp_path, capsys, tied, proj_bias):
     model = make_model(seed=1, tied=tied, proj_bias=proj_bias)
-    src = save(model, tmp_path / "hf")
+    src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
     code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer",
                      "--sinks", "2", "--window", "40"], capsys)
@@ -112,7 +103,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, proj_bias)
 
 
 def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
     (src / "tokenizer.json").write_text(json.dumps(tok))
     out = tmp_path / "out"
@@ -123,7 +114,7 @@ def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
     assert json.loads((out / "tokenizer.json").read_text()) == tok
 
     # A shorter trained context shortens the default window: S + W + 1 keys <= 256.
-    small = save(make_model(max_position_embeddings=256), tmp_path / "hf_small")
+    small = hf_layouts.save(make_model(max_position_embeddings=256), tmp_path / "hf_small")
     out2 = tmp_path / "out2"
     assert run(["--source", "hf-jamba", str(small), str(out2), "--byte-tokenizer"],
                capsys)[0] == 0
@@ -134,7 +125,7 @@ def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
 def test_one_expert_means_mlp_blocks_only(tmp_path, capsys):
     model = make_model(seed=3, num_experts=1, attn_layer_period=2, attn_layer_offset=0,
                        num_hidden_layers=2)
-    src = save(model, tmp_path / "hf")
+    src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
     code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer"], capsys)
     assert code == 0, err
@@ -154,11 +145,10 @@ def test_truncated_pytorch_bin(tmp_path):
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):
-    src = save(make_model(seed=5), tmp_path / "hf")
+    src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
     out = tmp_path / "bf16"
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-jamba",
-                           str(src), str(out), "--byte-tokenizer", "--dtype", "bf16"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run_process(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer",
+                        "--dtype", "bf16"])
     assert proc.returncode == 0, proc.stderr
     assert "4 mamba1, 3 mlp, 2 attention, 3 moe blocks" in proc.stdout
     t, _ = safetensors_io.load_file(out / "model.safetensors")
@@ -171,9 +161,7 @@ def test_dtype_option_and_cli_exit_status(tmp_path):
 
     bad = tmp_path / "bad"
     edit_config(src, lambda c: c.update(hidden_act="gelu"))
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-jamba",
-                           str(src), str(bad), "--byte-tokenizer"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run_process(["--source", "hf-jamba", str(src), str(bad), "--byte-tokenizer"])
     assert proc.returncode == 1 and "hidden_act" in proc.stderr and not bad.exists()
 
 
@@ -195,7 +183,6 @@ CORRUPT = {
     "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
         {"model.layers.1.feed_forward.router.weight": torch.zeros(4, 32, dtype=torch.int32)})),
         ["model.layers.1.feed_forward.router.weight", "not floating point"]),
-    "truncated_safetensors": (truncate, ["model.safetensors"]),
     "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
         model_type="mixtral", architectures=["MixtralForCausalLM"])),
         ["unknown architecture", "mixtral"]),
@@ -217,15 +204,13 @@ CORRUPT = {
                    ["hidden_size", "num_attention_heads 5"]),
     "dt_rank": (lambda s: edit_config(s, lambda c: c.update(mamba_dt_rank="big")),
                 ["mamba_dt_rank"]),
-    "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
-    "no_weights": (lambda s: os.remove(s / "model.safetensors"),
-                   ["no model.safetensors, pytorch_model.bin"]),
+    **hf_layouts.BROKEN_FILES,
 }
 
 
 @pytest.mark.parametrize("case", sorted(CORRUPT))
 def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     corrupt, needles = CORRUPT[case]
     corrupt(src)
     out = tmp_path / "out"
@@ -239,7 +224,7 @@ def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
     (["--sinks", "0", "--window", "0"], "at least 1"),
 ])
 def test_bad_cache_size(tmp_path, capsys, argv, needle):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     out = tmp_path / "out"
     code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer", *argv],
                     capsys)

@@ -6,9 +6,6 @@ error that names its culprit, exits 1 and leaves no output behind.
 """
 
 import json
-import os
-import subprocess
-import sys
 import types
 
 import pytest
@@ -18,7 +15,7 @@ from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, truncate
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
@@ -26,7 +23,6 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 if not hasattr(torch, "_dynamo"):
     torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78]
 
@@ -48,11 +44,6 @@ def make_model(bias=False, tied=False, seed=0, **over):
     return model
 
 
-def save(model, path):
-    model.save_pretrained(path, safe_serialization=True)
-    return path
-
-
 def hf_float64_logits(model, tokens):
     """transformers' forward in float64, RoPE frequencies recomputed in float64.
 
@@ -70,7 +61,7 @@ def hf_float64_logits(model, tokens):
 @pytest.mark.parametrize("bias,tied", [(False, False), (True, False), (True, True)])
 def test_converted_model_matches_transformers(tmp_path, capsys, bias, tied):
     model = make_model(bias=bias, tied=tied, seed=1)
-    src = save(model, tmp_path / "hf")
+    src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
     code, err = run(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer",
                      "--sinks", "2", "--window", "40"], capsys)
@@ -101,7 +92,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, bias, tied):
 
 
 def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
-    src = save(make_model(max_position_embeddings=4096), tmp_path / "hf")
+    src = hf_layouts.save(make_model(max_position_embeddings=4096), tmp_path / "hf")
     tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
     (src / "tokenizer.json").write_text(json.dumps(tok))
     out = tmp_path / "out"
@@ -112,7 +103,7 @@ def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
     assert json.loads((out / "tokenizer.json").read_text()) == tok
 
     # A shorter trained context shortens the default window: query position S + W < 256.
-    small = save(make_model(), tmp_path / "hf_small")
+    small = hf_layouts.save(make_model(), tmp_path / "hf_small")
     out2 = tmp_path / "out2"
     assert run(["--source", "hf-llama", str(small), str(out2), "--byte-tokenizer"], capsys)[0] == 0
     b = json.loads((out2 / "config.json").read_text())["blocks"][0]
@@ -121,7 +112,7 @@ def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
 
 def test_mistral_without_sliding_window(tmp_path, capsys):
     model = make_model(seed=2)
-    src = save(model, tmp_path / "hf")
+    src = hf_layouts.save(model, tmp_path / "hf")
     cfg = json.loads((src / "config.json").read_text())
     cfg.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=None)
     (src / "config.json").write_text(json.dumps(cfg))
@@ -171,16 +162,13 @@ CORRUPT = {
     "head_split": (lambda s: edit_config(s, lambda c: c.update(
         num_attention_heads=5, num_key_value_heads=None, head_dim=None)),
         ["hidden_size", "num_attention_heads 5", "head_dim is absent"]),
-    "truncated_safetensors": (truncate, ["model.safetensors"]),
-    "no_config": (lambda s: os.remove(s / "config.json"), ["no config.json"]),
-    "no_weights": (lambda s: os.remove(s / "model.safetensors"),
-                   ["no model.safetensors, pytorch_model.bin"]),
+    **hf_layouts.BROKEN_FILES,
 }
 
 
 @pytest.mark.parametrize("case", sorted(CORRUPT))
 def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     corrupt, needles = CORRUPT[case]
     corrupt(src)
     out = tmp_path / "out"
@@ -194,7 +182,7 @@ def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
     (["--sinks", "0", "--window", "0"], "at least 1"),
 ])
 def test_bad_cache_size(tmp_path, capsys, argv, needle):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     out = tmp_path / "out"
     code, err = run(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer", *argv],
                     capsys)
@@ -209,18 +197,15 @@ def test_serving_options_only_for_llama(tmp_path, capsys):
 
 
 def test_cli_exit_status(tmp_path):
-    src = save(make_model(), tmp_path / "hf")
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
     edit_config(src, lambda c: c.update(rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
-                           str(src), str(out), "--byte-tokenizer"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run_process(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer"])
     assert proc.returncode == 1 and "rope_scaling" in proc.stderr and not out.exists()
     ok = tmp_path / "ok"
     edit_config(src, lambda c: c.update(rope_scaling=None))
-    proc = subprocess.run([sys.executable, "-m", "weights.convert", "--source", "hf-llama",
-                           str(src), str(ok), "--byte-tokenizer", "--dtype", "bf16"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run_process(["--source", "hf-llama", str(src), str(ok), "--byte-tokenizer",
+                        "--dtype", "bf16"])
     assert proc.returncode == 0, proc.stderr
     assert "2 attention, 2 mlp blocks" in proc.stdout
     t, _ = safetensors_io.load_file(ok / "model.safetensors")
