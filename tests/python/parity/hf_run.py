@@ -1,6 +1,10 @@
-"""Running transformers models from the Hugging Face parity tests."""
+"""Running transformers models from the Hugging Face parity tests, and the
+check that the engine, running a model's conversion, gives what they give."""
 
+import numpy as np
 import torch
+
+from engine_run import convert, engine_greedy, run_engine
 
 
 @torch.no_grad()
@@ -23,3 +27,31 @@ def hf_greedy(model, prompt, n, cache=None):
                     use_cache=True, cache_position=position)
         ids.append(int(out.logits[0, -1].argmax()))
     return ids
+
+
+def assert_engine_matches_transformers(model, source, prompt, tmp_path, repo_root,
+                                       engine_logits, engine_generate, cache=None):
+    """`model` saved with save_pretrained (safetensors) and converted with
+    `--source source` and a cache of 4 sinks + 252 recent keys, which holds the
+    prompt and 64 generated tokens, so nothing is evicted and the engine must
+    equal transformers' full attention: logits over the prompt within 1e-3
+    (fp32), and 64 greedy tokens identical to hf_greedy's (`cache` goes to it).
+    Returns the largest logit difference."""
+    src = tmp_path / "hf"
+    model.save_pretrained(src, safe_serialization=True)
+    out = tmp_path / "canonical"
+    assert len(prompt) + 64 <= 4 + 252     # the premise: nothing is evicted
+    convert(repo_root, source, src, out, "--sinks", "4", "--window", "252")
+
+    with torch.no_grad():
+        want = model(torch.tensor([prompt])).logits[0].numpy()
+    got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", chunk=32)
+    assert want[-1].std() > 1.0  # logits are spread, so the comparison means something
+    err = np.abs(got - want).max()
+    assert np.abs(got[-1] - want[-1]).max() <= 1e-3
+    assert err <= 1e-3, f"max |engine - transformers| {err:.2e}"
+
+    want_ids = hf_greedy(model, prompt, 64, cache=cache)
+    assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
+    assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
+    return err

@@ -24,8 +24,8 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from engine_run import convert, engine_greedy, run_engine  # noqa: E402
-from hf_run import hf_greedy  # noqa: E402
+from engine_run import convert, run_engine  # noqa: E402
+from hf_run import assert_engine_matches_transformers  # noqa: E402
 from weights.reference.model import ReferenceModel  # noqa: E402
 
 # Cache utilities mark tensors for torch.compile with torch._dynamo, which
@@ -71,23 +71,8 @@ def prompt_ids(n=128):
 def test_save_pretrained_checkpoint_matches_transformers(tmp_path, bias, tied, seed, repo_root,
                                                          engine_logits, engine_generate):
     model = make_hf_model(seed=seed, bias=bias, tied=tied)
-    src = tmp_path / "hf"
-    model.save_pretrained(src, safe_serialization=True)
-    out = tmp_path / "canonical"
-    # 4 + 252 = 256 cached keys >= 128 prompt + 64 generated: nothing is evicted.
-    convert(repo_root, "hf-llama", src, out, "--sinks", "4", "--window", "252")
-
-    prompt = prompt_ids()
-    with torch.no_grad():
-        want = model(torch.tensor([prompt])).logits[0].numpy()
-    got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", chunk=32)
-    assert want[-1].std() > 1.0  # logits are spread, so the comparison means something
-    assert np.abs(got[-1] - want[-1]).max() <= 1e-3
-    assert np.abs(got - want).max() <= 1e-3
-
-    want_ids = hf_greedy(model, prompt, 64)
-    assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
-    assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
+    assert_engine_matches_transformers(model, "hf-llama", prompt_ids(), tmp_path, repo_root,
+                                       engine_logits, engine_generate)
 
 
 def test_small_window_follows_the_sink_rule(tmp_path, repo_root, engine_logits):
