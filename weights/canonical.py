@@ -25,6 +25,12 @@ BYTE_EOS = 256
 FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D", "s4d.dA", "s4d.C",
                  "ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip", "router.temperature")
 
+# Kept fp32 by converters whatever the model dtype, but not required: MODELS.md
+# routes experts in fp32, and a rounded router flips near-tied expert choices.
+# Files written before this rule hold them in the model dtype and still load.
+ROUTER_SUFFIXES = ("moe.router.weight", "moe.router.bias", "moe.router_in.weight",
+                   "moe.router_in.bias")
+
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -247,6 +253,11 @@ def expected_shapes(config):
 def is_fp32_only(name):
     """True for tensors MODELS.md 1.8 requires in fp32 (A, D, dt_proj.bias)."""
     return name.endswith(FP32_SUFFIXES)
+
+
+def stored_dtype(name, dtype):
+    """The dtype a converter writes tensor `name` in for a model of `dtype`."""
+    return torch.float32 if name.endswith(FP32_SUFFIXES + ROUTER_SUFFIXES) else dtype
 
 
 def check_tensors(config, tensors):

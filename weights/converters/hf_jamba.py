@@ -190,7 +190,7 @@ def map_tensors(tensors, dims, tied, dtype):
             for n in ("gate", "up", "down"):
                 out[b + f"mlp.{n}.weight"] = mat(f + f"{n}_proj.weight")
         else:
-            out[b + "moe.router.weight"] = mat(f + "router.weight")
+            out[b + "moe.router.weight"] = f32(f + "router.weight")  # canonical.ROUTER_SUFFIXES
             for n in ("gate", "up", "down"):
                 out[b + f"moe.{n}.weight"] = torch.stack(
                     [tensors[f + f"experts.{e}.{n}_proj.weight"]

@@ -60,7 +60,7 @@ def random_mamba_tensors(config, seed=0, dtype=torch.float32):
         # Drawn last so that models without these norms keep their weights.
         for name, shape in canonical.dt_bc_norm_shapes(p, b).items():
             t[name] = 1 + normal(shape, 0.2)
-    return {k: v.to(torch.float32 if canonical.is_fp32_only(k) else dtype) for k, v in t.items()}
+    return {k: v.to(canonical.stored_dtype(k, dtype)) for k, v in t.items()}
 
 
 def make_random_model(out_dir, seed=0, dtype="f32", name="random-mamba", **dims):

@@ -100,7 +100,7 @@ def random_tensors(config, seed=0, dtype=torch.float32):
                       if k.startswith("blocks.0.")})
         else:
             t.update(RANDOM_BLOCK[b["kind"]](p, b, D, seed + 1000 + i))
-    return {k: v.to(torch.float32 if canonical.is_fp32_only(k) else dtype) for k, v in t.items()}
+    return {k: v.to(canonical.stored_dtype(k, dtype)) for k, v in t.items()}
 
 
 def hybrid_config(blocks, *, name="random-hybrid", vocab_size=canonical.BYTE_VOCAB, d_model=32,
