@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
@@ -30,10 +31,10 @@ constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
 // The CPU backend, forwarded op by op, except that it reports sampling on
 // the device, counts the rows SampleRows draws, and offers capture buckets
 // so decode steps are padded as on a GPU.
-class DeviceSamplingCpu final : public Backend {
+class DeviceSamplingCpu final : public ForwardingBackend {
  public:
   explicit DeviceSamplingCpu(std::atomic<int64_t>* rows_sampled)
-      : cpu_(MakeCpuBackend(1)), rows_sampled_(rows_sampled) {}
+      : ForwardingBackend(MakeCpuBackend(1)), rows_sampled_(rows_sampled) {}
 
   std::string name() const override { return "cpu-device-sampling"; }
   std::vector<int> CaptureBuckets(int max_slots) const override {
@@ -41,140 +42,16 @@ class DeviceSamplingCpu final : public Backend {
     for (int b = 1; b <= max_slots; b *= 2) buckets.push_back(b);
     return buckets;
   }
-  absl::Status TakeError() override { return cpu_->TakeError(); }
-
   bool SamplesOnDevice() const override { return true; }
   absl::Status SampleRows(const float* logits, int m, int vocab,
                           float logit_scale, const SampleRow* rows,
                           const int32_t* seen_ids, int32_t* tokens) override {
     *rows_sampled_ += m;
-    return cpu_->SampleRows(logits, m, vocab, logit_scale, rows, seen_ids,
-                            tokens);
-  }
-
-  absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override {
-    return cpu_->Alloc(bytes);
-  }
-  void Zero(void* dst, size_t bytes) override { cpu_->Zero(dst, bytes); }
-  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
-    cpu_->CopyToDevice(dst, src, bytes);
-  }
-  void CopyToHost(void* dst, const void* src, size_t bytes) override {
-    cpu_->CopyToHost(dst, src, bytes);
-  }
-  absl::StatusOr<const float*> UploadVector(const float* host,
-                                            int64_t n) override {
-    return cpu_->UploadVector(host, n);
-  }
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
-                                      int64_t cols) override {
-    return cpu_->UploadMatrix(host, rows, cols);
-  }
-  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
-             float* out) override {
-    cpu_->Embed(ids, n, table, scale, out);
-  }
-  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
-               float* out) override {
-    cpu_->RmsNorm(x, n, d, w, eps, out);
-  }
-  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
-                      float eps, float* out, int ldo) override {
-    cpu_->RmsNormStrided(x, ldx, n, d, w, eps, out, ldo);
-  }
-  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
-                 float eps, float* out) override {
-    cpu_->LayerNorm(x, n, d, w, b, eps, out);
-  }
-  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
-            float* y, int ldy, bool accumulate) override {
-    cpu_->Gemm(x, ldx, n, w, bias, y, ldy, accumulate);
-  }
-  void GatherRows(const float* x, int d, const int32_t* rows, int m,
-                  float* out) override {
-    cpu_->GatherRows(x, d, rows, m, out);
-  }
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
-                 float* state, int64_t state_stride, const float* w,
-                 const float* bias, int e, int k, float* out) override {
-    cpu_->MambaConv(segs, nsegs, x, ldx, state, state_stride, w, bias, e, k,
-                    out);
-  }
-  void MambaScan(const Segment* segs, int nsegs, const float* x,
-                 const float* dt, const float* bc, int ldbc, const float* z,
-                 int ldz, const float* a, const float* d, const float* dt_bias,
-                 float* state, int64_t state_stride, int e, int n_state,
-                 float* out) override {
-    cpu_->MambaScan(segs, nsegs, x, dt, bc, ldbc, z, ldz, a, d, dt_bias, state,
-                    state_stride, e, n_state, out);
-  }
-  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
-                     const float* k, int ldk, const float* v, int ldv,
-                     const void* cache, int64_t slot_bytes,
-                     const SinkCacheDims& dims, const float* rope_cos,
-                     const float* rope_sin, float* out) override {
-    cpu_->SinkAttention(segs, nsegs, q, ldq, k, ldk, v, ldv, cache, slot_bytes,
-                        dims, rope_cos, rope_sin, out);
-  }
-  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
-                       const float* v, int ldv, void* cache, int64_t slot_bytes,
-                       const SinkCacheDims& dims) override {
-    cpu_->SinkCacheAppend(segs, nsegs, k, ldk, v, ldv, cache, slot_bytes, dims);
-  }
-  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
-                  int64_t state_stride, const SeqBoatShape& shape,
-                  const float* in_coef, const float* decay,
-                  const float* out_coef, const float* skip, float* h) override {
-    cpu_->SeqBoatEma(segs, nsegs, x, state, state_stride, shape, in_coef, decay,
-                     out_coef, skip, h);
-  }
-  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
-                    float* conf, int32_t* compact, int32_t* active) override {
-    cpu_->SeqBoatRoute(u, ldu, n, temperature, conf, compact, active);
-  }
-  void SeqBoatAttend(const Segment* segs, int nsegs,
-                     const SeqBoatActiveRange* ranges,
-                     const int32_t* active_rows, const float* zrv, int ldzrv,
-                     void* state, int64_t state_stride,
-                     const SeqBoatShape& shape, const float* qk_gamma,
-                     const float* qk_beta, const float* rel_bias,
-                     float* out) override {
-    cpu_->SeqBoatAttend(segs, nsegs, ranges, active_rows, zrv, ldzrv, state,
-                        state_stride, shape, qk_gamma, qk_beta, rel_bias, out);
-  }
-  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
-                  const float* conf, const int32_t* compact, int n, int d,
-                  float* out) override {
-    cpu_->SeqBoatMix(s, g, ldg, y, conf, compact, n, d, out);
-  }
-  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
-                   int f, Activation act, float* out, int ldo,
-                   bool accumulate) override {
-    cpu_->ActivateMul(a, lda, b, ldb, n, f, act, out, ldo, accumulate);
-  }
-  void AddBias(float* y, int ldy, int n, int d, const float* v) override {
-    cpu_->AddBias(y, ldy, n, d, v);
-  }
-  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                int top_k, bool renormalize, int32_t* experts,
-                float* gates) override {
-    cpu_->MoeRoute(logits, n, x, routing, top_k, renormalize, experts, gates);
-  }
-  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
-                        const float* scales, int m, float* dst,
-                        int lddst) override {
-    cpu_->ScatterAddScaled(src, d, rows, scales, m, dst, lddst);
-  }
-  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-               const float* da, const float* c, const float* d, float* state,
-               int64_t state_stride, int h, int m, int ch, float scale,
-               float* out) override {
-    cpu_->S4dScan(segs, nsegs, u, ldu, da, c, d, state, state_stride, h, m, ch,
-                  scale, out);
+    return inner().SampleRows(logits, m, vocab, logit_scale, rows, seen_ids,
+                              tokens);
   }
 
  private:
-  std::unique_ptr<Backend> cpu_;
   std::atomic<int64_t>* rows_sampled_;
 };
 

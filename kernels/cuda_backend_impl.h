@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
                        const SinkCacheDims& dims) override;
 
   // SeqBoat (seqboat_ops.cc).
+  absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override;
   void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
                   int64_t state_stride, const SeqBoatShape& shape,
                   const float* in_coef, const float* decay,

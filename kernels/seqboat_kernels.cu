@@ -108,8 +108,7 @@ __global__ void __launch_bounds__(kEmaThreads)
     const int64_t end = first + static_cast<int64_t>(seg.len) * d;
     for (int64_t i = first; i < end; i += d) {
       p.h[i] = op_math::SeqBoatEmaStep(ema, p.in_coef + off, p.decay + off,
-                                       p.out_coef + off, p.skip[c], p.x[i],
-                                       ne);
+                                       p.out_coef + off, p.skip[c], p.x[i], ne);
     }
   }
 }
@@ -160,17 +159,6 @@ __global__ void SeqBoatRouteKernel(const float* u, int ldu, int n,
 }
 
 // --- working-memory attention ------------------------------------------------
-
-// Dynamic shared memory of one block: inv_freq [z/2] doubles (rope only),
-// then q [z], k [z], scores [w + 1] floats, ring [w] ints (the FIFO index of
-// each score).
-size_t AttendSharedBytes(const SeqBoatShape& s) {
-  const size_t pairs =
-      s.pos == SeqBoatPos::kRopeInterleaved ? static_cast<size_t>(s.z) / 2 : 0;
-  return 8 * pairs +
-         4 * (2 * static_cast<size_t>(s.z) + (static_cast<size_t>(s.w) + 1) +
-              static_cast<size_t>(s.w));
-}
 
 // Synchronisation per token (all threads run the same token loop):
 //   (A) q, k of this token written; the previous token fully done (its
@@ -315,6 +303,17 @@ int RowThreads(int d, int max_threads) {
 
 }  // namespace
 
+// Dynamic shared memory of one block: inv_freq [z/2] doubles (rope only),
+// then q [z], k [z], scores [w + 1] floats, ring [w] ints (the FIFO index of
+// each score).
+size_t SeqBoatAttendSharedBytes(const SeqBoatShape& s) {
+  const size_t pairs =
+      s.pos == SeqBoatPos::kRopeInterleaved ? static_cast<size_t>(s.z) / 2 : 0;
+  return 8 * pairs +
+         4 * (2 * static_cast<size_t>(s.z) + (static_cast<size_t>(s.w) + 1) +
+              static_cast<size_t>(s.w));
+}
+
 void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream) {
   if (p.nsegs <= 0 || p.shape.d <= 0) return;
   // gridDim.y is at most 65535; the kernels loop over further segments.
@@ -345,7 +344,7 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
 
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream) {
   if (p.nsegs <= 0) return;
-  const size_t shared = AttendSharedBytes(p.shape);
+  const size_t shared = SeqBoatAttendSharedBytes(p.shape);
   if (shared > kDefaultSharedBytes) {
     // A failure here surfaces as the launch's error.
     cudaFuncSetAttribute(SeqBoatAttendKernel,

@@ -67,6 +67,8 @@ struct SeqBoatAttendParams {
 // One block per segment, its active tokens in order. Shared memory grows
 // with w (about 8 bytes per FIFO entry); w up to ~28k fits an H100.
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream);
+// Dynamic shared memory one LaunchSeqBoatAttend block needs for `shape`.
+size_t SeqBoatAttendSharedBytes(const SeqBoatShape& shape);
 
 // out [n, d] = SeqBoatOut(s, g, conf, y[compact] or 0); out may alias s.
 void LaunchSeqBoatMix(const float* s, const float* g, int ldg, const float* y,

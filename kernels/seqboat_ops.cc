@@ -5,8 +5,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/backend/seqboat_math.h"
 #include "kernels/cuda_backend_impl.h"
+#include "kernels/cuda_check.h"
 #include "kernels/seqboat_kernels.h"
 
 namespace seqboat::cuda {
@@ -16,6 +18,24 @@ static_assert(sizeof(SeqBoatSeg) == sizeof(Segment) &&
                   offsetof(SeqBoatSeg, start) == offsetof(Segment, start) &&
                   offsetof(SeqBoatSeg, len) == offsetof(Segment, len),
               "the kernels read staged Segments as SeqBoatSeg");
+
+absl::Status CudaBackend::CheckSeqBoat(const SeqBoatShape& shape) const {
+  const size_t need = SeqBoatAttendSharedBytes(shape);
+  int limit = 0;
+  const cudaError_t e = cudaDeviceGetAttribute(
+      &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, options_.device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(e, "cudaDeviceGetAttribute (shared memory per block)");
+  }
+  if (need <= static_cast<size_t>(limit)) return absl::OkStatus();
+  // The attention keeps a block's whole working memory in shared memory.
+  return absl::FailedPreconditionError(absl::StrCat(
+      "working memory window ", shape.w, " (z_dim ", shape.z, ") needs ",
+      need / 1024, " KiB of shared memory per block; ", DeviceName(),
+      " allows ", limit / 1024,
+      " KiB. Convert with a smaller window or serve with --backend=cpu"));
+}
 
 void CudaBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
                              void* state, int64_t state_stride,

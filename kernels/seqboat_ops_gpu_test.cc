@@ -418,6 +418,23 @@ TEST(SeqBoatOpsGpuTest, LargeWindow) {
   r.long_chunks = true;
   RunSteps(r);
 }
+// The load-time check agrees with what the kernel can launch: LargeWindow's
+// shape passes, a window beyond any GPU's shared memory is refused by name.
+TEST(SeqBoatOpsGpuTest, CheckSeqBoatRefusesWindowsBeyondSharedMemory) {
+  Pair p;
+  ASSERT_NE(p.cuda, nullptr);
+  const SeqBoatShape fits = Shape(48, 4, 4, 6, 7000, SeqBoatAttnFn::kSoftmax,
+                                  SeqBoatPos::kSimpleBias, 100)
+                                .shape;
+  EXPECT_TRUE(p.cuda->CheckSeqBoat(fits).ok());
+  SeqBoatShape wide = fits;
+  wide.w = 1 << 20;
+  const absl::Status s = p.cuda->CheckSeqBoat(wide);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("window 1048576"), std::string::npos) << s;
+  EXPECT_TRUE(p.cpu->CheckSeqBoat(wide).ok());
+}
+
 // More rows than one block's threads: the compaction carries its count
 // across chunks; n == 0 still writes the count.
 TEST(SeqBoatOpsGpuTest, RouteOverManyRowsAndNone) {

@@ -167,6 +167,11 @@ class Backend {
                                const SinkCacheDims& dims) = 0;
 
   // --- SeqBoat (MODELS.md §2; math in seqboat_math.h) ----------------------
+  // OK when this backend can run SeqBoat blocks of `shape`, else why not.
+  // Asked when a model loads, so that no step fails for it later.
+  virtual absl::Status CheckSeqBoat(const SeqBoatShape& /*shape*/) const {
+    return absl::OkStatus();
+  }
   // state: slot s's region (seqboat_math.h SeqBoatSlot layout) at
   // state + s * state_stride bytes.
   // MD-EMA over each segment's tokens: x [n, d] (normed input), coefficients

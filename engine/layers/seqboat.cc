@@ -241,6 +241,9 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(const SeqBoatDims& dims,
                                                    WeightStore& weights,
                                                    Backend& backend) {
   if (absl::Status s = CheckDims(dims, where); !s.ok()) return s;
+  if (absl::Status s = backend.CheckSeqBoat(dims.shape); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  }
   auto layer = std::make_unique<SeqBoat>(dims);
   if (absl::Status s = layer->Bind(prefix, weights, backend); !s.ok()) {
     return s;

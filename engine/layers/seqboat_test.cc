@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/forwarding_backend.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/config.h"
@@ -347,6 +348,35 @@ TEST(SeqBoatTest, BadDimsNameTheField) {
   t["b.gau.qk_gamma"].shape = {kZ, 2};
   EXPECT_THAT(std::string(h.Init(Dims(4), t).message()),
               HasSubstr("gau.qk_gamma"));
+}
+
+// The CPU backend, refusing working memories wider than `max_window`, as a
+// GPU does beyond its shared memory.
+class NarrowBackend final : public ForwardingBackend {
+ public:
+  explicit NarrowBackend(int max_window)
+      : ForwardingBackend(MakeCpuBackend(1)), max_window_(max_window) {}
+  absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override {
+    if (shape.w <= max_window_) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("window ", shape.w, " is wider than ", max_window_));
+  }
+
+ private:
+  int max_window_;
+};
+
+TEST(SeqBoatTest, ShapeTheBackendRefusesFailsTheLoadNamingTheBlock) {
+  Harness h;
+  h.backend = std::make_unique<NarrowBackend>(8);
+  ASSERT_TRUE(h.Init(Dims(8), RandomWeights(1, 0, 0, false, 0)).ok());
+  Harness wide;
+  wide.backend = std::make_unique<NarrowBackend>(8);
+  const absl::Status s = wide.Init(Dims(9), RandomWeights(1, 0, 0, false, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              AllOf(HasSubstr("blocks[0] (seqboat)"),
+                    HasSubstr("window 9 is wider than 8")));
 }
 
 std::string Config(const std::string& block_fields) {

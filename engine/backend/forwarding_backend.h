@@ -1,0 +1,175 @@
+// A backend that hands every call to another one. Tests derive from it and
+// override the few members they change (claiming device sampling, refusing a
+// shape, counting calls) while the inner backend does the work.
+#ifndef SEQBOAT_ENGINE_BACKEND_FORWARDING_BACKEND_H_
+#define SEQBOAT_ENGINE_BACKEND_FORWARDING_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace seqboat {
+
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<Backend> inner)
+      : inner_(std::move(inner)) {}
+
+  Backend& inner() { return *inner_; }
+
+  std::string name() const override { return inner_->name(); }
+  std::string DeviceName() const override { return inner_->DeviceName(); }
+  int64_t FreeBytes() const override { return inner_->FreeBytes(); }
+  int64_t WeightBytes() const override { return inner_->WeightBytes(); }
+  std::vector<int> CaptureBuckets(int max_slots) const override {
+    return inner_->CaptureBuckets(max_slots);
+  }
+  absl::Status RunCaptured(int64_t key,
+                           const std::function<absl::Status()>& step) override {
+    return inner_->RunCaptured(key, step);
+  }
+  absl::Status TakeError() override { return inner_->TakeError(); }
+  absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override {
+    return inner_->CheckSeqBoat(shape);
+  }
+  bool SamplesOnDevice() const override { return inner_->SamplesOnDevice(); }
+  absl::Status SampleRows(const float* logits, int m, int vocab,
+                          float logit_scale, const SampleRow* rows,
+                          const int32_t* seen_ids, int32_t* tokens) override {
+    return inner_->SampleRows(logits, m, vocab, logit_scale, rows, seen_ids,
+                              tokens);
+  }
+
+  absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override {
+    return inner_->Alloc(bytes);
+  }
+  void Zero(void* dst, size_t bytes) override { inner_->Zero(dst, bytes); }
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    inner_->CopyToDevice(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    inner_->CopyToHost(dst, src, bytes);
+  }
+  absl::StatusOr<const float*> UploadVector(const float* host,
+                                            int64_t n) override {
+    return inner_->UploadVector(host, n);
+  }
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override {
+    return inner_->UploadMatrix(host, rows, cols);
+  }
+  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
+             float* out) override {
+    inner_->Embed(ids, n, table, scale, out);
+  }
+  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+               float* out) override {
+    inner_->RmsNorm(x, n, d, w, eps, out);
+  }
+  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
+                      float eps, float* out, int ldo) override {
+    inner_->RmsNormStrided(x, ldx, n, d, w, eps, out, ldo);
+  }
+  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
+                 float eps, float* out) override {
+    inner_->LayerNorm(x, n, d, w, b, eps, out);
+  }
+  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+            float* y, int ldy, bool accumulate) override {
+    inner_->Gemm(x, ldx, n, w, bias, y, ldy, accumulate);
+  }
+  void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                  float* out) override {
+    inner_->GatherRows(x, d, rows, m, out);
+  }
+  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
+                 float* state, int64_t state_stride, const float* w,
+                 const float* bias, int e, int k, float* out) override {
+    inner_->MambaConv(segs, nsegs, x, ldx, state, state_stride, w, bias, e, k,
+                      out);
+  }
+  void MambaScan(const Segment* segs, int nsegs, const float* x,
+                 const float* dt, const float* bc, int ldbc, const float* z,
+                 int ldz, const float* a, const float* d, const float* dt_bias,
+                 float* state, int64_t state_stride, int e, int n_state,
+                 float* out) override {
+    inner_->MambaScan(segs, nsegs, x, dt, bc, ldbc, z, ldz, a, d, dt_bias,
+                      state, state_stride, e, n_state, out);
+  }
+  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
+                     const float* k, int ldk, const float* v, int ldv,
+                     const void* cache, int64_t slot_bytes,
+                     const SinkCacheDims& dims, const float* rope_cos,
+                     const float* rope_sin, float* out) override {
+    inner_->SinkAttention(segs, nsegs, q, ldq, k, ldk, v, ldv, cache,
+                          slot_bytes, dims, rope_cos, rope_sin, out);
+  }
+  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
+                       const float* v, int ldv, void* cache, int64_t slot_bytes,
+                       const SinkCacheDims& dims) override {
+    inner_->SinkCacheAppend(segs, nsegs, k, ldk, v, ldv, cache, slot_bytes,
+                            dims);
+  }
+  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
+                  int64_t state_stride, const SeqBoatShape& shape,
+                  const float* in_coef, const float* decay,
+                  const float* out_coef, const float* skip, float* h) override {
+    inner_->SeqBoatEma(segs, nsegs, x, state, state_stride, shape, in_coef,
+                       decay, out_coef, skip, h);
+  }
+  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
+                    float* conf, int32_t* compact, int32_t* active) override {
+    inner_->SeqBoatRoute(u, ldu, n, temperature, conf, compact, active);
+  }
+  void SeqBoatAttend(const Segment* segs, int nsegs,
+                     const SeqBoatActiveRange* ranges,
+                     const int32_t* active_rows, const float* zrv, int ldzrv,
+                     void* state, int64_t state_stride,
+                     const SeqBoatShape& shape, const float* qk_gamma,
+                     const float* qk_beta, const float* rel_bias,
+                     float* out) override {
+    inner_->SeqBoatAttend(segs, nsegs, ranges, active_rows, zrv, ldzrv, state,
+                          state_stride, shape, qk_gamma, qk_beta, rel_bias,
+                          out);
+  }
+  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
+                  const float* conf, const int32_t* compact, int n, int d,
+                  float* out) override {
+    inner_->SeqBoatMix(s, g, ldg, y, conf, compact, n, d, out);
+  }
+  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
+                   int f, Activation act, float* out, int ldo,
+                   bool accumulate) override {
+    inner_->ActivateMul(a, lda, b, ldb, n, f, act, out, ldo, accumulate);
+  }
+  void AddBias(float* y, int ldy, int n, int d, const float* v) override {
+    inner_->AddBias(y, ldy, n, d, v);
+  }
+  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
+                int top_k, bool renormalize, int32_t* experts,
+                float* gates) override {
+    inner_->MoeRoute(logits, n, x, routing, top_k, renormalize, experts, gates);
+  }
+  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                        const float* scales, int m, float* dst,
+                        int lddst) override {
+    inner_->ScatterAddScaled(src, d, rows, scales, m, dst, lddst);
+  }
+  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
+               const float* da, const float* c, const float* d, float* state,
+               int64_t state_stride, int h, int m, int ch, float scale,
+               float* out) override {
+    inner_->S4dScan(segs, nsegs, u, ldu, da, c, d, state, state_stride, h, m,
+                    ch, scale, out);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_BACKEND_FORWARDING_BACKEND_H_
