@@ -15,7 +15,7 @@
 namespace seqboat::gpu_test {
 namespace {
 
-constexpr float kTol = 1e-5f;
+constexpr float kTol = 2e-5f;
 // Output rows no segment writes keep this value on both backends.
 constexpr float kUnwritten = 7.0f;
 
@@ -45,7 +45,10 @@ HostLayer MakeLayer(const Dims& dims, int slots, uint32_t seed) {
   l.slots = slots;
   const size_t modes = static_cast<size_t>(dims.h) * dims.m;
   // Stable modes, |dA| in [0.3, 0.95], and small C keep zeta and the outputs
-  // O(1), so a 1e-5 absolute tolerance is a few ulps of them.
+  // O(1) (states reach about 4.5, 4.8e-7 an ulp). nvcc contracts the complex
+  // recurrence into FMAs the CPU rounds separately: up to 4.2e-6 apart when
+  // the kernel ran on the CPU with FMAs. 2e-5 leaves room for that; a wrong
+  // index or mode is off by O(1).
   const std::vector<float> mag = Random(modes, seed, 0.3f, 0.95f);
   const std::vector<float> phase = Random(modes, seed + 1, -3.14159f, 3.14159f);
   l.da.resize(2 * modes);
