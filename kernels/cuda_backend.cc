@@ -207,11 +207,22 @@ absl::StatusOr<const float*> CudaBackend::UploadVector(const float* host,
 
 absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
                                                  int64_t rows, int64_t cols) {
+  return UploadAs(host, rows, cols, storage_);
+}
+
+absl::StatusOr<Matrix> CudaBackend::UploadMatrixFp32(const float* host,
+                                                     int64_t rows,
+                                                     int64_t cols) {
+  return UploadAs(host, rows, cols, Storage::kF32);
+}
+
+absl::StatusOr<Matrix> CudaBackend::UploadAs(const float* host, int64_t rows,
+                                             int64_t cols, Storage storage) {
   const int64_t count = rows * cols;
-  const size_t elem = storage_ == Storage::kF32 ? 4 : 2;
+  const size_t elem = storage == Storage::kF32 ? 4 : 2;
   auto buf = Alloc(static_cast<size_t>(count) * elem);
   if (!buf.ok()) return buf.status();
-  if (storage_ == Storage::kF32) {
+  if (storage == Storage::kF32) {
     CopyToDevice(buf->get(), host, static_cast<size_t>(count) * 4);
   } else {
     // Round on the host in chunks (round to nearest even, as torch's .to()).
@@ -220,7 +231,7 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
     for (int64_t off = 0; off < count; off += kChunk) {
       const int64_t len = std::min(kChunk, count - off);
       for (int64_t i = 0; i < len; ++i) {
-        if (storage_ == Storage::kBf16) {
+        if (storage == Storage::kBf16) {
           const __nv_bfloat16 b = __float2bfloat16_rn(host[off + i]);
           std::memcpy(&tmp[i], &b, 2);
         } else {
@@ -235,7 +246,7 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrix(const float* host,
   owned_.push_back(*buf);
   weight_bytes_ += count * static_cast<int64_t>(elem);
   if (absl::Status s = TakeError(); !s.ok()) return s;
-  return Matrix{buf->get(), rows, cols};
+  return Matrix{buf->get(), rows, cols, storage == Storage::kF32};
 }
 
 // --- descriptor staging
@@ -308,6 +319,7 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
                        const float* bias, float* y, int ldy, bool accumulate) {
   if (!launching() || n <= 0) return;
+  const Storage storage = StorageOf(w);
   if (n <= kGemvMaxRows) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
@@ -316,7 +328,7 @@ void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
     g.ldx = ldx;
     g.n = n;
     g.w = w.data;
-    g.storage = storage_;
+    g.storage = storage;
     g.rows = static_cast<int>(w.rows);
     g.cols = static_cast<int>(w.cols);
     g.bias = bias;
@@ -334,12 +346,12 @@ void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
   const void* b = x;
   int ldb = ldx;
   cudaDataType type = CUDA_R_32F;
-  if (storage_ != Storage::kF32) {
-    type = storage_ == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (storage != Storage::kF32) {
+    type = storage == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
     void* ws =
         Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
     if (ws == nullptr) return;
-    LaunchConvertRows(x, ldx, n, cols, ws, storage_, stream_);
+    LaunchConvertRows(x, ldx, n, cols, ws, storage, stream_);
     b = ws;
     ldb = cols;
   }

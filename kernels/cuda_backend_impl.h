@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
                                             int64_t n) override;
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override;
+  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
+                                          int64_t cols) override;
 
   // Dense ops (dense_ops.cc; Gemm in cuda_backend.cc).
   void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
@@ -133,6 +135,10 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream() const { return stream_; }
   Storage storage() const { return storage_; }
+  // How `w` is stored on the device.
+  Storage StorageOf(const Matrix& w) const {
+    return w.fp32 ? Storage::kF32 : storage_;
+  }
   // False while a recorded step replays: ops then stage and return.
   bool launching() const { return !replaying_; }
 
@@ -162,6 +168,8 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(const CudaBackendOptions& options);
   absl::Status Init();
+  absl::StatusOr<Matrix> UploadAs(const float* host, int64_t rows, int64_t cols,
+                                  Storage storage);
   const void* StageBytes(const void* host, size_t bytes);
   // Waits for the stream and starts staging from offset 0 again.
   void SyncAndRewindStaging();

@@ -14,7 +14,7 @@ void CudaBackend::Embed(const int32_t* ids, int n, const Matrix& table,
   p.ids = dev_ids;
   p.n = n;
   p.table = table.data;
-  p.storage = storage_;
+  p.storage = StorageOf(table);
   p.d = static_cast<int>(table.cols);
   p.scale = scale;
   p.out = out;

@@ -103,6 +103,33 @@ TEST(DenseOpsGpuTest, SmallBatchGemmIsBatchInvariant) {
   EXPECT_EQ(a, std::vector<float>(b.begin(), b.begin() + rows));
 }
 
+// A router kept in fp32 on a bf16 backend multiplies like the fp32 backend,
+// on the GEMV (n <= 8) and cuBLAS paths alike.
+TEST(DenseOpsGpuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
+  const int rows = 16, cols = 768;
+  const std::vector<float> w = Random(rows * cols, 21);
+  for (int n : {1, 8, 40}) {
+    const std::vector<float> x = Random(n * cols, 22 + n);
+    std::vector<std::vector<float>> got;
+    auto cpu = MakeCpuBackend(1);
+    auto bf16 = MakeCuda(CudaWeights::kBf16);
+    ASSERT_NE(bf16, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      Backend* be = i == 0 ? cpu.get() : bf16.get();
+      auto m = i == 2 ? be->UploadMatrix(w.data(), rows, cols)
+                      : be->UploadMatrixFp32(w.data(), rows, cols);
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ(m->fp32, i == 1);
+      Array xa(*be, x), ya(*be, n * rows);
+      be->Gemm(xa.get(), cols, n, *m, nullptr, ya.get(), rows, false);
+      got.push_back(ya.Read());
+    }
+    EXPECT_LT(MaxAbsDiff(got[0], got[1]), 1e-4f) << "n=" << n;
+    // The rounded copy is measurably further off: the flag took effect.
+    EXPECT_GT(MaxAbsDiff(got[0], got[2]), 1e-3f) << "n=" << n;
+  }
+}
+
 TEST(DenseOpsGpuTest, RowOpsMatch) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);

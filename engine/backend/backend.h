@@ -34,6 +34,8 @@ struct Matrix {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // Stored in fp32 whatever the backend's storage type (UploadMatrixFp32).
+  bool fp32 = false;
 };
 
 // Shape of an attention block's sink + window KV cache (SinkAttention).
@@ -96,6 +98,13 @@ class Backend {
   // storage (the CPU keeps fp32 and may alias `host`, which must outlive it).
   virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                               int64_t cols) = 0;
+  // UploadMatrix kept in fp32 even where the backend stores matrices in 16
+  // bits: for routers, whose rounding would flip near-tied discrete choices
+  // (MODELS.md routes in fp32). The default suits backends that store fp32.
+  virtual absl::StatusOr<Matrix> UploadMatrixFp32(const float* host,
+                                                  int64_t rows, int64_t cols) {
+    return UploadMatrix(host, rows, cols);
+  }
 
   // --- dense ops over the n rows of a step ---------------------------------
   // out[i, :] = scale * table[ids[i], :]; ids on the host; table is a matrix

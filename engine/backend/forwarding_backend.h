@@ -61,6 +61,10 @@ class ForwardingBackend : public Backend {
                                       int64_t cols) override {
     return inner_->UploadMatrix(host, rows, cols);
   }
+  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
+                                          int64_t cols) override {
+    return inner_->UploadMatrixFp32(host, rows, cols);
+  }
   void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
              float* out) override {
     inner_->Embed(ids, n, table, scale, out);

@@ -20,8 +20,8 @@ class Moe final : public MoeLayer {
     if (!(s = norm_.Bind(norm, p, d_, ws, be)).ok()) return s;
     const bool relu = Relu();
     if (relu) {
-      if (!(s = FetchMatrix(ws, be, p + "moe.router_in.weight", hid, d,
-                            &router_in_))
+      if (!(s = FetchMatrixFp32(ws, be, p + "moe.router_in.weight", hid, d,
+                                &router_in_))
                .ok())
         return s;
       if (c_.router_bias && !(s = FetchVector(ws, be, p + "moe.router_in.bias",
@@ -29,8 +29,9 @@ class Moe final : public MoeLayer {
                                  .ok())
         return s;
     }
-    if (!(s = FetchMatrix(ws, be, p + "moe.router.weight", x, relu ? hid : d,
-                          &router_))
+    // Routers stay fp32 on 16-bit backends (canonical.ROUTER_SUFFIXES).
+    if (!(s = FetchMatrixFp32(ws, be, p + "moe.router.weight", x,
+                              relu ? hid : d, &router_))
              .ok())
       return s;
     if (c_.router_bias &&

@@ -58,7 +58,10 @@ class SeqBoat final : public Layer {
     if (!(s = vec("ema.decay", {d, ne}, &decay_)).ok()) return s;
     if (!(s = vec("ema.out_coef", {d, ne}, &out_coef_)).ok()) return s;
     if (!(s = vec("ema.skip", {d}, &skip_)).ok()) return s;
-    if (!(s = mat("router.weight", 2, d, &router_)).ok()) return s;
+    // The skip/activate decision is a sign: keep its weights fp32.
+    if (!(s = FetchMatrixFp32(ws, be, p + "router.weight", 2, d, &router_))
+             .ok())
+      return s;
     if (!(s = vec("router.bias", {2}, &router_b_)).ok()) return s;
     auto tau = ws.F32(p + "router.temperature", {1});
     if (!tau.ok()) return tau.status();

@@ -24,6 +24,17 @@ absl::Status FetchMatrix(WeightStore& ws, Backend& be, const std::string& name,
   return absl::OkStatus();
 }
 
+absl::Status FetchMatrixFp32(WeightStore& ws, Backend& be,
+                             const std::string& name, int64_t rows,
+                             int64_t cols, Matrix* out) {
+  auto host = ws.F32(name, {rows, cols});
+  if (!host.ok()) return host.status();
+  auto dev = be.UploadMatrixFp32(*host, rows, cols);
+  if (!dev.ok()) return dev.status();
+  *out = *dev;
+  return absl::OkStatus();
+}
+
 absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
                               int64_t rows, int64_t cols,

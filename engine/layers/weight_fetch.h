@@ -21,6 +21,11 @@ absl::Status FetchVector(WeightStore& ws, Backend& be, const std::string& name,
 absl::Status FetchMatrix(WeightStore& ws, Backend& be, const std::string& name,
                          int64_t rows, int64_t cols, Matrix* out);
 
+// The same, kept in fp32 on every backend (Backend::UploadMatrixFp32).
+absl::Status FetchMatrixFp32(WeightStore& ws, Backend& be,
+                             const std::string& name, int64_t rows,
+                             int64_t cols, Matrix* out);
+
 // A stack [count, rows, cols] of Linear weights (one per expert).
 absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
