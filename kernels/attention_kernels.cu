@@ -14,6 +14,7 @@
 
 #include "engine/backend/attention_math.h"
 #include "kernels/attention_kernels.h"
+#include "kernels/launch.cuh"
 
 namespace seqboat::cuda {
 namespace {
@@ -314,29 +315,31 @@ void LaunchSinkAttention(const SinkAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(p.nitems, p.n_kv_heads * chunks, p.splits);
   switch (pairs) {
     case 1:
-      SinkAttentionKernel<1><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<1>)(p);
       break;
     case 2:
-      SinkAttentionKernel<2><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<2>)(p);
       break;
     case 4:
-      SinkAttentionKernel<4><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<4>)(p);
       break;
     default:
-      SinkAttentionKernel<8><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<8>)(p);
       break;
   }
   if (p.splits > 1) {
-    SinkCombineKernel<<<dim3(p.nitems, p.n_heads), kCombineThreads, 0,
-                        stream>>>(p);
+    SEQBOAT_LAUNCH(dim3(p.nitems, p.n_heads), kCombineThreads, 0, stream,
+                   SinkCombineKernel)
+    (p);
   }
 }
 
 void LaunchSinkCacheAppend(const SinkAppendParams& p, cudaStream_t stream) {
   if (p.nitems <= 0 || p.nsegs <= 0) return;
-  SinkStoreKernel<<<p.nitems, kAppendThreads, 0, stream>>>(p);
-  SinkCountKernel<<<static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
-                    kCountThreads, 0, stream>>>(p);
+  SEQBOAT_LAUNCH(p.nitems, kAppendThreads, 0, stream, SinkStoreKernel)(p);
+  SEQBOAT_LAUNCH(static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
+                 kCountThreads, 0, stream, SinkCountKernel)
+  (p);
 }
 
 }  // namespace seqboat::cuda

@@ -6,6 +6,7 @@
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/op_math.h"
 #include "kernels/dense_kernels.h"
+#include "kernels/launch.cuh"
 
 namespace seqboat::cuda {
 namespace {
@@ -231,9 +232,9 @@ template <int N>
 void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
   const int blocks = (p.rows + kGemvWarps - 1) / kGemvWarps;
   if (vector) {
-    GemvKernel<N, true><<<blocks, kGemvWarps * 32, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, true>)(p);
   } else {
-    GemvKernel<N, false><<<blocks, kGemvWarps * 32, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, false>)(p);
   }
 }
 
@@ -247,32 +248,36 @@ int ThreadsFor(int d) {
 
 void LaunchEmbed(const EmbedParams& p, cudaStream_t stream) {
   if (p.n <= 0) return;
-  EmbedKernel<<<p.n, ThreadsFor(p.d), 0, stream>>>(p);
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, EmbedKernel)(p);
 }
 
 void LaunchRmsNorm(const float* x, int ldx, int n, int d, const float* w,
                    float eps, float* out, int ldo, cudaStream_t stream) {
   if (n <= 0) return;
-  RmsNormKernel<<<n, ThreadsFor(d), 0, stream>>>(x, ldx, d, w, eps, out, ldo);
+  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, RmsNormKernel)
+  (x, ldx, d, w, eps, out, ldo);
 }
 
 void LaunchLayerNorm(const float* x, int n, int d, const float* w,
                      const float* b, float eps, float* out,
                      cudaStream_t stream) {
   if (n <= 0) return;
-  LayerNormKernel<<<n, ThreadsFor(d), 0, stream>>>(x, d, w, b, eps, out);
+  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, LayerNormKernel)
+  (x, d, w, b, eps, out);
 }
 
 void LaunchGatherRows(const float* x, int d, const int32_t* rows, int m,
                       float* out, cudaStream_t stream) {
   if (m <= 0) return;
-  GatherRowsKernel<<<m, ThreadsFor(d), 0, stream>>>(x, d, rows, out);
+  SEQBOAT_LAUNCH(m, ThreadsFor(d), 0, stream, GatherRowsKernel)
+  (x, d, rows, out);
 }
 
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream) {
   if (n <= 0) return;
-  ConvertRowsKernel<<<n, ThreadsFor(d), 0, stream>>>(x, ldx, d, out, storage);
+  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, ConvertRowsKernel)
+  (x, ldx, d, out, storage);
 }
 
 void LaunchGemv(const GemvParams& p, cudaStream_t stream) {
@@ -307,12 +312,12 @@ void LaunchGemv(const GemvParams& p, cudaStream_t stream) {
 void LaunchAddBias(float* y, int ldy, int n, int d, const float* v,
                    cudaStream_t stream) {
   if (n <= 0) return;
-  AddBiasKernel<<<n, ThreadsFor(d), 0, stream>>>(y, ldy, d, v);
+  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, AddBiasKernel)(y, ldy, d, v);
 }
 
 void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream) {
   if (p.n <= 0) return;
-  ActivateMulKernel<<<p.n, ThreadsFor(p.f), 0, stream>>>(p);
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.f), 0, stream, ActivateMulKernel)(p);
 }
 
 void LaunchScatterAddScaled(const float* src, int d, const int32_t* rows,
@@ -320,16 +325,17 @@ void LaunchScatterAddScaled(const float* src, int d, const int32_t* rows,
                             cudaStream_t stream) {
   // d == 0 would make an empty grid, which fails the launch.
   if (m <= 0 || d <= 0) return;
-  ScatterAddScaledKernel<<<(d + kThreads - 1) / kThreads, kThreads, 0,
-                           stream>>>(src, d, rows, scales, m, dst, lddst);
+  SEQBOAT_LAUNCH((d + kThreads - 1) / kThreads, kThreads, 0, stream,
+                 ScatterAddScaledKernel)
+  (src, d, rows, scales, m, dst, lddst);
 }
 
 void LaunchMoeRoute(const float* logits, int n, int x, MoeRouting routing,
                     int top_k, bool renormalize, int32_t* experts, float* gates,
                     cudaStream_t stream) {
   if (n <= 0) return;
-  MoeRouteKernel<<<(n + 127) / 128, 128, 0, stream>>>(
-      logits, n, x, routing, top_k, renormalize, experts, gates);
+  SEQBOAT_LAUNCH((n + 127) / 128, 128, 0, stream, MoeRouteKernel)
+  (logits, n, x, routing, top_k, renormalize, experts, gates);
 }
 
 }  // namespace seqboat::cuda

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine/backend/op_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/mamba_kernels.h"
 #include "kernels/register_rows.cuh"
 
@@ -138,16 +139,16 @@ void LaunchMambaConv(const MambaConvParams& p, cudaStream_t stream) {
   const dim3 grid = GridFor(p.e, p.nsegs);
   switch (p.k) {
     case 2:
-      MambaConvRegKernel<2><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<2>)(p);
       break;
     case 3:
-      MambaConvRegKernel<3><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<3>)(p);
       break;
     case 4:
-      MambaConvRegKernel<4><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<4>)(p);
       break;
     default:
-      MambaConvGlobalKernel<<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvGlobalKernel)(p);
       break;
   }
 }
@@ -157,19 +158,19 @@ void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream) {
   const dim3 grid = GridFor(p.e, p.nsegs);
   switch (p.n_state) {
     case 4:
-      MambaScanRegKernel<4><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<4>)(p);
       break;
     case 8:
-      MambaScanRegKernel<8><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<8>)(p);
       break;
     case 16:
-      MambaScanRegKernel<16><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<16>)(p);
       break;
     case 32:
-      MambaScanRegKernel<32><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<32>)(p);
       break;
     default:
-      MambaScanGlobalKernel<<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanGlobalKernel)(p);
       break;
   }
 }

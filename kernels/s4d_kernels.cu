@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "engine/backend/s4d_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/register_rows.cuh"
 #include "kernels/s4d_kernels.h"
 
@@ -83,19 +84,19 @@ void LaunchS4dScan(const S4dScanParams& p, cudaStream_t stream) {
                   p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   switch (p.m) {
     case 4:
-      S4dScanRegKernel<4><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<4>)(p);
       break;
     case 8:
-      S4dScanRegKernel<8><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<8>)(p);
       break;
     case 16:
-      S4dScanRegKernel<16><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<16>)(p);
       break;
     case 32:
-      S4dScanRegKernel<32><<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<32>)(p);
       break;
     default:
-      S4dScanGlobalKernel<<<grid, kThreads, 0, stream>>>(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanGlobalKernel)(p);
       break;
   }
 }

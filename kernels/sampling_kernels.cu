@@ -18,6 +18,7 @@
 
 #include "engine/sampling/sample_row.h"
 #include "engine/sampling/sampling_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/sampling_kernels.h"
 
 namespace seqboat::cuda {
@@ -389,7 +390,7 @@ cudaError_t LaunchSampleRows(const SampleRowsParams& p, cudaStream_t stream) {
   w.sort_temp_bytes = l.temp_bytes;
   const int id_bits = IdBits(p.vocab);
 
-  PrepareKernel<<<p.m, kThreads, 0, stream>>>(p, w, id_bits);
+  SEQBOAT_LAUNCH(p.m, kThreads, 0, stream, PrepareKernel)(p, w, id_bits);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const uint64_t* sorted = w.keys[0];
   if (p.any_ranked) {
@@ -404,7 +405,7 @@ cudaError_t LaunchSampleRows(const SampleRowsParams& p, cudaStream_t stream) {
     }
     sorted = keys.Current();
   }
-  DrawKernel<<<p.m, kThreads, 0, stream>>>(p, w, sorted, id_bits);
+  SEQBOAT_LAUNCH(p.m, kThreads, 0, stream, DrawKernel)(p, w, sorted, id_bits);
   return cudaGetLastError();
 }
 

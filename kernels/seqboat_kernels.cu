@@ -13,6 +13,7 @@
 
 #include "engine/backend/op_math.h"
 #include "engine/backend/seqboat_math.h"
+#include "kernels/launch.cuh"
 #include "kernels/seqboat_kernels.h"
 
 namespace seqboat::cuda {
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(kAttendThreads)
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;
 
-  extern __shared__ double smem[];
+  SEQBOAT_DYNAMIC_SHARED(double, smem);
   double* inv_freq = smem;
   float* q = reinterpret_cast<float*>(smem + pairs);
   float* k = q + z;
@@ -321,15 +322,15 @@ void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream) {
                   p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   const int ne = p.shape.ne;
   if (ne <= 4) {
-    SeqBoatEmaRegKernel<4><<<grid, kEmaThreads, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<4>)(p);
   } else if (ne <= 8) {
-    SeqBoatEmaRegKernel<8><<<grid, kEmaThreads, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<8>)(p);
   } else if (ne <= 16) {
-    SeqBoatEmaRegKernel<16><<<grid, kEmaThreads, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<16>)(p);
   } else if (ne <= 32) {
-    SeqBoatEmaRegKernel<32><<<grid, kEmaThreads, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<32>)(p);
   } else {
-    SeqBoatEmaAnyKernel<<<grid, kEmaThreads, 0, stream>>>(p);
+    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaAnyKernel)(p);
   }
 }
 
@@ -338,8 +339,8 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
                         int32_t* active, cudaStream_t stream) {
   // Launched for n == 0 too: the count must still read 0.
   const int threads = RowThreads(n, kRouteMaxThreads);
-  SeqBoatRouteKernel<<<1, threads, 0, stream>>>(u, ldu, n, temperature, conf,
-                                                compact, active);
+  SEQBOAT_LAUNCH(1, threads, 0, stream, SeqBoatRouteKernel)
+  (u, ldu, n, temperature, conf, compact, active);
 }
 
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream) {
@@ -351,15 +352,16 @@ void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream) {
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(shared));
   }
-  SeqBoatAttendKernel<<<p.nsegs, kAttendThreads, shared, stream>>>(p);
+  SEQBOAT_LAUNCH(p.nsegs, kAttendThreads, shared, stream, SeqBoatAttendKernel)
+  (p);
 }
 
 void LaunchSeqBoatMix(const float* s, const float* g, int ldg, const float* y,
                       const float* conf, const int32_t* compact, int n, int d,
                       float* out, cudaStream_t stream) {
   if (n <= 0 || d <= 0) return;
-  SeqBoatMixKernel<<<n, RowThreads(d, kMixThreads), 0, stream>>>(
-      s, g, ldg, y, conf, compact, d, out);
+  SEQBOAT_LAUNCH(n, RowThreads(d, kMixThreads), 0, stream, SeqBoatMixKernel)
+  (s, g, ldg, y, conf, compact, d, out);
 }
 
 }  // namespace seqboat::cuda
