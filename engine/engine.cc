@@ -56,6 +56,7 @@ class EngineImpl final : public Engine {
     if (!request.sink)
       return absl::InvalidArgumentError("request has no event sink");
     std::lock_guard<std::mutex> lock(mu_);
+    if (!fault_.ok()) return fault_;
     if (draining_ || stopping_)
       return absl::UnavailableError("server is draining");
     // Requests the engine thread has not yet moved into free slots do not
@@ -242,6 +243,9 @@ class EngineImpl final : public Engine {
       for (auto& seq : running_)
         Release(*seq, seq->Abort(FinishReason::kNone, s));
       EraseFinished();
+      if (absl::Status health = backend_->Health(); !health.ok()) {
+        Fault(health);
+      }
       return;
     }
     for (size_t j = 0; j < logit_seqs_.size(); ++j) {
@@ -256,6 +260,29 @@ class EngineImpl final : public Engine {
       }
     }
     EraseFinished();
+  }
+
+  // The device is lost: queued requests fail with `fault`, and so does every
+  // later Submit. A failed step alone does not get here: the next one may
+  // well run.
+  void Fault(const absl::Status& fault) {
+    spdlog::critical("backend lost its device; refusing all work: {}",
+                     fault.ToString());
+    std::deque<Request> queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fault_ = fault;
+      stats_.fault = fault.ToString();
+      queued.swap(waiting_);
+      stats_.waiting = 0;
+    }
+    for (Request& r : queued) {
+      GenerationEvent event;
+      event.finish = FinishReason::kNone;
+      event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+      event.status = fault;
+      r.sink(std::move(event));
+    }
   }
 
   // Sends the final event and returns the slot to the arena.
@@ -308,6 +335,7 @@ class EngineImpl final : public Engine {
   std::deque<Request> waiting_;  // guarded by mu_
   bool draining_ = false;        // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
+  absl::Status fault_;           // guarded by mu_; set once, for good
   EngineStats stats_;            // guarded by mu_
 
   // Engine thread only.

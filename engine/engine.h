@@ -57,6 +57,9 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t last_step_batch = 0;  // sequences in the most recent step
   bool draining = false;
+  // Set once the backend reports its device lost (Backend::Health): the
+  // engine has failed everything in flight and refuses new work for good.
+  std::string fault;
   std::vector<BlockCounter> block_counters;  // since start, every block's
 };
 
@@ -81,8 +84,8 @@ class Engine {
   virtual ~Engine() = default;
 
   // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE
-  // while draining, INVALID_ARGUMENT for ids outside the vocabulary. On OK the
-  // sink will receive a final event exactly once.
+  // while draining or after a device fault, INVALID_ARGUMENT for ids outside
+  // the vocabulary. On OK the sink will receive a final event exactly once.
   virtual absl::Status Submit(Request request) = 0;
 
   // Stops admitting new requests; running and queued ones go on to finish.

@@ -1,9 +1,13 @@
 #include "engine/engine.h"
 
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "engine/backend/forwarding_backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -292,6 +296,78 @@ TEST(EngineBackendTest, CpuByFlagRunsOnTheCpu) {
   ASSERT_TRUE((*engine)->Submit(Greedy(Prompt(4, 1), 3, c)).ok());
   EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
   EXPECT_EQ(c.tokens.size(), 3u);
+}
+
+// The CPU backend whose steps fail while `fail` is set, as a device's would;
+// with `lost`, Health() then also reports the device gone for good.
+class FaultyCpu final : public ForwardingBackend {
+ public:
+  FaultyCpu(const std::atomic<bool>* fail, bool lost)
+      : ForwardingBackend(MakeCpuBackend(1)), fail_(fail), lost_(lost) {}
+  absl::Status TakeError() override {
+    absl::Status s = inner().TakeError();
+    if (s.ok() && fail_->load()) return absl::InternalError("injected fault");
+    return s;
+  }
+  absl::Status Health() const override {
+    if (lost_ && fail_->load()) return absl::UnavailableError("device lost");
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::atomic<bool>* fail_;
+  bool lost_;
+};
+
+std::unique_ptr<Engine> MakeFaultyEngine(const std::atomic<bool>* fail,
+                                         bool lost) {
+  EngineOptions o;
+  o.model_dir = kTinyMamba;
+  o.max_slots = 1;
+  o.step_token_budget = 8;
+  auto engine = Engine::Create(o, std::make_unique<FaultyCpu>(fail, lost));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+TEST(EngineFaultTest, AFailedStepFailsItsRequestsAndServingGoesOn) {
+  std::atomic<bool> fail{true};
+  auto engine = MakeFaultyEngine(&fail, /*lost=*/false);
+  Collector a, b;
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 5, a)).ok());
+  const GenerationEvent last_a = a.done.get_future().get();
+  EXPECT_EQ(last_a.status.message(), "injected fault");
+  fail = false;
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 2), 5, b)).ok());
+  EXPECT_EQ(b.done.get_future().get().finish, FinishReason::kLength);
+  EXPECT_EQ(b.tokens.size(), 5u);
+  EXPECT_TRUE(engine->Stats().fault.empty());
+  EXPECT_EQ(engine->Stats().free_slots, 1);
+}
+
+TEST(EngineFaultTest, ALostDeviceFailsEverythingAndRefusesNewWork) {
+  std::atomic<bool> fail{false};
+  auto engine = MakeFaultyEngine(&fail, /*lost=*/true);
+  Collector running, queued, later;
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 100000, running)).ok());
+  while (true) {  // until it holds the only slot
+    {
+      std::lock_guard<std::mutex> lock(running.mu);
+      if (running.events > 0) break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 2), 5, queued)).ok());
+  fail = true;
+  EXPECT_EQ(running.done.get_future().get().status.message(), "injected fault");
+  const GenerationEvent last_queued = queued.done.get_future().get();
+  EXPECT_EQ(last_queued.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(last_queued.status.message(), "device lost");
+  EXPECT_TRUE(queued.tokens.empty());
+  EXPECT_NE(engine->Stats().fault.find("device lost"), std::string::npos);
+  const absl::Status refused = engine->Submit(Greedy(Prompt(4, 3), 5, later));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refused.message(), "device lost");
 }
 
 }  // namespace

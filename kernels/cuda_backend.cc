@@ -113,7 +113,15 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess && error_.ok()) error_ = CudaStatus(e, what);
+  if (e == cudaSuccess) return;
+  if (error_.ok()) error_ = CudaStatus(e, what);
+  if (IsStickyCudaError(e) && fault_.ok()) {
+    fault_ = absl::UnavailableError(
+        absl::StrCat(DeviceName(),
+                     " failed and cannot run further work in "
+                     "this process: ",
+                     CudaStatus(e, what).message()));
+  }
 }
 
 absl::Status CudaBackend::TakeError() {

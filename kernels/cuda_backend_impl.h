@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
 
   // The first CUDA or cuBLAS error since the last call (sticky until taken).
   absl::Status TakeError() override;
+  absl::Status Health() const override { return fault_; }
 
   cudaStream_t stream() const { return stream_; }
   Storage storage() const { return storage_; }
@@ -206,6 +207,8 @@ class CudaBackend final : public Backend {
   std::vector<DeviceBuffer> retired_scratch_;
   int64_t weight_bytes_ = 0;
   absl::Status error_;
+  // The first sticky CUDA error (IsStickyCudaError): the device is lost.
+  absl::Status fault_;
   // SampleRows' scratch (the tokens, then the kernels' workspace) and its
   // penalised ids when too many to stage. Grown between steps, never
   // referenced by a recorded graph.

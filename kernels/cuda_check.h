@@ -20,6 +20,26 @@ inline absl::Status CudaStatus(cudaError_t e, const char* what) {
                                         : absl::InternalError(msg);
 }
 
+// Errors after which every CUDA call of the process fails the same way; only
+// a new process can use the device again.
+inline bool IsStickyCudaError(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline absl::Status CublasStatus(cublasStatus_t e, const char* what) {
   if (e == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(

@@ -296,15 +296,26 @@ int Run() {
       summary.backend, options.max_slots, options.max_queue, bound_port);
   std::cout << "listening on " << HostPort(host, bound_port) << std::endl;
 
+  // Also watches for a lost device: the engine then refuses all work, so the
+  // replica leaves the load balancer and exits non-zero for its supervisor
+  // to restart it, rather than failing every request while looking healthy.
   int sig = 0;
-  while (sig == 0) sig = WaitForSignal(signals, absl::Hours(1));
-  spdlog::info("signal {}: draining for up to {} s", sig,
-               absl::GetFlag(FLAGS_drain_grace_seconds));
+  std::string fault;
+  while (sig == 0 && fault.empty()) {
+    sig = WaitForSignal(signals, absl::Seconds(1));
+    fault = (*engine)->Stats().fault;
+  }
+  if (sig != 0) {
+    spdlog::info("signal {}: draining for up to {} s", sig,
+                 absl::GetFlag(FLAGS_drain_grace_seconds));
+  } else {
+    spdlog::critical("device lost, stopping: {}", fault);
+  }
   Drain(**engine, service, *server, signals, ready);
   // The gauges read the engine: the HTTP side goes before it does.
   http.reset();
   spdlog::info("stopped");
-  return 0;
+  return sig != 0 ? 0 : 1;
 }
 
 }  // namespace

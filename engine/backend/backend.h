@@ -84,6 +84,11 @@ class Backend {
   // failed launch), then cleared. Ops return nothing; the model checks this
   // once per step.
   virtual absl::Status TakeError() { return absl::OkStatus(); }
+  // OK while the backend can run further steps. After a fault that leaves
+  // the device unusable for the rest of the process (CUDA's sticky errors:
+  // an illegal address, a failed launch, ...), that fault, for good: the
+  // engine then refuses work and the server stops so that it is restarted.
+  virtual absl::Status Health() const { return absl::OkStatus(); }
 
   // --- memory ---------------------------------------------------------------
   // Zeroed device memory, aligned for vector loads.

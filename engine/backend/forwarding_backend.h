@@ -32,6 +32,7 @@ class ForwardingBackend : public Backend {
     return inner_->RunCaptured(key, step);
   }
   absl::Status TakeError() override { return inner_->TakeError(); }
+  absl::Status Health() const override { return inner_->Health(); }
   absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override {
     return inner_->CheckSeqBoat(shape);
   }
