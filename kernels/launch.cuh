@@ -13,7 +13,7 @@
 
 #if defined(SEQBOAT_CUDA_EMULATION)
 // kernels/emu/cuda_emulation.h is included before anything else there.
-#define SEQBOAT_LAUNCH(grid, block, shared_bytes, stream, ...) \
+#define SEQBOAT_LAUNCH(grid, block, shared_bytes, stream, ...)          \
   ::seqboat::emu::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes), \
                          (stream), __VA_ARGS__)
 #define SEQBOAT_DYNAMIC_SHARED(type, name) \
