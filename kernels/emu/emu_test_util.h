@@ -125,6 +125,24 @@ inline int RowsOf(const std::vector<Segment>& segs) {
   return rows;
 }
 
+// The GPU parity tests' calls over 5 slots (decode, prefill, padding on slot
+// 0 before and after its real segment; slot 4 never used), then `random`
+// calls of RandomSegments with chunks up to `max_chunk` rows.
+inline std::vector<std::vector<Segment>> MixedCalls(uint32_t seed, int random,
+                                                    int max_chunk) {
+  std::vector<std::vector<Segment>> calls = {
+      {{1, 0, 1}, {0, 1, 6}, {3, 7, 1}, {0, 8, 0}, {0, 9, 0}},
+      {{0, 0, 0}, {0, 1, 1}, {2, 2, 1}, {1, 3, 1}, {0, 4, 0}},
+      {{3, 0, 9}, {0, 9, 1}, {2, 10, 0}, {1, 10, 2}},
+      {{2, 0, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 0}},
+  };
+  std::mt19937 gen(seed);
+  for (int i = 0; i < random; ++i) {
+    calls.push_back(RandomSegments(gen, 5, max_chunk));
+  }
+  return calls;
+}
+
 }  // namespace seqboat::emu_test
 
 #endif  // SEQBOAT_KERNELS_EMU_EMU_TEST_UTIL_H_

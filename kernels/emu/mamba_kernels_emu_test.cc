@@ -147,19 +147,6 @@ Trace RunCalls(Backend& be, const Layer& layer,
   return t;
 }
 
-// The GPU test's calls, then random ones (chunks up to 9 rows).
-std::vector<std::vector<Segment>> Calls(uint32_t seed) {
-  std::vector<std::vector<Segment>> calls = {
-      {{1, 0, 1}, {0, 1, 6}, {3, 7, 1}, {0, 8, 0}, {0, 9, 0}},
-      {{0, 0, 0}, {0, 1, 1}, {2, 2, 1}, {1, 3, 1}, {0, 4, 0}},
-      {{3, 0, 9}, {0, 9, 1}, {2, 10, 0}, {1, 10, 2}},
-      {{2, 0, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 0}},
-  };
-  std::mt19937 gen(seed);
-  for (int i = 0; i < 6; ++i) calls.push_back(RandomSegments(gen, 5, 9));
-  return calls;
-}
-
 TEST(MambaKernelsEmuTest, MatchesCpuOverMixedSegments) {
   // Every register specialisation (k 2..4, n 4..32), odd sizes (scalar state
   // rows, unaligned slots, partial blocks) and the fallbacks (k = 6; n = 3,
@@ -171,7 +158,7 @@ TEST(MambaKernelsEmuTest, MatchesCpuOverMixedSegments) {
     SCOPED_TRACE(testing::Message() << "e=" << dims.e << " n=" << dims.n
                                     << " k=" << dims.k << " pad=" << dims.pad);
     const Layer layer = MakeLayer(dims, 5, 100 + dims.e + dims.n);
-    const auto calls = Calls(dims.e * 7 + dims.n);
+    const auto calls = MixedCalls(dims.e * 7 + dims.n, 6, 9);
     auto cpu = MakeCpuBackend(1);
     MambaEmulation emu;
     const Trace want = RunCalls(*cpu, layer, calls, 200);
