@@ -28,5 +28,7 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
         testonly = True,
         srcs = [cc],
         textual_hdrs = hdrs + ["//kernels:launch.cuh"],
+        # `#pragma unroll` is nvcc's.
+        copts = ["-Wno-unknown-pragmas"],
         deps = deps + [":emulator"],
     )

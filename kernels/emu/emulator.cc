@@ -5,8 +5,69 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__)
+// SwitchStack(&from_sp, to_sp): pushes the callee-saved registers, saves the
+// stack pointer, loads the other context's and pops its registers. MXCSR and
+// the x87 control word are callee-saved too, but no kernel changes them.
+extern "C" __attribute__((visibility("hidden"))) void SeqboatEmuSwitchStack(
+    void** from_sp, void* to_sp);
+asm(R"(
+  .text
+  .p2align 4
+  .globl SeqboatEmuSwitchStack
+  .hidden SeqboatEmuSwitchStack
+  .type SeqboatEmuSwitchStack, @function
+SeqboatEmuSwitchStack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size SeqboatEmuSwitchStack, .-SeqboatEmuSwitchStack
+)");
+#endif
+
 namespace seqboat::emu {
 namespace {
+
+void Switch(Context& from, Context& to) {
+#if defined(__x86_64__)
+  SeqboatEmuSwitchStack(&from.sp, to.sp);
+#else
+  swapcontext(&from.uc, &to.uc);
+#endif
+}
+
+// A context that starts in `entry`, which must never return.
+void MakeContext(Context& c, char* stack, size_t bytes, void (*entry)()) {
+#if defined(__x86_64__)
+  // From the 16-byte aligned top: a null return address for `entry` (so it
+  // starts with rsp = 8 mod 16, as after a call), `entry` for the switch's
+  // ret, and six zero registers for its pops.
+  auto top = reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15};
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;
+  *--sp = reinterpret_cast<void*>(entry);
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;
+  c.sp = sp;
+#else
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+#endif
+}
 
 // Kernels keep small register arrays in locals; 256 KiB leaves room for
 // unoptimised frames. Pages are only touched as used.
@@ -51,7 +112,7 @@ void WaitFor(const Barrier& b, int64_t gen) {
   t.waiting_on = &b;
   t.waiting_gen = gen;
   ++s.context_switches;
-  swapcontext(&t.context, &s.scheduler);
+  Switch(t.context, s.scheduler);
 }
 
 void ThreadEntry() {
@@ -68,7 +129,9 @@ void ThreadEntry() {
   if (s.warp_barriers[WarpOf(t)].arrived > 0) {
     Fatal("a lane returned while its warp waits in a full-mask warp operation");
   }
-  // uc_link returns to the scheduler.
+  // Never resumed: the scheduler sees `done`.
+  Switch(s.threads[t].context, s.scheduler);
+  Fatal("a finished thread was resumed");
 }
 
 uint3 ThreadIndex(const dim3& block, int t) {
@@ -93,11 +156,7 @@ void RunBlock(Emulation& s) {
     EmulatedThread& th = s.threads[t];
     th.done = false;
     th.waiting_on = nullptr;
-    getcontext(&th.context);
-    th.context.uc_stack.ss_sp = s.stacks[t].get();
-    th.context.uc_stack.ss_size = kStackBytes;
-    th.context.uc_link = &s.scheduler;
-    makecontext(&th.context, ThreadEntry, 0);
+    MakeContext(th.context, s.stacks[t].get(), kStackBytes, ThreadEntry);
   }
   while (s.live > 0) {
     bool ran = false;
@@ -111,7 +170,7 @@ void RunBlock(Emulation& s) {
       s.current = t;
       s.thread_idx = ThreadIndex(s.block_dim, t);
       ++s.context_switches;
-      swapcontext(&s.scheduler, &th.context);
+      Switch(s.scheduler, th.context);
       ran = true;
     }
     if (!ran) {
