@@ -65,6 +65,11 @@ class Array {
     be_.CopyToHost(out.data(), buf_.get(), n_ * sizeof(float));
     return out;
   }
+  std::vector<uint8_t> ReadBytes() const {
+    std::vector<uint8_t> out(n_ * sizeof(float));
+    be_.CopyToHost(out.data(), buf_.get(), out.size());
+    return out;
+  }
 
  private:
   Backend& be_;
