@@ -198,6 +198,7 @@ void RunGrid(const void* kernel, const char* name, dim3 grid, dim3 block,
   Emulation& s = State();
   if (s.body != nullptr) Fatal("a kernel launched another kernel");
   ++s.launches;
+  s.last_kernel = name;
   const int64_t threads = static_cast<int64_t>(block.x) * block.y * block.z;
   if (threads < 1 || threads > kMaxBlockThreads || block.z > 64) {
     Refuse(name, cudaErrorInvalidConfiguration,

@@ -93,6 +93,9 @@ struct Emulation {
   cudaError_t last_error = cudaSuccess;
   std::string failures;  // launch errors, for tests (TakeFailures)
   int64_t launches = 0;
+  // The kernel expression of the last launch as written in the .cu file
+  // (e.g. "GemvKernel<N, true>"): tests check which variant a launcher took.
+  std::string last_kernel;
   int64_t context_switches = 0;
 };
 
