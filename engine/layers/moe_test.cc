@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/forwarding_backend.h"
+#include "engine/backend/matrix_upload_log.h"
 #include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -280,39 +280,19 @@ INSTANTIATE_TEST_SUITE_P(
              Config(MoeRoutingKind::kReluDynamic, 1, false, true, false)}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// The CPU backend, noting the shape of every matrix it is asked to keep in
-// fp32 and of every other one.
-class UploadLog final : public ForwardingBackend {
- public:
-  using Shapes = std::vector<std::pair<int64_t, int64_t>>;
-  UploadLog(Shapes* fp32, Shapes* other)
-      : ForwardingBackend(MakeCpuBackend(1)), fp32_(fp32), other_(other) {}
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
-                                      int64_t cols) override {
-    other_->emplace_back(rows, cols);
-    return ForwardingBackend::UploadMatrix(host, rows, cols);
-  }
-  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
-                                          int64_t cols) override {
-    fp32_->emplace_back(rows, cols);
-    return ForwardingBackend::UploadMatrixFp32(host, rows, cols);
-  }
-
- private:
-  Shapes *fp32_, *other_;
-};
-
 TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {
   for (bool relu : {false, true}) {
     const MoeConfig c =
         relu ? Config(MoeRoutingKind::kReluDynamic, 1, false, true, true)
              : Config(MoeRoutingKind::kTop1Softmax, 2, false, true, true);
-    UploadLog::Shapes fp32, other;
-    auto built = Build(c, RandomMoe(c, 2), relu ? "fp32_relu" : "fp32_top2",
-                       std::make_unique<UploadLog>(&fp32, &other));
+    MatrixUploadLog::Shapes fp32, other;
+    auto built = Build(
+        c, RandomMoe(c, 2), relu ? "fp32_relu" : "fp32_top2",
+        std::make_unique<MatrixUploadLog>(MakeCpuBackend(1), &fp32, &other));
     ASSERT_TRUE(built.ok()) << built.status();
-    const UploadLog::Shapes want_fp32 =
-        relu ? UploadLog::Shapes{{6, kD}, {8, 6}} : UploadLog::Shapes{{8, kD}};
+    const MatrixUploadLog::Shapes want_fp32 =
+        relu ? MatrixUploadLog::Shapes{{6, kD}, {8, 6}}
+             : MatrixUploadLog::Shapes{{8, kD}};
     EXPECT_EQ(fp32, want_fp32);
     // Expert matrices: up, gate and down for each of the 8 experts.
     EXPECT_EQ(other.size(), 3u * 8u);

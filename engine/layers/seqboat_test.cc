@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/forwarding_backend.h"
+#include "engine/backend/matrix_upload_log.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/config.h"
@@ -377,6 +378,18 @@ TEST(SeqBoatTest, ShapeTheBackendRefusesFailsTheLoadNamingTheBlock) {
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("blocks[0] (seqboat)"),
                     HasSubstr("window 9 is wider than 8")));
+}
+
+TEST(SeqBoatTest, OnlyTheRouterIsKeptInFp32) {
+  MatrixUploadLog::Shapes fp32, other;
+  Harness h;
+  h.backend =
+      std::make_unique<MatrixUploadLog>(MakeCpuBackend(1), &fp32, &other);
+  ASSERT_TRUE(h.Init(Dims(4), RandomWeights(1, 0, 0, false, 0)).ok());
+  EXPECT_EQ(fp32, (MatrixUploadLog::Shapes{{2, kD}}));
+  // hx, the GAU's in and out projections.
+  EXPECT_EQ(other,
+            (MatrixUploadLog::Shapes{{kD, kD}, {kZ + 2 * kV, kD}, {kD, kV}}));
 }
 
 std::string Config(const std::string& block_fields) {
