@@ -1,23 +1,18 @@
 // The SeqBoat block's ops on CUDA (MODELS.md §2): stage the host
-// descriptors, launch the seqboat kernels. The layer reads the active count
-// back mid-step, so these steps are never recorded; they still stage before
-// checking launching(), like every op, so a replay would stage the same bytes.
+// descriptors, build the launch parameters (seqboat_params.h), launch the
+// seqboat kernels. The layer reads the active count back mid-step, so these
+// steps are never recorded; they still stage before checking launching(),
+// like every op, so a replay would stage the same bytes.
 #include <cstddef>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/seqboat_math.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
 #include "kernels/seqboat_kernels.h"
+#include "kernels/seqboat_params.h"
 
 namespace seqboat::cuda {
-
-static_assert(sizeof(SeqBoatSeg) == sizeof(Segment) &&
-                  offsetof(SeqBoatSeg, slot) == offsetof(Segment, slot) &&
-                  offsetof(SeqBoatSeg, start) == offsetof(Segment, start) &&
-                  offsetof(SeqBoatSeg, len) == offsetof(Segment, len),
-              "the kernels read staged Segments as SeqBoatSeg");
 
 absl::Status CudaBackend::CheckSeqBoat(const SeqBoatShape& shape) const {
   const size_t need = SeqBoatAttendSharedBytes(shape);
@@ -46,19 +41,9 @@ void CudaBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
   // A null copy means staging failed (already recorded): launching would
   // read through it and fault the whole context.
   if (!launching() || nsegs <= 0 || dev_segs == nullptr) return;
-  SeqBoatEmaParams p;
-  p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
-  p.nsegs = nsegs;
-  p.x = x;
-  p.state = state;
-  p.state_stride = state_stride;
-  p.shape = shape;
-  p.in_coef = in_coef;
-  p.decay = decay;
-  p.out_coef = out_coef;
-  p.skip = skip;
-  p.h = h;
-  LaunchSeqBoatEma(p, stream_);
+  LaunchSeqBoatEma(SeqBoatEmaLaunch(dev_segs, nsegs, x, state, state_stride,
+                                    shape, in_coef, decay, out_coef, skip, h),
+                   stream_);
   CheckLaunch("SeqBoatEma");
 }
 
@@ -79,12 +64,7 @@ void CudaBackend::SeqBoatAttend(const Segment* segs, int nsegs,
                                 const float* rel_bias, float* out) {
   const Segment* dev_segs = Stage(segs, nsegs);
   const SeqBoatActiveRange* dev_ranges = Stage(ranges, nsegs);
-  // The CPU's angles to the bit: the same host pow for θ_i.
-  const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
-  std::vector<double> inv_freq(rope ? shape.z / 2 : 0);
-  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
-    inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
-  }
+  const std::vector<double> inv_freq = SeqBoatRopeInvFreq(shape);
   const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
   // A null copy means staging failed (already recorded); inv_freq is null
   // by design when it is empty.
@@ -92,23 +72,11 @@ void CudaBackend::SeqBoatAttend(const Segment* segs, int nsegs,
       dev_ranges == nullptr || (!inv_freq.empty() && dev_inv_freq == nullptr)) {
     return;
   }
-  SeqBoatAttendParams p;
-  p.segs = reinterpret_cast<const SeqBoatSeg*>(dev_segs);
-  p.ranges = dev_ranges;
-  p.nsegs = nsegs;
-  p.active_rows = active_rows;
-  p.zrv = zrv;
-  p.ldzrv = ldzrv;
-  p.state = state;
-  p.state_stride = state_stride;
-  p.shape = shape;
-  p.qk_gamma = qk_gamma;
-  p.qk_beta = qk_beta;
-  p.rel_bias = rel_bias;
-  p.inv_freq = dev_inv_freq;
-  p.scale = op_math::SeqBoatScoreScale(shape);
-  p.out = out;
-  LaunchSeqBoatAttend(p, stream_);
+  LaunchSeqBoatAttend(
+      SeqBoatAttendLaunch(dev_segs, nsegs, dev_ranges, dev_inv_freq,
+                          active_rows, zrv, ldzrv, state, state_stride, shape,
+                          qk_gamma, qk_beta, rel_bias, out),
+      stream_);
   CheckLaunch("SeqBoatAttend");
 }
 

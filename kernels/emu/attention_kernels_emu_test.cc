@@ -15,9 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/backend/attention_math.h"
 #include "kernels/attention_kernels.h"
+#include "kernels/attention_plan.h"
 #include "kernels/emu/emu_test_util.h"
 
 namespace seqboat::emu_test {
@@ -34,6 +36,9 @@ namespace am = attention_math;
 // more.
 constexpr float kTol = 1e-5f;
 
+// kernels/attention_ops.cc's launches, with its host planning
+// (attention_plan.h), on host memory: the "staged" copies are the host
+// arrays themselves.
 class AttentionEmulation : public EmulatedBackend {
  public:
   void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
@@ -41,76 +46,35 @@ class AttentionEmulation : public EmulatedBackend {
                      const void* cache, int64_t slot_bytes,
                      const SinkCacheDims& dims, const float* rope_cos,
                      const float* rope_sin, float* out) override {
-    const std::vector<cuda::SinkRow> items = Items(segs, nsegs);
-    const cuda::SinkAttentionPlan plan = cuda::PlanSinkAttention(
-        static_cast<int>(items.size()), dims.n_heads, dims.n_kv_heads,
-        dims.head_dim, dims.sinks, dims.window);
-    max_splits_ = std::max(max_splits_, plan.splits);
+    const std::vector<cuda::SinkRow> items = cuda::SinkWorkItems(segs, nsegs);
+    if (items.empty()) return;
+    absl::StatusOr<cuda::SinkAttentionLaunch> launch =
+        cuda::PlanSinkAttentionLaunch(
+            segs, items.data(), static_cast<int>(items.size()), q, ldq, k, ldk,
+            v, ldv, cache, slot_bytes, dims, rope_cos, rope_sin, out);
+    ASSERT_TRUE(launch.ok()) << launch.status();
+    max_splits_ = std::max(max_splits_, launch->params.splits);
     // NaN: a partial the combine reads but no block wrote shows.
-    std::vector<float> workspace(plan.workspace_floats, NAN);
-    cuda::SinkAttentionParams p;
-    p.segs = reinterpret_cast<const cuda::SinkSegment*>(segs);
-    p.items = items.data();
-    p.nitems = static_cast<int>(items.size());
-    p.q = q;
-    p.ldq = ldq;
-    p.k = k;
-    p.ldk = ldk;
-    p.v = v;
-    p.ldv = ldv;
-    p.cache = cache;
-    p.slot_bytes = slot_bytes;
-    p.n_heads = dims.n_heads;
-    p.n_kv_heads = dims.n_kv_heads;
-    p.head_dim = dims.head_dim;
-    p.sinks = dims.sinks;
-    p.window = dims.window;
-    p.scale = dims.scale;
-    p.rope_cos = rope_cos;
-    p.rope_sin = rope_cos != nullptr ? rope_sin : nullptr;
-    p.out = out;
-    p.splits = plan.splits;
-    p.keys_per_split = plan.keys_per_split;
-    p.workspace = workspace.empty() ? nullptr : workspace.data();
-    cuda::LaunchSinkAttention(p, nullptr);
+    std::vector<float> workspace(launch->workspace_floats, NAN);
+    if (!workspace.empty()) launch->params.workspace = workspace.data();
+    cuda::LaunchSinkAttention(launch->params, nullptr);
   }
 
   void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
                        const float* v, int ldv, void* cache, int64_t slot_bytes,
                        const SinkCacheDims& dims) override {
-    const std::vector<cuda::SinkRow> items = Items(segs, nsegs);
-    cuda::SinkAppendParams p;
-    p.segs = reinterpret_cast<const cuda::SinkSegment*>(segs);
-    p.nsegs = nsegs;
-    p.items = items.data();
-    p.nitems = static_cast<int>(items.size());
-    p.k = k;
-    p.ldk = ldk;
-    p.v = v;
-    p.ldv = ldv;
-    p.cache = cache;
-    p.slot_bytes = slot_bytes;
-    p.n_kv_heads = dims.n_kv_heads;
-    p.head_dim = dims.head_dim;
-    p.sinks = dims.sinks;
-    p.window = dims.window;
-    cuda::LaunchSinkCacheAppend(p, nullptr);
+    const std::vector<cuda::SinkRow> items = cuda::SinkWorkItems(segs, nsegs);
+    if (items.empty()) return;
+    cuda::LaunchSinkCacheAppend(
+        cuda::SinkAppendLaunch(segs, nsegs, items.data(),
+                               static_cast<int>(items.size()), k, ldk, v, ldv,
+                               cache, slot_bytes, dims),
+        nullptr);
   }
 
   int max_splits() const { return max_splits_; }
 
  private:
-  // kernels/attention_ops.cc's work items: one per segment row, one per
-  // zero-length segment.
-  static std::vector<cuda::SinkRow> Items(const Segment* segs, int nsegs) {
-    std::vector<cuda::SinkRow> items;
-    for (int s = 0; s < nsegs; ++s) {
-      for (int i = 0; i < std::max(segs[s].len, 1); ++i)
-        items.push_back({s, i});
-    }
-    return items;
-  }
-
   int max_splits_ = 1;
 };
 

@@ -21,11 +21,14 @@
 #include "engine/backend/seqboat_math.h"
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/seqboat_kernels.h"
+#include "kernels/seqboat_params.h"
 
 namespace seqboat::emu_test {
 namespace {
 
-// kernels/seqboat_ops.cc's launches, on host memory.
+// kernels/seqboat_ops.cc's launches, with its parameters
+// (seqboat_params.h), on host memory: the "staged" copies are the host
+// arrays themselves.
 class SeqBoatEmulation : public EmulatedBackend {
  public:
   void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
@@ -33,19 +36,10 @@ class SeqBoatEmulation : public EmulatedBackend {
                   const float* in_coef, const float* decay,
                   const float* out_coef, const float* skip, float* h) override {
     if (nsegs <= 0) return;
-    cuda::SeqBoatEmaParams p;
-    p.segs = reinterpret_cast<const cuda::SeqBoatSeg*>(segs);
-    p.nsegs = nsegs;
-    p.x = x;
-    p.state = state;
-    p.state_stride = state_stride;
-    p.shape = shape;
-    p.in_coef = in_coef;
-    p.decay = decay;
-    p.out_coef = out_coef;
-    p.skip = skip;
-    p.h = h;
-    cuda::LaunchSeqBoatEma(p, nullptr);
+    cuda::LaunchSeqBoatEma(
+        cuda::SeqBoatEmaLaunch(segs, nsegs, x, state, state_stride, shape,
+                               in_coef, decay, out_coef, skip, h),
+        nullptr);
   }
   void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
                     float* conf, int32_t* compact, int32_t* active) override {
@@ -60,28 +54,13 @@ class SeqBoatEmulation : public EmulatedBackend {
                      const float* qk_beta, const float* rel_bias,
                      float* out) override {
     if (nsegs <= 0) return;
-    const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
-    std::vector<double> inv_freq(rope ? shape.z / 2 : 0);
-    for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
-      inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
-    }
-    cuda::SeqBoatAttendParams p;
-    p.segs = reinterpret_cast<const cuda::SeqBoatSeg*>(segs);
-    p.ranges = ranges;
-    p.nsegs = nsegs;
-    p.active_rows = active_rows;
-    p.zrv = zrv;
-    p.ldzrv = ldzrv;
-    p.state = state;
-    p.state_stride = state_stride;
-    p.shape = shape;
-    p.qk_gamma = qk_gamma;
-    p.qk_beta = qk_beta;
-    p.rel_bias = rel_bias;
-    p.inv_freq = inv_freq.empty() ? nullptr : inv_freq.data();
-    p.scale = op_math::SeqBoatScoreScale(shape);
-    p.out = out;
-    cuda::LaunchSeqBoatAttend(p, nullptr);
+    const std::vector<double> inv_freq = cuda::SeqBoatRopeInvFreq(shape);
+    cuda::LaunchSeqBoatAttend(
+        cuda::SeqBoatAttendLaunch(segs, nsegs, ranges,
+                                  inv_freq.empty() ? nullptr : inv_freq.data(),
+                                  active_rows, zrv, ldzrv, state, state_stride,
+                                  shape, qk_gamma, qk_beta, rel_bias, out),
+        nullptr);
   }
   void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
                   const float* conf, const int32_t* compact, int n, int d,
