@@ -11,6 +11,7 @@
 #include "engine/model/decode_buckets.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
+#include "kernels/dense_params.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -331,19 +332,8 @@ void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
   if (n <= kGemvMaxRows) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
-    GemvParams g;
-    g.x = x;
-    g.ldx = ldx;
-    g.n = n;
-    g.w = w.data;
-    g.storage = storage;
-    g.rows = static_cast<int>(w.rows);
-    g.cols = static_cast<int>(w.cols);
-    g.bias = bias;
-    g.y = y;
-    g.ldy = ldy;
-    g.accumulate = accumulate;
-    LaunchGemv(g, stream_);
+    LaunchGemv(GemvParamsFor(x, ldx, n, w, storage, bias, y, ldy, accumulate),
+               stream_);
     CheckLaunch("Gemv");
     return;
   }

@@ -1,6 +1,7 @@
 // Dense ops and the mlp/moe helpers: stage the host descriptors, launch.
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/dense_kernels.h"
+#include "kernels/dense_params.h"
 
 namespace seqboat::cuda {
 
@@ -10,15 +11,8 @@ void CudaBackend::Embed(const int32_t* ids, int n, const Matrix& table,
   UseDevice();
   const int32_t* dev_ids = Stage(ids, n);
   if (!launching() || n <= 0 || dev_ids == nullptr) return;
-  EmbedParams p;
-  p.ids = dev_ids;
-  p.n = n;
-  p.table = table.data;
-  p.storage = StorageOf(table);
-  p.d = static_cast<int>(table.cols);
-  p.scale = scale;
-  p.out = out;
-  LaunchEmbed(p, stream_);
+  LaunchEmbed(EmbedParamsFor(dev_ids, n, table, StorageOf(table), scale, out),
+              stream_);
   CheckLaunch("Embed");
 }
 
@@ -55,18 +49,9 @@ void CudaBackend::ActivateMul(const float* a, int lda, const float* b, int ldb,
                               int n, int f, Activation act, float* out, int ldo,
                               bool accumulate) {
   if (!launching()) return;
-  ActivateMulParams p;
-  p.a = a;
-  p.lda = lda;
-  p.b = b;
-  p.ldb = ldb;
-  p.n = n;
-  p.f = f;
-  p.act = act;
-  p.out = out;
-  p.ldo = ldo;
-  p.accumulate = accumulate;
-  LaunchActivateMul(p, stream_);
+  LaunchActivateMul(
+      ActivateMulParamsFor(a, lda, b, ldb, n, f, act, out, ldo, accumulate),
+      stream_);
   CheckLaunch("ActivateMul");
 }
 

@@ -20,6 +20,7 @@
 
 #include "engine/backend/ffn_math.h"
 #include "kernels/dense_kernels.h"
+#include "kernels/dense_params.h"
 #include "kernels/emu/emu_test_util.h"
 
 namespace seqboat::emu_test {
@@ -104,15 +105,10 @@ class DenseEmulation : public EmulatedBackend {
 
   void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
              float* out) override {
-    cuda::EmbedParams p;
-    p.ids = ids;
-    p.n = n;
-    p.table = table.data;
-    p.storage = StorageOf(table);
-    p.d = static_cast<int>(table.cols);
-    p.scale = scale;
-    p.out = out;
-    cuda::LaunchEmbed(p, nullptr);
+    // Host memory is device memory here: the ids need no staging.
+    cuda::LaunchEmbed(
+        cuda::EmbedParamsFor(ids, n, table, StorageOf(table), scale, out),
+        nullptr);
   }
   void RmsNorm(const float* x, int n, int d, const float* w, float eps,
                float* out) override {
@@ -134,19 +130,9 @@ class DenseEmulation : public EmulatedBackend {
       ADD_FAILURE() << "n = " << n << " takes cuBLAS, not the GEMV";
       return;
     }
-    cuda::GemvParams g;
-    g.x = x;
-    g.ldx = ldx;
-    g.n = n;
-    g.w = w.data;
-    g.storage = StorageOf(w);
-    g.rows = static_cast<int>(w.rows);
-    g.cols = static_cast<int>(w.cols);
-    g.bias = bias;
-    g.y = y;
-    g.ldy = ldy;
-    g.accumulate = accumulate;
-    cuda::LaunchGemv(g, nullptr);
+    cuda::LaunchGemv(cuda::GemvParamsFor(x, ldx, n, w, StorageOf(w), bias, y,
+                                         ldy, accumulate),
+                     nullptr);
   }
   void GatherRows(const float* x, int d, const int32_t* rows, int m,
                   float* out) override {
@@ -155,18 +141,10 @@ class DenseEmulation : public EmulatedBackend {
   void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
                    int f, Activation act, float* out, int ldo,
                    bool accumulate) override {
-    cuda::ActivateMulParams p;
-    p.a = a;
-    p.lda = lda;
-    p.b = b;
-    p.ldb = ldb;
-    p.n = n;
-    p.f = f;
-    p.act = act;
-    p.out = out;
-    p.ldo = ldo;
-    p.accumulate = accumulate;
-    cuda::LaunchActivateMul(p, nullptr);
+    cuda::LaunchActivateMul(
+        cuda::ActivateMulParamsFor(a, lda, b, ldb, n, f, act, out, ldo,
+                                   accumulate),
+        nullptr);
   }
   void AddBias(float* y, int ldy, int n, int d, const float* v) override {
     cuda::LaunchAddBias(y, ldy, n, d, v, nullptr);

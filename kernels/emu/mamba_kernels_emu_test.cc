@@ -11,6 +11,7 @@
 
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/mamba_kernels.h"
+#include "kernels/mamba_params.h"
 
 namespace seqboat::emu_test {
 namespace {
@@ -30,43 +31,21 @@ class MambaEmulation : public EmulatedBackend {
   void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
                  float* state, int64_t state_stride, const float* w,
                  const float* bias, int e, int k, float* out) override {
-    cuda::MambaConvParams p;
-    p.segs = reinterpret_cast<const cuda::MambaSegment*>(segs);
-    p.nsegs = nsegs;
-    p.x = x;
-    p.ldx = ldx;
-    p.state = state;
-    p.state_stride = state_stride;
-    p.w = w;
-    p.bias = bias;
-    p.e = e;
-    p.k = k;
-    p.out = out;
-    cuda::LaunchMambaConv(p, nullptr);
+    // Host memory is device memory here: the segments need no staging.
+    cuda::LaunchMambaConv(
+        cuda::MambaConvParamsFor(segs, nsegs, x, ldx, state, state_stride, w,
+                                 bias, e, k, out),
+        nullptr);
   }
   void MambaScan(const Segment* segs, int nsegs, const float* x,
                  const float* dt, const float* bc, int ldbc, const float* z,
                  int ldz, const float* a, const float* d, const float* dt_bias,
                  float* state, int64_t state_stride, int e, int n_state,
                  float* out) override {
-    cuda::MambaScanParams p;
-    p.segs = reinterpret_cast<const cuda::MambaSegment*>(segs);
-    p.nsegs = nsegs;
-    p.x = x;
-    p.dt = dt;
-    p.bc = bc;
-    p.ldbc = ldbc;
-    p.z = z;
-    p.ldz = ldz;
-    p.a = a;
-    p.d = d;
-    p.dt_bias = dt_bias;
-    p.state = state;
-    p.state_stride = state_stride;
-    p.e = e;
-    p.n_state = n_state;
-    p.out = out;
-    cuda::LaunchMambaScan(p, nullptr);
+    cuda::LaunchMambaScan(
+        cuda::MambaScanParamsFor(segs, nsegs, x, dt, bc, ldbc, z, ldz, a, d,
+                                 dt_bias, state, state_stride, e, n_state, out),
+        nullptr);
   }
 };
 

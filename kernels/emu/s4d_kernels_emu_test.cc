@@ -11,6 +11,7 @@
 
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/s4d_kernels.h"
+#include "kernels/s4d_params.h"
 
 namespace seqboat::emu_test {
 namespace {
@@ -28,22 +29,11 @@ class S4dEmulation : public EmulatedBackend {
                const float* da, const float* c, const float* d, float* state,
                int64_t state_stride, int h, int m, int ch, float scale,
                float* out) override {
-    cuda::S4dScanParams p;
-    p.segs = reinterpret_cast<const cuda::S4dSegment*>(segs);
-    p.nsegs = nsegs;
-    p.u = u;
-    p.ldu = ldu;
-    p.da = da;
-    p.c = c;
-    p.d = d;
-    p.state = state;
-    p.state_stride = state_stride;
-    p.h = h;
-    p.m = m;
-    p.ch = ch;
-    p.scale = scale;
-    p.out = out;
-    cuda::LaunchS4dScan(p, nullptr);
+    // Host memory is device memory here: the segments need no staging.
+    cuda::LaunchS4dScan(
+        cuda::S4dScanParamsFor(segs, nsegs, u, ldu, da, c, d, state,
+                               state_stride, h, m, ch, scale, out),
+        nullptr);
   }
 };
 
