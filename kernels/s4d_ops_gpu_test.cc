@@ -11,121 +11,30 @@
 #include <vector>
 
 #include "kernels/gpu_test_util.h"
+#include "kernels/testing/s4d_cases.h"
 
 namespace seqboat::gpu_test {
 namespace {
 
+// nvcc contracts the complex recurrence into FMAs the CPU rounds separately:
+// up to 4.2e-6 apart on the cases' states (about 4.5, 4.8e-7 an ulp) when the
+// kernel ran on the CPU with FMAs. 2e-5 leaves room for that; a wrong index or
+// mode is off by O(1).
 constexpr float kTol = 2e-5f;
-// Output rows no segment writes keep this value on both backends.
-constexpr float kUnwritten = 7.0f;
 
-struct Dims {
-  int h;
-  int m;   // complex modes
-  int ch;  // output copies
-  float scale;
-  int pad;  // floats after each slot's zeta
-};
-
-// An S4D layer's parameters and state arena.
-struct HostLayer {
-  Dims dims;
-  int slots = 0;
-  std::vector<float> da, c, d, arena;
-
-  int64_t Stride() const {
-    return static_cast<int64_t>(dims.h) * dims.m * 2 + dims.pad;
-  }
-  int Ldu() const { return dims.h + 5; }  // u is a column slice
-};
-
-HostLayer MakeLayer(const Dims& dims, int slots, uint32_t seed) {
-  HostLayer l;
-  l.dims = dims;
-  l.slots = slots;
-  const size_t modes = static_cast<size_t>(dims.h) * dims.m;
-  // Stable modes, |dA| in [0.3, 0.95], and small C keep zeta and the outputs
-  // O(1) (states reach about 4.5, 4.8e-7 an ulp). nvcc contracts the complex
-  // recurrence into FMAs the CPU rounds separately: up to 4.2e-6 apart when
-  // the kernel ran on the CPU with FMAs. 2e-5 leaves room for that; a wrong
-  // index or mode is off by O(1).
-  const std::vector<float> mag = Random(modes, seed, 0.3f, 0.95f);
-  const std::vector<float> phase = Random(modes, seed + 1, -3.14159f, 3.14159f);
-  l.da.resize(2 * modes);
-  for (size_t i = 0; i < modes; ++i) {
-    l.da[2 * i] = mag[i] * std::cos(phase[i]);
-    l.da[2 * i + 1] = mag[i] * std::sin(phase[i]);
-  }
-  l.c = Random(2 * modes * dims.ch, seed + 2, -0.1f, 0.1f);
-  l.d = Random(static_cast<size_t>(dims.ch) * dims.h, seed + 3);
-  // Non-zero: the state of earlier steps.
-  l.arena = Random(static_cast<size_t>(slots * l.Stride()), seed + 4);
-  return l;
-}
-
-// One call: its segments and the rows of the packed batch.
-struct HostStep {
-  std::vector<Segment> segs;
-  int rows = 0;
-  std::vector<float> u;  // [rows, ldu]
-};
-
-HostStep MakeStep(const HostLayer& l, std::vector<Segment> segs,
-                  uint32_t seed) {
-  HostStep s;
-  s.segs = std::move(segs);
-  for (const Segment& g : s.segs) {
-    s.rows = std::max(s.rows, g.start + std::max(g.len, 1));
-  }
-  s.u = Random(static_cast<size_t>(s.rows) * l.Ldu(), seed);
-  return s;
-}
-
-// A layer's parameters and arena on one backend.
-struct DeviceLayer {
-  DeviceLayer(Backend& be, const HostLayer& l)
-      : host(l), da(be, l.da), c(be, l.c), d(be, l.d), arena(be, l.arena) {}
-  const HostLayer& host;
-  Array da, c, d, arena;
-};
-
-// A step's input and output on one backend, sized for `rows`.
-struct DeviceStep {
-  DeviceStep(Backend& be, const HostLayer& l, int rows)
-      : u(be, static_cast<size_t>(rows) * l.Ldu()),
-        y(be,
-          std::vector<float>(static_cast<size_t>(rows) * l.dims.ch * l.dims.h,
-                             kUnwritten)) {}
-  void Load(Backend& be, const HostStep& s) {
-    be.CopyToDevice(u.get(), s.u.data(), s.u.size() * sizeof(float));
-  }
-  Array u, y;
-};
-
-void RunOp(Backend& be, DeviceLayer& l, DeviceStep& s,
-           const std::vector<Segment>& segs) {
-  const Dims& dims = l.host.dims;
-  be.S4dScan(segs.data(), static_cast<int>(segs.size()), s.u.get(),
-             l.host.Ldu(), l.da.get(), l.c.get(), l.d.get(), l.arena.get(),
-             l.host.Stride(), dims.h, dims.m, dims.ch, dims.scale, s.y.get());
-}
-
-// What one backend produced: per call, the output and the arena afterwards.
-struct Trace {
-  std::vector<std::vector<float>> y, arena;
-};
-
-// Decode (len 1), prefill chunks (len > 1) and zero-length padding on slot 0
-// while slot 0 also runs a real segment, before or after it; slot 4 is never
-// used and must keep its state.
-std::vector<std::vector<Segment>> MixedCalls() {
-  return {
-      {{1, 0, 1}, {0, 1, 6}, {3, 7, 1}, {0, 8, 0}, {0, 9, 0}},
-      {{0, 0, 0}, {0, 1, 1}, {2, 2, 1}, {1, 3, 1}, {0, 4, 0}},
-      {{3, 0, 9}, {0, 9, 1}, {2, 10, 0}, {1, 10, 2}},
-      {{2, 0, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 0}},
-  };
-}
+using parity::FixedMixedCalls;
+using parity::PaddedDecodeCalls;
+using parity::s4d::DeviceLayer;
+using parity::s4d::DeviceStep;
+using parity::s4d::Dims;
+using parity::s4d::HostLayer;
+using parity::s4d::HostStep;
+using parity::s4d::MakeLayer;
+using parity::s4d::MakeStep;
+using parity::s4d::MakeSteps;
+using parity::s4d::RunOp;
+using parity::s4d::RunSteps;
+using parity::s4d::Trace;
 
 TEST(S4dOpsGpuTest, MatchesCpuOverMixedSegments) {
   Pair p;
@@ -140,25 +49,10 @@ TEST(S4dOpsGpuTest, MatchesCpuOverMixedSegments) {
                  << "h=" << dims.h << " m=" << dims.m << " ch=" << dims.ch
                  << " pad=" << dims.pad);
     const HostLayer layer = MakeLayer(dims, 5, 100 + dims.h + dims.m);
-    std::vector<HostStep> steps;
-    uint32_t seed = 200;
-    for (const std::vector<Segment>& segs : MixedCalls()) {
-      steps.push_back(MakeStep(layer, segs, seed += 10));
-    }
-    Trace got[2];
-    int which = 0;
-    for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
-      DeviceLayer l(*be, layer);
-      for (const HostStep& step : steps) {
-        DeviceStep s(*be, layer, step.rows);
-        s.Load(*be, step);
-        RunOp(*be, l, s, step.segs);
-        got[which].y.push_back(s.y.Read());
-        got[which].arena.push_back(l.arena.Read());
-        ASSERT_TRUE(be->TakeError().ok());
-      }
-      ++which;
-    }
+    const std::vector<HostStep> steps =
+        MakeSteps(layer, FixedMixedCalls(), 200);
+    const Trace got[2] = {RunSteps(*p.cpu, layer, steps),
+                          RunSteps(*p.cuda, layer, steps)};
     for (size_t i = 0; i < steps.size(); ++i) {
       EXPECT_LT(MaxAbsDiff(got[0].y[i], got[1].y[i]), kTol) << "call " << i;
       EXPECT_LT(MaxAbsDiff(got[0].arena[i], got[1].arena[i]), kTol)
@@ -182,12 +76,7 @@ TEST(S4dOpsGpuTest, ReplayedStepMatchesEager) {
        {Dims{1024, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0}}) {
     SCOPED_TRACE(testing::Message() << "h=" << dims.h << " m=" << dims.m);
     const HostLayer layer = MakeLayer(dims, 4, 300 + dims.h);
-    // Three sequences padded to a bucket of 4; slot 0 is real every step.
-    const std::vector<std::vector<Segment>> calls = {
-        {{2, 0, 1}, {0, 1, 1}, {3, 2, 1}, {0, 3, 0}},
-        {{0, 0, 1}, {3, 1, 1}, {1, 2, 1}, {0, 3, 0}},
-        {{1, 0, 1}, {2, 1, 1}, {0, 2, 1}, {0, 3, 0}},
-    };
+    const std::vector<std::vector<Segment>> calls = PaddedDecodeCalls();
     std::vector<HostStep> steps;
     for (size_t i = 0; i < calls.size(); ++i) {
       steps.push_back(

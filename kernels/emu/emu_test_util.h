@@ -6,9 +6,7 @@
 #define SEQBOAT_KERNELS_EMU_EMU_TEST_UTIL_H_
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <utility>
@@ -19,63 +17,15 @@
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/emu/emulator.h"
+#include "kernels/testing/parity_util.h"
 
 namespace seqboat::emu_test {
 
-inline std::vector<float> Random(size_t n, uint32_t seed, float lo = -1.0f,
-                                 float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-inline float MaxAbsDiff(const std::vector<float>& a,
-                        const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0.0f;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const float d = std::fabs(a[i] - b[i]);
-    if (!(d <= m)) m = d;  // NaN propagates as a failure
-  }
-  return m;
-}
-
-// Bitwise equality (NaN payloads and signed zeros included).
-inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// A float array living on one backend, filled from and read back to host.
-class Array {
- public:
-  Array(Backend& be, const std::vector<float>& host)
-      : be_(be), n_(host.size()) {
-    auto buf = be.Alloc(std::max<size_t>(n_, 1) * sizeof(float));
-    EXPECT_TRUE(buf.ok()) << buf.status();
-    buf_ = *buf;
-    be.CopyToDevice(buf_.get(), host.data(), n_ * sizeof(float));
-  }
-  Array(Backend& be, size_t n) : Array(be, std::vector<float>(n, 0.0f)) {}
-  float* get() { return static_cast<float*>(buf_.get()); }
-  std::vector<float> Read() const {
-    std::vector<float> out(n_);
-    be_.CopyToHost(out.data(), buf_.get(), n_ * sizeof(float));
-    return out;
-  }
-  std::vector<uint8_t> ReadBytes() const {
-    std::vector<uint8_t> out(n_ * sizeof(float));
-    be_.CopyToHost(out.data(), buf_.get(), out.size());
-    return out;
-  }
-
- private:
-  Backend& be_;
-  size_t n_;
-  DeviceBuffer buf_;
-};
+using parity::Array;
+using parity::MaxAbsDiff;
+using parity::Random;
+using parity::RowsOf;
+using parity::SameBits;
 
 // The CPU backend with some ops replaced by emulated kernels, which take its
 // host memory as device memory. Tests derive from it and override their
@@ -123,24 +73,12 @@ inline std::vector<Segment> RandomSegments(std::mt19937& gen, int slots,
   return segs;
 }
 
-inline int RowsOf(const std::vector<Segment>& segs) {
-  int rows = 0;
-  for (const Segment& g : segs)
-    rows = std::max(rows, g.start + std::max(g.len, 1));
-  return rows;
-}
-
 // The GPU parity tests' calls over 5 slots (decode, prefill, padding on slot
 // 0 before and after its real segment; slot 4 never used), then `random`
 // calls of RandomSegments with chunks up to `max_chunk` rows.
 inline std::vector<std::vector<Segment>> MixedCalls(uint32_t seed, int random,
                                                     int max_chunk) {
-  std::vector<std::vector<Segment>> calls = {
-      {{1, 0, 1}, {0, 1, 6}, {3, 7, 1}, {0, 8, 0}, {0, 9, 0}},
-      {{0, 0, 0}, {0, 1, 1}, {2, 2, 1}, {1, 3, 1}, {0, 4, 0}},
-      {{3, 0, 9}, {0, 9, 1}, {2, 10, 0}, {1, 10, 2}},
-      {{2, 0, 1}, {0, 1, 0}, {0, 2, 0}, {0, 3, 0}},
-  };
+  std::vector<std::vector<Segment>> calls = parity::FixedMixedCalls();
   std::mt19937 gen(seed);
   for (int i = 0; i < random; ++i) {
     calls.push_back(RandomSegments(gen, 5, max_chunk));

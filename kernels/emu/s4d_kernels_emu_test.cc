@@ -12,6 +12,7 @@
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/s4d_kernels.h"
 #include "kernels/s4d_params.h"
+#include "kernels/testing/s4d_cases.h"
 
 namespace seqboat::emu_test {
 namespace {
@@ -21,7 +22,14 @@ namespace {
 // the complex products differently (seen: up to ~1e-6 on states of ~4). A
 // wrong index or mode is off by O(1).
 constexpr float kTol = 1e-5f;
-constexpr float kUnwritten = 7.0f;
+
+using parity::s4d::Dims;
+using parity::s4d::HostLayer;
+using parity::s4d::HostStep;
+using parity::s4d::MakeLayer;
+using parity::s4d::MakeSteps;
+using parity::s4d::RunSteps;
+using parity::s4d::Trace;
 
 class S4dEmulation : public EmulatedBackend {
  public:
@@ -37,67 +45,6 @@ class S4dEmulation : public EmulatedBackend {
   }
 };
 
-struct Dims {
-  int h;
-  int m;   // complex modes
-  int ch;  // output copies
-  float scale;
-  int pad;  // floats after each slot's zeta
-};
-
-struct Layer {
-  Dims dims;
-  std::vector<float> da, c, d, arena;
-  int64_t Stride() const {
-    return static_cast<int64_t>(dims.h) * dims.m * 2 + dims.pad;
-  }
-  int Ldu() const { return dims.h + 5; }  // u is a column slice
-};
-
-Layer MakeLayer(const Dims& dims, int slots, uint32_t seed) {
-  Layer l;
-  l.dims = dims;
-  const size_t modes = static_cast<size_t>(dims.h) * dims.m;
-  // Stable modes (|dA| in [0.3, 0.95]) and small C keep zeta and the
-  // outputs O(1).
-  const std::vector<float> mag = Random(modes, seed, 0.3f, 0.95f);
-  const std::vector<float> phase = Random(modes, seed + 1, -3.14159f, 3.14159f);
-  l.da.resize(2 * modes);
-  for (size_t i = 0; i < modes; ++i) {
-    l.da[2 * i] = mag[i] * std::cos(phase[i]);
-    l.da[2 * i + 1] = mag[i] * std::sin(phase[i]);
-  }
-  l.c = Random(2 * modes * dims.ch, seed + 2, -0.1f, 0.1f);
-  l.d = Random(static_cast<size_t>(dims.ch) * dims.h, seed + 3);
-  l.arena = Random(static_cast<size_t>(slots * l.Stride()), seed + 4);
-  return l;
-}
-
-struct Trace {
-  std::vector<std::vector<float>> y, arena;
-};
-
-Trace RunCalls(Backend& be, const Layer& layer,
-               const std::vector<std::vector<Segment>>& calls, uint32_t seed) {
-  const Dims& dims = layer.dims;
-  Array da(be, layer.da), c(be, layer.c), d(be, layer.d),
-      arena(be, layer.arena);
-  Trace t;
-  for (const std::vector<Segment>& segs : calls) {
-    const size_t rows = RowsOf(segs);
-    Array u(be, Random(rows * layer.Ldu(), seed += 10));
-    Array y(be, std::vector<float>(rows * dims.ch * dims.h, kUnwritten));
-    be.S4dScan(segs.data(), static_cast<int>(segs.size()), u.get(), layer.Ldu(),
-               da.get(), c.get(), d.get(), arena.get(), layer.Stride(), dims.h,
-               dims.m, dims.ch, dims.scale, y.get());
-    const absl::Status status = be.TakeError();
-    EXPECT_TRUE(status.ok()) << status;
-    t.y.push_back(y.Read());
-    t.arena.push_back(arena.Read());
-  }
-  return t;
-}
-
 TEST(S4dKernelsEmuTest, MatchesCpuOverMixedSegments) {
   for (const Dims& dims : {Dims{130, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0},
                            Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
@@ -106,13 +53,14 @@ TEST(S4dKernelsEmuTest, MatchesCpuOverMixedSegments) {
     SCOPED_TRACE(testing::Message()
                  << "h=" << dims.h << " m=" << dims.m << " ch=" << dims.ch
                  << " pad=" << dims.pad);
-    const Layer layer = MakeLayer(dims, 5, 100 + dims.h + dims.m);
+    const HostLayer layer = MakeLayer(dims, 5, 100 + dims.h + dims.m);
     const auto calls = MixedCalls(dims.h * 3 + dims.m, 6, 9);
+    const std::vector<HostStep> steps = MakeSteps(layer, calls, 200);
     auto cpu = MakeCpuBackend(1);
     S4dEmulation emu;
-    const Trace want = RunCalls(*cpu, layer, calls, 200);
+    const Trace want = RunSteps(*cpu, layer, steps);
     const int64_t launches = emu::State().launches;
-    const Trace got = RunCalls(emu, layer, calls, 200);
+    const Trace got = RunSteps(emu, layer, steps);
     EXPECT_EQ(emu::State().launches - launches,
               static_cast<int64_t>(calls.size()));
     for (size_t i = 0; i < calls.size(); ++i) {
