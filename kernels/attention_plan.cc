@@ -15,6 +15,28 @@ static_assert(sizeof(SinkSegment) == sizeof(Segment) &&
                   offsetof(SinkSegment, len) == offsetof(Segment, len),
               "staged Segments are read as SinkSegments");
 
+namespace {
+
+// The fields both launches take alike: the new keys and values, the cache
+// and its geometry.
+template <typename Params, typename Cache>
+void SetKeysAndCache(const float* k, int ldk, const float* v, int ldv,
+                     Cache* cache, int64_t slot_bytes,
+                     const SinkCacheDims& dims, Params* p) {
+  p->k = k;
+  p->ldk = ldk;
+  p->v = v;
+  p->ldv = ldv;
+  p->cache = cache;
+  p->slot_bytes = slot_bytes;
+  p->n_kv_heads = dims.n_kv_heads;
+  p->head_dim = dims.head_dim;
+  p->sinks = dims.sinks;
+  p->window = dims.window;
+}
+
+}  // namespace
+
 std::vector<SinkRow> SinkWorkItems(const Segment* segs, int nsegs) {
   std::vector<SinkRow> items;
   for (int s = 0; s < nsegs; ++s) {
@@ -49,17 +71,8 @@ absl::StatusOr<SinkAttentionLaunch> PlanSinkAttentionLaunch(
   p.nitems = nitems;
   p.q = q;
   p.ldq = ldq;
-  p.k = k;
-  p.ldk = ldk;
-  p.v = v;
-  p.ldv = ldv;
-  p.cache = cache;
-  p.slot_bytes = slot_bytes;
+  SetKeysAndCache(k, ldk, v, ldv, cache, slot_bytes, dims, &p);
   p.n_heads = dims.n_heads;
-  p.n_kv_heads = dims.n_kv_heads;
-  p.head_dim = dims.head_dim;
-  p.sinks = dims.sinks;
-  p.window = dims.window;
   p.scale = dims.scale;
   p.rope_cos = rope_cos;
   p.rope_sin = rope_cos != nullptr ? rope_sin : nullptr;
@@ -79,16 +92,7 @@ SinkAppendParams SinkAppendLaunch(const Segment* staged_segs, int nsegs,
   p.nsegs = nsegs;
   p.items = staged_items;
   p.nitems = nitems;
-  p.k = k;
-  p.ldk = ldk;
-  p.v = v;
-  p.ldv = ldv;
-  p.cache = cache;
-  p.slot_bytes = slot_bytes;
-  p.n_kv_heads = dims.n_kv_heads;
-  p.head_dim = dims.head_dim;
-  p.sinks = dims.sinks;
-  p.window = dims.window;
+  SetKeysAndCache(k, ldk, v, ldv, cache, slot_bytes, dims, &p);
   return p;
 }
 
