@@ -14,7 +14,11 @@
 #include <limits.h>
 #include <math.h>
 
+// The CUDA emulation (kernels/emu) provides namespace cub itself: CUB's
+// headers are device code.
+#ifndef SEQBOAT_CUDA_EMULATION
 #include <cub/cub.cuh>
+#endif
 
 #include "engine/sampling/sample_row.h"
 #include "engine/sampling/sampling_math.h"

@@ -5,8 +5,9 @@
 // threadIdx / blockIdx / blockDim / gridDim, the barriers, warp shuffles and
 // votes, the intrinsics the kernels call and no-op stand-ins for the runtime
 // calls the .cu files make; kernels/launch.cuh turns launches into
-// seqboat::emu::Launch. Host types (dim3, float4, __half, __nv_bfloat16 and
-// their conversions) are the CUDA headers' own host versions.
+// seqboat::emu::Launch; cub_emulation.h stands in for the CUB calls. Host
+// types (dim3, float4, __half, __nv_bfloat16 and their conversions) are the
+// CUDA headers' own host versions.
 #ifndef SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
 #define SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
 
@@ -329,5 +330,9 @@ inline float __saturatef(float x) {
   return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
 }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+// CUB's block collectives and radix sorts, which the .cu files take from
+// <cub/cub.cuh> under nvcc only.
+#include "kernels/emu/cub_emulation.h"
 
 #endif  // SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
