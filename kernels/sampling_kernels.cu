@@ -304,6 +304,8 @@ __device__ int LastWhere(int n, const Pred& pred, ScanShared& sh) {
 template <typename LogitFn>
 __device__ int DrawPosition(int n, const LogitFn& logit, float max_logit,
                             float min_p, double uniform, ScanShared& sh) {
+  // An infinite logit takes all the mass: the caller's argmax, as the host.
+  if (max_logit == INFINITY) return -1;
   const auto passes = [&](int j) {
     const float l = logit(j);
     return l > -INFINITY &&

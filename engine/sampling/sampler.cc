@@ -113,6 +113,9 @@ int32_t Sampler::Draw(const float* logits, int32_t v, double uniform) {
   float max_logit = candidates_[0].logit;
   for (const Candidate& c : candidates_)
     max_logit = std::max(max_logit, c.logit);
+  // An infinite logit takes all the mass (each weight below would be
+  // exp(inf - inf), NaN): the best-ranked of them wins, as in greedy.
+  if (max_logit == INFINITY) return ArgMax(logits, v);
 
   if (params_.top_p < 1.0f) {
     // Top-p needs the tokens in order.

@@ -316,6 +316,19 @@ TEST(SamplerTest, DegenerateRowsDoNotCrash) {
   EXPECT_EQ(empty.Sample(all_neg_inf.data(), 4, nullptr), 0);
 }
 
+TEST(SamplerTest, InfiniteLogitTakesAllTheMass) {
+  const std::vector<float> logits = {0.0f, INFINITY, 3.0f, INFINITY, -1.0f};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SamplingParams p = Params(0.7f, seed);
+    EXPECT_EQ(SampleOnce(p, logits, 5), 1) << seed;
+    p.min_p = 0.1f;  // would otherwise drop every candidate: NaN weights
+    EXPECT_EQ(SampleOnce(p, logits, 5), 1) << seed;
+    p.top_p = 0.5f;
+    p.top_k = 2;
+    EXPECT_EQ(SampleOnce(p, logits, 5), 1) << seed;
+  }
+}
+
 // The draw walks the k kept tokens best first, whatever order the selection
 // left them in, so a backend that ranks them picks the same token.
 TEST(SamplerTest, TopKDrawWalksTheKeptTokensBestFirst) {

@@ -145,7 +145,7 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
   Batch b;
   b.vocab = vocab;
-  for (int shape = 0; shape < 5; ++shape) {
+  for (int shape = 0; shape < 6; ++shape) {
     for (const SamplingParams& s : sets) {
       std::vector<float> l(static_cast<size_t>(vocab));
       switch (shape) {
@@ -163,12 +163,15 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
         case 3:  // two levels of equal logits, negative ones penalised
           for (float& x : l) x = id(rng) % 3 == 0 ? 1.0f : -1.0f;
           break;
-        default:  // smooth, with a -inf and one dominant logit
-          // (Not +inf: with min_p the host's Draw filters every candidate
-          // out, NaN weights failing min-p, and reads past its empty list.)
+        case 4:  // smooth, with a -inf and one dominant logit
           for (float& x : l) x = normal(rng);
           l[id(rng)] = -INFINITY;
           l[id(rng)] = 60.0f;
+          break;
+        default:  // +inf logits take all the mass: the best-ranked one
+          for (float& x : l) x = normal(rng);
+          l[id(rng)] = INFINITY;
+          l[id(rng)] = INFINITY;
           break;
       }
       b.logits.insert(b.logits.end(), l.begin(), l.end());
