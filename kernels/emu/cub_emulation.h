@@ -192,7 +192,9 @@ namespace emu_detail {
 
 // CUB's radix order of a key as unsigned bits: unsigned integers as they
 // are, the sign bit flipped for signed integers, and floats mapped so that
-// the order of the bits is the order of the values (-0 before +0).
+// the order of the bits is the order of the values. -0 takes +0's bits
+// first, since CUB sorts the two zeros as equal (stably, in input order;
+// ProcessFloatMinusZero in cub/block/radix_rank_sort_operations.cuh).
 template <class K>
 auto RadixBits(K key) {
   static_assert(std::is_arithmetic_v<K>, "radix sort keys are arithmetic");
@@ -205,6 +207,7 @@ auto RadixBits(K key) {
   std::memcpy(&bits, &key, sizeof(K));
   constexpr U kSign = static_cast<U>(U{1} << (sizeof(U) * 8 - 1));
   if constexpr (std::is_floating_point_v<K>) {
+    if (bits == kSign) bits = 0;
     bits =
         (bits & kSign) ? static_cast<U>(~bits) : static_cast<U>(bits ^ kSign);
   } else if constexpr (std::is_signed_v<K>) {
