@@ -126,8 +126,12 @@ class EngineImpl final : public Engine {
         stats_.waiting = static_cast<int32_t>(waiting_.size());
       }
       // Sinks run outside the lock: they belong to the server.
-      for (Request& r : gone) FinishUnadmitted(r, false);
-      for (Request& r : expired) FinishUnadmitted(r, true);
+      for (Request& r : gone) FinishUnadmitted(r, FinishReason::kCancelled);
+      for (Request& r : expired) {
+        FinishUnadmitted(
+            r, FinishReason::kCancelled,
+            absl::DeadlineExceededError("deadline passed while queued"));
+      }
       for (Request& r : admitted_now) {
         if (options_.on_admit) options_.on_admit(absl::Now() - r.arrival);
         const int slot = *model_->arena().Acquire();  // counted free above
@@ -148,20 +152,20 @@ class EngineImpl final : public Engine {
       std::lock_guard<std::mutex> lock(mu_);
       left.swap(waiting_);
     }
-    for (Request& r : left) FinishUnadmitted(r, false);
+    for (Request& r : left) FinishUnadmitted(r, FinishReason::kCancelled);
     for (auto& seq : running_)
       Release(*seq, seq->Abort(FinishReason::kCancelled));
     running_.clear();
     PublishStats();
   }
 
-  static void FinishUnadmitted(Request& r, bool expired) {
+  // The final event of a request that never held a slot.
+  static void FinishUnadmitted(Request& r, FinishReason finish,
+                               absl::Status status = absl::OkStatus()) {
     GenerationEvent event;
-    event.finish = FinishReason::kCancelled;
+    event.finish = finish;
     event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-    if (expired)
-      event.status =
-          absl::DeadlineExceededError("deadline passed while queued");
+    event.status = std::move(status);
     r.sink(std::move(event));
   }
 
@@ -276,13 +280,7 @@ class EngineImpl final : public Engine {
       queued.swap(waiting_);
       stats_.waiting = 0;
     }
-    for (Request& r : queued) {
-      GenerationEvent event;
-      event.finish = FinishReason::kNone;
-      event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-      event.status = fault;
-      r.sink(std::move(event));
-    }
+    for (Request& r : queued) FinishUnadmitted(r, FinishReason::kNone, fault);
   }
 
   // Sends the final event and returns the slot to the arena.

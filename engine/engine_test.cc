@@ -51,14 +51,19 @@ std::vector<int32_t> Prompt(int len, int salt) {
   return p;
 }
 
-std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64,
-                                   const char* model = kTinyMamba) {
+EngineOptions Options(int slots, int budget, int queue = 64,
+                      const char* model = kTinyMamba) {
   EngineOptions o;
   o.model_dir = model;
   o.max_slots = slots;
   o.max_queue = queue;
   o.step_token_budget = budget;
-  auto engine = Engine::Create(o);
+  return o;
+}
+
+std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64,
+                                   const char* model = kTinyMamba) {
+  auto engine = Engine::Create(Options(slots, budget, queue, model));
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;
 }
@@ -249,10 +254,7 @@ TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
 }
 
 EngineOptions BackendOptions(const std::string& backend) {
-  EngineOptions o;
-  o.model_dir = kTinyMamba;
-  o.max_slots = 2;
-  o.step_token_budget = 8;
+  EngineOptions o = Options(2, 8);
   o.backend = backend;
   return o;
 }
@@ -321,11 +323,8 @@ class FaultyCpu final : public ForwardingBackend {
 
 std::unique_ptr<Engine> MakeFaultyEngine(const std::atomic<bool>* fail,
                                          bool lost) {
-  EngineOptions o;
-  o.model_dir = kTinyMamba;
-  o.max_slots = 1;
-  o.step_token_budget = 8;
-  auto engine = Engine::Create(o, std::make_unique<FaultyCpu>(fail, lost));
+  auto engine =
+      Engine::Create(Options(1, 8), std::make_unique<FaultyCpu>(fail, lost));
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;
 }
