@@ -20,6 +20,7 @@
 #include "engine/backend/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine/event_collector.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -53,26 +54,6 @@ class DeviceSamplingCpu final : public ForwardingBackend {
 
  private:
   std::atomic<int64_t>* rows_sampled_;
-};
-
-// A request's events; done() resolves with the final one.
-struct Collector {
-  std::mutex mu;
-  std::vector<int32_t> tokens;
-  std::string text;
-  std::vector<TokenLogprobs> logprobs;
-  std::promise<GenerationEvent> done;
-
-  EventSink Sink() {
-    return [this](GenerationEvent e) {
-      std::lock_guard<std::mutex> lock(mu);
-      tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      text += e.text;
-      for (TokenLogprobs& lp : e.logprobs) logprobs.push_back(std::move(lp));
-      if (e.finish != FinishReason::kNone || !e.status.ok())
-        done.set_value(std::move(e));
-    };
-  }
 };
 
 struct Spec {
@@ -135,9 +116,9 @@ std::vector<Outcome> Generate(const std::string& model_dir,
                                    : Engine::Create(o, std::move(backend));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
-  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<std::unique_ptr<EventCollector>> collectors;
   for (size_t i = 0; i < specs.size(); ++i) {
-    collectors.push_back(std::make_unique<Collector>());
+    collectors.push_back(std::make_unique<EventCollector>());
     Request r;
     r.prompt = Prompt(3 + 7 * static_cast<int>(i), static_cast<int>(i));
     r.sampling = specs[i].sampling;

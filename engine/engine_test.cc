@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "engine/backend/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/event_collector.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -15,27 +16,7 @@ namespace {
 
 constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
 
-// Collects a request's events; done() resolves with the final one.
-struct Collector {
-  std::mutex mu;
-  std::vector<int32_t> tokens;
-  std::string text;
-  int events = 0;
-  std::promise<GenerationEvent> done;
-
-  EventSink Sink() {
-    return [this](GenerationEvent e) {
-      std::lock_guard<std::mutex> lock(mu);
-      ++events;
-      tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      text += e.text;
-      if (e.finish != FinishReason::kNone || !e.status.ok())
-        done.set_value(std::move(e));
-    };
-  }
-};
-
-Request Greedy(std::vector<int32_t> prompt, int max_new, Collector& c) {
+Request Greedy(std::vector<int32_t> prompt, int max_new, EventCollector& c) {
   Request r;
   r.prompt = std::move(prompt);
   r.sampling.temperature = 0.0f;
@@ -72,7 +53,7 @@ TEST(EngineTest, GreedyOutputIsTheSameAloneOrAmongSixteen) {
   const std::vector<int32_t> target = Prompt(23, 0);
   std::vector<int32_t> alone;
   {
-    Collector c;  // outlives the engine, whose thread calls its sink
+    EventCollector c;  // outlives the engine, whose thread calls its sink
     auto engine = MakeEngine(17, 16);
     ASSERT_TRUE(engine->Submit(Greedy(target, 48, c)).ok());
     GenerationEvent last = c.done.get_future().get();
@@ -83,18 +64,18 @@ TEST(EngineTest, GreedyOutputIsTheSameAloneOrAmongSixteen) {
   ASSERT_EQ(alone.size(), 48u);
   // Same request among 16 others with different prompt lengths; the small
   // token budget forces chunked prefill interleaved with decodes.
-  std::vector<std::unique_ptr<Collector>> others;
-  Collector c;
+  std::vector<std::unique_ptr<EventCollector>> others;
+  EventCollector c;
   auto engine = MakeEngine(17, 16);
   for (int i = 0; i < 8; ++i) {
-    others.push_back(std::make_unique<Collector>());
+    others.push_back(std::make_unique<EventCollector>());
     ASSERT_TRUE(
         engine->Submit(Greedy(Prompt(5 + 9 * i, i + 1), 40 + i, *others.back()))
             .ok());
   }
   ASSERT_TRUE(engine->Submit(Greedy(target, 48, c)).ok());
   for (int i = 8; i < 16; ++i) {
-    others.push_back(std::make_unique<Collector>());
+    others.push_back(std::make_unique<EventCollector>());
     ASSERT_TRUE(
         engine
             ->Submit(Greedy(Prompt(1 + 13 * i, i + 1), 30 + i, *others.back()))
@@ -115,17 +96,17 @@ TEST(EngineTest, HybridStackIsBatchInvariantAndReportsGauActivation) {
   const std::vector<int32_t> target = Prompt(40, 9);
   std::vector<int32_t> alone;
   {
-    Collector c;
+    EventCollector c;
     auto engine = MakeEngine(9, 16, 64, kTinyHybrid);
     ASSERT_TRUE(engine->Submit(Greedy(target, 40, c)).ok());
     c.done.get_future().get();
     alone = c.tokens;
   }
-  std::vector<std::unique_ptr<Collector>> others;
-  Collector c;
+  std::vector<std::unique_ptr<EventCollector>> others;
+  EventCollector c;
   auto engine = MakeEngine(9, 16, 64, kTinyHybrid);
   for (int i = 0; i < 8; ++i) {
-    others.push_back(std::make_unique<Collector>());
+    others.push_back(std::make_unique<EventCollector>());
     ASSERT_TRUE(
         engine->Submit(Greedy(Prompt(3 + 11 * i, i), 30, *others.back())).ok());
     if (i == 3) {
@@ -154,11 +135,11 @@ TEST(EngineTest, HybridStackIsBatchInvariantAndReportsGauActivation) {
 
 TEST(EngineTest, SameSeedSameTextAndTokensStream) {
   std::vector<int32_t> runs[2];
-  Collector collectors[2];
+  EventCollector collectors[2];
   auto engine = MakeEngine(4, 64);
   int i = 0;
   for (auto& run : runs) {
-    Collector& c = collectors[i++];
+    EventCollector& c = collectors[i++];
     Request r = Greedy(Prompt(10, 3), 20, c);
     r.sampling.temperature = 0.9f;
     r.sampling.top_p = 0.95f;
@@ -172,11 +153,11 @@ TEST(EngineTest, SameSeedSameTextAndTokensStream) {
 }
 
 TEST(EngineTest, QueueBoundGivesResourceExhausted) {
-  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<std::unique_ptr<EventCollector>> cs;
   auto engine = MakeEngine(1, 8, /*queue=*/2);
   int accepted = 0, refused = 0;
   for (int i = 0; i < 12; ++i) {
-    cs.push_back(std::make_unique<Collector>());
+    cs.push_back(std::make_unique<EventCollector>());
     absl::Status s = engine->Submit(Greedy(Prompt(4, i), 200, *cs.back()));
     if (s.ok()) {
       ++accepted;
@@ -202,11 +183,11 @@ TEST(EngineTest, QueueBoundGivesResourceExhausted) {
 }
 
 TEST(EngineTest, MoreRequestsThanSlotsAllFinishWithinTheSlots) {
-  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<std::unique_ptr<EventCollector>> cs;
   auto engine = MakeEngine(2, 8, /*queue=*/8);
   // Submitted at once: admission must take only as many as there are slots.
   for (int i = 0; i < 10; ++i) {
-    cs.push_back(std::make_unique<Collector>());
+    cs.push_back(std::make_unique<EventCollector>());
     ASSERT_TRUE(engine->Submit(Greedy(Prompt(3 + i, i), 6, *cs.back())).ok());
     EXPECT_LE(engine->Stats().running, 2);
   }
@@ -220,7 +201,7 @@ TEST(EngineTest, MoreRequestsThanSlotsAllFinishWithinTheSlots) {
 }
 
 TEST(EngineTest, CancelFreesTheSlot) {
-  Collector a, b;
+  EventCollector a, b;
   auto engine = MakeEngine(1, 8);
   Request ra = Greedy(Prompt(4, 1), 100000, a);
   auto control = ra.control;
@@ -236,7 +217,7 @@ TEST(EngineTest, CancelFreesTheSlot) {
 }
 
 TEST(EngineTest, DrainRefusesNewWorkAndFinishesOld) {
-  Collector a, b;
+  EventCollector a, b;
   auto engine = MakeEngine(2, 8);
   ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 10, a)).ok());
   engine->BeginDrain();
@@ -246,7 +227,7 @@ TEST(EngineTest, DrainRefusesNewWorkAndFinishesOld) {
 }
 
 TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
-  Collector c;
+  EventCollector c;
   auto engine = MakeEngine(2, 8);
   absl::Status s = engine->Submit(Greedy({1, 2, 9999}, 3, c));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -294,7 +275,7 @@ TEST(EngineBackendTest, CpuByFlagRunsOnTheCpu) {
   auto engine = Engine::Create(BackendOptions("cpu"));
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->summary().backend, "cpu");
-  Collector c;
+  EventCollector c;
   ASSERT_TRUE((*engine)->Submit(Greedy(Prompt(4, 1), 3, c)).ok());
   EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
   EXPECT_EQ(c.tokens.size(), 3u);
@@ -332,7 +313,7 @@ std::unique_ptr<Engine> MakeFaultyEngine(const std::atomic<bool>* fail,
 TEST(EngineFaultTest, AFailedStepFailsItsRequestsAndServingGoesOn) {
   std::atomic<bool> fail{true};
   auto engine = MakeFaultyEngine(&fail, /*lost=*/false);
-  Collector a, b;
+  EventCollector a, b;
   ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 5, a)).ok());
   const GenerationEvent last_a = a.done.get_future().get();
   EXPECT_EQ(last_a.status.message(), "injected fault");
@@ -347,7 +328,7 @@ TEST(EngineFaultTest, AFailedStepFailsItsRequestsAndServingGoesOn) {
 TEST(EngineFaultTest, ALostDeviceFailsEverythingAndRefusesNewWork) {
   std::atomic<bool> fail{false};
   auto engine = MakeFaultyEngine(&fail, /*lost=*/true);
-  Collector running, queued, later;
+  EventCollector running, queued, later;
   ASSERT_TRUE(engine->Submit(Greedy(Prompt(4, 1), 100000, running)).ok());
   while (true) {  // until it holds the only slot
     {

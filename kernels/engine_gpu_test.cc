@@ -9,27 +9,11 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/event_collector.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
 namespace {
-
-struct Collector {
-  std::mutex mu;
-  std::vector<int32_t> tokens;
-  std::string text;
-  std::promise<GenerationEvent> done;
-
-  EventSink Sink() {
-    return [this](GenerationEvent e) {
-      std::lock_guard<std::mutex> lock(mu);
-      tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      text += e.text;
-      if (e.finish != FinishReason::kNone || !e.status.ok())
-        done.set_value(std::move(e));
-    };
-  }
-};
 
 // Five greedy requests with prompts of different lengths, 128 new tokens
 // each; returns their tokens and texts.
@@ -45,9 +29,9 @@ std::vector<std::pair<std::vector<int32_t>, std::string>> Greedy(
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   EXPECT_EQ((*engine)->summary().backend, backend);
-  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<std::unique_ptr<EventCollector>> collectors;
   for (int i = 0; i < 5; ++i) {
-    collectors.push_back(std::make_unique<Collector>());
+    collectors.push_back(std::make_unique<EventCollector>());
     Request r;
     for (int j = 0; j < 5 + 9 * i; ++j) r.prompt.push_back((j * 31 + i) % 256);
     r.sampling.temperature = 0.0f;
