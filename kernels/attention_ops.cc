@@ -12,6 +12,30 @@
 #include "kernels/cuda_backend_impl.h"
 
 namespace seqboat::cuda {
+namespace {
+
+// The segments and their per-row work items on the device, staged in the
+// same order by both ops (a replay compares the staging log).
+struct StagedSinkRows {
+  const Segment* segs = nullptr;
+  const SinkRow* items = nullptr;
+  int count = 0;
+  // False with no rows, or when staging failed (already recorded).
+  bool ready() const {
+    return count > 0 && segs != nullptr && items != nullptr;
+  }
+};
+
+StagedSinkRows StageSinkRows(CudaBackend& be, const Segment* segs, int nsegs) {
+  StagedSinkRows rows;
+  rows.segs = be.Stage(segs, nsegs);
+  const std::vector<SinkRow> items = SinkWorkItems(segs, nsegs);
+  rows.items = be.Stage(items.data(), items.size());
+  rows.count = static_cast<int>(items.size());
+  return rows;
+}
+
+}  // namespace
 
 void CudaBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
                                 int ldq, const float* k, int ldk,
@@ -19,17 +43,11 @@ void CudaBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
                                 int64_t slot_bytes, const SinkCacheDims& dims,
                                 const float* rope_cos, const float* rope_sin,
                                 float* out) {
-  const Segment* dev_segs = Stage(segs, nsegs);
-  const std::vector<SinkRow> items = SinkWorkItems(segs, nsegs);
-  const SinkRow* dev_items = Stage(items.data(), items.size());
-  // A null copy means staging failed, and that failure is already recorded.
-  if (!launching() || items.empty() || dev_segs == nullptr ||
-      dev_items == nullptr) {
-    return;
-  }
+  const StagedSinkRows rows = StageSinkRows(*this, segs, nsegs);
+  if (!launching() || !rows.ready()) return;
   absl::StatusOr<SinkAttentionLaunch> launch = PlanSinkAttentionLaunch(
-      dev_segs, dev_items, static_cast<int>(items.size()), q, ldq, k, ldk, v,
-      ldv, cache, slot_bytes, dims, rope_cos, rope_sin, out);
+      rows.segs, rows.items, rows.count, q, ldq, k, ldk, v, ldv, cache,
+      slot_bytes, dims, rope_cos, rope_sin, out);
   if (!launch.ok()) {
     if (error_.ok()) error_ = launch.status();
     return;
@@ -49,17 +67,12 @@ void CudaBackend::SinkCacheAppend(const Segment* segs, int nsegs,
                                   const float* k, int ldk, const float* v,
                                   int ldv, void* cache, int64_t slot_bytes,
                                   const SinkCacheDims& dims) {
-  const Segment* dev_segs = Stage(segs, nsegs);
-  const std::vector<SinkRow> items = SinkWorkItems(segs, nsegs);
-  const SinkRow* dev_items = Stage(items.data(), items.size());
-  if (!launching() || items.empty() || dev_segs == nullptr ||
-      dev_items == nullptr) {
-    return;
-  }
-  LaunchSinkCacheAppend(SinkAppendLaunch(dev_segs, nsegs, dev_items,
-                                         static_cast<int>(items.size()), k, ldk,
-                                         v, ldv, cache, slot_bytes, dims),
-                        stream_);
+  const StagedSinkRows rows = StageSinkRows(*this, segs, nsegs);
+  if (!launching() || !rows.ready()) return;
+  LaunchSinkCacheAppend(
+      SinkAppendLaunch(rows.segs, nsegs, rows.items, rows.count, k, ldk, v, ldv,
+                       cache, slot_bytes, dims),
+      stream_);
   CheckLaunch("SinkCacheAppend");
 }
 
