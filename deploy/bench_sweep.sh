@@ -7,6 +7,8 @@
 #   env: CONCURRENCIES="1 2 4 8 16 32 64"  REQUESTS_PER_LEVEL=4  (x concurrency,
 #        at least MIN_REQUESTS=16)  INPUT_LEN=64  OUTPUT_LEN=128  SEED=0
 #        SERVER_ARGS="--cpu_threads=2"  LABEL=name-of-the-curve
+#        SERVER_BIN, LOAD_BIN, PYTHON: prebuilt binaries and an interpreter
+#        with matplotlib (the GPU bundle's; then nothing is built)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -20,11 +22,14 @@ output_len="${OUTPUT_LEN:-128}"
 seed="${SEED:-0}"
 label="${LABEL:-$(basename "$model") in=$input_len out=$output_len}"
 
-bazel build //server:seqboat_server //clients/load:seqboat_load
+server_bin="${SERVER_BIN:-$root/bazel-bin/server/seqboat_server}"
+load_bin="${LOAD_BIN:-$root/bazel-bin/clients/load/seqboat_load}"
+python="${PYTHON:-$root/.venv/bin/python}"
+[[ -n "${SERVER_BIN:-}" ]] || bazel build //server:seqboat_server //clients/load:seqboat_load
 mkdir -p "$out"
 server_log="$out/server.log"
 # shellcheck disable=SC2086
-"$root/bazel-bin/server/seqboat_server" --model_dir="$model" --host=127.0.0.1 \
+"$server_bin" --model_dir="$model" --host=127.0.0.1 \
   --port=0 --http_port=0 --max_slots=64 --max_new_tokens_limit=100000 \
   ${SERVER_ARGS:-} >"$out/server.stdout" 2>"$server_log" &
 server_pid=$!
@@ -44,12 +49,12 @@ results=()
 for c in $concurrencies; do
   n=$((c * per_level)); ((n < min_requests)) && n=$min_requests
   echo "== concurrency $c, $n requests"
-  "$root/bazel-bin/clients/load/seqboat_load" --target="$target" \
+  "$load_bin" --target="$target" \
     --concurrency="$c" --num_requests="$n" --input_len="$input_len" \
     --output_len="$output_len" --seed="$seed" --progress=false \
     --result_json="$out/c$c.json" | grep -E "throughput|Median|P99|Failed"
   # The plot groups points by this label.
-  "$root/.venv/bin/python" - "$out/c$c.json" "$label" <<'PY'
+  "$python" - "$out/c$c.json" "$label" <<'PY'
 import json, sys
 path, label = sys.argv[1], sys.argv[2]
 r = json.load(open(path)); r["config"]["label"] = label
@@ -57,10 +62,10 @@ json.dump(r, open(path, "w"), indent=2)
 PY
   results+=("$out/c$c.json")
 done
-"$root/.venv/bin/python" clients/load/plot.py --out "$out/sweep.png" \
+"$python" clients/load/plot.py --out "$out/sweep.png" \
   --title "seqboat sweep: $label" "${results[@]}"
 echo "bench_sweep: results and plot in $out"
-"$root/.venv/bin/python" - "${results[@]}" <<'PY'
+"$python" - "${results[@]}" <<'PY'
 import json, sys
 print(f"{'conc':>5} {'req/s':>8} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} "
       f"{'TPOT p50':>9} {'TPOT p99':>9} {'ITL p50':>8} {'ITL p99':>8} {'fail':>5}")

@@ -5,6 +5,12 @@
 #
 #   bash kernels/gpu_bundle.sh                 # here: build and pack
 #   bash .gpu_bundle/run.sh OUT_DIR            # there, from the repo root
+#   bash .gpu_bundle/extra.sh OUT_DIR [racecheck] [profile] [sweep]
+#
+# run.sh is the acceptance run (tests, benchmark, memcheck). extra.sh adds
+# what a change needs on top: racecheck on the shared-memory kernels, a
+# per-kernel profile of the decode steps (ncu), and the server's throughput
+# and latency under the load client on the CUDA and CPU backends.
 #
 # The CUDA runtime the binaries were linked against (libcudart.so.13, a few
 # hundred KiB) is packed; the driver is the GPU machine's, and so is cuBLAS:
@@ -22,7 +28,8 @@ targets=()
 for t in "${tests[@]}"; do
   [[ -f "kernels/${t}_gpu_test.cc" ]] && targets+=("//kernels:${t}_gpu_test")
 done
-targets+=(//kernels/bench:cuda_decode_bench)
+targets+=(//kernels/bench:cuda_decode_bench //server:seqboat_server
+          //clients/load:seqboat_load)
 bazel build "${targets[@]}"
 
 # bin/ and lib/ are staged here, then travel as one xz archive (the machine
@@ -52,6 +59,139 @@ for b in "${built[@]}"; do ldd "$b"; done |
 cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib/"
 tar -C "$stage" -cJf "$out/payload.tar.xz" bin lib
 
+cat > "$out/env.sh" <<'ENV'
+# Sourced by run.sh and extra.sh: unpacks the binaries once per machine and
+# sets `loader` and `libs` (and `run CMD...`) so that they load the packed
+# glibc and CUDA runtime, the machine's driver, and a cuBLAS found there.
+bundle="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+here=/tmp/seqboat_gpu_bundle
+if [[ ! -f "$here/.unpacked" || "$bundle/payload.tar.xz" -nt "$here/.unpacked" ]]; then
+  rm -rf "$here"
+  mkdir -p "$here"
+  tar -C "$here" -xJf "$bundle/payload.tar.xz"
+  touch "$here/.unpacked"
+fi
+
+# The driver's folder, then the CUDA install, then the pip wheels (torch's
+# nvidia-* packages: nvidia/cu13/lib, nvidia/<name>/lib) for cuBLAS. The
+# packed lib/ comes first: its glibc and CUDA runtime are the build's.
+cuda_libs=""
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib64 \
+         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c '
+import os, nvidia
+for p in nvidia.__path__:
+    for d in sorted(os.listdir(p)):
+        print(os.path.join(p, d, "lib"))' 2>/dev/null); do
+  [[ -d "$d" ]] && cuda_libs="$cuda_libs:$d"
+done
+libs="$here/lib$cuda_libs"
+loader="$here/lib/ld-linux-x86-64.so.2"
+run() { "$loader" --library-path "$libs" "$@"; }
+# A wrapper per binary, for scripts that take a program path.
+for b in "$here"/bin/*; do
+  [[ -x "$b" && "$b" != *.sh ]] || continue
+  printf '#!/usr/bin/env bash\nexec "%s" --library-path "%s" "%s" "$@"\n' \
+    "$loader" "$libs" "$b" > "$here/$(basename "$b").sh"
+  chmod +x "$here/$(basename "$b").sh"
+done
+sanitizer="$(command -v compute-sanitizer ||
+  ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
+profiler="$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null ||
+  ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1 || true)"
+ENV
+
+cat > "$out/extra.sh" <<'EXTRA'
+#!/usr/bin/env bash
+# The checks beyond run.sh, each a phase named on the command line:
+#   racecheck  compute-sanitizer's shared-memory race check on the SeqBoat
+#              GAU and the split-key attention tests
+#   profile    ncu's per-kernel time of the decode steps (130M Mamba at
+#              batch 1 and 256, the hybrid at batch 1; graphs off so that
+#              every kernel is listed)
+#   sweep      deploy/bench_sweep.sh on the 130M Mamba shape: the server on
+#              the CUDA backend (concurrency 1-256), then on the CPU backend
+# Usage: bash .gpu_bundle/extra.sh OUT_DIR PHASE...
+# OUT_DIR gets extra.txt (the figures), extra.log (full logs), sweep.png.
+set -uo pipefail
+bundle="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: extra.sh OUT_DIR PHASE...}"
+shift
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+cd "$bundle/.."
+source "$bundle/env.sh"
+report="$out/extra.txt"
+full="$out/extra.log"
+say() { echo "$*" | tee -a "$report"; }
+models=/tmp/seqboat_models
+write_models() {
+  [[ -d "$models/mamba-130m" ]] ||
+    python3 kernels/bench/gpu_decode_bench.py --write_models "$models" >> "$full" 2>&1
+}
+status=0
+for phase in "$@"; do
+  case "$phase" in
+    racecheck)
+      [[ -n "$sanitizer" ]] || { say "racecheck: no compute-sanitizer"; status=1; continue; }
+      for t in seqboat_ops_gpu_test attention_ops_gpu_test; do
+        timeout -k 5 240 "$sanitizer" --tool racecheck --racecheck-report all \
+          --error-exitcode 9 --print-limit 20 "$loader" --library-path "$libs" \
+          "$here/bin/$t" --gtest_filter=-*LargeWindow > /tmp/race.log 2>&1
+        rc=$?
+        say "racecheck $t: exit $rc"
+        grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" /tmp/race.log | tail -4 | tee -a "$report"
+        { echo "===== racecheck $t (exit $rc)"; head -c 1048576 /tmp/race.log; } >> "$full"
+        ((rc == 0)) || status=1
+      done
+      ;;
+    profile)
+      [[ -n "$profiler" ]] || { say "profile: no ncu"; status=1; continue; }
+      write_models
+      for cfg in "mamba-130m 1" "mamba-130m 256" "hybrid 1"; do
+        set -- $cfg
+        timeout -k 5 200 "$profiler" --clock-control none --profile-from-start off \
+          --metrics gpu__time_duration.sum --print-summary per-kernel \
+          "$loader" --library-path "$libs" "$here/bin/cuda_decode_bench" \
+          --model_dir="$models/$1" --label="$1" --batches="$2" --steps=3 \
+          --graphs=false > /tmp/prof.log 2>&1
+        rc=$?
+        say "== profile $1 batch $2 (exit $rc); per-kernel summary in extra.log"
+        { echo "===== profile $1 batch $2 (exit $rc)"; head -c 2097152 /tmp/prof.log; } >> "$full"
+        grep -E "copy bandwidth|^ +[0-9]+ +[0-9.]+" /tmp/prof.log | tee -a "$report"
+      done
+      ;;
+    sweep)
+      write_models
+      for backend in cuda cpu; do
+        if [[ $backend == cuda ]]; then
+          conc="1 2 4 8 16 32 64 128 256"; args="--backend=cuda --max_slots=256 --max_queue=512"
+        else
+          conc="1 4 16 64"; args="--backend=cpu --cpu_threads=$(nproc) --max_slots=64"
+        fi
+        say "== sweep: server on $backend, mamba-130m shape, in=64 out=128"
+        SERVER_BIN="$here/seqboat_server.sh" LOAD_BIN="$here/seqboat_load.sh" \
+          PYTHON=python3 CONCURRENCIES="$conc" REQUESTS_PER_LEVEL=2 MIN_REQUESTS=16 \
+          SERVER_ARGS="$args" LABEL="$backend" \
+          timeout -k 5 300 bash deploy/bench_sweep.sh "$models/mamba-130m" \
+          "/tmp/sweep_$backend" > /tmp/sweep.log 2>&1
+        rc=$?
+        say "sweep $backend: exit $rc"
+        sed -n '/^ *conc /,$p' /tmp/sweep.log | tee -a "$report"
+        { echo "===== sweep $backend (exit $rc)"; cat /tmp/sweep.log;
+          echo "----- server log"; tail -c 262144 "/tmp/sweep_$backend/server.log"; } >> "$full"
+        ((rc == 0)) || status=1
+      done
+      python3 clients/load/plot.py --out "$out/sweep.png" \
+        --title "seqboat server, 130M Mamba shape, in=64 out=128: CUDA vs CPU" \
+        /tmp/sweep_cuda/c*.json /tmp/sweep_cpu/c*.json >> "$full" 2>&1
+      ;;
+    *) say "unknown phase $phase"; status=2 ;;
+  esac
+done
+exit $status
+EXTRA
+
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every packed GPU test, then the decode benchmark, then (if
@@ -76,10 +216,7 @@ slice() {
   ((s > $1)) && s=$1
   echo "$s"
 }
-here=/tmp/seqboat_gpu_bundle
-rm -rf "$here"
-mkdir -p "$here"
-tar -C "$here" -xJf "$bundle/payload.tar.xz"
+source "$bundle/env.sh"
 summary="$out/summary.txt"
 rm -f "$summary" "$out/tests.log" "$out/memcheck.log" "$out/bench.txt"
 say() { echo "$*" | tee -a "$summary"; }
@@ -88,37 +225,19 @@ merge() {
   { echo "===== $2"; head -c 3145728 "$1"; echo; } >> "$3"
 }
 
-# The driver's folder, then the CUDA install, then the pip wheels (torch's
-# nvidia-* packages: nvidia/cu13/lib, nvidia/<name>/lib) for cuBLAS. The
-# packed lib/ comes first: its glibc and CUDA runtime are the build's.
-cuda_libs=""
-for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib64 \
-         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c '
-import os, nvidia
-for p in nvidia.__path__:
-    for d in sorted(os.listdir(p)):
-        print(os.path.join(p, d, "lib"))' 2>/dev/null); do
-  [[ -d "$d" ]] && cuda_libs="$cuda_libs:$d"
-done
-libs="$here/lib$cuda_libs"
-loader="$here/lib/ld-linux-x86-64.so.2"
-run() { "$loader" --library-path "$libs" "$@"; }
-
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; } \
   2>&1 | tee -a "$summary"
 say "library path: $libs"
 # Where the CUDA libraries resolve from, or what is missing.
 run --list "$here/bin/dense_ops_gpu_test" 2>&1 |
   grep -E 'not found|libcud|libcublas' | tee -a "$summary"
-sanitizer="$(command -v compute-sanitizer ||
-  ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
 
 status=0
 # The op tests first, the whole-model and engine tests (slowest under
 # memcheck) last.
 tests=()
 for t in "$here"/bin/*_ops_gpu_test "$here"/bin/*_gpu_test; do
+  [[ -x "$t" ]] || continue
   [[ " ${tests[*]} " == *" $t "* ]] || tests+=("$t")
 done
 log="$here/test.log"
@@ -141,14 +260,11 @@ for t in "${tests[@]}"; do
   merge "$log" "$name (exit $rc)" "$out/tests.log"
 done
 
-# The benchmark, through a wrapper that runs it with the packed libraries.
-printf '#!/usr/bin/env bash\nexec "%s" --library-path "%s" "%s" "$@"\n' \
-  "$loader" "$libs" "$here/bin/cuda_decode_bench" > "$here/bench.sh"
-chmod +x "$here/bench.sh"
+# The benchmark, through the wrapper that runs it with the packed libraries.
 s=$(slice 240 0)
 if ((s >= 30)); then
   PYTHONUNBUFFERED=1 timeout -k 5 "$s" python3 kernels/bench/gpu_decode_bench.py \
-    --binary "$here/bench.sh" > "$out/bench.txt" 2>&1
+    --binary "$here/cuda_decode_bench.sh" > "$out/bench.txt" 2>&1
   say "bench: exit $? ($((SECONDS - start)) s elapsed)"
 else
   say "bench: skipped (time budget)"
@@ -181,5 +297,5 @@ fi
 say "total $((SECONDS - start)) s, status $status"
 exit $status
 RUN
-chmod +x "$out/run.sh"
+chmod +x "$out/run.sh" "$out/extra.sh"
 du -sh "$out"

@@ -3,8 +3,8 @@
 // segments (len 0 on slot 0, which a real segment also uses, as the model
 // pads), 0 %, ~50 % and 100 % active rows, both attention functions and both
 // positional variants, until every FIFO has wrapped. After every op the
-// outputs (1e-4) and the whole state arena (floats 1e-5, integers exact) are
-// compared; the router's decisions exactly.
+// outputs (1e-4, relative to the largest output) and the whole state arena
+// (floats 1e-5, integers exact) are compared; the router's decisions exactly.
 #include <string>
 
 #include "kernels/gpu_test_util.h"
@@ -25,10 +25,16 @@ using parity::SeqBoatRun;
 using parity::SeqBoatRunShape;
 using parity::SeqBoatRunWith;
 
+// The attention's bound scales with its outputs, as on the emulation: relu²
+// scores are unnormalised (outputs of a few hundred at odd sizes), and the
+// kernel's lane-partial dot products round differently from the CPU's
+// sequential ones (seen on an H200: 1.4e-4 at d 70, w 1, relu², RoPE).
 void RunSteps(const SeqBoatRun& run) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
-  parity::RunSeqBoatSteps(*p.cpu, *p.cuda, run, {kStateTol, kOutTol, kConfTol});
+  parity::RunSeqBoatSteps(*p.cpu, *p.cuda, run,
+                          {kStateTol, kOutTol, kConfTol,
+                           /*attend_scales=*/true});
 }
 
 // A trained block's sizes.

@@ -53,6 +53,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   SlotArena& arena() { return *arena_; }
+  Backend& backend() const { return *backend_; }
   const ModelLimits& limits() const { return limits_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   int vocab_size() const { return static_cast<int>(config_.vocab_size); }

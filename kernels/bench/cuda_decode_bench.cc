@@ -3,10 +3,14 @@
 // step must move (every weight once, each sequence's state read and written,
 // the logits written) over the device's measured copy bandwidth.
 //
-//   bazel run //kernels/bench:cuda_decode_bench -- --model_dir=DIR \
+//   bazel run //kernels/bench:cuda_decode_bench -- --model_dir=DIR
 //       [--batches=1,16,64,256] [--weights=bf16] [--graphs=true]
 //   kernels/bench/gpu_decode_bench.py writes the 130M Mamba and hybrid models
 //   and runs this on both.
+//
+// Only the decode steps run inside cudaProfilerStart/Stop, so that
+// `ncu --profile-from-start off` sees those kernels and not the prefill's.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -102,8 +106,10 @@ int Run() {
       slots.push_back(*(*model)->arena().Acquire());
       bench::Prefill(**model, slots.back(), 16, 16);
     }
+    cudaProfilerStart();
     const double step =
         bench::DecodeStepSeconds(**model, slots, absl::GetFlag(FLAGS_steps));
+    cudaProfilerStop();
     const double bytes = static_cast<double>((*backend)->WeightBytes()) +
                          2.0 * b * (*model)->arena().bytes_per_slot() +
                          4.0 * b * (*model)->vocab_size();

@@ -42,6 +42,17 @@ def params(model_dir):
     return sum(t.numel() for t in tensors.values())
 
 
+def write_models(out_dir):
+    """Writes both models under `out_dir`; returns [(label, path)]."""
+    mamba = os.path.join(out_dir, "mamba-130m")
+    make_random_model(mamba, seed=1, name="mamba-130m-shape", vocab_size=VOCAB,
+                      d_model=D, n_layers=24, d_inner=2 * D, d_state=16, d_conv=4,
+                      dt_rank=48)
+    hybrid = os.path.join(out_dir, "hybrid")
+    random_any.write_model(hybrid, hybrid_blocks(), D, seed=2, vocab_size=VOCAB)
+    return [("mamba-130m", mamba), ("hybrid", hybrid)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,16,64,256")
@@ -49,17 +60,17 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--binary", default=os.path.join(
         ROOT, "bazel-bin/kernels/bench/cuda_decode_bench"))
+    ap.add_argument("--write_models", metavar="DIR",
+                    help="only write the models to DIR/mamba-130m and DIR/hybrid "
+                         "(for the server sweep and the profiler)")
     a = ap.parse_args()
+    if a.write_models:
+        write_models(a.write_models)
+        return
     if not os.path.exists(a.binary):
         sys.exit(f"{a.binary} missing: bazel build //kernels/bench:cuda_decode_bench")
     with tempfile.TemporaryDirectory() as tmp:
-        mamba = os.path.join(tmp, "mamba-130m")
-        make_random_model(mamba, seed=1, name="mamba-130m-shape", vocab_size=VOCAB,
-                          d_model=D, n_layers=24, d_inner=2 * D, d_state=16, d_conv=4,
-                          dt_rank=48)
-        hybrid = os.path.join(tmp, "hybrid")
-        random_any.write_model(hybrid, hybrid_blocks(), D, seed=2, vocab_size=VOCAB)
-        for label, path in (("mamba-130m", mamba), ("hybrid", hybrid)):
+        for label, path in write_models(tmp):
             print(f"== {label}: {params(path) / 1e6:.1f}M parameters", flush=True)
             subprocess.run([a.binary, f"--model_dir={path}", f"--label={label}",
                             f"--batches={a.batches}", f"--weights={a.weights}",
