@@ -173,53 +173,154 @@ __device__ __forceinline__ void Load8(const void* w, Storage s, int64_t at,
   }
 }
 
-constexpr int kGemvWarps = 4;  // output rows per block
+// Eight consecutive activations, as two 16-byte loads when `vector` (the
+// caller checked alignment) and one at a time otherwise.
+__device__ __forceinline__ void LoadX8(const float* x, bool vector,
+                                       float (&out)[8]) {
+  if (vector) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(x));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) out[j] = __ldg(x + j);
+}
 
-// One warp per output row: lanes stride over the columns 8 at a time, each
-// keeping N partial sums; a butterfly reduction finishes them. The vector
-// path needs cols % 8 == 0 and 16-byte aligned rows (checked on the host).
+constexpr int kGemvWarps = 8;  // warps per block
+// Output rows per warp: each activation loaded serves this many weight rows,
+// since L1 traffic for the activations (fp32, re-read for every row group)
+// would otherwise exceed the weights' own.
+constexpr int kGemvRowsPerWarp = 4;
+constexpr int kGemvUnroll = 2;  // column passes whose loads are issued first
+// Enough warps in flight to keep every multiprocessor's loads queued (16 per
+// SM on a 132-SM H100/H200); fewer row groups than that split each group's
+// columns over up to kGemvWarps warps of one block.
+constexpr int kGemvTargetWarps = 132 * 16;
+
+// A warp computes kGemvRowsPerWarp consecutive output rows, or its share of
+// their columns when `split` (1, 2, 4 or 8) warps divide them: its lanes
+// stride over the columns 8 at a time, the weights of kGemvUnroll passes
+// loaded before their sums, each lane keeping rows x N partial sums; a
+// butterfly reduction finishes a warp, and the split warps' sums are added
+// in warp order through shared memory. The order depends on rows and cols
+// only, never on n. The vector path needs cols % 8 == 0 and 16-byte aligned
+// rows (checked on the host).
 template <int N, bool kVector>
-__global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvParams p) {
-  const int lane = threadIdx.x & 31;
-  const int r = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (r >= p.rows) return;
-  float acc[N];
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    GemvKernel(GemvParams p, int split) {
+  constexpr int R = kGemvRowsPerWarp;
+  static_assert(R * N <= 32, "a lane writes each output");
+  __shared__ float partial[kGemvWarps][R][N];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int r0 = (blockIdx.x * (kGemvWarps / split) + warp / split) * R;
+  const int part = warp % split;
+  float acc[R][N];
 #pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] = 0.0f;
-  const int64_t row = static_cast<int64_t>(r) * p.cols;
-  if constexpr (kVector) {
-    for (int c = lane * 8; c < p.cols; c += 32 * 8) {
-      float w[8];
-      Load8(p.w, p.storage, row + c, w);
+  for (int q = 0; q < R; ++q) {
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float* x = p.x + static_cast<int64_t>(i) * p.ldx + c;
+    for (int i = 0; i < N; ++i) acc[q][i] = 0.0f;
+  }
+  if (r0 < p.rows) {
+    // Rows past the last re-read the last (valid memory) and are not written.
+    int64_t row[R];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i] = fmaf(w[j], __ldg(x + j), acc[i]);
+    for (int q = 0; q < R; ++q) {
+      row[q] = static_cast<int64_t>(min(r0 + q, p.rows - 1)) * p.cols;
+    }
+    if constexpr (kVector) {
+      // x rows whose every 8-column group is 16-byte aligned are read two
+      // 16-byte loads at a time: eight 4-byte loads 32 bytes apart across a
+      // warp cost L1 eight times the wavefronts (seen on an H200).
+      const bool x_vector =
+          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (p.ldx & 3) == 0;
+      const int stride = 32 * 8 * split;
+      for (int c = (part * 32 + lane) * 8; c < p.cols;
+           c += kGemvUnroll * stride) {
+        float w[kGemvUnroll][R][8];
+#pragma unroll
+        for (int u = 0; u < kGemvUnroll; ++u) {
+          if (c + u * stride < p.cols) {
+#pragma unroll
+            for (int q = 0; q < R; ++q) {
+              Load8(p.w, p.storage, row[q] + c + u * stride, w[u][q]);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kGemvUnroll; ++u) {
+          if (c + u * stride < p.cols) {
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              float xs[8];
+              LoadX8(p.x + static_cast<int64_t>(i) * p.ldx + c + u * stride,
+                     x_vector, xs);
+#pragma unroll
+              for (int q = 0; q < R; ++q) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                  acc[q][i] = fmaf(w[u][q][j], xs[j], acc[q][i]);
+                }
+              }
+            }
+          }
+        }
+      }
+    } else {
+      for (int c = part * 32 + lane; c < p.cols; c += 32 * split) {
+        float w[R];
+#pragma unroll
+        for (int q = 0; q < R; ++q) w[q] = Load(p.w, p.storage, row[q] + c);
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const float x = __ldg(p.x + static_cast<int64_t>(i) * p.ldx + c);
+#pragma unroll
+          for (int q = 0; q < R; ++q) acc[q][i] = fmaf(w[q], x, acc[q][i]);
+        }
       }
     }
-  } else {
-    for (int c = lane; c < p.cols; c += 32) {
-      const float w = Load(p.w, p.storage, row + c);
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        acc[i] =
-            fmaf(w, __ldg(p.x + static_cast<int64_t>(i) * p.ldx + c), acc[i]);
+        float v = acc[q][i];
+        for (int o = 16; o > 0; o >>= 1) {
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        }
+        acc[q][i] = v;
       }
     }
   }
+  if (split > 1) {  // uniform over the block: every thread meets the barrier
+    if (lane == 0) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    float v = acc[i];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    acc[i] = v;
+      for (int q = 0; q < R; ++q) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) partial[warp][q][i] = acc[q][i];
+      }
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        float v = partial[warp][q][i];
+        for (int s = 1; s < split; ++s) v += partial[warp + s][q][i];
+        acc[q][i] = v;
+      }
+    }
   }
-  if (lane < N) {
-    // Lane i writes row i (a static register index per unrolled branch).
+  // Lane q * N + i writes row r0 + q of input i (static register indices
+  // per unrolled branch).
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      if (lane == i) {
-        float v = acc[i];
+      if (lane == q * N + i && r0 + q < p.rows) {
+        const int r = r0 + q;
+        float v = acc[q][i];
         if (p.bias != nullptr) v += p.bias[r];
         float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
         *y = p.accumulate ? *y + v : v;
@@ -228,13 +329,29 @@ __global__ void __launch_bounds__(kGemvWarps * 32) GemvKernel(GemvParams p) {
   }
 }
 
+// Warps per row group: the fewest that reach kGemvTargetWarps, as long as
+// each still has a full pass of 32 lanes x 8 columns to read.
+int GemvSplit(int rows, int cols) {
+  const int64_t groups = (rows + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp;
+  int split = 1;
+  while (split < kGemvWarps && groups * split < kGemvTargetWarps &&
+         cols >= 2 * 32 * 8 * split) {
+    split *= 2;
+  }
+  return split;
+}
+
 template <int N>
 void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
-  const int blocks = (p.rows + kGemvWarps - 1) / kGemvWarps;
+  const int split = GemvSplit(p.rows, p.cols);
+  const int rows_per_block = kGemvWarps / split * kGemvRowsPerWarp;
+  const int blocks = (p.rows + rows_per_block - 1) / rows_per_block;
   if (vector) {
-    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, true>)(p);
+    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, true>)
+    (p, split);
   } else {
-    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, false>)(p);
+    SEQBOAT_LAUNCH(blocks, kGemvWarps * 32, 0, stream, GemvKernel<N, false>)
+    (p, split);
   }
 }
 

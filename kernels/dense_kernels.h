@@ -47,10 +47,11 @@ void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream);
 
 // y[i, r] (+)= x[i, :] · W[r, :] + bias[r] for n <= kGemvMaxRows rows of x:
-// one warp per output r reads W's row once for all n inputs, straight from
-// its storage type (no conversion pass), so small decode batches run at the
-// speed of reading the weights. Each x row's sum has the same order whatever
-// n is, so padding a batch does not change its results.
+// one warp per output r (or up to 8 splitting its columns, when there are
+// too few rows to fill the device) reads W's row once for all n inputs,
+// straight from its storage type (no conversion pass), so small decode
+// batches run at the speed of reading the weights. Each x row's sum has the
+// same order whatever n is, so padding a batch does not change its results.
 inline constexpr int kGemvMaxRows = 8;
 struct GemvParams {
   const float* x = nullptr;

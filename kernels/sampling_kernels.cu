@@ -32,6 +32,8 @@ constexpr int kThreads = 512;
 // Scans give each thread kItems consecutive positions per tile.
 constexpr int kItems = 8;
 constexpr int kTile = kThreads * kItems;
+// Logits each thread of PrepareKernel loads before using them.
+constexpr int kPrepareUnroll = 8;
 
 // The host's Draw ranks candidates only for top-k (when it cuts) or top-p;
 // the device sorts every row that might need it, decided before the
@@ -183,10 +185,11 @@ __global__ void __launch_bounds__(kThreads)
 
   const float* in = p.logits + base;
   float* work = w.work + base;
-  for (int i = threadIdx.x; i < v; i += kThreads) {
-    work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
-  }
-  if (r.repetition_penalty != 1.0f && r.seen_count > 0) {
+  const bool penalise = r.repetition_penalty != 1.0f && r.seen_count > 0;
+  if (penalise) {
+    for (int i = threadIdx.x; i < v; i += kThreads) {
+      work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
+    }
     __syncthreads();
     // Ids are distinct (Sampler keeps each once), so no two threads touch
     // one logit and none is penalised twice.
@@ -197,25 +200,42 @@ __global__ void __launch_bounds__(kThreads)
         work[id] = sampling::PenalizeLogit(work[id], r.repetition_penalty);
       }
     }
+    __syncthreads();
   }
-  __syncthreads();
 
+  // One pass over the row (two with a penalty): without one, the logits are
+  // sanitised as they are read. kPrepareUnroll loads per thread are issued
+  // before they are used, since one block reads a whole row.
   const float inv_temperature = greedy ? 1.0f : 1.0f / r.temperature;
   uint64_t* keys = w.keys[0] + base;
   Best best{-INFINITY, INT_MAX};  // any id, even at -inf, ranks above this
   int count = 0;
   float max_logit = -INFINITY;
-  for (int i = threadIdx.x; i < v; i += kThreads) {
-    const float penalised = work[i];
-    if (sampling::RanksAbove(penalised, i, best.logit, best.id)) {
-      best = Best{penalised, i};
+  for (int first = threadIdx.x; first < v; first += kThreads * kPrepareUnroll) {
+    float logit[kPrepareUnroll];
+#pragma unroll
+    for (int u = 0; u < kPrepareUnroll; ++u) {
+      const int i = first + u * kThreads;
+      if (i < v) logit[u] = penalise ? work[i] : in[i];
     }
-    if (!greedy) {
-      const float l = __fmul_rn(penalised, inv_temperature);
-      work[i] = l;
-      count += l > -INFINITY ? 1 : 0;
-      max_logit = fmaxf(max_logit, l);
-      if (may_rank) keys[i] = RankKey(l, i, id_bits);
+#pragma unroll
+    for (int u = 0; u < kPrepareUnroll; ++u) {
+      const int i = first + u * kThreads;
+      if (i >= v) continue;
+      const float penalised =
+          penalise
+              ? logit[u]
+              : sampling::SanitizeLogit(__fmul_rn(logit[u], p.logit_scale));
+      if (sampling::RanksAbove(penalised, i, best.logit, best.id)) {
+        best = Best{penalised, i};
+      }
+      if (!greedy) {
+        const float l = __fmul_rn(penalised, inv_temperature);
+        work[i] = l;
+        count += l > -INFINITY ? 1 : 0;
+        max_logit = fmaxf(max_logit, l);
+        if (may_rank) keys[i] = RankKey(l, i, id_bits);
+      }
     }
   }
   // Only thread 0 receives the reductions; it alone writes the state.

@@ -269,24 +269,30 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
     int cols;
     int offset;  // elements the matrix starts into its buffer
     bool vector;
+    // x's row stride past cols: 4 keeps its rows 16-byte aligned (16-byte
+    // activation loads on the vector path), 9 does not (4-byte loads).
+    int ldx_pad;
     // The same products summed per lane and then across the warp, against
     // the CPU's 8-wide FMA lanes: a few ulp of outputs ~10 (seen, over the
     // three storages: 7.6e-6 at 768 columns, 9.5e-7 at 40, 1.4e-6 at 77,
     // 3.8e-6 at 256). A wrong row, column, stride or weight is off by O(1).
     float tol;
   };
-  // 768: the vector path, three strides of the warp; 40: vector, most lanes
-  // idle; 77: odd columns, scalar; 256 at an odd offset: a misaligned matrix
-  // falls back to the scalar path.
-  const Shape shapes[] = {{768, 0, true, 1e-5f},
-                          {40, 0, true, 1.5e-6f},
-                          {77, 0, false, 2e-6f},
-                          {256, 1, false, 5e-6f}};
-  // 67 rows: 17 blocks of 4 warps, the last with three warps that exit.
+  // 768: the vector path, each row split over two warps of 1.5 strides,
+  // with unaligned and aligned activations; 40: vector, most lanes idle; 77:
+  // odd columns, scalar; 256 at an odd offset: a misaligned matrix falls back
+  // to the scalar path; 2048: vector, eight warps a row; 1031: scalar, four
+  // warps a row.
+  const Shape shapes[] = {{768, 0, true, 9, 1e-5f},  {768, 0, true, 4, 1e-5f},
+                          {40, 0, true, 4, 1.5e-6f}, {77, 0, false, 9, 2e-6f},
+                          {256, 1, false, 4, 5e-6f}, {2048, 0, true, 4, 3e-5f},
+                          {1031, 0, false, 9, 2e-5f}};
+  // 67 rows: the last block has warps past the last row, which exit (one
+  // warp a row) or still meet the block's barrier (split rows).
   const int rows = 67, ldy = rows + 5;
   for (const Storage s : {Storage::kF32, Storage::kBf16, Storage::kF16}) {
     for (const Shape& shape : shapes) {
-      const int cols = shape.cols, ldx = cols + 9;
+      const int cols = shape.cols, ldx = cols + shape.ldx_pad;
       const std::vector<float> w = Random(rows * cols, 5 + cols),
                                wr = RoundAll(s, w), bias = Random(rows, 6),
                                x = Random(8 * ldx, 7 + cols),
@@ -300,7 +306,7 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
            {std::pair{true, true}, std::pair{false, false},
             std::pair{true, false}}) {
         SCOPED_TRACE(testing::Message()
-                     << Name(s) << " cols=" << cols
+                     << Name(s) << " cols=" << cols << " ldx=" << ldx
                      << " offset=" << shape.offset << " bias=" << with_bias
                      << " accumulate=" << accumulate);
         std::vector<std::vector<float>> results(9);
