@@ -6,10 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/cpu_backend.h"
-#if SEQBOAT_WITH_CUDA
-#include "kernels/cuda_backend.h"
-#endif
+#include "engine/backend/backend.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/step_plan.h"
@@ -349,68 +346,7 @@ class EngineImpl final : public Engine {
   std::once_flag joined_;
 };
 
-// "cuda" must get a GPU; "auto" takes one when present and says why not
-// otherwise. The choice and its reason go to the log.
-absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
-    const EngineOptions& options) {
-  const std::string& want = options.backend;
-  if (want != "cpu" && want != "cuda" && want != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown backend '", want, "' (cpu, cuda or auto)"));
-  }
-  if (want != "cpu") {
-#if SEQBOAT_WITH_CUDA
-    std::string why;
-    const int devices = CudaDeviceCount(&why);
-    if (devices > 0) {
-      auto weights = ParseCudaWeights(options.cuda_weights);
-      if (!weights.ok()) return weights.status();
-      CudaBackendOptions cuda;
-      cuda.device = options.cuda_device;
-      cuda.weights = *weights;
-      cuda.graphs = options.cuda_graphs;
-      auto be = MakeCudaBackend(cuda);
-      if (be.ok()) {
-        spdlog::info("backend {}: CUDA device {} of {}, {} weights, graphs {}",
-                     want, options.cuda_device, devices, options.cuda_weights,
-                     options.cuda_graphs ? "on" : "off");
-        return be;
-      }
-      if (want == "cuda") return be.status();
-      why = std::string(be.status().message());
-    } else if (want == "cuda") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("backend cuda: no CUDA device (", why, ")"));
-    }
-    spdlog::info(
-        "backend auto: using cpu because no CUDA device is usable ({})", why);
-#else
-    if (want == "cuda") {
-      return absl::FailedPreconditionError(
-          "backend cuda: this build has no CUDA backend (built with "
-          "--define=cuda=off)");
-    }
-    spdlog::info("backend auto: using cpu (built without CUDA)");
-#endif
-  } else {
-    spdlog::debug("backend cpu: chosen by flag");
-  }
-  return MakeCpuBackend(options.cpu_threads);
-}
-
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
-    const EngineOptions& options) {
-  if (options.max_slots <= 0 || options.max_queue < 0 ||
-      options.step_token_budget <= 0) {
-    return absl::InvalidArgumentError(
-        "max_slots and step_token_budget must be > 0");
-  }
-  auto backend = ChooseBackend(options);
-  if (!backend.ok()) return backend.status();
-  return Create(options, *std::move(backend));
-}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, std::unique_ptr<Backend> backend) {

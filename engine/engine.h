@@ -20,19 +20,13 @@ namespace seqboat {
 class Backend;
 
 struct EngineOptions {
-  std::string model_dir;  // config.json, model.safetensors, tokenizer.json
-  // "cpu", "cuda" or "auto" (CUDA when a device is present, else CPU).
-  std::string backend = "cpu";
-  int32_t cuda_device = 0;
-  std::string cuda_weights = "bf16";  // bf16, fp16 or fp32
-  bool cuda_graphs = true;            // record decode steps as CUDA graphs
-  int32_t max_slots = 64;             // concurrent sequences (state slots)
+  std::string model_dir;    // config.json, model.safetensors, tokenizer.json
+  int32_t max_slots = 64;   // concurrent sequences (state slots)
   int32_t max_queue = 256;  // waiting requests before RESOURCE_EXHAUSTED
   int32_t step_token_budget =
       512;  // decode tokens + prefill chunk tokens per step
   int32_t max_prompt_tokens = 1 << 20;
   int32_t max_new_tokens_limit = 4096;
-  int32_t cpu_threads = 0;  // 0: the BLAS default
 
   // Optional observers for the server's metrics. Both run on the engine
   // thread, so they must be cheap and never block.
@@ -74,11 +68,8 @@ struct ModelSummary {
 
 class Engine {
  public:
-  // Loads the model and starts the engine thread.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(
-      const EngineOptions& options);
-  // The same on `backend` instead of the one options.backend names (tests,
-  // programs that build their own backend).
+  // Loads the model onto `backend` (chosen by the caller: see
+  // server/backend_choice.h) and starts the engine thread.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const EngineOptions& options, std::unique_ptr<Backend> backend);
   virtual ~Engine() = default;

@@ -112,8 +112,8 @@ std::vector<Outcome> Generate(const std::string& model_dir,
   o.model_dir = model_dir;
   o.max_slots = 6;  // fewer than the requests: some wait, batches vary
   o.step_token_budget = 24;
-  auto engine = backend == nullptr ? Engine::Create(o)
-                                   : Engine::Create(o, std::move(backend));
+  auto engine = Engine::Create(
+      o, backend != nullptr ? std::move(backend) : MakeCpuBackend(1));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   std::vector<std::unique_ptr<EventCollector>> collectors;

@@ -44,7 +44,8 @@ EngineOptions Options(int slots, int budget, int queue = 64,
 
 std::unique_ptr<Engine> MakeEngine(int slots, int budget, int queue = 64,
                                    const char* model = kTinyMamba) {
-  auto engine = Engine::Create(Options(slots, budget, queue, model));
+  auto engine =
+      Engine::Create(Options(slots, budget, queue, model), MakeCpuBackend(1));
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;
 }
@@ -232,53 +233,6 @@ TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
   absl::Status s = engine->Submit(Greedy({1, 2, 9999}, 3, c));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("prompt token 2"), std::string::npos) << s;
-}
-
-EngineOptions BackendOptions(const std::string& backend) {
-  EngineOptions o = Options(2, 8);
-  o.backend = backend;
-  return o;
-}
-
-TEST(EngineBackendTest, UnknownBackendIsNamed) {
-  auto engine = Engine::Create(BackendOptions("tpu"));
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(engine.status().message().find("unknown backend 'tpu'"),
-            std::string::npos)
-      << engine.status();
-}
-
-TEST(EngineBackendTest, AutoTakesCudaOnlyWhenCudaWorks) {
-  // Holds with or without a GPU: auto runs on what it found, and asking for
-  // CUDA outright agrees with it (works where auto chose CUDA, fails with a
-  // reason where auto fell back to the CPU).
-  auto automatic = Engine::Create(BackendOptions("auto"));
-  ASSERT_TRUE(automatic.ok()) << automatic.status();
-  const std::string chosen = (*automatic)->summary().backend;
-  ASSERT_TRUE(chosen == "cpu" || chosen == "cuda") << chosen;
-  (*automatic)->Shutdown();
-
-  auto cuda = Engine::Create(BackendOptions("cuda"));
-  if (chosen == "cuda") {
-    ASSERT_TRUE(cuda.ok()) << cuda.status();
-    EXPECT_EQ((*cuda)->summary().backend, "cuda");
-  } else {
-    ASSERT_FALSE(cuda.ok());
-    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(cuda.status().message().find("backend cuda: "), std::string::npos)
-        << cuda.status();
-  }
-}
-
-TEST(EngineBackendTest, CpuByFlagRunsOnTheCpu) {
-  auto engine = Engine::Create(BackendOptions("cpu"));
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  EXPECT_EQ((*engine)->summary().backend, "cpu");
-  EventCollector c;
-  ASSERT_TRUE((*engine)->Submit(Greedy(Prompt(4, 1), 3, c)).ok());
-  EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
-  EXPECT_EQ(c.tokens.size(), 3u);
 }
 
 // The CPU backend whose steps fail while `fail` is set, as a device's would;

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/model/decode_buckets.h"
+#include "engine/backend/decode_buckets.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
 #include "kernels/dense_params.h"

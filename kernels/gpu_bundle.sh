@@ -22,13 +22,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-tests=(dense_ops mamba_ops s4d_ops attention_ops seqboat_ops sampling_ops model engine
-       device_fault)
 targets=()
-for t in "${tests[@]}"; do
-  [[ -f "kernels/${t}_gpu_test.cc" ]] && targets+=("//kernels:${t}_gpu_test")
+for f in kernels/*_gpu_test.cc tests/gpu/*_gpu_test.cc; do
+  pkg="$(dirname "$f")"; name="$(basename "$f" .cc)"
+  targets+=("//$pkg:$name")
 done
-targets+=(//kernels/bench:cuda_decode_bench //server:seqboat_server
+targets+=(//bench:cuda_decode_bench //server:seqboat_server
           //clients/load:seqboat_load)
 bazel build "${targets[@]}"
 
@@ -127,7 +126,7 @@ say() { echo "$*" | tee -a "$report"; }
 models=/tmp/seqboat_models
 write_models() {
   [[ -d "$models/mamba-130m" ]] ||
-    python3 kernels/bench/gpu_decode_bench.py --write_models "$models" >> "$full" 2>&1
+    python3 bench/gpu_decode_bench.py --write_models "$models" >> "$full" 2>&1
 }
 status=0
 for phase in "$@"; do
@@ -263,7 +262,7 @@ done
 # The benchmark, through the wrapper that runs it with the packed libraries.
 s=$(slice 240 0)
 if ((s >= 30)); then
-  PYTHONUNBUFFERED=1 timeout -k 5 "$s" python3 kernels/bench/gpu_decode_bench.py \
+  PYTHONUNBUFFERED=1 timeout -k 5 "$s" python3 bench/gpu_decode_bench.py \
     --binary "$here/cuda_decode_bench.sh" > "$out/bench.txt" 2>&1
   say "bench: exit $? ($((SECONDS - start)) s elapsed)"
 else

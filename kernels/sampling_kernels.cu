@@ -20,8 +20,8 @@
 #include <cub/cub.cuh>
 #endif
 
-#include "engine/sampling/sample_row.h"
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sample_row.h"
+#include "engine/backend/sampling_math.h"
 #include "kernels/launch.cuh"
 #include "kernels/sampling_kernels.h"
 

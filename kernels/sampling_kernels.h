@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 
 namespace seqboat::cuda {
 

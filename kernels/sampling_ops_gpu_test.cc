@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sampling_math.h"
 #include "kernels/gpu_test_util.h"
 #include "kernels/testing/sampling_cases.h"
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "kernels/sampling_kernels.h"
 
 namespace seqboat::cuda {

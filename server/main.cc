@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/backend_choice.h"
 #include "server/engine_gauges.h"
 #include "server/http_endpoint.h"
 #include "server/metrics.h"
@@ -237,25 +238,33 @@ int Run() {
               << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
   }
 
+  BackendChoice choice;
+  choice.name = absl::GetFlag(FLAGS_backend);
+  choice.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  choice.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
+  choice.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(choice);
+  if (!backend.ok()) {
+    spdlog::error("backend {}: {}", choice.name, backend.status().ToString());
+    return 1;
+  }
+
   EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
-  options.backend = absl::GetFlag(FLAGS_backend);
-  options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
-  options.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
-  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.max_slots = absl::GetFlag(FLAGS_max_slots);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
-  options.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.on_step = [&metrics](absl::Duration time, int32_t batch) {
     metrics.OnStep(time, batch);
   };
   options.on_admit = [&metrics](absl::Duration queued) {
     metrics.OnAdmit(queued);
   };
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options, *std::move(backend));
   if (!engine.ok()) {
     spdlog::error("cannot load model from {}: {}", options.model_dir,
                   engine.status().ToString());

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/seqboat_shape.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 
 namespace seqboat {
 
@@ -254,7 +254,7 @@ class Backend {
                        float* state, int64_t state_stride, int h, int m, int ch,
                        float scale, float* out) = 0;
 
-  // --- sampling (engine/sampling/sample_row.h) ------------------------------
+  // --- sampling (engine/backend/sample_row.h) ------------------------------
   // Whether the engine should sample with SampleRows rather than copy the
   // logits to the host and sample there: true where logits live on a device.
   virtual bool SamplesOnDevice() const { return false; }

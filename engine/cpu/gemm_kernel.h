@@ -2,7 +2,7 @@
 // shapes of decode (n = batch) as well as prefill chunks.
 //
 // Written for this engine rather than taken from the BLAS because (measured,
-// see engine/bench) OpenBLAS's sgemm packs the weight matrix on every call,
+// see bench/) OpenBLAS's sgemm packs the weight matrix on every call,
 // which at decode batch sizes triples the memory traffic of a step, and its
 // sgemv path for n = 1 accumulates in a different order than sgemm, which
 // would make a sequence's output depend on what it is batched with. Here every

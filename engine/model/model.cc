@@ -9,7 +9,7 @@
 #include "engine/layers/moe.h"
 #include "engine/layers/s4d.h"
 #include "engine/layers/seqboat.h"
-#include "engine/model/decode_buckets.h"
+#include "engine/backend/decode_buckets.h"
 
 namespace seqboat {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sampling_math.h"
 
 namespace seqboat {
 

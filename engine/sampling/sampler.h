@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 
 namespace seqboat {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sample_row.h"
+#include "engine/backend/sampling_math.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"

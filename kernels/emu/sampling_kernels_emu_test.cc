@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/sampling_kernels.h"

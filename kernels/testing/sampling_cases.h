@@ -16,9 +16,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/request.h"
-#include "engine/sampling/sample_row.h"
+#include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sampling_math.h"
 #include "gtest/gtest.h"
 #include "kernels/testing/parity_util.h"
 

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 
 ABSL_FLAG(std::string, model, "", "canonical model directory");
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   options.model_dir = absl::GetFlag(FLAGS_model);
   options.max_slots = 2;
   options.step_token_budget = absl::GetFlag(FLAGS_budget);
-  auto engine = seqboat::Engine::Create(options);
+  auto engine = seqboat::Engine::Create(options, seqboat::MakeCpuBackend(0));
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 1;

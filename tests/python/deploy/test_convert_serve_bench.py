@@ -1,4 +1,4 @@
-"""engine/bench/convert_serve_bench.py end to end at a tiny shape: it converts,
+"""bench/convert_serve_bench.py end to end at a tiny shape: it converts,
 serves and load-tests, and its JSON holds every figure, positive and finite.
 Speeds are never asserted: the machines are shared and noisy."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-BENCH = ROOT / "engine/bench/convert_serve_bench.py"
+BENCH = ROOT / "bench/convert_serve_bench.py"
 BATCHES = (1, 2)
 # Enough tokens that each stream gets more than one message even when the
 # server coalesces tokens of this microsecond-per-step model, so that ITL and

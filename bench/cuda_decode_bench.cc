@@ -3,9 +3,9 @@
 // step must move (every weight once, each sequence's state read and written,
 // the logits written) over the device's measured copy bandwidth.
 //
-//   bazel run //kernels/bench:cuda_decode_bench -- --model_dir=DIR
+//   bazel run //bench:cuda_decode_bench -- --model_dir=DIR
 //       [--batches=1,16,64,256] [--weights=bf16] [--graphs=true]
-//   kernels/bench/gpu_decode_bench.py writes the 130M Mamba and hybrid models
+//   bench/gpu_decode_bench.py writes the 130M Mamba and hybrid models
 //   and runs this on both.
 //
 // Only the decode steps run inside cudaProfilerStart/Stop, so that
@@ -22,7 +22,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/bench/bench_util.h"
+#include "bench/bench_util.h"
 #include "engine/model/model.h"
 #include "kernels/cuda_backend.h"
 

@@ -4,8 +4,8 @@
 // the min-p test, and the counter-based random numbers (a value depends only
 // on (seed, step), never on a generator's hidden state, so a GPU thread can
 // compute it directly).
-#ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
-#define SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
+#ifndef SEQBOAT_ENGINE_BACKEND_SAMPLING_MATH_H_
+#define SEQBOAT_ENGINE_BACKEND_SAMPLING_MATH_H_
 
 #include <math.h>
 #include <stdint.h>
@@ -90,4 +90,4 @@ SEQBOAT_HD double UniformFromBits(uint64_t bits) {
 }  // namespace sampling
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_SAMPLING_SAMPLING_MATH_H_
+#endif  // SEQBOAT_ENGINE_BACKEND_SAMPLING_MATH_H_

@@ -1,8 +1,8 @@
 """Decode tokens/s on the GPU for a 130M-parameter Mamba shape and a hybrid of
 the same size, with the fraction of the memory-bandwidth roofline reached.
 
-    bazel build //kernels/bench:cuda_decode_bench
-    .venv/bin/python kernels/bench/gpu_decode_bench.py [--batches 1,16,64,256]
+    bazel build //bench:cuda_decode_bench
+    .venv/bin/python bench/gpu_decode_bench.py [--batches 1,16,64,256]
 
 Both models have random weights at realistic scales (the figures depend on
 shapes only) and the GPT-NeoX vocabulary size 50280. The hybrid interleaves
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from weights.reference import random_any  # noqa: E402
@@ -59,7 +59,7 @@ def main():
     ap.add_argument("--weights", default="bf16")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--binary", default=os.path.join(
-        ROOT, "bazel-bin/kernels/bench/cuda_decode_bench"))
+        ROOT, "bazel-bin/bench/cuda_decode_bench"))
     ap.add_argument("--write_models", metavar="DIR",
                     help="only write the models to DIR/mamba-130m and DIR/hybrid "
                          "(for the server sweep and the profiler)")
@@ -68,7 +68,7 @@ def main():
         write_models(a.write_models)
         return
     if not os.path.exists(a.binary):
-        sys.exit(f"{a.binary} missing: bazel build //kernels/bench:cuda_decode_bench")
+        sys.exit(f"{a.binary} missing: bazel build //bench:cuda_decode_bench")
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in write_models(tmp):
             print(f"== {label}: {params(path) / 1e6:.1f}M parameters", flush=True)

@@ -2,8 +2,8 @@
 // parameters as its Sampler normalised them, the counter of the draw, and
 // where the row's penalised ids lie in the batch's flat id array. Plain data
 // with the same layout on the host and in CUDA kernels.
-#ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
-#define SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
+#ifndef SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
+#define SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 
 #include <stdint.h>
 
@@ -28,4 +28,4 @@ static_assert(sizeof(SampleRow) == 48, "SampleRow is copied to the device");
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_SAMPLING_SAMPLE_ROW_H_
+#endif  // SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_

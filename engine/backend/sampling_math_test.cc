@@ -1,4 +1,4 @@
-#include "engine/sampling/sampling_math.h"
+#include "engine/backend/sampling_math.h"
 
 #include <cmath>
 #include <set>

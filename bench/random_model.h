@@ -1,8 +1,8 @@
 // Writes a canonical model directory of a given Mamba-1 shape with random
 // weights at realistic scales, for benchmarks that need the real shape of a
 // public model but not its numbers.
-#ifndef SEQBOAT_ENGINE_BENCH_RANDOM_MODEL_H_
-#define SEQBOAT_ENGINE_BENCH_RANDOM_MODEL_H_
+#ifndef SEQBOAT_BENCH_RANDOM_MODEL_H_
+#define SEQBOAT_BENCH_RANDOM_MODEL_H_
 
 #include <cstdint>
 #include <string>
@@ -27,4 +27,4 @@ absl::Status WriteRandomMamba(const RandomMambaShape& shape,
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_BENCH_RANDOM_MODEL_H_
+#endif  // SEQBOAT_BENCH_RANDOM_MODEL_H_

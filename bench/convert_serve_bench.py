@@ -5,7 +5,7 @@ time and memory, and decode tokens/s and inter-token latency at several
 batch sizes measured with seqboat_load.
 
     bazel build //server:seqboat_server //clients/load:seqboat_load
-    .venv/bin/python engine/bench/convert_serve_bench.py [--json PATH] [--batches 1,8,32]
+    .venv/bin/python bench/convert_serve_bench.py [--json PATH] [--batches 1,8,32]
         [--d_model 768 --layers 24 --vocab 50280] [--input_len 64 --output_len 128]
 
 The checkpoint is a `transformers.MambaForCausalLM` with random weights
@@ -32,7 +32,7 @@ import time
 
 from server_probe import ServerProcess
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SERVER_TARGET, LOAD_TARGET = "//server:seqboat_server", "//clients/load:seqboat_load"
 BPE_FIXTURE = ROOT / "tests/data/tokenizers/byte_bpe.json"

@@ -1,4 +1,4 @@
-#include "engine/model/decode_buckets.h"
+#include "engine/backend/decode_buckets.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "engine/bench/random_model.h"
+#include "bench/random_model.h"
 
 #include <sys/stat.h>
 

@@ -1,7 +1,7 @@
 // Timing helpers the benchmark programs share: medians of repeated runs, the
 // machine's memory bandwidth, and timed decode steps and prefills on a Model.
-#ifndef SEQBOAT_ENGINE_BENCH_BENCH_UTIL_H_
-#define SEQBOAT_ENGINE_BENCH_BENCH_UTIL_H_
+#ifndef SEQBOAT_BENCH_BENCH_UTIL_H_
+#define SEQBOAT_BENCH_BENCH_UTIL_H_
 
 #include <chrono>
 #include <vector>
@@ -24,4 +24,4 @@ double Prefill(Model& model, int slot, int tokens, int chunk);
 
 }  // namespace seqboat::bench
 
-#endif  // SEQBOAT_ENGINE_BENCH_BENCH_UTIL_H_
+#endif  // SEQBOAT_BENCH_BENCH_UTIL_H_

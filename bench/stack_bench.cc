@@ -2,8 +2,8 @@
 // given batch sizes, prefill tokens/s, and batch-1 time per token at context
 // 1k vs a long context (flat when every block's state is constant).
 //
-//   bazel run //engine/bench:stack_bench -- --model_dir=DIR [--batches=1,32]
-//   engine/bench/layer_kinds_bench.sh runs it on one random model per kind.
+//   bazel run //bench:stack_bench -- --model_dir=DIR [--batches=1,32]
+//   bench/layer_kinds_bench.sh runs it on one random model per kind.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/bench/bench_util.h"
+#include "bench/bench_util.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 

@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/event_collector.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda_backend.h"
 
 namespace seqboat {
 namespace {
@@ -21,11 +23,20 @@ std::vector<std::pair<std::vector<int32_t>, std::string>> Greedy(
     const std::string& model, const std::string& backend) {
   EngineOptions o;
   o.model_dir = model;
-  o.backend = backend;
-  o.cuda_weights = "fp32";
   o.max_slots = 4;  // fewer than the requests: one waits
   o.step_token_budget = 32;
-  auto engine = Engine::Create(o);
+  std::unique_ptr<Backend> be;
+  if (backend == "cuda") {
+    CudaBackendOptions cuda;
+    cuda.weights = CudaWeights::kF32;
+    auto made = MakeCudaBackend(cuda);
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (!made.ok()) return {};
+    be = *std::move(made);
+  } else {
+    be = MakeCpuBackend(0);
+  }
+  auto engine = Engine::Create(o, std::move(be));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   EXPECT_EQ((*engine)->summary().backend, backend);

@@ -2,8 +2,8 @@
 time per token at context 2k vs 64k, on the CPU backend; for SeqBoat also at GAU
 activation rates of about 0 %, 25 % and 100 % (measured by the engine, printed).
 
-    bazel build //engine/bench:stack_bench
-    .venv/bin/python engine/bench/layer_kinds_bench.py [--d-model 512] [--long-context 65536]
+    bazel build //bench:stack_bench
+    .venv/bin/python bench/layer_kinds_bench.py [--d-model 512] [--long-context 65536]
 
 Each model is 4 blocks of one kind (d_model 512, byte vocabulary) with random
 weights at stable scales; the figures are speed, not quality.
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -37,9 +37,9 @@ def main():
     ap.add_argument("--d-model", type=int, default=512)
     ap.add_argument("--long-context", type=int, default=65536)
     a = ap.parse_args()
-    binary = ROOT / "bazel-bin/engine/bench/stack_bench"
+    binary = ROOT / "bazel-bin/bench/stack_bench"
     if not binary.exists():
-        sys.exit(f"{binary} missing: bazel build //engine/bench:stack_bench")
+        sys.exit(f"{binary} missing: bazel build //bench:stack_bench")
     d = a.d_model
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("mamba1", "seqboat", "attention", "s4d", "mlp", "moe"):

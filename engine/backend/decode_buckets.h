@@ -1,8 +1,8 @@
 // Batch-size buckets for captured decode steps: a decode-only step of n rows
 // runs padded to the smallest bucket >= n, so a handful of recordings (CUDA
 // graphs) cover every batch size up to max_slots.
-#ifndef SEQBOAT_ENGINE_MODEL_DECODE_BUCKETS_H_
-#define SEQBOAT_ENGINE_MODEL_DECODE_BUCKETS_H_
+#ifndef SEQBOAT_ENGINE_BACKEND_DECODE_BUCKETS_H_
+#define SEQBOAT_ENGINE_BACKEND_DECODE_BUCKETS_H_
 
 #include <vector>
 
@@ -19,4 +19,4 @@ int PickDecodeBucket(const std::vector<int>& buckets, int n);
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_MODEL_DECODE_BUCKETS_H_
+#endif  // SEQBOAT_ENGINE_BACKEND_DECODE_BUCKETS_H_

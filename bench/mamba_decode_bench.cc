@@ -2,7 +2,7 @@
 // weights), printed next to this machine's limits measured in the same run:
 // the BLAS GEMM rate at the step's exact shapes and the memory bandwidth.
 //
-//   bazel run -c opt //engine/bench:mamba_decode_bench --
+//   bazel run -c opt //bench:mamba_decode_bench --
 //   [--batches=1,8,32,128]
 #include <cblas.h>
 #include <omp.h>
@@ -19,8 +19,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/bench/bench_util.h"
-#include "engine/bench/random_model.h"
+#include "bench/bench_util.h"
+#include "bench/random_model.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 

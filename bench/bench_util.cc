@@ -1,4 +1,4 @@
-#include "engine/bench/bench_util.h"
+#include "bench/bench_util.h"
 
 #include <immintrin.h>
 #include <omp.h>
