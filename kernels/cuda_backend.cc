@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "engine/backend/decode_buckets.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
@@ -48,7 +49,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const CudaBackendOptions& options) {
   std::unique_ptr<CudaBackend> be(new CudaBackend(options));
-  if (absl::Status s = be->Init(); !s.ok()) return s;
+  RETURN_IF_ERROR(be->Init());
   return be;
 }
 
@@ -61,43 +62,28 @@ absl::Status CudaBackend::Init() {
                    : absl::StrCat("CUDA device ", options_.device,
                                   " does not exist (", count, " found)"));
   }
-  absl::Status s;
-  if (!(s = CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice")).ok())
-    return s;
-  if (!(s = CudaStatus(
-            cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-            "cudaStreamCreate"))
-           .ok())
-    return s;
-  if (!(s = CublasStatus(cublasCreate(&cublas_), "cublasCreate")).ok())
-    return s;
-  if (!(s = CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"))
-           .ok())
-    return s;
-  if (!(s = CudaStatus(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes),
-                       "cudaMalloc (cuBLAS workspace)"))
-           .ok())
-    return s;
-  if (!(s = CublasStatus(cublasSetWorkspace(cublas_, cublas_workspace_,
-                                            kCublasWorkspaceBytes),
-                         "cublasSetWorkspace"))
-           .ok())
-    return s;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                 "cudaStreamCreate"));
+  RETURN_IF_ERROR(CublasStatus(cublasCreate(&cublas_), "cublasCreate"));
+  RETURN_IF_ERROR(
+      CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes),
+                 "cudaMalloc (cuBLAS workspace)"));
+  RETURN_IF_ERROR(CublasStatus(
+      cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes),
+      "cublasSetWorkspace"));
   // fp32 weights must stay fp32 math (the 1e-4 parity mode): no TF32.
-  if (!(s = CublasStatus(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH),
-                         "cublasSetMathMode"))
-           .ok())
-    return s;
-  if (!(s = CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&staging_host_),
-                                      kStagingBytes),
-                       "cudaMallocHost (descriptor staging)"))
-           .ok())
-    return s;
-  if (!(s = CudaStatus(
-            cudaMalloc(reinterpret_cast<void**>(&staging_dev_), kStagingBytes),
-            "cudaMalloc (descriptor staging)"))
-           .ok())
-    return s;
+  RETURN_IF_ERROR(CublasStatus(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH),
+                               "cublasSetMathMode"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMallocHost(reinterpret_cast<void**>(&staging_host_), kStagingBytes),
+      "cudaMallocHost (descriptor staging)"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMalloc(reinterpret_cast<void**>(&staging_dev_), kStagingBytes),
+      "cudaMalloc (descriptor staging)"));
   staging_ = DescriptorStaging(staging_host_, kStagingBytes);
   return absl::OkStatus();
 }
@@ -210,7 +196,7 @@ absl::StatusOr<const float*> CudaBackend::UploadVector(const float* host,
   CopyToDevice(buf->get(), host, static_cast<size_t>(n) * sizeof(float));
   owned_.push_back(*buf);
   weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
-  if (absl::Status s = TakeError(); !s.ok()) return s;
+  RETURN_IF_ERROR(TakeError());
   return static_cast<const float*>(buf->get());
 }
 
@@ -254,7 +240,7 @@ absl::StatusOr<Matrix> CudaBackend::UploadAs(const float* host, int64_t rows,
   }
   owned_.push_back(*buf);
   weight_bytes_ += count * static_cast<int64_t>(elem);
-  if (absl::Status s = TakeError(); !s.ok()) return s;
+  RETURN_IF_ERROR(TakeError());
   return Matrix{buf->get(), rows, cols, storage == Storage::kF32};
 }
 
@@ -394,7 +380,7 @@ absl::Status CudaBackend::RunCaptured(
     absl::Status s = step();
     replaying_ = false;
     if (!s.ok()) return s;
-    if (absl::Status e = TakeError(); !e.ok()) return e;
+    RETURN_IF_ERROR(TakeError());
     if (staging_.log() == it->second.staged) {
       Check(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
       return TakeError();
@@ -410,13 +396,10 @@ absl::Status CudaBackend::RunCaptured(
   }
   // An earlier failure is reported, not lost when a failed recording clears
   // what it recorded.
-  if (absl::Status before = TakeError(); !before.ok()) return before;
-  if (absl::Status s = CudaStatus(
-          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-          "cudaStreamBeginCapture");
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(TakeError());
+  RETURN_IF_ERROR(CudaStatus(
+      cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+      "cudaStreamBeginCapture"));
   capturing_ = true;
   absl::Status s = step();
   capturing_ = false;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/backend/attention_math.h"
 #include "engine/layers/weight_fetch.h"
 
@@ -53,24 +54,24 @@ class Attention final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    absl::Status s;
     if (dims_.norm != AttentionDims::Norm::kNone && dims_.norm_affine) {
-      if (!(s = vec("norm.weight", d, &norm_w_)).ok()) return s;
-      if (dims_.norm == AttentionDims::Norm::kLayer &&
-          !(s = vec("norm.bias", d, &norm_b_)).ok()) {
-        return s;
+      RETURN_IF_ERROR(vec("norm.weight", d, &norm_w_));
+      if (dims_.norm == AttentionDims::Norm::kLayer) {
+        RETURN_IF_ERROR(vec("norm.bias", d, &norm_b_));
       }
     }
-    if (!(s = mat("attn.q.weight", qd, d, &wq_)).ok()) return s;
-    if (!(s = mat("attn.k.weight", kd, d, &wk_)).ok()) return s;
-    if (!(s = mat("attn.v.weight", kd, d, &wv_)).ok()) return s;
-    if (!(s = mat("attn.o.weight", d, qd, &wo_)).ok()) return s;
+    RETURN_IF_ERROR(mat("attn.q.weight", qd, d, &wq_));
+    RETURN_IF_ERROR(mat("attn.k.weight", kd, d, &wk_));
+    RETURN_IF_ERROR(mat("attn.v.weight", kd, d, &wv_));
+    RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
     if (dims_.qkv_bias) {
-      if (!(s = vec("attn.q.bias", qd, &bq_)).ok()) return s;
-      if (!(s = vec("attn.k.bias", kd, &bk_)).ok()) return s;
-      if (!(s = vec("attn.v.bias", kd, &bv_)).ok()) return s;
+      RETURN_IF_ERROR(vec("attn.q.bias", qd, &bq_));
+      RETURN_IF_ERROR(vec("attn.k.bias", kd, &bk_));
+      RETURN_IF_ERROR(vec("attn.v.bias", kd, &bv_));
     }
-    if (dims_.o_bias && !(s = vec("attn.o.bias", d, &bo_)).ok()) return s;
+    if (dims_.o_bias) {
+      RETURN_IF_ERROR(vec("attn.o.bias", d, &bo_));
+    }
     if (dims_.rope) return BuildRopeTable(be);
     return absl::OkStatus();
   }
@@ -170,11 +171,9 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(const AttentionDims& dims,
                                                      const std::string& prefix,
                                                      WeightStore& weights,
                                                      Backend& backend) {
-  if (absl::Status s = CheckDims(dims); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDims(dims));
   auto layer = std::make_unique<Attention>(dims);
-  if (absl::Status s = layer->Bind(prefix, weights, backend); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(layer->Bind(prefix, weights, backend));
   return layer;
 }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
@@ -23,30 +24,30 @@ class Mamba1 final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    absl::Status s;
-    if (!(s = vec(p + "norm.weight", {d}, &norm_w_)).ok()) return s;
-    if (!(s = mat("in_proj.weight", 2 * e, d, &in_proj_)).ok()) return s;
-    if (dims_.in_proj_bias &&
-        !(s = vec(p + "in_proj.bias", {2 * e}, &in_bias_)).ok())
-      return s;
-    // The conv taps and A feed the shared op math directly: plain fp32 arrays.
-    if (!(s = vec(p + "conv.weight", {e, k}, &conv_w_)).ok()) return s;
-    if (dims_.conv_bias && !(s = vec(p + "conv.bias", {e}, &conv_b_)).ok())
-      return s;
-    if (!(s = mat("x_proj.weight", r + 2 * n, e, &x_proj_)).ok()) return s;
-    if (dims_.dt_bc_norm && dims_.dt_bc_norm_affine) {
-      if (!(s = vec(p + "dt_norm.weight", {r}, &dt_norm_w_)).ok()) return s;
-      if (!(s = vec(p + "b_norm.weight", {n}, &b_norm_w_)).ok()) return s;
-      if (!(s = vec(p + "c_norm.weight", {n}, &c_norm_w_)).ok()) return s;
+    RETURN_IF_ERROR(vec(p + "norm.weight", {d}, &norm_w_));
+    RETURN_IF_ERROR(mat("in_proj.weight", 2 * e, d, &in_proj_));
+    if (dims_.in_proj_bias) {
+      RETURN_IF_ERROR(vec(p + "in_proj.bias", {2 * e}, &in_bias_));
     }
-    if (!(s = mat("dt_proj.weight", e, r, &dt_proj_)).ok()) return s;
-    if (!(s = vec(p + "dt_proj.bias", {e}, &dt_bias_)).ok()) return s;
-    if (!(s = vec(p + "A", {e, n}, &a_)).ok()) return s;
-    if (!(s = vec(p + "D", {e}, &d_)).ok()) return s;
-    if (!(s = mat("out_proj.weight", d, e, &out_proj_)).ok()) return s;
-    if (dims_.out_proj_bias &&
-        !(s = vec(p + "out_proj.bias", {d}, &out_bias_)).ok())
-      return s;
+    // The conv taps and A feed the shared op math directly: plain fp32 arrays.
+    RETURN_IF_ERROR(vec(p + "conv.weight", {e, k}, &conv_w_));
+    if (dims_.conv_bias) {
+      RETURN_IF_ERROR(vec(p + "conv.bias", {e}, &conv_b_));
+    }
+    RETURN_IF_ERROR(mat("x_proj.weight", r + 2 * n, e, &x_proj_));
+    if (dims_.dt_bc_norm && dims_.dt_bc_norm_affine) {
+      RETURN_IF_ERROR(vec(p + "dt_norm.weight", {r}, &dt_norm_w_));
+      RETURN_IF_ERROR(vec(p + "b_norm.weight", {n}, &b_norm_w_));
+      RETURN_IF_ERROR(vec(p + "c_norm.weight", {n}, &c_norm_w_));
+    }
+    RETURN_IF_ERROR(mat("dt_proj.weight", e, r, &dt_proj_));
+    RETURN_IF_ERROR(vec(p + "dt_proj.bias", {e}, &dt_bias_));
+    RETURN_IF_ERROR(vec(p + "A", {e, n}, &a_));
+    RETURN_IF_ERROR(vec(p + "D", {e}, &d_));
+    RETURN_IF_ERROR(mat("out_proj.weight", d, e, &out_proj_));
+    if (dims_.out_proj_bias) {
+      RETURN_IF_ERROR(vec(p + "out_proj.bias", {d}, &out_bias_));
+    }
     return absl::OkStatus();
   }
 

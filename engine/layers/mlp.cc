@@ -1,5 +1,6 @@
 #include "engine/layers/mlp.h"
 
+#include "base/status_macros.h"
 #include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
@@ -14,23 +15,19 @@ class Mlp final : public Layer {
   absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
                     WeightStore& ws, Backend& be) {
     const int64_t d = d_, f = c_.d_ff;
-    absl::Status s;
-    if (!(s = norm_.Bind(norm, p, d_, ws, be)).ok()) return s;
-    if (!(s = FetchMatrix(ws, be, p + "mlp.up.weight", f, d, &up_)).ok())
-      return s;
-    if (c_.gated &&
-        !(s = FetchMatrix(ws, be, p + "mlp.gate.weight", f, d, &gate_)).ok())
-      return s;
-    if (!(s = FetchMatrix(ws, be, p + "mlp.down.weight", d, f, &down_)).ok())
-      return s;
+    RETURN_IF_ERROR(norm_.Bind(norm, p, d_, ws, be));
+    RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.up.weight", f, d, &up_));
+    if (c_.gated) {
+      RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.gate.weight", f, d, &gate_));
+    }
+    RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.down.weight", d, f, &down_));
     if (c_.bias) {
-      if (!(s = FetchVector(ws, be, p + "mlp.up.bias", {f}, &up_b_)).ok())
-        return s;
-      if (c_.gated &&
-          !(s = FetchVector(ws, be, p + "mlp.gate.bias", {f}, &gate_b_)).ok())
-        return s;
-      if (!(s = FetchVector(ws, be, p + "mlp.down.bias", {d}, &down_b_)).ok())
-        return s;
+      RETURN_IF_ERROR(FetchVector(ws, be, p + "mlp.up.bias", {f}, &up_b_));
+      if (c_.gated) {
+        RETURN_IF_ERROR(
+            FetchVector(ws, be, p + "mlp.gate.bias", {f}, &gate_b_));
+      }
+      RETURN_IF_ERROR(FetchVector(ws, be, p + "mlp.down.bias", {d}, &down_b_));
     }
     return absl::OkStatus();
   }
@@ -75,8 +72,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
     const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,
     const std::string& prefix, WeightStore& weights, Backend& backend) {
   auto layer = std::make_unique<Mlp>(config, d_model);
-  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
-    return s;
+  RETURN_IF_ERROR(layer->Bind(norm, prefix, weights, backend));
   return layer;
 }
 

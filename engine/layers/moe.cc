@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/status_macros.h"
 #include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
@@ -16,46 +17,38 @@ class Moe final : public MoeLayer {
   absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
                     WeightStore& ws, Backend& be) {
     const int64_t d = d_, f = c_.d_ff, x = c_.n_experts, hid = c_.router_hidden;
-    absl::Status s;
-    if (!(s = norm_.Bind(norm, p, d_, ws, be)).ok()) return s;
+    RETURN_IF_ERROR(norm_.Bind(norm, p, d_, ws, be));
     const bool relu = Relu();
     if (relu) {
-      if (!(s = FetchMatrixFp32(ws, be, p + "moe.router_in.weight", hid, d,
-                                &router_in_))
-               .ok())
-        return s;
-      if (c_.router_bias && !(s = FetchVector(ws, be, p + "moe.router_in.bias",
-                                              {hid}, &router_in_b_))
-                                 .ok())
-        return s;
+      RETURN_IF_ERROR(FetchMatrixFp32(ws, be, p + "moe.router_in.weight", hid,
+                                      d, &router_in_));
+      if (c_.router_bias) {
+        RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.router_in.bias", {hid},
+                                    &router_in_b_));
+      }
     }
     // Routers stay fp32 on 16-bit backends (canonical.ROUTER_SUFFIXES).
-    if (!(s = FetchMatrixFp32(ws, be, p + "moe.router.weight", x,
-                              relu ? hid : d, &router_))
-             .ok())
-      return s;
-    if (c_.router_bias &&
-        !(s = FetchVector(ws, be, p + "moe.router.bias", {x}, &router_b_)).ok())
-      return s;
-    if (!(s = FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, d, &up_))
-             .ok())
-      return s;
-    if (c_.gated &&
-        !(s = FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, d, &gate_))
-             .ok())
-      return s;
-    if (!(s = FetchMatrixStack(ws, be, p + "moe.down.weight", x, d, f, &down_))
-             .ok())
-      return s;
+    RETURN_IF_ERROR(FetchMatrixFp32(ws, be, p + "moe.router.weight", x,
+                                    relu ? hid : d, &router_));
+    if (c_.router_bias) {
+      RETURN_IF_ERROR(
+          FetchVector(ws, be, p + "moe.router.bias", {x}, &router_b_));
+    }
+    RETURN_IF_ERROR(
+        FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, d, &up_));
+    if (c_.gated) {
+      RETURN_IF_ERROR(
+          FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, d, &gate_));
+    }
+    RETURN_IF_ERROR(
+        FetchMatrixStack(ws, be, p + "moe.down.weight", x, d, f, &down_));
     if (c_.expert_bias) {
-      if (!(s = FetchVector(ws, be, p + "moe.up.bias", {x, f}, &up_b_)).ok())
-        return s;
-      if (c_.gated &&
-          !(s = FetchVector(ws, be, p + "moe.gate.bias", {x, f}, &gate_b_))
-               .ok())
-        return s;
-      if (!(s = FetchVector(ws, be, p + "moe.down.bias", {d}, &down_b_)).ok())
-        return s;
+      RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.up.bias", {x, f}, &up_b_));
+      if (c_.gated) {
+        RETURN_IF_ERROR(
+            FetchVector(ws, be, p + "moe.gate.bias", {x, f}, &gate_b_));
+      }
+      RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.down.bias", {d}, &down_b_));
     }
     rows_.resize(x);
     scales_.resize(x);
@@ -186,8 +179,7 @@ absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
     return absl::InvalidArgumentError("moe: top_k must be in [1, n_experts]");
   }
   auto layer = std::make_unique<Moe>(config, d_model);
-  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
-    return s;
+  RETURN_IF_ERROR(layer->Bind(norm, prefix, weights, backend));
   return layer;
 }
 

@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "base/status_macros.h"
+
 namespace seqboat {
 
 absl::Status PreNorm::Bind(const std::optional<NormConfig>& norm,
@@ -25,11 +27,11 @@ absl::Status PreNorm::Bind(const std::optional<NormConfig>& norm,
   }
   auto w = ws.F32(prefix + "norm.weight", {d_model});
   if (!w.ok()) return w.status();
-  if (absl::Status s = upload(*w, &weight_); !s.ok()) return s;
+  RETURN_IF_ERROR(upload(*w, &weight_));
   if (norm->type == NormType::kLayerNorm) {
     auto b = ws.F32(prefix + "norm.bias", {d_model});
     if (!b.ok()) return b.status();
-    if (absl::Status s = upload(*b, &bias_); !s.ok()) return s;
+    RETURN_IF_ERROR(upload(*b, &bias_));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 #include "engine/layers/s4d.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
@@ -15,19 +16,15 @@ class S4d final : public Layer {
   absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
                     WeightStore& ws, Backend& be) {
     const int64_t h = h_, m = c_.modes, ch = c_.channels;
-    absl::Status s;
-    if (!(s = norm_.Bind(norm, p, h_, ws, be)).ok()) return s;
-    if (!(s = FetchVector(ws, be, p + "s4d.dA", {h, m, 2}, &da_)).ok())
-      return s;
-    if (!(s = FetchVector(ws, be, p + "s4d.C", {ch, h, m, 2}, &c_dev_)).ok())
-      return s;
-    if (!(s = FetchVector(ws, be, p + "s4d.D", {ch, h}, &d_)).ok()) return s;
+    RETURN_IF_ERROR(norm_.Bind(norm, p, h_, ws, be));
+    RETURN_IF_ERROR(FetchVector(ws, be, p + "s4d.dA", {h, m, 2}, &da_));
+    RETURN_IF_ERROR(FetchVector(ws, be, p + "s4d.C", {ch, h, m, 2}, &c_dev_));
+    RETURN_IF_ERROR(FetchVector(ws, be, p + "s4d.D", {ch, h}, &d_));
     if (c_.gelu_glu) {
-      if (!(s = FetchMatrix(ws, be, p + "s4d.out.weight", 2 * h, ch * h, &out_))
-               .ok())
-        return s;
-      if (!(s = FetchVector(ws, be, p + "s4d.out.bias", {2 * h}, &out_b_)).ok())
-        return s;
+      RETURN_IF_ERROR(
+          FetchMatrix(ws, be, p + "s4d.out.weight", 2 * h, ch * h, &out_));
+      RETURN_IF_ERROR(
+          FetchVector(ws, be, p + "s4d.out.bias", {2 * h}, &out_b_));
     }
     return absl::OkStatus();
   }
@@ -94,8 +91,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeS4d(
         absl::StrCat("s4d: channels must be 1, got ", config.channels));
   }
   auto layer = std::make_unique<S4d>(config, d_model);
-  if (absl::Status s = layer->Bind(norm, prefix, weights, backend); !s.ok())
-    return s;
+  RETURN_IF_ERROR(layer->Bind(norm, prefix, weights, backend));
   return layer;
 }
 

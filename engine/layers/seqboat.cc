@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/layers/weight_fetch.h"
 
@@ -51,18 +52,16 @@ class SeqBoat final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    absl::Status s;
-    if (!(s = BindNorm(p, ws, be, vec)).ok()) return s;
+    RETURN_IF_ERROR(BindNorm(p, ws, be, vec));
     // The EMA coefficients feed the shared op math directly: fp32 arrays.
-    if (!(s = vec("ema.in_coef", {d, ne}, &in_coef_)).ok()) return s;
-    if (!(s = vec("ema.decay", {d, ne}, &decay_)).ok()) return s;
-    if (!(s = vec("ema.out_coef", {d, ne}, &out_coef_)).ok()) return s;
-    if (!(s = vec("ema.skip", {d}, &skip_)).ok()) return s;
+    RETURN_IF_ERROR(vec("ema.in_coef", {d, ne}, &in_coef_));
+    RETURN_IF_ERROR(vec("ema.decay", {d, ne}, &decay_));
+    RETURN_IF_ERROR(vec("ema.out_coef", {d, ne}, &out_coef_));
+    RETURN_IF_ERROR(vec("ema.skip", {d}, &skip_));
     // The skip/activate decision is a sign: keep its weights fp32.
-    if (!(s = FetchMatrixFp32(ws, be, p + "router.weight", 2, d, &router_))
-             .ok())
-      return s;
-    if (!(s = vec("router.bias", {2}, &router_b_)).ok()) return s;
+    RETURN_IF_ERROR(
+        FetchMatrixFp32(ws, be, p + "router.weight", 2, d, &router_));
+    RETURN_IF_ERROR(vec("router.bias", {2}, &router_b_));
     auto tau = ws.F32(p + "router.temperature", {1});
     if (!tau.ok()) return tau.status();
     if (!((*tau)[0] > 0)) {
@@ -70,22 +69,18 @@ class SeqBoat final : public Layer {
           absl::StrCat("tensor \"", p, "router.temperature\" must be > 0 (it ",
                        "is τ = exp(temp)), got ", (*tau)[0]));
     }
-    if (!(s = vec("router.temperature", {1}, &temperature_)).ok()) return s;
-    if (!(s = mat("hx.weight", d, d, &hx_)).ok()) return s;
-    if (!(s = vec("hx.bias", {d}, &hx_b_)).ok()) return s;
-    if (!(s = mat("gau.in_proj.weight", z + 2 * v, d, &in_proj_)).ok()) {
-      return s;
-    }
-    if (!(s = vec("gau.in_proj.bias", {z + 2 * v}, &in_b_)).ok()) return s;
-    if (!(s = vec("gau.qk_gamma", {2, z}, &qk_gamma_)).ok()) return s;
-    if (!(s = vec("gau.qk_beta", {2, z}, &qk_beta_)).ok()) return s;
-    if (!(s = mat("gau.out_proj.weight", d, v, &out_proj_)).ok()) return s;
-    if (!(s = vec("gau.out_proj.bias", {d}, &out_b_)).ok()) return s;
-    if (s_.pos == SeqBoatPos::kSimpleBias &&
-        !(s = vec("gau.rel_pos_bias", {2 * int64_t{s_.rel_pos_max} - 1},
-                  &rel_bias_))
-             .ok()) {
-      return s;
+    RETURN_IF_ERROR(vec("router.temperature", {1}, &temperature_));
+    RETURN_IF_ERROR(mat("hx.weight", d, d, &hx_));
+    RETURN_IF_ERROR(vec("hx.bias", {d}, &hx_b_));
+    RETURN_IF_ERROR(mat("gau.in_proj.weight", z + 2 * v, d, &in_proj_));
+    RETURN_IF_ERROR(vec("gau.in_proj.bias", {z + 2 * v}, &in_b_));
+    RETURN_IF_ERROR(vec("gau.qk_gamma", {2, z}, &qk_gamma_));
+    RETURN_IF_ERROR(vec("gau.qk_beta", {2, z}, &qk_beta_));
+    RETURN_IF_ERROR(mat("gau.out_proj.weight", d, v, &out_proj_));
+    RETURN_IF_ERROR(vec("gau.out_proj.bias", {d}, &out_b_));
+    if (s_.pos == SeqBoatPos::kSimpleBias) {
+      RETURN_IF_ERROR(vec("gau.rel_pos_bias", {2 * int64_t{s_.rel_pos_max} - 1},
+                          &rel_bias_));
     }
     return absl::OkStatus();
   }
@@ -243,14 +238,12 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(const SeqBoatDims& dims,
                                                    const std::string& prefix,
                                                    WeightStore& weights,
                                                    Backend& backend) {
-  if (absl::Status s = CheckDims(dims, where); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDims(dims, where));
   if (absl::Status s = backend.CheckSeqBoat(dims.shape); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
   }
   auto layer = std::make_unique<SeqBoat>(dims);
-  if (absl::Status s = layer->Bind(prefix, weights, backend); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(layer->Bind(prefix, weights, backend));
   return layer;
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace seqboat {
 namespace {
@@ -214,7 +215,7 @@ absl::Status ParseNorm(ObjectReader& parent, const char* key,
                           : absl::StrCat(parent.context(), ": ", key));
   NormConfig norm;
   std::string type;
-  if (absl::Status s = reader.String("type", &type); !s.ok()) return s;
+  RETURN_IF_ERROR(reader.String("type", &type));
   bool found = false;
   for (const auto& t : kNormTypes) {
     if (t.name == type) {
@@ -228,13 +229,8 @@ absl::Status ParseNorm(ObjectReader& parent, const char* key,
         "one of \"rmsnorm\", \"layernorm\", \"rmsnorm_t5\", \"scalenorm\"",
         *reader.Get("type"));
   }
-  if (absl::Status s = reader.PositiveNumber("eps", &norm.eps); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = reader.OptionalBool("affine", true, &norm.affine);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(reader.PositiveNumber("eps", &norm.eps));
+  RETURN_IF_ERROR(reader.OptionalBool("affine", true, &norm.affine));
   reader.ReportUnknown(warnings);
   *out = norm;
   return absl::OkStatus();
@@ -246,19 +242,16 @@ absl::Status ParseMamba1(ObjectReader& r, std::vector<std::string>* warnings,
   for (auto [key, field] :
        {std::pair{"d_inner", &c.d_inner}, std::pair{"d_state", &c.d_state},
         std::pair{"d_conv", &c.d_conv}, std::pair{"dt_rank", &c.dt_rank}}) {
-    if (absl::Status s = r.PositiveInt(key, field); !s.ok()) return s;
+    RETURN_IF_ERROR(r.PositiveInt(key, field));
   }
   for (auto [key, field] : {std::pair{"in_proj_bias", &c.in_proj_bias},
                             std::pair{"out_proj_bias", &c.out_proj_bias},
                             std::pair{"conv_bias", &c.conv_bias}}) {
-    if (absl::Status s = r.Bool(key, field); !s.ok()) return s;
+    RETURN_IF_ERROR(r.Bool(key, field));
   }
   if (r.Get("dt_bc_norm") != nullptr) {
-    if (absl::Status s =
-            ParseNorm(r, "dt_bc_norm", r.source(), warnings, &c.dt_bc_norm);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        ParseNorm(r, "dt_bc_norm", r.source(), warnings, &c.dt_bc_norm));
     // Jamba's JambaRMSNorm is the Llama rounding; no source uses another
     // norm here, and a layernorm would need bias tensors.
     if (c.dt_bc_norm.has_value() && c.dt_bc_norm->type != NormType::kRmsNorm) {
@@ -293,15 +286,14 @@ absl::Status ParseSeqBoat(ObjectReader& r,
                           std::vector<std::string>* /*warnings*/,
                           BlockParams* params) {
   SeqBoatConfig c;
-  absl::Status s;
-  if (!(s = r.OptionalBool("prenorm", true, &c.prenorm)).ok()) return s;
+  RETURN_IF_ERROR(r.OptionalBool("prenorm", true, &c.prenorm));
   for (auto [key, field] :
        {std::pair{"ema_dim", &c.ema_dim}, std::pair{"z_dim", &c.z_dim},
         std::pair{"v_dim", &c.v_dim}, std::pair{"window", &c.window}}) {
-    if (!(s = r.PositiveInt(key, field)).ok()) return s;
+    RETURN_IF_ERROR(r.PositiveInt(key, field));
   }
   std::string attn_fn, pos;
-  if (!(s = r.String("attn_fn", &attn_fn)).ok()) return s;
+  RETURN_IF_ERROR(r.String("attn_fn", &attn_fn));
   if (attn_fn == "softmax") {
     c.attn_fn = SeqBoatConfig::AttnFn::kSoftmax;
   } else if (attn_fn == "relu2") {
@@ -312,7 +304,7 @@ absl::Status ParseSeqBoat(ObjectReader& r,
     return r.Invalid("attn_fn", "one of \"softmax\", \"relu2\"",
                      *r.Get("attn_fn"));
   }
-  if (!(s = r.String("pos", &pos)).ok()) return s;
+  RETURN_IF_ERROR(r.String("pos", &pos));
   if (pos == "rope_interleaved") {
     c.pos = SeqBoatConfig::Pos::kRopeInterleaved;
   } else if (pos == "simple_bias") {
@@ -321,16 +313,10 @@ absl::Status ParseSeqBoat(ObjectReader& r,
     return r.Invalid("pos", "one of \"rope_interleaved\", \"simple_bias\"",
                      *r.Get("pos"));
   }
-  if (!(s = r.OptionalPositiveNumber("rope_theta", 10000.0, &c.rope_theta))
-           .ok()) {
-    return s;
-  }
-  if (!(s = SeqBoatOptionalSize(r, "rel_pos_max", &c.rel_pos_max)).ok()) {
-    return s;
-  }
-  if (!(s = SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation)).ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      r.OptionalPositiveNumber("rope_theta", 10000.0, &c.rope_theta));
+  RETURN_IF_ERROR(SeqBoatOptionalSize(r, "rel_pos_max", &c.rel_pos_max));
+  RETURN_IF_ERROR(SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation));
   if (c.pos == SeqBoatConfig::Pos::kRopeInterleaved && c.z_dim % 2 != 0) {
     return r.Error("z_dim",
                    absl::StrCat("must be even for pos ",
@@ -351,7 +337,7 @@ absl::Status FfnChoice(ObjectReader& r, const char* key,
                        std::initializer_list<std::string_view> names,
                        int* out) {
   std::string value;
-  if (absl::Status s = r.String(key, &value); !s.ok()) return s;
+  RETURN_IF_ERROR(r.String(key, &value));
   std::string expected = "one of";
   int i = 0;
   for (std::string_view name : names) {
@@ -367,11 +353,8 @@ absl::Status FfnChoice(ObjectReader& r, const char* key,
 
 absl::Status ParseFfnAct(ObjectReader& r, FfnAct* out) {
   int i = 0;
-  if (absl::Status s =
-          FfnChoice(r, "act", {"gelu", "gelu_tanh", "relu", "silu"}, &i);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      FfnChoice(r, "act", {"gelu", "gelu_tanh", "relu", "silu"}, &i));
   *out = static_cast<FfnAct>(i);
   return absl::OkStatus();
 }
@@ -379,11 +362,10 @@ absl::Status ParseFfnAct(ObjectReader& r, FfnAct* out) {
 absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,
                       BlockParams* params) {
   MlpConfig c;
-  absl::Status s;
-  if (!(s = r.PositiveInt("d_ff", &c.d_ff)).ok()) return s;
-  if (!(s = ParseFfnAct(r, &c.act)).ok()) return s;
-  if (!(s = r.Bool("gated", &c.gated)).ok()) return s;
-  if (!(s = r.Bool("bias", &c.bias)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
+  RETURN_IF_ERROR(ParseFfnAct(r, &c.act));
+  RETURN_IF_ERROR(r.Bool("gated", &c.gated));
+  RETURN_IF_ERROR(r.Bool("bias", &c.bias));
   *params = c;
   return absl::OkStatus();
 }
@@ -391,19 +373,16 @@ absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,
 absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
                       BlockParams* params) {
   MoeConfig c;
-  absl::Status s;
   int routing = 0;
-  if (!(s = FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing))
-           .ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing));
   c.routing = static_cast<MoeRoutingKind>(routing);
-  if (!(s = r.PositiveInt("n_experts", &c.n_experts)).ok()) return s;
-  if (!(s = r.PositiveInt("d_ff", &c.d_ff)).ok()) return s;
-  if (!(s = ParseFfnAct(r, &c.act)).ok()) return s;
-  if (!(s = r.Bool("gated", &c.gated)).ok()) return s;
-  if (!(s = r.Bool("router_bias", &c.router_bias)).ok()) return s;
-  if (!(s = r.Bool("expert_bias", &c.expert_bias)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("n_experts", &c.n_experts));
+  RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
+  RETURN_IF_ERROR(ParseFfnAct(r, &c.act));
+  RETURN_IF_ERROR(r.Bool("gated", &c.gated));
+  RETURN_IF_ERROR(r.Bool("router_bias", &c.router_bias));
+  RETURN_IF_ERROR(r.Bool("expert_bias", &c.expert_bias));
   // Capacity is a training-time device; running dropless under a config that
   // names a capacity would silently change results on long prefills.
   if (const json* cap = r.Get("capacity"); cap != nullptr && !cap->is_null()) {
@@ -414,7 +393,7 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
     if (!softmax) {
       return r.Error("top_k", "applies only to routing \"top1_softmax\"");
     }
-    if (!(s = r.PositiveInt("top_k", &c.top_k)).ok()) return s;
+    RETURN_IF_ERROR(r.PositiveInt("top_k", &c.top_k));
     if (c.top_k > c.n_experts) {
       return r.Invalid("top_k",
                        absl::StrCat("at most n_experts = ", c.n_experts),
@@ -425,15 +404,15 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
     if (!softmax) {
       return r.Error("renormalize", "applies only to routing \"top1_softmax\"");
     }
-    if (!(s = r.Bool("renormalize", &c.renormalize)).ok()) return s;
+    RETURN_IF_ERROR(r.Bool("renormalize", &c.renormalize));
   }
   if (softmax) {
     if (r.Get("router_hidden") != nullptr) {
       return r.Error("router_hidden",
                      "applies only to routing \"relu_dynamic\"");
     }
-  } else if (!(s = r.PositiveInt("router_hidden", &c.router_hidden)).ok()) {
-    return s;
+  } else {
+    RETURN_IF_ERROR(r.PositiveInt("router_hidden", &c.router_hidden));
   }
   *params = c;
   return absl::OkStatus();
@@ -442,21 +421,18 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
 absl::Status ParseS4d(ObjectReader& r, std::vector<std::string>* /*warnings*/,
                       BlockParams* params) {
   S4dConfig c;
-  absl::Status s;
-  if (!(s = r.PositiveInt("channels", &c.channels)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("channels", &c.channels));
   // The block's output must be d_model wide and s4d.out.weight is [2H, H]:
   // a multi-channel output would need a mixing layer §6 does not define.
   if (c.channels != 1) {
     return r.Invalid("channels", "1 (multi-channel S4D is not supported)",
                      *r.Get("channels"));
   }
-  if (!(s = r.PositiveInt("modes", &c.modes)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("modes", &c.modes));
   int i = 0;
-  if (!(s = FfnChoice(r, "state_layout", {"conj_half", "full"}, &i)).ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(FfnChoice(r, "state_layout", {"conj_half", "full"}, &i));
   c.conj_half = i == 0;
-  if (!(s = FfnChoice(r, "output", {"none", "gelu_glu"}, &i)).ok()) return s;
+  RETURN_IF_ERROR(FfnChoice(r, "output", {"none", "gelu_glu"}, &i));
   c.gelu_glu = i == 1;
   *params = c;
   return absl::OkStatus();
@@ -491,9 +467,8 @@ absl::Status ParseAttention(ObjectReader& r,
                             std::vector<std::string>* /*warnings*/,
                             BlockParams* params) {
   AttentionConfig c;
-  absl::Status s;
-  if (!(s = r.PositiveInt("n_heads", &c.n_heads)).ok()) return s;
-  if (!(s = r.PositiveInt("n_kv_heads", &c.n_kv_heads)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("n_heads", &c.n_heads));
+  RETURN_IF_ERROR(r.PositiveInt("n_kv_heads", &c.n_kv_heads));
   if (c.n_heads % c.n_kv_heads != 0) {
     return r.Invalid(
         "n_kv_heads",
@@ -502,18 +477,18 @@ absl::Status ParseAttention(ObjectReader& r,
                      "n_heads / n_kv_heads query heads)"),
         *r.Get("n_kv_heads"));
   }
-  if (!(s = r.PositiveInt("head_dim", &c.head_dim)).ok()) return s;
+  RETURN_IF_ERROR(r.PositiveInt("head_dim", &c.head_dim));
   if (c.n_heads * c.head_dim > kMaxSize) {
     return r.Invalid("head_dim",
                      absl::StrCat("at most ", kMaxSize / c.n_heads,
                                   " with n_heads = ", c.n_heads),
                      *r.Get("head_dim"));
   }
-  if (!(s = r.Bool("qkv_bias", &c.qkv_bias)).ok()) return s;
-  if (!(s = r.Bool("o_bias", &c.o_bias)).ok()) return s;
+  RETURN_IF_ERROR(r.Bool("qkv_bias", &c.qkv_bias));
+  RETURN_IF_ERROR(r.Bool("o_bias", &c.o_bias));
 
   std::string pos;
-  if (!(s = r.String("pos", &pos)).ok()) return s;
+  RETURN_IF_ERROR(r.String("pos", &pos));
   if (pos == "rope_half") {
     c.pos = AttentionPos::kRopeHalf;
   } else if (pos == "none") {
@@ -528,7 +503,7 @@ absl::Status ParseAttention(ObjectReader& r,
     return r.Invalid("pos", "\"rope_half\" or \"none\"", *r.Get("pos"));
   }
   if (c.pos == AttentionPos::kRopeHalf) {
-    if (!(s = r.PositiveNumber("rope_theta", &c.rope_theta)).ok()) return s;
+    RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &c.rope_theta));
     if (c.head_dim % 2 != 0) {
       return r.Invalid("head_dim", "even for pos \"rope_half\"",
                        *r.Get("head_dim"));
@@ -536,22 +511,15 @@ absl::Status ParseAttention(ObjectReader& r,
   } else if (r.Get("rope_theta") != nullptr &&
              !r.Get("rope_theta")->is_null()) {
     // Informational without RoPE; still reject garbage.
-    if (!(s = r.PositiveNumber("rope_theta", &c.rope_theta)).ok()) return s;
+    RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &c.rope_theta));
   }
-  if (!(s = AttentionNullOnly(r, "rope_scaling",
-                              "RoPE scaling is not supported by this build"))
-           .ok()) {
-    return s;
-  }
-  if (!(s = AttentionNullOnly(
-            r, "rel_bias",
-            "relative-position bias is not supported by this build"))
-           .ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(AttentionNullOnly(
+      r, "rope_scaling", "RoPE scaling is not supported by this build"));
+  RETURN_IF_ERROR(AttentionNullOnly(
+      r, "rel_bias", "relative-position bias is not supported by this build"));
 
-  if (!(s = AttentionCount(r, "sinks", &c.sinks)).ok()) return s;
-  if (!(s = AttentionCount(r, "window", &c.window)).ok()) return s;
+  RETURN_IF_ERROR(AttentionCount(r, "sinks", &c.sinks));
+  RETURN_IF_ERROR(AttentionCount(r, "window", &c.window));
   if (c.sinks + c.window < 1) {
     return r.Invalid("window",
                      ">= 1 when sinks is 0 (the cache would hold no token)",
@@ -620,13 +588,8 @@ absl::Status ParseBlock(const json& value, size_t index,
     ObjectReader reader(value, source, absl::StrCat(where, " (", kind, ")"));
     reader.Get("kind");
     out->kind = k.kind;
-    if (absl::Status s =
-            ParseNorm(reader, "norm", source, warnings, &out->norm);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = k.parse(reader, warnings, &out->params); !s.ok())
-      return s;
+    RETURN_IF_ERROR(ParseNorm(reader, "norm", source, warnings, &out->norm));
+    RETURN_IF_ERROR(k.parse(reader, warnings, &out->params));
     reader.ReportUnknown(warnings);
     return absl::OkStatus();
   }
@@ -687,7 +650,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
                                              std::string_view source_view) {
   const std::string source(source_view);
   json root;
-  if (absl::Status s = ParseJson(json_text, source, &root); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseJson(json_text, source, &root));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": top level must be an object"));
@@ -696,7 +659,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
   ModelConfig config;
 
   std::string format;
-  if (absl::Status s = r.String("format", &format); !s.ok()) return s;
+  RETURN_IF_ERROR(r.String("format", &format));
   if (format != "seqboat-canonical") {
     return r.Invalid("format", "\"seqboat-canonical\"", *r.Get("format"));
   }
@@ -706,47 +669,26 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
     return r.Invalid("version", "1", *version);
   }
   if (const json* name = r.Get("name"); name != nullptr) {
-    if (absl::Status s = r.String("name", &config.name); !s.ok()) return s;
+    RETURN_IF_ERROR(r.String("name", &config.name));
   }
-  if (absl::Status s = r.PositiveInt("vocab_size", &config.vocab_size);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = r.PositiveInt("d_model", &config.d_model); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(r.PositiveInt("vocab_size", &config.vocab_size));
+  RETURN_IF_ERROR(r.PositiveInt("d_model", &config.d_model));
 
   if (const json* embed = r.Get("embed"); embed != nullptr) {
     if (!embed->is_object()) return r.Invalid("embed", "an object", *embed);
     ObjectReader e(*embed, source, "embed");
-    if (absl::Status s =
-            e.OptionalPositiveNumber("scale", 1.0, &config.embed.scale);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s =
-            e.OptionalIndex("padding_idx", config.vocab_size, "vocab_size",
-                            &config.embed.padding_idx);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        e.OptionalPositiveNumber("scale", 1.0, &config.embed.scale));
+    RETURN_IF_ERROR(e.OptionalIndex("padding_idx", config.vocab_size,
+                                    "vocab_size", &config.embed.padding_idx));
     e.ReportUnknown(&config.warnings);
   }
 
-  if (absl::Status s = r.Bool("tie_embeddings", &config.tie_embeddings);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          r.OptionalPositiveNumber("logit_scale", 1.0, &config.logit_scale);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ParseNorm(r, "final_norm", source, &config.warnings,
-                                 &config.final_norm);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(r.Bool("tie_embeddings", &config.tie_embeddings));
+  RETURN_IF_ERROR(
+      r.OptionalPositiveNumber("logit_scale", 1.0, &config.logit_scale));
+  RETURN_IF_ERROR(
+      ParseNorm(r, "final_norm", source, &config.warnings, &config.final_norm));
   if (const json* dtype = r.Get("residual_dtype"); dtype != nullptr) {
     // Only fp32 residuals are implemented; the field exists so a model that
     // needs another one fails here rather than running with the wrong one.
@@ -754,16 +696,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
       return r.Invalid("residual_dtype", "\"float32\"", *dtype);
     }
   }
-  if (absl::Status s = r.OptionalIndex("eos_token_id", config.vocab_size,
-                                       "vocab_size", &config.eos_token_id);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = r.OptionalIndex("bos_token_id", config.vocab_size,
-                                       "vocab_size", &config.bos_token_id);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(r.OptionalIndex("eos_token_id", config.vocab_size,
+                                  "vocab_size", &config.eos_token_id));
+  RETURN_IF_ERROR(r.OptionalIndex("bos_token_id", config.vocab_size,
+                                  "vocab_size", &config.bos_token_id));
 
   const json* blocks = r.Get("blocks");
   if (blocks == nullptr) return r.Missing("blocks", "a non-empty array");
@@ -772,11 +708,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
   }
   config.blocks.resize(blocks->size());
   for (size_t i = 0; i < blocks->size(); ++i) {
-    if (absl::Status s = ParseBlock((*blocks)[i], i, source, &config.warnings,
-                                    &config.blocks[i]);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ParseBlock((*blocks)[i], i, source, &config.warnings,
+                               &config.blocks[i]));
   }
   r.ReportUnknown(&config.warnings);
   return config;

@@ -3,13 +3,14 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/backend/decode_buckets.h"
 #include "engine/layers/attention.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mlp.h"
 #include "engine/layers/moe.h"
 #include "engine/layers/s4d.h"
 #include "engine/layers/seqboat.h"
-#include "engine/backend/decode_buckets.h"
 
 namespace seqboat {
 namespace {
@@ -194,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
     if (!layer.ok()) return layer.status();
     model->layers_.push_back(*std::move(layer));
   }
-  if (absl::Status s = ws.CheckAllUsed(); !s.ok()) return s;
+  RETURN_IF_ERROR(ws.CheckAllUsed());
 
   std::vector<Layer*> raw;
   int64_t scratch_per_row = 0;
@@ -213,12 +214,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
     *out = *buf;
     return absl::OkStatus();
   };
-  absl::Status s;
-  if (!(s = alloc(rows * d, &model->residual_)).ok()) return s;
-  if (!(s = alloc(rows * scratch_per_row, &model->scratch_)).ok()) return s;
-  if (!(s = alloc(limits.max_slots * d, &model->gathered_)).ok()) return s;
-  if (!(s = alloc(limits.max_slots * d, &model->normed_)).ok()) return s;
-  if (!(s = alloc(limits.max_slots * v, &model->logits_)).ok()) return s;
+  RETURN_IF_ERROR(alloc(rows * d, &model->residual_));
+  RETURN_IF_ERROR(alloc(rows * scratch_per_row, &model->scratch_));
+  RETURN_IF_ERROR(alloc(limits.max_slots * d, &model->gathered_));
+  RETURN_IF_ERROR(alloc(limits.max_slots * d, &model->normed_));
+  RETURN_IF_ERROR(alloc(limits.max_slots * v, &model->logits_));
 
   // SeqBoat sizes its GAU from the active count and moe groups rows by
   // expert on the host: both read back mid-step, so they are never replayed.
@@ -278,9 +278,9 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
                             float* logits) {
   absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m);
   if (s.ok() && m > 0) {
-    backend_->CopyToHost(logits, logits_.get(),
-                         static_cast<size_t>(m) * config_.vocab_size *
-                             sizeof(float));
+    backend_->CopyToHost(
+        logits, logits_.get(),
+        static_cast<size_t>(m) * config_.vocab_size * sizeof(float));
   }
   if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
   if (!s.ok() || m == 0) return s;
@@ -328,7 +328,7 @@ absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
   be.Embed(ids, n, embed_, static_cast<float>(config_.embed.scale), r);
   StepContext ctx{&be, segs, nsegs, n, static_cast<float*>(scratch_.get())};
   for (auto& layer : layers_) {
-    if (absl::Status s = layer->Forward(ctx, r); !s.ok()) return s;
+    RETURN_IF_ERROR(layer->Forward(ctx, r));
   }
   if (m == 0) return absl::OkStatus();
   auto* g = static_cast<float*>(gathered_.get());

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/state/arena_budget.h"
 
 namespace seqboat {
@@ -24,12 +25,8 @@ absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
   for (const Layer* layer : layers)
     per_slot_total += layer->StateBytesPerSlot();
   if (const int64_t free_bytes = backend.FreeBytes(); free_bytes >= 0) {
-    if (absl::Status s =
-            CheckArenaFits(per_slot_total, max_slots, free_bytes,
-                           kArenaReserveBytes, backend.DeviceName());
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(CheckArenaFits(per_slot_total, max_slots, free_bytes,
+                                   kArenaReserveBytes, backend.DeviceName()));
   }
   std::unique_ptr<SlotArena> arena(new SlotArena(backend, max_slots, layers));
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/json_fields.h"
 #include "engine/tokenizer/unicode_chars.h"
 
@@ -132,14 +133,11 @@ absl::Status BpeModel::ParseMerges(const json& model) {
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const json& model) {
   auto bpe = std::unique_ptr<BpeModel>(new BpeModel());
-  if (absl::Status s = bpe->ParseVocab(model); !s.ok()) return s;
-  if (absl::Status s = bpe->ParseMerges(model); !s.ok()) return s;
+  RETURN_IF_ERROR(bpe->ParseVocab(model));
+  RETURN_IF_ERROR(bpe->ParseMerges(model));
 
   std::string unk;
-  if (absl::Status s = OptionalString(model, "unk_token", "model", &unk);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(OptionalString(model, "unk_token", "model", &unk));
   if (!unk.empty()) {
     bpe->unk_id_ = bpe->TokenToId(unk);
     if (bpe->unk_id_ < 0) {
@@ -152,17 +150,13 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const json& model) {
                   : key == std::string_view("byte_fallback")
                       ? &bpe->byte_fallback_
                       : &bpe->ignore_merges_;
-    if (absl::Status s = OptionalBool(model, key, "model", field); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalBool(model, key, "model", field));
   }
   // Word-piece style affixes and dropout change the algorithm; none of the
   // byte-level or SentencePiece families use them.
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     std::string affix;
-    if (absl::Status s = OptionalString(model, key, "model", &affix); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalString(model, key, "model", &affix));
     if (!affix.empty()) {
       return FieldError(absl::StrCat("model.", key), "is not supported");
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/json_fields.h"
 #include "engine/tokenizer/unicode_chars.h"
 #include "unicode/bytestream.h"
@@ -132,7 +133,7 @@ absl::Status Normalizer::ParseInto(const json& value, const std::string& where,
                                    std::vector<Step>* steps) {
   if (value.is_null()) return absl::OkStatus();
   std::string type;
-  if (absl::Status s = TypeOf(value, where, &type); !s.ok()) return s;
+  RETURN_IF_ERROR(TypeOf(value, where, &type));
   if (type == "Sequence") {
     auto list = value.find("normalizers");
     if (list == value.end() || !list->is_array()) {
@@ -155,20 +156,11 @@ absl::Status Normalizer::ParseInto(const json& value, const std::string& where,
     step.form = *form;
   } else if (type == "Prepend") {
     step.kind = Step::kPrepend;
-    if (absl::Status s = RequiredString(value, "prepend", where, &step.content);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(RequiredString(value, "prepend", where, &step.content));
   } else if (type == "Replace") {
     step.kind = Step::kReplace;
-    if (absl::Status s = ParseStringPattern(value, where, &step.pattern);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RequiredString(value, "content", where, &step.content);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ParseStringPattern(value, where, &step.pattern));
+    RETURN_IF_ERROR(RequiredString(value, "content", where, &step.content));
   } else {
     return FieldError(
         absl::StrCat(where, ".type"),
@@ -183,7 +175,7 @@ absl::Status Normalizer::ParseInto(const json& value, const std::string& where,
 absl::StatusOr<Normalizer> Normalizer::Parse(const json& value,
                                              const std::string& where) {
   Normalizer n;
-  if (absl::Status s = ParseInto(value, where, &n.steps_); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseInto(value, where, &n.steps_));
   return n;
 }
 

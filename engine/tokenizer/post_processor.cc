@@ -1,6 +1,7 @@
 #include "engine/tokenizer/post_processor.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/json_fields.h"
 
 namespace seqboat {
@@ -36,7 +37,7 @@ absl::Status ParseInto(const json& value, const std::string& where,
                        SpecialAffixes* out) {
   if (value.is_null()) return absl::OkStatus();
   std::string type;
-  if (absl::Status s = TypeOf(value, where, &type); !s.ok()) return s;
+  RETURN_IF_ERROR(TypeOf(value, where, &type));
   if (type == "ByteLevel") return absl::OkStatus();
   if (type == "Sequence") {
     auto list = value.find("processors");
@@ -102,7 +103,7 @@ absl::Status ParseInto(const json& value, const std::string& where,
 absl::StatusOr<SpecialAffixes> ParsePostProcessor(const json& value,
                                                   const std::string& where) {
   SpecialAffixes out;
-  if (absl::Status s = ParseInto(value, where, &out); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseInto(value, where, &out));
   return out;
 }
 

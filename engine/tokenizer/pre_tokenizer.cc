@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/json_fields.h"
 #include "engine/tokenizer/normalizer.h"
@@ -141,7 +142,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
                                      std::vector<Step>* steps) {
   if (value.is_null()) return absl::OkStatus();
   std::string type;
-  if (absl::Status s = TypeOf(value, where, &type); !s.ok()) return s;
+  RETURN_IF_ERROR(TypeOf(value, where, &type));
   if (type == "Sequence") {
     auto list = value.find("pretokenizers");
     if (list == value.end() || !list->is_array()) {
@@ -159,15 +160,9 @@ absl::Status PreTokenizer::ParseInto(const json& value,
   if (type == "ByteLevel") {
     step.kind = Step::kByteLevel;
     bool use_regex = true;
-    if (absl::Status s = OptionalBool(value, "add_prefix_space", where,
-                                      &step.add_prefix_space);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = OptionalBool(value, "use_regex", where, &use_regex);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        OptionalBool(value, "add_prefix_space", where, &step.add_prefix_space));
+    RETURN_IF_ERROR(OptionalBool(value, "use_regex", where, &use_regex));
     if (use_regex) {
       auto splitter = RegexSplitter::Create(kGpt2Pattern, where);
       if (!splitter.ok()) return splitter.status();
@@ -176,10 +171,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
   } else if (type == "Split") {
     step.kind = Step::kSplit;
     std::string behavior;
-    if (absl::Status s = RequiredString(value, "behavior", where, &behavior);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(RequiredString(value, "behavior", where, &behavior));
     if (behavior != "Isolated") {
       return FieldError(absl::StrCat(where, ".behavior"),
                         absl::StrCat("\"", behavior,
@@ -187,10 +179,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
                                      "\"Isolated\")"));
     }
     bool invert = false;
-    if (absl::Status s = OptionalBool(value, "invert", where, &invert);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalBool(value, "invert", where, &invert));
     if (invert) {
       return FieldError(absl::StrCat(where, ".invert"),
                         "true is not supported");
@@ -217,11 +206,8 @@ absl::Status PreTokenizer::ParseInto(const json& value,
   } else if (type == "Metaspace") {
     step.kind = Step::kMetaspace;
     step.replacement = "\xE2\x96\x81";  // U+2581 "▁"
-    if (absl::Status s =
-            OptionalString(value, "replacement", where, &step.replacement);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        OptionalString(value, "replacement", where, &step.replacement));
     char32_t cp;
     if (step.replacement.empty() ||
         NextChar(step.replacement, 0, &cp) != step.replacement.size()) {
@@ -229,11 +215,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
                         "must be one character");
     }
     std::string scheme = "always";
-    if (absl::Status s =
-            OptionalString(value, "prepend_scheme", where, &scheme);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalString(value, "prepend_scheme", where, &scheme));
     if (scheme == "always") {
       step.prepend = Step::kAlways;
     } else if (scheme == "first") {
@@ -244,10 +226,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
       return FieldError(absl::StrCat(where, ".prepend_scheme"),
                         "must be \"always\", \"first\" or \"never\"");
     }
-    if (absl::Status s = OptionalBool(value, "split", where, &step.split);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalBool(value, "split", where, &step.split));
   } else {
     return FieldError(absl::StrCat(where, ".type"),
                       absl::StrCat("unsupported pre-tokenizer \"", type,
@@ -261,9 +240,7 @@ absl::Status PreTokenizer::ParseInto(const json& value,
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Parse(
     const json& value, const std::string& where) {
   auto pre = std::unique_ptr<PreTokenizer>(new PreTokenizer());
-  if (absl::Status s = ParseInto(value, where, &pre->steps_); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ParseInto(value, where, &pre->steps_));
   return pre;
 }
 

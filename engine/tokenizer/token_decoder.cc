@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/json_fields.h"
 #include "engine/tokenizer/normalizer.h"
@@ -31,7 +32,7 @@ absl::Status TokenDecoder::ParseInto(const json& value,
                       "spaces); use ByteLevel or a Sequence");
   }
   std::string type;
-  if (absl::Status s = TypeOf(value, where, &type); !s.ok()) return s;
+  RETURN_IF_ERROR(TypeOf(value, where, &type));
   Step step;
   if (type == "Sequence") {
     auto list = value.find("decoders");
@@ -53,34 +54,19 @@ absl::Status TokenDecoder::ParseInto(const json& value,
     step.kind = Step::kByteFallback;
   } else if (type == "Replace") {
     step.kind = Step::kReplace;
-    if (absl::Status s = ParseStringPattern(value, where, &step.pattern);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RequiredString(value, "content", where, &step.content);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ParseStringPattern(value, where, &step.pattern));
+    RETURN_IF_ERROR(RequiredString(value, "content", where, &step.content));
   } else if (type == "Strip") {
     std::string content;
     int64_t start;
     int64_t stop;
-    if (absl::Status s = RequiredString(value, "content", where, &content);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(RequiredString(value, "content", where, &content));
     if (content != " ") {
       return FieldError(absl::StrCat(where, ".content"),
                         "only \" \" is supported");
     }
-    if (absl::Status s = RequiredInt(value, "start", where, 0, 1 << 20, &start);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RequiredInt(value, "stop", where, 0, 1 << 20, &stop);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(RequiredInt(value, "start", where, 0, 1 << 20, &start));
+    RETURN_IF_ERROR(RequiredInt(value, "stop", where, 0, 1 << 20, &stop));
     if (*fused) {
       // After Fuse the strip applies to the whole text; only its start can
       // be done while streaming.
@@ -99,21 +85,13 @@ absl::Status TokenDecoder::ParseInto(const json& value,
   } else if (type == "Metaspace") {
     step.kind = Step::kMetaspace;
     step.pattern = "\xE2\x96\x81";
-    if (absl::Status s =
-            OptionalString(value, "replacement", where, &step.pattern);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalString(value, "replacement", where, &step.pattern));
     if (step.pattern.empty()) {
       return FieldError(absl::StrCat(where, ".replacement"),
                         "must not be empty");
     }
     std::string scheme = "always";
-    if (absl::Status s =
-            OptionalString(value, "prepend_scheme", where, &scheme);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(OptionalString(value, "prepend_scheme", where, &scheme));
     step.drop_first = scheme != "never";
   } else {
     return FieldError(absl::StrCat(where, ".type"),
@@ -130,10 +108,7 @@ absl::StatusOr<TokenDecoder> TokenDecoder::Parse(const json& value,
                                                  const std::string& where) {
   TokenDecoder decoder;
   bool fused = false;
-  if (absl::Status s = ParseInto(value, where, &fused, &decoder.steps_);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ParseInto(value, where, &fused, &decoder.steps_));
   return decoder;
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/eos_override.h"
 #include "engine/tokenizer/hf_bpe_tokenizer.h"
@@ -79,9 +80,7 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const json& root) {
                               std::pair{"lstrip", &token.lstrip},
                               std::pair{"rstrip", &token.rstrip},
                               std::pair{"single_word", &token.single_word}}) {
-      if (absl::Status s = OptionalBool(entry, key, where, field); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(OptionalBool(entry, key, where, field));
     }
     out.push_back(std::move(token));
   }
