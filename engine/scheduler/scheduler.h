@@ -1,0 +1,122 @@
+// The engine's bookkeeping apart from its thread and its model, as vLLM keeps
+// its Scheduler beside the engine loop: the bounded queue of waiting
+// requests, admission into free arena slots, cancel and deadline handling
+// for waiting and running requests, draining and the refusal after a device
+// fault, slot accounting, and the rows of each step.
+//
+// Add, BeginDrain, Stop, Counts and WaitForWork may be called from any
+// thread; everything else belongs to the one thread that runs the steps
+// (the engine's). Nothing here starts a thread, so tests drive it directly.
+// Final events reach a request's sink exactly once, never under a lock, and
+// a slot is free again before its request hears that it is done.
+#ifndef SEQBOAT_ENGINE_SCHEDULER_SCHEDULER_H_
+#define SEQBOAT_ENGINE_SCHEDULER_SCHEDULER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/backend/backend.h"
+#include "engine/request.h"
+#include "engine/scheduler/sequence.h"
+#include "engine/state/slot_arena.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace seqboat {
+
+struct SchedulerOptions {
+  int32_t max_queue = 256;          // waiting requests beyond the free slots
+  int32_t step_token_budget = 512;  // prefill rows per step (decodes extra)
+};
+
+// What the scheduler publishes of itself (EngineStats' share).
+struct SchedulerCounts {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t free_slots = 0;
+  bool draining = false;
+  std::string fault;  // set once the device is lost
+};
+
+// One step's rows in the order the model reads them.
+struct StepBatch {
+  std::vector<int32_t> ids;
+  std::vector<Segment> segs;
+  std::vector<int32_t> logit_rows;
+  std::vector<Sequence*> logit_seqs;  // the sequence of each logit row
+  int32_t sequences = 0;              // sequences that run in the step
+};
+
+class Scheduler {
+ public:
+  // `arena` and `tokenizer` must outlive the scheduler.
+  Scheduler(SchedulerOptions options, SlotArena& arena,
+            const Tokenizer& tokenizer);
+  ~Scheduler();
+
+  // Queues a request. The device fault once lost, UNAVAILABLE while draining
+  // or stopped, RESOURCE_EXHAUSTED past the queue bound (requests about to
+  // take free slots do not count against it).
+  absl::Status Add(Request request);
+  // Stops admitting new requests; queued and running ones go on.
+  void BeginDrain();
+  // Wakes WaitForWork for good and refuses later requests.
+  void Stop();
+  SchedulerCounts Counts() const;
+  // Blocks until a request waits or runs, or Stop(); false once stopped.
+  bool WaitForWork();
+
+  // Ends the waiting requests whose client left or whose deadline passed,
+  // then moves waiting requests into free slots, oldest first; on_admit (if
+  // set) hears each one's time in the queue.
+  void Admit(absl::Time now,
+             const std::function<void(absl::Duration)>& on_admit);
+  // Ends the running sequences whose client left or whose deadline passed.
+  void DropCancelled(absl::Time now);
+  bool has_running() const { return !running_.empty(); }
+  // The next step: one decode row per sequence past its prompt, then prompt
+  // chunks while the token budget lasts (the prompt progress is recorded).
+  void PlanStep(StepBatch& batch);
+  // Sends a sequence's event; a final one releases its slot first. Call
+  // EraseFinished after the step's events.
+  void Deliver(Sequence& seq, GenerationEvent event);
+  void EraseFinished();
+  // A step failed: every running sequence ends with `status`.
+  void FailRunning(const absl::Status& status);
+  // The device is lost: queued requests end with `fault`, which every later
+  // Add returns.
+  void Fault(const absl::Status& fault);
+  // Shutdown: everything waiting or running ends as cancelled.
+  void CancelAll();
+
+ private:
+  void Release(Sequence& seq, GenerationEvent event);
+  void CountSlots();
+
+  const SchedulerOptions options_;
+  SlotArena& arena_;
+  const Tokenizer& tokenizer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> waiting_;  // guarded by mu_
+  bool draining_ = false;        // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+  absl::Status fault_;           // guarded by mu_; set once, for good
+  int32_t free_slots_ = 0;       // guarded by mu_
+  int32_t running_count_ = 0;    // guarded by mu_
+
+  // The stepping thread's.
+  std::vector<std::unique_ptr<Sequence>> running_;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_SCHEDULER_SCHEDULER_H_

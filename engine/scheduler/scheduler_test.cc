@@ -1,0 +1,178 @@
+// The Scheduler driven step by step on the test's own thread: the queue
+// bound, admission into free slots, cancel and deadline in the queue and
+// while running, drain, the device fault, a failed step and shutdown, with
+// every request's final event checked and every slot accounted for.
+#include "engine/scheduler/scheduler.h"
+
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/event_collector.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+// A scheduler over an arena of `slots` slots (no layers: slot accounting
+// only) and a byte tokenizer.
+struct Harness {
+  explicit Harness(int slots, int max_queue = 4, int budget = 8) {
+    backend = MakeCpuBackend(1);
+    arena = *SlotArena::Create(*backend, slots, {});
+    tokenizer = *ByteTokenizer::Create({});
+    scheduler = std::make_unique<Scheduler>(SchedulerOptions{max_queue, budget},
+                                            *arena, *tokenizer);
+  }
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<SlotArena> arena;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+Request Greedy(int prompt_len, int max_new, EventCollector& c) {
+  Request r;
+  for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(65 + i % 26);
+  r.sampling.temperature = 0.0f;
+  r.stopping.max_new_tokens = max_new;
+  r.stopping.ignore_eos = true;
+  r.sink = c.Sink();
+  return r;
+}
+
+TEST(SchedulerTest, QueueBoundCountsOnlyRequestsThatMustWait) {
+  EventCollector c[4];  // outlive the scheduler, which may still end them
+  Harness h(/*slots=*/2, /*max_queue=*/1);
+  // Two go to free slots, one may wait, the fourth is refused.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(h.scheduler->Add(Greedy(3, 1, c[i])).ok());
+  const absl::Status full = h.scheduler->Add(Greedy(3, 1, c[3]));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(h.scheduler->Counts().waiting, 3);
+
+  int admitted = 0;
+  h.scheduler->Admit(absl::Now(), [&](absl::Duration) { ++admitted; });
+  EXPECT_EQ(admitted, 2);
+  const SchedulerCounts counts = h.scheduler->Counts();
+  EXPECT_EQ(counts.running, 2);
+  EXPECT_EQ(counts.waiting, 1);
+  EXPECT_EQ(counts.free_slots, 0);
+  h.scheduler->CancelAll();
+}
+
+TEST(SchedulerTest, StepsPrefillInChunksThenDecodeAndFreeTheSlotFirst) {
+  EventCollector c;
+  Harness h(/*slots=*/1, 4, /*budget=*/4);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(6, 2, c)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  StepBatch batch;
+  // A 6-token prompt under a budget of 4: a chunk of 4 (no logits), then 2.
+  h.scheduler->PlanStep(batch);
+  ASSERT_EQ(batch.segs.size(), 1u);
+  EXPECT_EQ(batch.segs[0].len, 4);
+  EXPECT_TRUE(batch.logit_seqs.empty());
+  h.scheduler->PlanStep(batch);
+  ASSERT_EQ(batch.segs.size(), 1u);
+  EXPECT_EQ(batch.segs[0].len, 2);
+  ASSERT_EQ(batch.logit_seqs.size(), 1u);
+  EXPECT_EQ(batch.logit_rows[0], 1);
+  Sequence& seq = *batch.logit_seqs[0];
+  h.scheduler->Deliver(seq, seq.Accept(66));
+  h.scheduler->EraseFinished();
+  EXPECT_EQ(c.events, 1);  // a token, not yet the end
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 0);
+  // A decode row feeds the token just sampled.
+  h.scheduler->PlanStep(batch);
+  ASSERT_EQ(batch.ids.size(), 1u);
+  EXPECT_EQ(batch.ids[0], 66);
+  // The second token ends it: the slot is free before the sink hears so.
+  int free_when_done = -1;
+  EventSink inner = seq.request().sink;
+  const_cast<Request&>(seq.request()).sink = [&](GenerationEvent e) {
+    if (e.finish != FinishReason::kNone)
+      free_when_done = h.scheduler->Counts().free_slots;
+    inner(std::move(e));
+  };
+  h.scheduler->Deliver(seq, seq.Accept(67));
+  h.scheduler->EraseFinished();
+  EXPECT_EQ(free_when_done, 1);
+  EXPECT_FALSE(h.scheduler->has_running());
+  EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
+  EXPECT_EQ(c.tokens, (std::vector<int32_t>{66, 67}));
+}
+
+TEST(SchedulerTest, CancelAndDeadlineEndWaitingAndRunningRequests) {
+  EventCollector running, cancelled, late;
+  Harness h(/*slots=*/1);
+  Request r = Greedy(3, 5, running);
+  const absl::Time start = absl::Now();
+  r.deadline = start + absl::Hours(1);
+  ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  Request c = Greedy(3, 5, cancelled);
+  auto control = c.control;
+  ASSERT_TRUE(h.scheduler->Add(std::move(c)).ok());
+  Request l = Greedy(3, 5, late);
+  l.deadline = absl::Now() - absl::Seconds(1);
+  ASSERT_TRUE(h.scheduler->Add(std::move(l)).ok());
+  control->cancelled = true;
+  // Both leave the queue without a slot.
+  h.scheduler->Admit(absl::Now(), nullptr);
+  EXPECT_EQ(cancelled.done.get_future().get().finish, FinishReason::kCancelled);
+  const GenerationEvent expired = late.done.get_future().get();
+  EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(h.scheduler->Counts().waiting, 0);
+  // A running request past its deadline gives its slot back.
+  h.scheduler->DropCancelled(start + absl::Minutes(59));
+  EXPECT_TRUE(h.scheduler->has_running());
+  h.scheduler->DropCancelled(start + absl::Hours(2));
+  EXPECT_EQ(running.done.get_future().get().status.code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(h.scheduler->has_running());
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 1);
+}
+
+TEST(SchedulerTest, DrainRefusesNewWorkAndFaultFailsTheQueue) {
+  EventCollector a, b, c, d;
+  Harness h(/*slots=*/1);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 5, a)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 5, b)).ok());  // waits
+  const absl::Status lost = absl::InternalError("illegal address");
+  h.scheduler->FailRunning(absl::UnavailableError("step failed"));
+  h.scheduler->Fault(lost);
+  EXPECT_EQ(a.done.get_future().get().status.code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(b.done.get_future().get().status, lost);
+  EXPECT_EQ(h.scheduler->Add(Greedy(3, 5, c)), lost);
+  EXPECT_NE(h.scheduler->Counts().fault.find("illegal address"),
+            std::string::npos);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 1);
+
+  Harness g(/*slots=*/1);
+  g.scheduler->BeginDrain();
+  EXPECT_EQ(g.scheduler->Add(Greedy(3, 5, d)).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(g.scheduler->Counts().draining);
+}
+
+TEST(SchedulerTest, StopWakesTheWaiterAndCancelAllEndsEverything) {
+  EventCollector a, b;
+  Harness h(/*slots=*/1);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 5, a)).ok());
+  EXPECT_TRUE(h.scheduler->WaitForWork());  // a request waits: no block
+  h.scheduler->Admit(absl::Now(), nullptr);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 5, b)).ok());
+  h.scheduler->Stop();
+  EXPECT_FALSE(h.scheduler->WaitForWork());
+  h.scheduler->CancelAll();
+  EXPECT_EQ(a.done.get_future().get().finish, FinishReason::kCancelled);
+  EXPECT_EQ(b.done.get_future().get().finish, FinishReason::kCancelled);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 1);
+  EXPECT_EQ(h.scheduler->Counts().running, 0);
+}
+
+}  // namespace
+}  // namespace seqboat
