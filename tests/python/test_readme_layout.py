@@ -54,3 +54,30 @@ def test_every_named_folder_exists():
 def test_every_folder_is_named():
     unnamed = sorted(tree_folders() - named_folders())
     assert not unnamed, f"README's Layout block does not name: {unnamed}"
+
+
+def architecture_folders():
+    """Folders named at the start of a line in ARCHITECTURE.md's first code
+    block: top-level ones, and indented ones under the last top-level one."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    m = re.search(r"^```\n(.*?)^```", text, re.S | re.M)
+    assert m, "ARCHITECTURE.md has no code block with the units"
+    named, parent = set(), None
+    for line in m.group(1).splitlines():
+        top = re.match(r"^([\w.-]+(?:/[\w.-]+)*)/(\s|$)", line)
+        sub = re.match(r"^  ([\w.-]+)/(\s|$)", line)
+        if top:
+            parent = top.group(1).split("/")[0]
+            named.add(top.group(1))
+        elif sub and parent:
+            named.add(f"{parent}/{sub.group(1)}")
+    return named
+
+
+def test_architecture_names_real_folders_and_every_top_level_one():
+    named = architecture_folders()
+    missing = sorted(p for p in named if not (ROOT / p).is_dir())
+    assert not missing, f"ARCHITECTURE.md names folders that do not exist: {missing}"
+    top = {p for p in tree_folders() if "/" not in p}
+    tops = {p.split("/")[0] for p in named}
+    assert not sorted(top - tops), f"ARCHITECTURE.md leaves out: {sorted(top - tops)}"
