@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < K; ++i) w[i] = p.w[static_cast<int64_t>(c) * K + i];
   const float bias = p.bias != nullptr ? p.bias[c] : 0.0f;
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const MambaSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     // Padding segments may share a real segment's slot: no state access.
     if (seg.len <= 0) continue;
     float* window =
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* w = p.w + static_cast<int64_t>(c) * p.k;
   const float bias = p.bias != nullptr ? p.bias[c] : 0.0f;
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const MambaSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     if (seg.len <= 0) continue;
     float* window = p.state + seg.slot * p.state_stride +
                     static_cast<int64_t>(c) * (p.k - 1);
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads)
   const float dt_bias = p.dt_bias[c];
   const float d = p.d[c];
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const MambaSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     // Padding segments may share a real segment's slot: no state access.
     if (seg.len <= 0) continue;
     float* state =
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads)
   const float dt_bias = p.dt_bias[c];
   const float d = p.d[c];
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const MambaSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     if (seg.len <= 0) continue;
     float* h =
         p.state + seg.slot * p.state_stride + static_cast<int64_t>(c) * n;

@@ -14,19 +14,12 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend/ffn_math.h"
-#include "engine/backend/seqboat_shape.h"
+#include "engine/backend/mamba_params.h"
 #include "engine/backend/sample_row.h"
+#include "engine/backend/segment.h"
+#include "engine/backend/seqboat_shape.h"
 
 namespace seqboat {
-
-// A run of consecutive tokens of one sequence inside a step's packed batch:
-// rows [start, start + len) of every activation, state in arena slot `slot`.
-// Decode is len == 1; a prefill chunk is len > 1.
-struct Segment {
-  int32_t slot = 0;
-  int32_t start = 0;
-  int32_t len = 0;
-};
 
 // A weight matrix [rows, cols] (PyTorch Linear layout: out x in) as the
 // backend stores it. Owned by the backend's memory; the layer keeps the handle.
@@ -137,26 +130,10 @@ class Backend {
                           float* out) = 0;
 
   // --- recurrent ops: one state per segment's slot
-  // ----------------------------- Mamba-1 causal depthwise conv + SiLU over
-  // each segment's tokens (§1.3/1.4).
-  //   x: pre-conv inputs, row stride ldx; state: slot s's [e, k-1] window at
-  //   state + s * state_stride; w: [e, k]; bias: [e] or null; out: [n, e].
-  virtual void MambaConv(const Segment* segs, int nsegs, const float* x,
-                         int ldx, float* state, int64_t state_stride,
-                         const float* w, const float* bias, int e, int k,
-                         float* out) = 0;
-  // Mamba-1 selective scan over each segment's tokens (§1.3/1.4).
-  //   x: conv outputs [n, e]; dt: W_dt δ̃ [n, e] (before bias and softplus);
-  //   bc: rows holding B at column 0 and C at column n_state, stride ldbc;
-  //   z: gate, stride ldz; a: [e, n_state]; d, dt_bias: [e];
-  //   state: slot s's [e, n_state] at state + s * state_stride;
-  //   out: [n, e] = (C·h + D x) SiLU(z).
-  virtual void MambaScan(const Segment* segs, int nsegs, const float* x,
-                         const float* dt, const float* bc, int ldbc,
-                         const float* z, int ldz, const float* a,
-                         const float* d, const float* dt_bias, float* state,
-                         int64_t state_stride, int e, int n_state,
-                         float* out) = 0;
+  // Mamba-1's causal depthwise conv + SiLU and selective scan over each
+  // segment's tokens (MODELS.md §1.3/1.4; arguments in mamba_params.h).
+  virtual void MambaConv(const MambaConvParams& p) = 0;
+  virtual void MambaScan(const MambaScanParams& p) = 0;
 
   // --- attention over a sink + rolling-window KV cache (MODELS.md §3.4) ----
   // Key set, cache positions and the slot layout ([count | K | V]) are defined

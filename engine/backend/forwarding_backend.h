@@ -90,20 +90,8 @@ class ForwardingBackend : public Backend {
                   float* out) override {
     inner_->GatherRows(x, d, rows, m, out);
   }
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
-                 float* state, int64_t state_stride, const float* w,
-                 const float* bias, int e, int k, float* out) override {
-    inner_->MambaConv(segs, nsegs, x, ldx, state, state_stride, w, bias, e, k,
-                      out);
-  }
-  void MambaScan(const Segment* segs, int nsegs, const float* x,
-                 const float* dt, const float* bc, int ldbc, const float* z,
-                 int ldz, const float* a, const float* d, const float* dt_bias,
-                 float* state, int64_t state_stride, int e, int n_state,
-                 float* out) override {
-    inner_->MambaScan(segs, nsegs, x, dt, bc, ldbc, z, ldz, a, d, dt_bias,
-                      state, state_stride, e, n_state, out);
-  }
+  void MambaConv(const MambaConvParams& p) override { inner_->MambaConv(p); }
+  void MambaScan(const MambaScanParams& p) override { inner_->MambaScan(p); }
   void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
                      const float* k, int ldk, const float* v, int ldv,
                      const void* cache, int64_t slot_bytes,

@@ -42,14 +42,8 @@ class CpuBackend final : public Backend {
                   float* out) override;
 
   // Mamba-1 (mamba_ops.cc).
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
-                 float* state, int64_t state_stride, const float* w,
-                 const float* bias, int e, int k, float* out) override;
-  void MambaScan(const Segment* segs, int nsegs, const float* x,
-                 const float* dt, const float* bc, int ldbc, const float* z,
-                 int ldz, const float* a, const float* d, const float* dt_bias,
-                 float* state, int64_t state_stride, int e, int n_state,
-                 float* out) override;
+  void MambaConv(const MambaConvParams& p) override;
+  void MambaScan(const MambaScanParams& p) override;
 
   // Attention over a sink + rolling-window KV cache (attention_ops.cc).
   void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,

@@ -84,8 +84,19 @@ class Mamba1 final : public Layer {
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = ConvFloats() + SsmFloats();
-    be.MambaConv(ctx.segs, ctx.nsegs, xz, 2 * e, state_, stride, conv_w_,
-                 conv_b_, e, dims_.d_conv, x);
+    MambaConvParams conv;
+    conv.segs = ctx.segs;
+    conv.nsegs = ctx.nsegs;
+    conv.x = xz;
+    conv.ldx = 2 * e;
+    conv.state = state_;
+    conv.state_stride = stride;
+    conv.w = conv_w_;
+    conv.bias = conv_b_;
+    conv.e = e;
+    conv.k = dims_.d_conv;
+    conv.out = x;
+    be.MambaConv(conv);
     be.Gemm(x, e, n, x_proj_, nullptr, xdbl, xc, false);
     if (dims_.dt_bc_norm) {
       // In place: dt_proj and the scan read these same columns next.
@@ -97,8 +108,24 @@ class Mamba1 final : public Layer {
                         dims_.dt_bc_norm_eps, xdbl + r + ns, xc);
     }
     be.Gemm(xdbl, xc, n, dt_proj_, nullptr, dt, e, false);
-    be.MambaScan(ctx.segs, ctx.nsegs, x, dt, xdbl + r, xc, xz + e, 2 * e, a_,
-                 d_, dt_bias_, state_ + ConvFloats(), stride, e, ns, y);
+    MambaScanParams scan;
+    scan.segs = ctx.segs;
+    scan.nsegs = ctx.nsegs;
+    scan.x = x;
+    scan.dt = dt;
+    scan.bc = xdbl + r;
+    scan.ldbc = xc;
+    scan.z = xz + e;
+    scan.ldz = 2 * e;
+    scan.a = a_;
+    scan.d = d_;
+    scan.dt_bias = dt_bias_;
+    scan.state = state_ + ConvFloats();
+    scan.state_stride = stride;
+    scan.e = e;
+    scan.n_state = ns;
+    scan.out = y;
+    be.MambaScan(scan);
     be.Gemm(y, e, n, out_proj_, out_bias_, residual, d, /*accumulate=*/true);
     return absl::OkStatus();
   }

@@ -11,7 +11,6 @@
 
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/mamba_kernels.h"
-#include "kernels/mamba_params.h"
 #include "kernels/testing/mamba_cases.h"
 
 namespace seqboat::emu_test {
@@ -34,24 +33,13 @@ using parity::mamba::Trace;
 
 class MambaEmulation : public EmulatedBackend {
  public:
-  void MambaConv(const Segment* segs, int nsegs, const float* x, int ldx,
-                 float* state, int64_t state_stride, const float* w,
-                 const float* bias, int e, int k, float* out) override {
-    // Host memory is device memory here: the segments need no staging.
-    cuda::LaunchMambaConv(
-        cuda::MambaConvParamsFor(segs, nsegs, x, ldx, state, state_stride, w,
-                                 bias, e, k, out),
-        nullptr);
+  // Host memory is device memory here: the segments need no staging, and
+  // the kernels get the op's parameters as they are.
+  void MambaConv(const MambaConvParams& p) override {
+    cuda::LaunchMambaConv(p, nullptr);
   }
-  void MambaScan(const Segment* segs, int nsegs, const float* x,
-                 const float* dt, const float* bc, int ldbc, const float* z,
-                 int ldz, const float* a, const float* d, const float* dt_bias,
-                 float* state, int64_t state_stride, int e, int n_state,
-                 float* out) override {
-    cuda::LaunchMambaScan(
-        cuda::MambaScanParamsFor(segs, nsegs, x, dt, bc, ldbc, z, ldz, a, d,
-                                 dt_bias, state, state_stride, e, n_state, out),
-        nullptr);
+  void MambaScan(const MambaScanParams& p) override {
+    cuda::LaunchMambaScan(p, nullptr);
   }
 };
 

@@ -139,14 +139,37 @@ inline void RunOps(Backend& be, DeviceLayer& l, DeviceStep& s,
                    const std::vector<Segment>& segs) {
   const int e = l.host.dims.e, n = l.host.dims.n;
   const int nsegs = static_cast<int>(segs.size());
-  be.MambaConv(segs.data(), nsegs, s.xz.get(), 2 * e, l.arena.get(),
-               l.host.Stride(), l.conv_w.get(), l.conv_b.get(), e,
-               l.host.dims.k, s.x.get());
-  be.MambaScan(segs.data(), nsegs, s.x.get(), s.dt.get(),
-               s.xdbl.get() + kDtRank, kDtRank + 2 * n, s.xz.get() + e, 2 * e,
-               l.a.get(), l.d.get(), l.dt_bias.get(),
-               l.arena.get() + l.host.ConvFloats(), l.host.Stride(), e, n,
-               s.y.get());
+  MambaConvParams conv;
+  conv.segs = segs.data();
+  conv.nsegs = nsegs;
+  conv.x = s.xz.get();
+  conv.ldx = 2 * e;
+  conv.state = l.arena.get();
+  conv.state_stride = l.host.Stride();
+  conv.w = l.conv_w.get();
+  conv.bias = l.conv_b.get();
+  conv.e = e;
+  conv.k = l.host.dims.k;
+  conv.out = s.x.get();
+  be.MambaConv(conv);
+  MambaScanParams scan;
+  scan.segs = segs.data();
+  scan.nsegs = nsegs;
+  scan.x = s.x.get();
+  scan.dt = s.dt.get();
+  scan.bc = s.xdbl.get() + kDtRank;
+  scan.ldbc = kDtRank + 2 * n;
+  scan.z = s.xz.get() + e;
+  scan.ldz = 2 * e;
+  scan.a = l.a.get();
+  scan.d = l.d.get();
+  scan.dt_bias = l.dt_bias.get();
+  scan.state = l.arena.get() + l.host.ConvFloats();
+  scan.state_stride = l.host.Stride();
+  scan.e = e;
+  scan.n_state = n;
+  scan.out = s.y.get();
+  be.MambaScan(scan);
 }
 
 // What one backend produced: per call, the conv and scan outputs and the
