@@ -113,10 +113,7 @@ class CudaBackend final : public Backend {
   void ScatterAddScaled(const float* src, int d, const int32_t* rows,
                         const float* scales, int m, float* dst,
                         int lddst) override;
-  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-               const float* da, const float* c, const float* d, float* state,
-               int64_t state_stride, int h, int m, int ch, float scale,
-               float* out) override;
+  void S4dScan(const S4dScanParams& p) override;
 
   // Sampling (sampling_ops.cc).
   bool SamplesOnDevice() const override { return true; }

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
   LoadRow(da, da_row);
   const int64_t ld_out = static_cast<int64_t>(p.ch) * p.h;
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const S4dSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     // Padding segments may share a real segment's slot: no state access.
     if (seg.len <= 0) continue;
     float* state =
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* da_row = p.da + static_cast<int64_t>(k) * 2 * m;
   const int64_t ld_out = static_cast<int64_t>(p.ch) * p.h;
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
-    const S4dSegment seg = p.segs[s];
+    const Segment seg = p.segs[s];
     if (seg.len <= 0) continue;
     float* zeta =
         p.state + seg.slot * p.state_stride + static_cast<int64_t>(k) * 2 * m;

@@ -12,34 +12,10 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "engine/backend/s4d_params.h"
+
 namespace seqboat::cuda {
 
-// seqboat::Segment as the kernel reads it (the .cu files cannot include
-// backend.h); s4d_ops.cc checks that the layouts agree.
-struct S4dSegment {
-  int32_t slot;
-  int32_t start;
-  int32_t len;
-};
-
-// Backend::S4dScan; state: slot s's zeta [h, m, 2] at
-// state + s * state_stride.
-struct S4dScanParams {
-  const S4dSegment* segs = nullptr;
-  int nsegs = 0;
-  const float* u = nullptr;
-  int ldu = 0;
-  const float* da = nullptr;  // [h, m, 2]
-  const float* c = nullptr;   // [ch, h, m, 2]
-  const float* d = nullptr;   // [ch, h]
-  float* state = nullptr;
-  int64_t state_stride = 0;
-  int h = 0;
-  int m = 0;
-  int ch = 0;
-  float scale = 1.0f;
-  float* out = nullptr;  // [n, ch * h]
-};
 // The channel's zeta in registers for m in {4, 8, 16, 32}, in global memory
 // otherwise.
 void LaunchS4dScan(const S4dScanParams& p, cudaStream_t stream);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/mamba_params.h"
+#include "engine/backend/s4d_params.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/segment.h"
 #include "engine/backend/seqboat_shape.h"
@@ -221,15 +222,9 @@ class Backend {
   virtual void ScatterAddScaled(const float* src, int d, const int32_t* rows,
                                 const float* scales, int m, float* dst,
                                 int lddst) = 0;
-  // S4D diagonal recurrence over each segment's tokens (MODELS.md §4.3).
-  //   u: [n, h] inputs, stride ldu; da: [h, m, 2]; c: [ch, h, m, 2];
-  //   d: [ch, h]; state: slot s's zeta [h, m, 2] at state + s * state_stride;
-  //   out: [n, ch * h], column c * h + k (S4's "(c h)" order);
-  //   scale: 2 for conjugate-half modes, 1 for the full set.
-  virtual void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-                       const float* da, const float* c, const float* d,
-                       float* state, int64_t state_stride, int h, int m, int ch,
-                       float scale, float* out) = 0;
+  // S4D diagonal recurrence over each segment's tokens (MODELS.md §4.3;
+  // arguments in s4d_params.h).
+  virtual void S4dScan(const S4dScanParams& p) = 0;
 
   // --- sampling (engine/backend/sample_row.h) ------------------------------
   // Whether the engine should sample with SampleRows rather than copy the

@@ -151,13 +151,7 @@ class ForwardingBackend : public Backend {
                         int lddst) override {
     inner_->ScatterAddScaled(src, d, rows, scales, m, dst, lddst);
   }
-  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-               const float* da, const float* c, const float* d, float* state,
-               int64_t state_stride, int h, int m, int ch, float scale,
-               float* out) override {
-    inner_->S4dScan(segs, nsegs, u, ldu, da, c, d, state, state_stride, h, m,
-                    ch, scale, out);
-  }
+  void S4dScan(const S4dScanParams& p) override { inner_->S4dScan(p); }
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -84,10 +84,7 @@ class CpuBackend final : public Backend {
   void ScatterAddScaled(const float* src, int d, const int32_t* rows,
                         const float* scales, int m, float* dst,
                         int lddst) override;
-  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-               const float* da, const float* c, const float* d, float* state,
-               int64_t state_stride, int h, int m, int ch, float scale,
-               float* out) override;
+  void S4dScan(const S4dScanParams& p) override;
 
   // The host Sampler over rows already in host memory (sampling_ops.cc).
   // SamplesOnDevice stays false: the engine samples these logits itself,

@@ -89,14 +89,31 @@ TEST(FfnOpsTest, S4dScanEqualsTheConvolutionKernel) {
   const float scale = 2.0f;
   std::vector<float> out_a(5 * ch * h);
   Segment first{2, 0, 5};
-  be->S4dScan(&first, 1, ua.data(), h, da.data(), c.data(), d.data(),
-              state.data(), per_slot, h, m, ch, scale, out_a.data());
+  S4dScanParams p;
+  p.u = ua.data();
+  p.ldu = h;
+  p.da = da.data();
+  p.c = c.data();
+  p.d = d.data();
+  p.state = state.data();
+  p.state_stride = per_slot;
+  p.h = h;
+  p.m = m;
+  p.ch = ch;
+  p.scale = scale;
+  p.segs = &first;
+  p.nsegs = 1;
+  p.out = out_a.data();
+  be->S4dScan(p);
   std::vector<float> step_u(5 * h), step_out(5 * ch * h);
   std::copy(ua.begin() + 5 * h, ua.end(), step_u.begin());
   std::copy(ub.begin(), ub.end(), step_u.begin() + h);
   const Segment segs[2] = {{2, 0, 1}, {0, 1, 4}};
-  be->S4dScan(segs, 2, step_u.data(), h, da.data(), c.data(), d.data(),
-              state.data(), per_slot, h, m, ch, scale, step_out.data());
+  p.segs = segs;
+  p.nsegs = 2;
+  p.u = step_u.data();
+  p.out = step_out.data();
+  be->S4dScan(p);
 
   auto expect = [&](const std::vector<float>& u, int t, int cc, int k) {
     double y = d[cc * h + k] * u[t * h + k];

@@ -50,8 +50,22 @@ class S4d final : public Layer {
     float* y = u + static_cast<int64_t>(n) * h;
     float* z = y + static_cast<int64_t>(n) * ch * h;
     norm_.Apply(be, residual, n, u);
-    be.S4dScan(ctx.segs, ctx.nsegs, u, h, da_, c_dev_, d_, state_,
-               StateFloats(), h, m, ch, c_.conj_half ? 2.0f : 1.0f, y);
+    S4dScanParams scan;
+    scan.segs = ctx.segs;
+    scan.nsegs = ctx.nsegs;
+    scan.u = u;
+    scan.ldu = h;
+    scan.da = da_;
+    scan.c = c_dev_;
+    scan.d = d_;
+    scan.state = state_;
+    scan.state_stride = StateFloats();
+    scan.h = h;
+    scan.m = m;
+    scan.ch = ch;
+    scan.scale = c_.conj_half ? 2.0f : 1.0f;
+    scan.out = y;
+    be.S4dScan(scan);
     if (!c_.gelu_glu) {
       be.ActivateMul(y, h, nullptr, 0, n, h, Activation::kIdentity, residual, h,
                      /*accumulate=*/true);

@@ -11,7 +11,6 @@
 
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/s4d_kernels.h"
-#include "kernels/s4d_params.h"
 #include "kernels/testing/s4d_cases.h"
 
 namespace seqboat::emu_test {
@@ -33,15 +32,9 @@ using parity::s4d::Trace;
 
 class S4dEmulation : public EmulatedBackend {
  public:
-  void S4dScan(const Segment* segs, int nsegs, const float* u, int ldu,
-               const float* da, const float* c, const float* d, float* state,
-               int64_t state_stride, int h, int m, int ch, float scale,
-               float* out) override {
-    // Host memory is device memory here: the segments need no staging.
-    cuda::LaunchS4dScan(
-        cuda::S4dScanParamsFor(segs, nsegs, u, ldu, da, c, d, state,
-                               state_stride, h, m, ch, scale, out),
-        nullptr);
+  // Host memory is device memory here: the segments need no staging.
+  void S4dScan(const S4dScanParams& p) override {
+    cuda::LaunchS4dScan(p, nullptr);
   }
 };
 

@@ -111,9 +111,22 @@ struct DeviceStep {
 inline void RunOp(Backend& be, DeviceLayer& l, DeviceStep& s,
                   const std::vector<Segment>& segs) {
   const Dims& dims = l.host.dims;
-  be.S4dScan(segs.data(), static_cast<int>(segs.size()), s.u.get(),
-             l.host.Ldu(), l.da.get(), l.c.get(), l.d.get(), l.arena.get(),
-             l.host.Stride(), dims.h, dims.m, dims.ch, dims.scale, s.y.get());
+  S4dScanParams p;
+  p.segs = segs.data();
+  p.nsegs = static_cast<int>(segs.size());
+  p.u = s.u.get();
+  p.ldu = l.host.Ldu();
+  p.da = l.da.get();
+  p.c = l.c.get();
+  p.d = l.d.get();
+  p.state = l.arena.get();
+  p.state_stride = l.host.Stride();
+  p.h = dims.h;
+  p.m = dims.m;
+  p.ch = dims.ch;
+  p.scale = dims.scale;
+  p.out = s.y.get();
+  be.S4dScan(p);
 }
 
 // What one backend produced: per call, the output and the arena afterwards.
