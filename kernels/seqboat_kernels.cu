@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kEmaThreads)
   const float omega = p.skip[c];
   // More segments than the grid's rows: each row takes every gridDim.y-th.
   for (int sg = blockIdx.y; sg < p.nsegs; sg += gridDim.y) {
-    const SeqBoatSeg seg = p.segs[sg];
+    const Segment seg = p.segs[sg];
     if (seg.len <= 0) continue;  // padding: no state read or written
     float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
     float s[NE];
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kEmaThreads)
   if (c >= d) return;
   const int64_t off = static_cast<int64_t>(c) * ne;
   for (int sg = blockIdx.y; sg < p.nsegs; sg += gridDim.y) {
-    const SeqBoatSeg seg = p.segs[sg];
+    const Segment seg = p.segs[sg];
     if (seg.len <= 0) continue;
     float* ema = SlotOf(p.state, p.state_stride, seg.slot, p.shape).ema + off;
     const int64_t first = static_cast<int64_t>(seg.start) * d + c;
@@ -169,8 +169,9 @@ __global__ void SeqBoatRouteKernel(const float* u, int ldu, int n,
 // After (C) the token's entry is written: keys and pos[e] were last read
 // before (B); value column i is read and written by the same thread only.
 __global__ void __launch_bounds__(kAttendThreads)
-    SeqBoatAttendKernel(SeqBoatAttendParams p) {
-  const SeqBoatSeg seg = p.segs[blockIdx.x];
+    SeqBoatAttendKernel(SeqBoatAttendParams p, const double* rope_inv_freq,
+                        float scale) {
+  const Segment seg = p.segs[blockIdx.x];
   if (seg.len <= 0) return;  // padding: no state read or written
   const SeqBoatShape& sh = p.shape;
   const int z = sh.z, v = sh.v, w = sh.w;
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kAttendThreads)
   float* k = q + z;
   float* scores = k + z;
   int* ring = reinterpret_cast<int*>(scores + w + 1);
-  for (int i = tid; i < pairs; i += nthreads) inv_freq[i] = p.inv_freq[i];
+  for (int i = tid; i < pairs; i += nthreads) inv_freq[i] = rope_inv_freq[i];
 
   op_math::SeqBoatSlot slot = SlotOf(p.state, p.state_stride, seg.slot, sh);
   // Every thread tracks the FIFO's meta identically in registers; thread 0
@@ -230,7 +231,7 @@ __global__ void __launch_bounds__(kAttendThreads)
         const float bias =
             rope ? 0.0f
                  : op_math::SimpleBias(p.rel_bias, sh.rel_pos_max, delta);
-        scores[j] = op_math::SeqBoatScore(sh, dot, p.scale, bias);
+        scores[j] = op_math::SeqBoatScore(sh, dot, scale, bias);
         if (!self) ring[j] = idx;
       }
     }
@@ -343,7 +344,17 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
   (u, ldu, n, temperature, conf, compact, active);
 }
 
-void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream) {
+std::vector<double> SeqBoatRopeInvFreq(const SeqBoatShape& shape) {
+  const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
+  std::vector<double> inv_freq(rope ? shape.z / 2 : 0);
+  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
+    inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
+  }
+  return inv_freq;
+}
+
+void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
+                         cudaStream_t stream) {
   if (p.nsegs <= 0) return;
   const size_t shared = SeqBoatAttendSharedBytes(p.shape);
   if (shared > kDefaultSharedBytes) {
@@ -353,7 +364,7 @@ void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream) {
                          static_cast<int>(shared));
   }
   SEQBOAT_LAUNCH(p.nsegs, kAttendThreads, shared, stream, SeqBoatAttendKernel)
-  (p);
+  (p, inv_freq, op_math::SeqBoatScoreScale(p.shape));
 }
 
 void LaunchSeqBoatMix(const float* s, const float* g, int ldg, const float* y,

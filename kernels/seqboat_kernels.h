@@ -9,33 +9,13 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include <vector>
+
+#include "engine/backend/seqboat_params.h"
 #include "engine/backend/seqboat_shape.h"
 
 namespace seqboat::cuda {
 
-// Byte-for-byte the engine's Segment (backend.h, which nvcc cannot include);
-// seqboat_ops.cc asserts the layouts match.
-struct SeqBoatSeg {
-  int32_t slot;
-  int32_t start;
-  int32_t len;
-};
-
-// Slot s's state region (seqboat_math.h SeqBoatSlot) is at
-// state + s * state_stride bytes.
-struct SeqBoatEmaParams {
-  const SeqBoatSeg* segs = nullptr;  // [nsegs]
-  int nsegs = 0;
-  const float* x = nullptr;  // [n, d]
-  void* state = nullptr;
-  int64_t state_stride = 0;
-  SeqBoatShape shape;
-  const float* in_coef = nullptr;   // [d, ne]
-  const float* decay = nullptr;     // [d, ne]
-  const float* out_coef = nullptr;  // [d, ne]
-  const float* skip = nullptr;      // [d]
-  float* h = nullptr;               // [n, d]
-};
 // One thread per (segment, channel), walking the segment's tokens in order.
 void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream);
 
@@ -45,28 +25,15 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
                         const float* temperature, float* conf, int32_t* compact,
                         int32_t* active, cudaStream_t stream);
 
-struct SeqBoatAttendParams {
-  const SeqBoatSeg* segs = nullptr;            // [nsegs]
-  const SeqBoatActiveRange* ranges = nullptr;  // [nsegs]
-  int nsegs = 0;
-  const int32_t* active_rows = nullptr;  // [m]
-  const float* zrv = nullptr;            // [m, z + 2v], stride ldzrv
-  int ldzrv = 0;
-  void* state = nullptr;
-  int64_t state_stride = 0;
-  SeqBoatShape shape;
-  const float* qk_gamma = nullptr;  // [2, z]
-  const float* qk_beta = nullptr;   // [2, z]
-  const float* rel_bias = nullptr;  // [2M - 1], simple bias only
-  // RopeInvFreq(i) for i < z/2, rope only: computed on the host so both
-  // backends rotate by the same angles.
-  const double* inv_freq = nullptr;
-  float scale = 1.0f;    // SeqBoatScoreScale(shape)
-  float* out = nullptr;  // [m, v]
-};
 // One block per segment, its active tokens in order. Shared memory grows
 // with w (about 8 bytes per FIFO entry); w up to ~28k fits an H100.
-void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, cudaStream_t stream);
+// inv_freq: RopeInvFreq(i) for i < z/2 (device), RoPE only, else null:
+// computed on the host (SeqBoatRopeInvFreq) so both backends rotate by the
+// same angles to the bit.
+void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
+                         cudaStream_t stream);
+// θ_i for i < z/2 with the CPU backend's own host pow; empty without RoPE.
+std::vector<double> SeqBoatRopeInvFreq(const SeqBoatShape& shape);
 // Dynamic shared memory one LaunchSeqBoatAttend block needs for `shape`.
 size_t SeqBoatAttendSharedBytes(const SeqBoatShape& shape);
 

@@ -1,8 +1,8 @@
 // The SeqBoat block's ops on CUDA (MODELS.md §2): stage the host
-// descriptors, build the launch parameters (seqboat_params.h), launch the
-// seqboat kernels. The layer reads the active count back mid-step, so these
-// steps are never recorded; they still stage before checking launching(),
-// like every op, so a replay would stage the same bytes.
+// descriptors and launch the seqboat kernels with the ops' own parameters. The
+// layer reads the active count back mid-step, so these steps are never
+// recorded; they still stage before checking launching(), like every op, so a
+// replay would stage the same bytes.
 #include <cstddef>
 #include <vector>
 
@@ -10,7 +10,6 @@
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
 #include "kernels/seqboat_kernels.h"
-#include "kernels/seqboat_params.h"
 
 namespace seqboat::cuda {
 
@@ -32,18 +31,13 @@ absl::Status CudaBackend::CheckSeqBoat(const SeqBoatShape& shape) const {
       " KiB. Convert with a smaller window or serve with --backend=cpu"));
 }
 
-void CudaBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
-                             void* state, int64_t state_stride,
-                             const SeqBoatShape& shape, const float* in_coef,
-                             const float* decay, const float* out_coef,
-                             const float* skip, float* h) {
-  const Segment* dev_segs = Stage(segs, nsegs);
+void CudaBackend::SeqBoatEma(const SeqBoatEmaParams& p) {
+  SeqBoatEmaParams dev = p;
+  dev.segs = Stage(p.segs, p.nsegs);
   // A null copy means staging failed (already recorded): launching would
   // read through it and fault the whole context.
-  if (!launching() || nsegs <= 0 || dev_segs == nullptr) return;
-  LaunchSeqBoatEma(SeqBoatEmaLaunch(dev_segs, nsegs, x, state, state_stride,
-                                    shape, in_coef, decay, out_coef, skip, h),
-                   stream_);
+  if (!launching() || p.nsegs <= 0 || dev.segs == nullptr) return;
+  LaunchSeqBoatEma(dev, stream_);
   CheckLaunch("SeqBoatEma");
 }
 
@@ -55,28 +49,19 @@ void CudaBackend::SeqBoatRoute(const float* u, int ldu, int n,
   CheckLaunch("SeqBoatRoute");
 }
 
-void CudaBackend::SeqBoatAttend(const Segment* segs, int nsegs,
-                                const SeqBoatActiveRange* ranges,
-                                const int32_t* active_rows, const float* zrv,
-                                int ldzrv, void* state, int64_t state_stride,
-                                const SeqBoatShape& shape,
-                                const float* qk_gamma, const float* qk_beta,
-                                const float* rel_bias, float* out) {
-  const Segment* dev_segs = Stage(segs, nsegs);
-  const SeqBoatActiveRange* dev_ranges = Stage(ranges, nsegs);
-  const std::vector<double> inv_freq = SeqBoatRopeInvFreq(shape);
+void CudaBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
+  SeqBoatAttendParams dev = p;
+  dev.segs = Stage(p.segs, p.nsegs);
+  dev.ranges = Stage(p.ranges, p.nsegs);
+  const std::vector<double> inv_freq = SeqBoatRopeInvFreq(p.shape);
   const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
   // A null copy means staging failed (already recorded); inv_freq is null
   // by design when it is empty.
-  if (!launching() || nsegs <= 0 || dev_segs == nullptr ||
-      dev_ranges == nullptr || (!inv_freq.empty() && dev_inv_freq == nullptr)) {
+  if (!launching() || p.nsegs <= 0 || dev.segs == nullptr ||
+      dev.ranges == nullptr || (!inv_freq.empty() && dev_inv_freq == nullptr)) {
     return;
   }
-  LaunchSeqBoatAttend(
-      SeqBoatAttendLaunch(dev_segs, nsegs, dev_ranges, dev_inv_freq,
-                          active_rows, zrv, ldzrv, state, state_stride, shape,
-                          qk_gamma, qk_beta, rel_bias, out),
-      stream_);
+  LaunchSeqBoatAttend(dev, dev_inv_freq, stream_);
   CheckLaunch("SeqBoatAttend");
 }
 

@@ -18,6 +18,7 @@
 #include "engine/backend/s4d_params.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/segment.h"
+#include "engine/backend/seqboat_params.h"
 #include "engine/backend/seqboat_shape.h"
 
 namespace seqboat {
@@ -164,16 +165,8 @@ class Backend {
   virtual absl::Status CheckSeqBoat(const SeqBoatShape& /*shape*/) const {
     return absl::OkStatus();
   }
-  // state: slot s's region (seqboat_math.h SeqBoatSlot layout) at
-  // state + s * state_stride bytes.
-  // MD-EMA over each segment's tokens: x [n, d] (normed input), coefficients
-  // g = in_coef, φ = decay, η = out_coef [d, ne], ω = skip [d];
-  // h [n, d] = SiLU(Σ η s + ω x).
-  virtual void SeqBoatEma(const Segment* segs, int nsegs, const float* x,
-                          void* state, int64_t state_stride,
-                          const SeqBoatShape& shape, const float* in_coef,
-                          const float* decay, const float* out_coef,
-                          const float* skip, float* h) = 0;
+  // MD-EMA over each segment's tokens (arguments in seqboat_params.h).
+  virtual void SeqBoatEma(const SeqBoatEmaParams& p) = 0;
   // Latent configurator over n rows of router logits u (stride ldu):
   // conf [n] (0 for inactive rows), compact [n] (a row's index among the
   // active rows, -1 if inactive), active [1 + n] = count, then the active
@@ -182,22 +175,10 @@ class Backend {
   virtual void SeqBoatRoute(const float* u, int ldu, int n,
                             const float* temperature, float* conf,
                             int32_t* compact, int32_t* active) = 0;
-  // Working-memory attention for the active tokens, in stream order per
-  // segment: each attends to its FIFO plus itself, then is pushed. Also
-  // advances every segment's stream position by seg.len (active or not), so
-  // it runs every step even when no token is active.
-  //   ranges [nsegs] (host): each segment's run of active rows;
-  //   active_rows [m] (device): step row of each active token;
-  //   zrv [m, z + 2v] (stride ldzrv): W_zrv h + b before SiLU;
-  //   qk_gamma, qk_beta [2, z]; rel_bias [2M - 1] (simple bias) or null;
-  //   out [m, v] = O ⊙ R.
-  virtual void SeqBoatAttend(const Segment* segs, int nsegs,
-                             const SeqBoatActiveRange* ranges,
-                             const int32_t* active_rows, const float* zrv,
-                             int ldzrv, void* state, int64_t state_stride,
-                             const SeqBoatShape& shape, const float* qk_gamma,
-                             const float* qk_beta, const float* rel_bias,
-                             float* out) = 0;
+  // Working-memory attention for the active tokens (seqboat_params.h). It
+  // also advances every segment's stream position, so it runs every step
+  // even when no token is active.
+  virtual void SeqBoatAttend(const SeqBoatAttendParams& p) = 0;
   // out [n, d] = SiLU(s + g + conf · y[compact]) (y term 0 when compact < 0);
   // g has stride ldg, y is [m, d]. out may alias s.
   virtual void SeqBoatMix(const float* s, const float* g, int ldg,

@@ -106,27 +106,13 @@ class ForwardingBackend : public Backend {
     inner_->SinkCacheAppend(segs, nsegs, k, ldk, v, ldv, cache, slot_bytes,
                             dims);
   }
-  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
-                  int64_t state_stride, const SeqBoatShape& shape,
-                  const float* in_coef, const float* decay,
-                  const float* out_coef, const float* skip, float* h) override {
-    inner_->SeqBoatEma(segs, nsegs, x, state, state_stride, shape, in_coef,
-                       decay, out_coef, skip, h);
-  }
+  void SeqBoatEma(const SeqBoatEmaParams& p) override { inner_->SeqBoatEma(p); }
   void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
                     float* conf, int32_t* compact, int32_t* active) override {
     inner_->SeqBoatRoute(u, ldu, n, temperature, conf, compact, active);
   }
-  void SeqBoatAttend(const Segment* segs, int nsegs,
-                     const SeqBoatActiveRange* ranges,
-                     const int32_t* active_rows, const float* zrv, int ldzrv,
-                     void* state, int64_t state_stride,
-                     const SeqBoatShape& shape, const float* qk_gamma,
-                     const float* qk_beta, const float* rel_bias,
-                     float* out) override {
-    inner_->SeqBoatAttend(segs, nsegs, ranges, active_rows, zrv, ldzrv, state,
-                          state_stride, shape, qk_gamma, qk_beta, rel_bias,
-                          out);
+  void SeqBoatAttend(const SeqBoatAttendParams& p) override {
+    inner_->SeqBoatAttend(p);
   }
   void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
                   const float* conf, const int32_t* compact, int n, int d,

@@ -56,19 +56,10 @@ class CpuBackend final : public Backend {
                        const SinkCacheDims& dims) override;
 
   // SeqBoat (seqboat_ops.cc).
-  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
-                  int64_t state_stride, const SeqBoatShape& shape,
-                  const float* in_coef, const float* decay,
-                  const float* out_coef, const float* skip, float* h) override;
+  void SeqBoatEma(const SeqBoatEmaParams& p) override;
   void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
                     float* conf, int32_t* compact, int32_t* active) override;
-  void SeqBoatAttend(const Segment* segs, int nsegs,
-                     const SeqBoatActiveRange* ranges,
-                     const int32_t* active_rows, const float* zrv, int ldzrv,
-                     void* state, int64_t state_stride,
-                     const SeqBoatShape& shape, const float* qk_gamma,
-                     const float* qk_beta, const float* rel_bias,
-                     float* out) override;
+  void SeqBoatAttend(const SeqBoatAttendParams& p) override;
   void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
                   const float* conf, const int32_t* compact, int n, int d,
                   float* out) override;

@@ -18,25 +18,21 @@ void* SlotBase(void* state, int64_t stride, int slot) {
 
 }  // namespace
 
-void CpuBackend::SeqBoatEma(const Segment* segs, int nsegs, const float* x,
-                            void* state, int64_t state_stride,
-                            const SeqBoatShape& shape, const float* in_coef,
-                            const float* decay, const float* out_coef,
-                            const float* skip, float* h) {
-  const int d = shape.d, ne = shape.ne;
-#pragma omp parallel for collapse(2) \
-    schedule(static) if (WorthThreads(SegmentRows(segs, nsegs) * d * ne * 2))
-  for (int s = 0; s < nsegs; ++s) {
+void CpuBackend::SeqBoatEma(const SeqBoatEmaParams& p) {
+  const int d = p.shape.d, ne = p.shape.ne;
+#pragma omp parallel for collapse(2) schedule( \
+    static) if (WorthThreads(SegmentRows(p.segs, p.nsegs) * d * ne * 2))
+  for (int s = 0; s < p.nsegs; ++s) {
     for (int c = 0; c < d; ++c) {
-      const Segment& seg = segs[s];
+      const Segment& seg = p.segs[s];
       op_math::SeqBoatSlot slot = op_math::SeqBoatSlotAt(
-          SlotBase(state, state_stride, seg.slot), shape);
+          SlotBase(p.state, p.state_stride, seg.slot), p.shape);
       const int64_t off = static_cast<int64_t>(c) * ne;
       for (int t = seg.start; t < seg.start + seg.len; ++t) {
         const int64_t i = static_cast<int64_t>(t) * d + c;
-        h[i] =
-            op_math::SeqBoatEmaStep(slot.ema + off, in_coef + off, decay + off,
-                                    out_coef + off, skip[c], x[i], ne);
+        p.h[i] = op_math::SeqBoatEmaStep(slot.ema + off, p.in_coef + off,
+                                         p.decay + off, p.out_coef + off,
+                                         p.skip[c], p.x[i], ne);
       }
     }
   }
@@ -60,13 +56,18 @@ void CpuBackend::SeqBoatRoute(const float* u, int ldu, int n,
   active[0] = m;
 }
 
-void CpuBackend::SeqBoatAttend(const Segment* segs, int nsegs,
-                               const SeqBoatActiveRange* ranges,
-                               const int32_t* active_rows, const float* zrv,
-                               int ldzrv, void* state, int64_t state_stride,
-                               const SeqBoatShape& shape, const float* qk_gamma,
-                               const float* qk_beta, const float* rel_bias,
-                               float* out) {
+void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
+  const Segment* segs = p.segs;
+  const int nsegs = p.nsegs;
+  const SeqBoatActiveRange* ranges = p.ranges;
+  const int32_t* active_rows = p.active_rows;
+  const float *zrv = p.zrv, *qk_gamma = p.qk_gamma, *qk_beta = p.qk_beta,
+              *rel_bias = p.rel_bias;
+  const int ldzrv = p.ldzrv;
+  void* state = p.state;
+  const int64_t state_stride = p.state_stride;
+  const SeqBoatShape& shape = p.shape;
+  float* out = p.out;
   const int z = shape.z, v = shape.v, w = shape.w;
   const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
   const float scale = op_math::SeqBoatScoreScale(shape);

@@ -126,8 +126,19 @@ class SeqBoat final : public Layer {
       ApplyNorm(be, residual, n, xn);
       x = xn;
     }
-    be.SeqBoatEma(ctx.segs, ctx.nsegs, x, state_, stride, s_, in_coef_, decay_,
-                  out_coef_, skip_, h);
+    SeqBoatEmaParams ema;
+    ema.segs = ctx.segs;
+    ema.nsegs = ctx.nsegs;
+    ema.x = x;
+    ema.state = state_;
+    ema.state_stride = stride;
+    ema.shape = s_;
+    ema.in_coef = in_coef_;
+    ema.decay = decay_;
+    ema.out_coef = out_coef_;
+    ema.skip = skip_;
+    ema.h = h;
+    be.SeqBoatEma(ema);
     be.Gemm(h, d, n, router_, router_b_, u, 2, /*accumulate=*/false);
     be.Gemm(h, d, n, hx_, hx_b_, g, d, /*accumulate=*/false);
     be.SeqBoatRoute(u, 2, n, temperature_, conf, compact, active);
@@ -157,9 +168,21 @@ class SeqBoat final : public Layer {
       be.Gemm(hg, d, m, in_proj_, in_b_, zrv, z + 2 * v, false);
     }
     // Runs even when m == 0: it also advances every segment's position.
-    be.SeqBoatAttend(ctx.segs, ctx.nsegs, ranges_.data(), active + 1, zrv,
-                     z + 2 * v, state_, stride, s_, qk_gamma_, qk_beta_,
-                     rel_bias_, att);
+    SeqBoatAttendParams gau;
+    gau.segs = ctx.segs;
+    gau.ranges = ranges_.data();
+    gau.nsegs = ctx.nsegs;
+    gau.active_rows = active + 1;
+    gau.zrv = zrv;
+    gau.ldzrv = z + 2 * v;
+    gau.state = state_;
+    gau.state_stride = stride;
+    gau.shape = s_;
+    gau.qk_gamma = qk_gamma_;
+    gau.qk_beta = qk_beta_;
+    gau.rel_bias = rel_bias_;
+    gau.out = att;
+    be.SeqBoatAttend(gau);
     if (m > 0) be.Gemm(att, v, m, out_proj_, out_b_, y, d, false);
 
     const bool post = !dims_.prenorm && dims_.norm != SeqBoatNorm::kNone;

@@ -14,48 +14,30 @@
 
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/seqboat_kernels.h"
-#include "kernels/seqboat_params.h"
 #include "kernels/testing/parity_util.h"
 #include "kernels/testing/seqboat_cases.h"
 
 namespace seqboat::emu_test {
 namespace {
 
-// kernels/seqboat_ops.cc's launches, with its parameters
-// (seqboat_params.h), on host memory: the "staged" copies are the host
-// arrays themselves.
+// kernels/seqboat_ops.cc's launches on host memory: the "staged" copies are
+// the host arrays themselves.
 class SeqBoatEmulation : public EmulatedBackend {
  public:
-  void SeqBoatEma(const Segment* segs, int nsegs, const float* x, void* state,
-                  int64_t state_stride, const SeqBoatShape& shape,
-                  const float* in_coef, const float* decay,
-                  const float* out_coef, const float* skip, float* h) override {
-    if (nsegs <= 0) return;
-    cuda::LaunchSeqBoatEma(
-        cuda::SeqBoatEmaLaunch(segs, nsegs, x, state, state_stride, shape,
-                               in_coef, decay, out_coef, skip, h),
-        nullptr);
+  void SeqBoatEma(const SeqBoatEmaParams& p) override {
+    if (p.nsegs <= 0) return;
+    cuda::LaunchSeqBoatEma(p, nullptr);
   }
   void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
                     float* conf, int32_t* compact, int32_t* active) override {
     cuda::LaunchSeqBoatRoute(u, ldu, n, temperature, conf, compact, active,
                              nullptr);
   }
-  void SeqBoatAttend(const Segment* segs, int nsegs,
-                     const SeqBoatActiveRange* ranges,
-                     const int32_t* active_rows, const float* zrv, int ldzrv,
-                     void* state, int64_t state_stride,
-                     const SeqBoatShape& shape, const float* qk_gamma,
-                     const float* qk_beta, const float* rel_bias,
-                     float* out) override {
-    if (nsegs <= 0) return;
-    const std::vector<double> inv_freq = cuda::SeqBoatRopeInvFreq(shape);
-    cuda::LaunchSeqBoatAttend(
-        cuda::SeqBoatAttendLaunch(segs, nsegs, ranges,
-                                  inv_freq.empty() ? nullptr : inv_freq.data(),
-                                  active_rows, zrv, ldzrv, state, state_stride,
-                                  shape, qk_gamma, qk_beta, rel_bias, out),
-        nullptr);
+  void SeqBoatAttend(const SeqBoatAttendParams& p) override {
+    if (p.nsegs <= 0) return;
+    const std::vector<double> inv_freq = cuda::SeqBoatRopeInvFreq(p.shape);
+    cuda::LaunchSeqBoatAttend(p, inv_freq.empty() ? nullptr : inv_freq.data(),
+                              nullptr);
   }
   void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
                   const float* conf, const int32_t* compact, int n, int d,

@@ -244,9 +244,19 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
     for (int b = 0; b < 2; ++b) {
       SeqBoatSide& e = side[b];
       Array xa(*e.be, x), ha(*e.be, rows * d);
-      e.be->SeqBoatEma(plan.segs.data(), nsegs, xa.get(), e.arena->get(),
-                       stride, s, e.in_coef->get(), e.decay->get(),
-                       e.out_coef->get(), e.skip->get(), ha.get());
+      SeqBoatEmaParams p;
+      p.segs = plan.segs.data();
+      p.nsegs = nsegs;
+      p.x = xa.get();
+      p.state = e.arena->get();
+      p.state_stride = stride;
+      p.shape = s;
+      p.in_coef = e.in_coef->get();
+      p.decay = e.decay->get();
+      p.out_coef = e.out_coef->get();
+      p.skip = e.skip->get();
+      p.h = ha.get();
+      e.be->SeqBoatEma(p);
       h[b] = ha.Read();
       arena[b] = e.arena->ReadBytes();
     }
@@ -308,11 +318,21 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
     for (int b = 0; b < 2; ++b) {
       SeqBoatSide& e = side[b];
       Array za(*e.be, zrv), oa(*e.be, mrows * v);
-      e.be->SeqBoatAttend(
-          plan.segs.data(), nsegs, ranges.data(),
-          reinterpret_cast<const int32_t*>(active_a[b]->get()) + 1, za.get(),
-          ldzrv, e.arena->get(), stride, s, e.gamma->get(), e.beta->get(),
-          simple ? e.rel_bias->get() : nullptr, oa.get());
+      SeqBoatAttendParams p;
+      p.segs = plan.segs.data();
+      p.ranges = ranges.data();
+      p.nsegs = nsegs;
+      p.active_rows = reinterpret_cast<const int32_t*>(active_a[b]->get()) + 1;
+      p.zrv = za.get();
+      p.ldzrv = ldzrv;
+      p.state = e.arena->get();
+      p.state_stride = stride;
+      p.shape = s;
+      p.qk_gamma = e.gamma->get();
+      p.qk_beta = e.beta->get();
+      p.rel_bias = simple ? e.rel_bias->get() : nullptr;
+      p.out = oa.get();
+      e.be->SeqBoatAttend(p);
       att[b] = oa.Read();
       arena[b] = e.arena->ReadBytes();
     }

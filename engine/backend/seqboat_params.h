@@ -1,0 +1,55 @@
+// The arguments of the SeqBoat block's stateful ops (MODELS.md §2), defined
+// once for the Backend virtuals, the CPU loops and the CUDA kernels, which
+// receive them by value. Plain data, no absl: nvcc includes this header.
+//
+// Pointers are the backend's memory (device memory on CUDA); slot s's state
+// region (seqboat_math.h SeqBoatSlot) is at state + s * state_stride bytes.
+#ifndef SEQBOAT_ENGINE_BACKEND_SEQBOAT_PARAMS_H_
+#define SEQBOAT_ENGINE_BACKEND_SEQBOAT_PARAMS_H_
+
+#include <stdint.h>
+
+#include "engine/backend/segment.h"
+#include "engine/backend/seqboat_shape.h"
+
+namespace seqboat {
+
+// MD-EMA over each segment's tokens: x [n, d] (normed input), coefficients
+// g = in_coef, φ = decay, η = out_coef [d, ne], ω = skip [d];
+// h [n, d] = SiLU(Σ η s + ω x).
+struct SeqBoatEmaParams {
+  const Segment* segs = nullptr;
+  int nsegs = 0;
+  const float* x = nullptr;  // [n, d]
+  void* state = nullptr;
+  int64_t state_stride = 0;
+  SeqBoatShape shape;
+  const float* in_coef = nullptr;   // [d, ne]
+  const float* decay = nullptr;     // [d, ne]
+  const float* out_coef = nullptr;  // [d, ne]
+  const float* skip = nullptr;      // [d]
+  float* h = nullptr;               // [n, d]
+};
+
+// Working-memory attention for the active tokens, in stream order per
+// segment: each attends to its FIFO plus itself, then is pushed; every
+// segment's position advances by its length, active or not.
+struct SeqBoatAttendParams {
+  const Segment* segs = nullptr;
+  const SeqBoatActiveRange* ranges = nullptr;  // [nsegs], host memory
+  int nsegs = 0;
+  const int32_t* active_rows = nullptr;  // [m]: step rows of the active
+  const float* zrv = nullptr;            // [m, z + 2v] W_zrv h + b before SiLU
+  int ldzrv = 0;
+  void* state = nullptr;
+  int64_t state_stride = 0;
+  SeqBoatShape shape;
+  const float* qk_gamma = nullptr;  // [2, z]
+  const float* qk_beta = nullptr;   // [2, z]
+  const float* rel_bias = nullptr;  // [2M - 1], simple bias only, else null
+  float* out = nullptr;             // [m, v] = O ⊙ R
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_BACKEND_SEQBOAT_PARAMS_H_
