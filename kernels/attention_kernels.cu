@@ -86,21 +86,21 @@ __device__ __forceinline__ int SlotElement(int q, int lane, int d, int hd2) {
 
 template <int kP>
 __global__ void __launch_bounds__(kThreads)
-    SinkAttentionKernel(SinkAttentionParams p) {
+    SinkAttentionKernel(SinkAttentionParams p, SinkWork work) {
   constexpr int kE = 2 * kP;
   constexpr int kH = HeadsPerBlock(kP);
   __shared__ float s_m[kWarps][kH];
   __shared__ float s_l[kWarps][kH];
   __shared__ float s_acc[kWarps][kH][kE * 32];
 
-  const SinkRow item = p.items[blockIdx.x];
-  const SinkSegment seg = p.segs[item.seg];
+  const SinkRow item = work.items[blockIdx.x];
+  const Segment seg = p.segs[item.seg];
   // Padding (and rows past a segment's end) read no cache; uniform per block.
   if (item.i >= seg.len) return;
 
-  const int d = p.head_dim, hd2 = (d + 1) / 2, half = d / 2;
-  const int s_ = p.sinks, w_ = p.window;
-  const int group = p.n_heads / p.n_kv_heads;
+  const int d = p.dims.head_dim, hd2 = (d + 1) / 2, half = d / 2;
+  const int s_ = p.dims.sinks, w_ = p.dims.window;
+  const int group = p.dims.n_heads / p.dims.n_kv_heads;
   const int chunks = (group + kH - 1) / kH;
   const int g = blockIdx.y / chunks;
   const int h0 = g * group + (blockIdx.y % chunks) * kH;  // first query head
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* kc =
       reinterpret_cast<const float*>(slot + am::kCacheHeaderBytes) +
       static_cast<int64_t>(g) * am::CacheRows(s_, w_) * d;
-  const float* vc = kc + am::CacheFloats(p.n_kv_heads, d, s_, w_);
+  const float* vc = kc + am::CacheFloats(p.dims.n_kv_heads, d, s_, w_);
 
   float qr[kH][kE];
   const int64_t pq = am::QueryPosition(t, s_, w_);
@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int64_t nk = am::NumKeys(t, s_, w_);
-  const int64_t u_begin = blockIdx.z * p.keys_per_split;
-  const int64_t u_end = min(nk, u_begin + p.keys_per_split);
+  const int64_t u_begin = blockIdx.z * work.keys_per_split;
+  const int64_t u_end = min(nk, u_begin + work.keys_per_split);
   // Warp-uniform loop: all lanes take part in every shuffle.
   for (int64_t u = u_begin + warp; u < u_end; u += kWarps) {
     const int64_t tk = am::KeyStreamIndex(t, u, s_, w_);
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kH; ++j) {
       if (j < hb) {
-        const float score = WarpSum(am::Dot(qr[j], kr, kE)) * p.scale;
+        const float score = WarpSum(am::Dot(qr[j], kr, kE)) * p.dims.scale;
         am::OnlineSoftmaxAdd(&m[j], &l[j], acc[j], score, vr, kE);
       }
     }
@@ -186,8 +186,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  const int64_t out_stride = static_cast<int64_t>(p.n_heads) * d;
-  const int64_t parts = static_cast<int64_t>(p.nitems) * p.n_heads * p.splits;
+  const int64_t out_stride = static_cast<int64_t>(p.dims.n_heads) * d;
+  const int64_t parts =
+      static_cast<int64_t>(work.nitems) * p.dims.n_heads * work.splits;
   for (int idx = threadIdx.x; idx < hb * kE * 32; idx += kThreads) {
     const int j = idx / (kE * 32), sl = idx % (kE * 32);
     const int elem = SlotElement(sl >> 5, sl & 31, d, hd2);
@@ -198,17 +199,18 @@ __global__ void __launch_bounds__(kThreads)
                              &s_acc[w][j][sl], 1);
     }
     const int h = h0 + j;
-    if (p.splits == 1) {
+    if (work.splits == 1) {
       am::OnlineSoftmaxFinish(
           ll, &a, 1,
           p.out + row * out_stride + static_cast<int64_t>(h) * d + elem);
     } else {
       const int64_t pi =
-          (static_cast<int64_t>(blockIdx.x) * p.n_heads + h) * p.splits +
+          (static_cast<int64_t>(blockIdx.x) * p.dims.n_heads + h) *
+              work.splits +
           blockIdx.z;
-      p.workspace[pi * d + elem] = a;
+      work.workspace[pi * d + elem] = a;
       if (elem == 0) {
-        float* ml = p.workspace + parts * d;
+        float* ml = work.workspace + parts * d;
         ml[2 * pi] = mm;
         ml[2 * pi + 1] = ll;
       }
@@ -219,23 +221,24 @@ __global__ void __launch_bounds__(kThreads)
 // Folds the splits of one (item, query head) in split order. Splits past a
 // query's key count hold l = 0 and drop out of the merge.
 __global__ void __launch_bounds__(kCombineThreads)
-    SinkCombineKernel(SinkAttentionParams p) {
-  const SinkRow item = p.items[blockIdx.x];
-  const SinkSegment seg = p.segs[item.seg];
+    SinkCombineKernel(SinkAttentionParams p, SinkWork work) {
+  const SinkRow item = work.items[blockIdx.x];
+  const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
-  const int d = p.head_dim, h = blockIdx.y;
+  const int d = p.dims.head_dim, h = blockIdx.y;
   const int64_t row = static_cast<int64_t>(seg.start) + item.i;
-  const int64_t parts = static_cast<int64_t>(p.nitems) * p.n_heads * p.splits;
+  const int64_t parts =
+      static_cast<int64_t>(work.nitems) * p.dims.n_heads * work.splits;
   const int64_t base =
-      (static_cast<int64_t>(blockIdx.x) * p.n_heads + h) * p.splits;
-  const float* ml = p.workspace + parts * d;
-  float* out = p.out + row * p.n_heads * d + static_cast<int64_t>(h) * d;
+      (static_cast<int64_t>(blockIdx.x) * p.dims.n_heads + h) * work.splits;
+  const float* ml = work.workspace + parts * d;
+  float* out = p.out + row * p.dims.n_heads * d + static_cast<int64_t>(h) * d;
   for (int elem = threadIdx.x; elem < d; elem += blockDim.x) {
     float m = -INFINITY, l = 0.0f, a = 0.0f;
-    for (int s = 0; s < p.splits; ++s) {
+    for (int s = 0; s < work.splits; ++s) {
       const int64_t pi = base + s;
       am::OnlineSoftmaxMerge(&m, &l, &a, ml[2 * pi], ml[2 * pi + 1],
-                             p.workspace + pi * d + elem, 1);
+                             work.workspace + pi * d + elem, 1);
     }
     am::OnlineSoftmaxFinish(l, &a, 1, out + elem);
   }
@@ -245,11 +248,11 @@ __global__ void __launch_bounds__(kCombineThreads)
 // row if the token stays cached (a sink, or among the last W tokens of the
 // segment's end; rows a later row of the chunk evicts are never stored).
 __global__ void __launch_bounds__(kAppendThreads)
-    SinkStoreKernel(SinkAppendParams p) {
-  const SinkRow item = p.items[blockIdx.x];
-  const SinkSegment seg = p.segs[item.seg];
+    SinkStoreKernel(SinkAppendParams p, SinkWork work) {
+  const SinkRow item = work.items[blockIdx.x];
+  const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
-  const int s_ = p.sinks, w_ = p.window, d = p.head_dim;
+  const int s_ = p.dims.sinks, w_ = p.dims.window, d = p.dims.head_dim;
   char* slot = static_cast<char*>(p.cache) + seg.slot * p.slot_bytes;
   const int64_t t0 = *reinterpret_cast<const int64_t*>(slot);
   const int64_t tk = t0 + item.i, end = t0 + seg.len;
@@ -258,11 +261,11 @@ __global__ void __launch_bounds__(kAppendThreads)
   const int64_t r = am::CacheRowOf(tk, s_, w_);
   const int64_t rows_per_head = am::CacheRows(s_, w_);
   float* kc = reinterpret_cast<float*>(slot + am::kCacheHeaderBytes);
-  float* vc = kc + am::CacheFloats(p.n_kv_heads, d, s_, w_);
+  float* vc = kc + am::CacheFloats(p.dims.n_kv_heads, d, s_, w_);
   const int64_t row = static_cast<int64_t>(seg.start) + item.i;
   const float* ks = p.k + row * p.ldk;
   const float* vs = p.v + row * p.ldv;
-  const int64_t total = static_cast<int64_t>(p.n_kv_heads) * d;
+  const int64_t total = static_cast<int64_t>(p.dims.n_kv_heads) * d;
   for (int64_t x = threadIdx.x; x < total; x += blockDim.x) {
     const int64_t g = x / d, c = x % d;
     const int64_t dst = (g * rows_per_head + r) * d + c;
@@ -276,7 +279,7 @@ __global__ void __launch_bounds__(kCountThreads)
     SinkCountKernel(SinkAppendParams p) {
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= p.nsegs) return;
-  const SinkSegment seg = p.segs[s];
+  const Segment seg = p.segs[s];
   // A zero-length segment may share its slot with a real one: no write.
   if (seg.len <= 0) return;
   int64_t* count = reinterpret_cast<int64_t*>(static_cast<char*>(p.cache) +
@@ -307,36 +310,43 @@ SinkAttentionPlan PlanSinkAttention(int nitems, int n_heads, int n_kv_heads,
   return plan;
 }
 
-void LaunchSinkAttention(const SinkAttentionParams& p, cudaStream_t stream) {
-  if (p.nitems <= 0) return;
-  const int pairs = PairsPerLane(p.head_dim);
-  const int group = p.n_heads / p.n_kv_heads;
+void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
+                         cudaStream_t stream) {
+  if (work.nitems <= 0) return;
+  const int pairs = PairsPerLane(p.dims.head_dim);
+  const int group = p.dims.n_heads / p.dims.n_kv_heads;
   const int chunks = static_cast<int>(CeilDiv(group, HeadsPerBlock(pairs)));
-  const dim3 grid(p.nitems, p.n_kv_heads * chunks, p.splits);
+  const dim3 grid(work.nitems, p.dims.n_kv_heads * chunks, work.splits);
   switch (pairs) {
     case 1:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<1>)(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<1>)
+      (p, work);
       break;
     case 2:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<2>)(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<2>)
+      (p, work);
       break;
     case 4:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<4>)(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<4>)
+      (p, work);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<8>)(p);
+      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<8>)
+      (p, work);
       break;
   }
-  if (p.splits > 1) {
-    SEQBOAT_LAUNCH(dim3(p.nitems, p.n_heads), kCombineThreads, 0, stream,
-                   SinkCombineKernel)
-    (p);
+  if (work.splits > 1) {
+    SEQBOAT_LAUNCH(dim3(work.nitems, p.dims.n_heads), kCombineThreads, 0,
+                   stream, SinkCombineKernel)
+    (p, work);
   }
 }
 
-void LaunchSinkCacheAppend(const SinkAppendParams& p, cudaStream_t stream) {
-  if (p.nitems <= 0 || p.nsegs <= 0) return;
-  SEQBOAT_LAUNCH(p.nitems, kAppendThreads, 0, stream, SinkStoreKernel)(p);
+void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
+                           cudaStream_t stream) {
+  if (work.nitems <= 0 || p.nsegs <= 0) return;
+  SEQBOAT_LAUNCH(work.nitems, kAppendThreads, 0, stream, SinkStoreKernel)
+  (p, work);
   SEQBOAT_LAUNCH(static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
                  kCountThreads, 0, stream, SinkCountKernel)
   (p);

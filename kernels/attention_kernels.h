@@ -9,15 +9,9 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-namespace seqboat::cuda {
+#include "engine/backend/attention_params.h"
 
-// Same layout as seqboat::Segment (backend.h, which nvcc cannot include):
-// the staged segment array is read through this type.
-struct SinkSegment {
-  int32_t slot;
-  int32_t start;
-  int32_t len;
-};
+namespace seqboat::cuda {
 
 // One unit of work: row `i` of segment `seg`. The host lists one item per
 // segment row and one (i = 0) per zero-length segment, so a padded decode
@@ -44,57 +38,26 @@ struct SinkAttentionPlan {
 SinkAttentionPlan PlanSinkAttention(int nitems, int n_heads, int n_kv_heads,
                                     int head_dim, int sinks, int window);
 
-// out[row, h, :] for every item of a non-empty segment; other rows of `out`
-// are left alone. The cache is only read (counts included).
-struct SinkAttentionParams {
-  const SinkSegment* segs = nullptr;
+// The rows the launches spread over blocks (SinkWorkItems, staged) and, for
+// SinkAttention, the key splits from PlanSinkAttention.
+struct SinkWork {
   const SinkRow* items = nullptr;
   int nitems = 0;
-  const float* q = nullptr;  // [n, H_q * d], row stride ldq, un-rotated
-  int ldq = 0;
-  const float* k = nullptr;  // [n, H_kv * d], row stride ldk, un-rotated
-  int ldk = 0;
-  const float* v = nullptr;
-  int ldv = 0;
-  const void* cache = nullptr;  // slot s at cache + s * slot_bytes
-  int64_t slot_bytes = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;  // 1 .. kSinkMaxHeadDim; even with RoPE
-  int sinks = 0;
-  int window = 0;
-  float scale = 1.0f;
-  const float* rope_cos = nullptr;  // [S + W + 1, d/2] or null (no RoPE)
-  const float* rope_sin = nullptr;
-  float* out = nullptr;  // [n, H_q * d]
-  // From PlanSinkAttention; workspace of plan.workspace_floats when split.
   int splits = 1;
   int64_t keys_per_split = 1;
-  float* workspace = nullptr;
+  float* workspace = nullptr;  // plan.workspace_floats when split
 };
-void LaunchSinkAttention(const SinkAttentionParams& p, cudaStream_t stream);
+
+// out[row, h, :] for every item of a non-empty segment; other rows of `out`
+// are left alone.
+void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
+                         cudaStream_t stream);
 
 // Stores the k, v rows of each non-empty segment that stay cached, then
 // advances each such slot's count by the segment length (two kernels, so
-// every store reads the count before it moves). Zero-length segments touch
-// nothing; non-empty segments must have distinct slots.
-struct SinkAppendParams {
-  const SinkSegment* segs = nullptr;
-  int nsegs = 0;
-  const SinkRow* items = nullptr;
-  int nitems = 0;
-  const float* k = nullptr;
-  int ldk = 0;
-  const float* v = nullptr;
-  int ldv = 0;
-  void* cache = nullptr;
-  int64_t slot_bytes = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int sinks = 0;
-  int window = 0;
-};
-void LaunchSinkCacheAppend(const SinkAppendParams& p, cudaStream_t stream);
+// every store reads the count before it moves).
+void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
+                           cudaStream_t stream);
 
 }  // namespace seqboat::cuda
 

@@ -37,42 +37,43 @@ StagedSinkRows StageSinkRows(CudaBackend& be, const Segment* segs, int nsegs) {
 
 }  // namespace
 
-void CudaBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
-                                int ldq, const float* k, int ldk,
-                                const float* v, int ldv, const void* cache,
-                                int64_t slot_bytes, const SinkCacheDims& dims,
-                                const float* rope_cos, const float* rope_sin,
-                                float* out) {
-  const StagedSinkRows rows = StageSinkRows(*this, segs, nsegs);
+void CudaBackend::SinkAttention(const SinkAttentionParams& p) {
+  const StagedSinkRows rows = StageSinkRows(*this, p.segs, p.nsegs);
   if (!launching() || !rows.ready()) return;
-  absl::StatusOr<SinkAttentionLaunch> launch = PlanSinkAttentionLaunch(
-      rows.segs, rows.items, rows.count, q, ldq, k, ldk, v, ldv, cache,
-      slot_bytes, dims, rope_cos, rope_sin, out);
-  if (!launch.ok()) {
-    if (error_.ok()) error_ = launch.status();
+  absl::StatusOr<SinkAttentionPlan> plan = PlanSinkAttentionWork(p, rows.count);
+  if (!plan.ok()) {
+    if (error_.ok()) error_ = plan.status();
     return;
   }
-  if (launch->workspace_floats > 0) {
+  SinkAttentionParams dev = p;
+  dev.segs = rows.segs;
+  // The kernels rotate only when rope_cos is set.
+  if (dev.rope_cos == nullptr) dev.rope_sin = nullptr;
+  SinkWork work;
+  work.items = rows.items;
+  work.nitems = rows.count;
+  work.splits = plan->splits;
+  work.keys_per_split = plan->keys_per_split;
+  if (plan->workspace_floats > 0) {
     const size_t bytes =
-        static_cast<size_t>(launch->workspace_floats) * sizeof(float);
-    launch->params.workspace = static_cast<float*>(
+        static_cast<size_t>(plan->workspace_floats) * sizeof(float);
+    work.workspace = static_cast<float*>(
         Scratch(kSinkAttentionSplits, bytes, "SinkAttention split"));
-    if (launch->params.workspace == nullptr) return;
+    if (work.workspace == nullptr) return;
   }
-  LaunchSinkAttention(launch->params, stream_);
+  LaunchSinkAttention(dev, work, stream_);
   CheckLaunch("SinkAttention");
 }
 
-void CudaBackend::SinkCacheAppend(const Segment* segs, int nsegs,
-                                  const float* k, int ldk, const float* v,
-                                  int ldv, void* cache, int64_t slot_bytes,
-                                  const SinkCacheDims& dims) {
-  const StagedSinkRows rows = StageSinkRows(*this, segs, nsegs);
+void CudaBackend::SinkCacheAppend(const SinkAppendParams& p) {
+  const StagedSinkRows rows = StageSinkRows(*this, p.segs, p.nsegs);
   if (!launching() || !rows.ready()) return;
-  LaunchSinkCacheAppend(
-      SinkAppendLaunch(rows.segs, nsegs, rows.items, rows.count, k, ldk, v, ldv,
-                       cache, slot_bytes, dims),
-      stream_);
+  SinkAppendParams dev = p;
+  dev.segs = rows.segs;
+  SinkWork work;
+  work.items = rows.items;
+  work.nitems = rows.count;
+  LaunchSinkCacheAppend(dev, work, stream_);
   CheckLaunch("SinkCacheAppend");
 }
 

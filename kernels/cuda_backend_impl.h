@@ -74,14 +74,8 @@ class CudaBackend final : public Backend {
   void MambaScan(const MambaScanParams& p) override;
 
   // Attention over a sink + rolling-window KV cache (attention_ops.cc).
-  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
-                     const float* k, int ldk, const float* v, int ldv,
-                     const void* cache, int64_t slot_bytes,
-                     const SinkCacheDims& dims, const float* rope_cos,
-                     const float* rope_sin, float* out) override;
-  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
-                       const float* v, int ldv, void* cache, int64_t slot_bytes,
-                       const SinkCacheDims& dims) override;
+  void SinkAttention(const SinkAttentionParams& p) override;
+  void SinkCacheAppend(const SinkAppendParams& p) override;
 
   // SeqBoat (seqboat_ops.cc).
   absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override;

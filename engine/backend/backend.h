@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/attention_params.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/s4d_params.h"
@@ -31,16 +32,6 @@ struct Matrix {
   int64_t cols = 0;
   // Stored in fp32 whatever the backend's storage type (UploadMatrixFp32).
   bool fp32 = false;
-};
-
-// Shape of an attention block's sink + window KV cache (SinkAttention).
-struct SinkCacheDims {
-  int n_heads = 0;     // H_q, a multiple of n_kv_heads
-  int n_kv_heads = 0;  // H_kv
-  int head_dim = 0;    // d_h
-  int sinks = 0;       // S: first tokens kept forever
-  int window = 0;      // W: most recent earlier tokens kept
-  float scale = 1.0f;  // score multiplier, 1/sqrt(d_h)
 };
 
 // Device memory with an owner; freed when the last handle goes.
@@ -138,26 +129,10 @@ class Backend {
   virtual void MambaScan(const MambaScanParams& p) = 0;
 
   // --- attention over a sink + rolling-window KV cache (MODELS.md §3.4) ----
-  // Key set, cache positions and the slot layout ([count | K | V]) are defined
-  // in engine/backend/attention_math.h. Rows of a segment attend causally to
-  // the slot's cache and to earlier rows of the same segment, with the
-  // eviction of token-by-token decode, so any chunking gives the same result.
-  //   q: [n, H_q·d_h] (stride ldq), k, v: [n, H_kv·d_h] (strides ldk, ldv),
-  //   all un-rotated; cache: slot s at cache + s * slot_bytes; rope_cos/sin:
-  //   [S + W + 1, d_h/2] indexed by cache position, or null for no RoPE;
-  //   out: [n, H_q·d_h]. Softmax in fp32 with scale dims.scale.
-  // Reads the cache only; SinkCacheAppend then stores the step's keys.
-  virtual void SinkAttention(const Segment* segs, int nsegs, const float* q,
-                             int ldq, const float* k, int ldk, const float* v,
-                             int ldv, const void* cache, int64_t slot_bytes,
-                             const SinkCacheDims& dims, const float* rope_cos,
-                             const float* rope_sin, float* out) = 0;
-  // Stores each segment's k, v rows that stay cached (sinks and the last W)
-  // and advances the slot's token count by the segment length.
-  virtual void SinkCacheAppend(const Segment* segs, int nsegs, const float* k,
-                               int ldk, const float* v, int ldv, void* cache,
-                               int64_t slot_bytes,
-                               const SinkCacheDims& dims) = 0;
+  // Arguments and contracts in attention_params.h. SinkAttention reads the
+  // cache only; SinkCacheAppend then stores the step's keys.
+  virtual void SinkAttention(const SinkAttentionParams& p) = 0;
+  virtual void SinkCacheAppend(const SinkAppendParams& p) = 0;
 
   // --- SeqBoat (MODELS.md §2; math in seqboat_math.h) ----------------------
   // OK when this backend can run SeqBoat blocks of `shape`, else why not.

@@ -92,19 +92,11 @@ class ForwardingBackend : public Backend {
   }
   void MambaConv(const MambaConvParams& p) override { inner_->MambaConv(p); }
   void MambaScan(const MambaScanParams& p) override { inner_->MambaScan(p); }
-  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
-                     const float* k, int ldk, const float* v, int ldv,
-                     const void* cache, int64_t slot_bytes,
-                     const SinkCacheDims& dims, const float* rope_cos,
-                     const float* rope_sin, float* out) override {
-    inner_->SinkAttention(segs, nsegs, q, ldq, k, ldk, v, ldv, cache,
-                          slot_bytes, dims, rope_cos, rope_sin, out);
+  void SinkAttention(const SinkAttentionParams& p) override {
+    inner_->SinkAttention(p);
   }
-  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
-                       const float* v, int ldv, void* cache, int64_t slot_bytes,
-                       const SinkCacheDims& dims) override {
-    inner_->SinkCacheAppend(segs, nsegs, k, ldk, v, ldv, cache, slot_bytes,
-                            dims);
+  void SinkCacheAppend(const SinkAppendParams& p) override {
+    inner_->SinkCacheAppend(p);
   }
   void SeqBoatEma(const SeqBoatEmaParams& p) override { inner_->SeqBoatEma(p); }
   void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,

@@ -32,11 +32,16 @@ const float* SlotK(const void* cache, int64_t slot_bytes, int slot) {
 
 }  // namespace
 
-void CpuBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
-                               int ldq, const float* k, int ldk, const float* v,
-                               int ldv, const void* cache, int64_t slot_bytes,
-                               const SinkCacheDims& dims, const float* rope_cos,
-                               const float* rope_sin, float* out) {
+void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
+  const Segment* segs = p.segs;
+  const int nsegs = p.nsegs;
+  const float *q = p.q, *k = p.k, *v = p.v;
+  const int ldq = p.ldq, ldk = p.ldk, ldv = p.ldv;
+  const void* cache = p.cache;
+  const int64_t slot_bytes = p.slot_bytes;
+  const SinkCacheDims& dims = p.dims;
+  const float *rope_cos = p.rope_cos, *rope_sin = p.rope_sin;
+  float* out = p.out;
   const int dh = dims.head_dim, hkv = dims.n_kv_heads,
             group = dims.n_heads / dims.n_kv_heads, s_ = dims.sinks,
             w_ = dims.window, half = dh / 2;
@@ -124,10 +129,14 @@ void CpuBackend::SinkAttention(const Segment* segs, int nsegs, const float* q,
   }
 }
 
-void CpuBackend::SinkCacheAppend(const Segment* segs, int nsegs, const float* k,
-                                 int ldk, const float* v, int ldv, void* cache,
-                                 int64_t slot_bytes,
-                                 const SinkCacheDims& dims) {
+void CpuBackend::SinkCacheAppend(const SinkAppendParams& p) {
+  const Segment* segs = p.segs;
+  const int nsegs = p.nsegs;
+  const float *k = p.k, *v = p.v;
+  const int ldk = p.ldk, ldv = p.ldv;
+  void* cache = p.cache;
+  const int64_t slot_bytes = p.slot_bytes;
+  const SinkCacheDims& dims = p.dims;
   const int dh = dims.head_dim, hkv = dims.n_kv_heads, s_ = dims.sinks,
             w_ = dims.window;
   const int64_t rows_per_head = am::CacheRows(s_, w_);

@@ -55,13 +55,33 @@ void Step(Backend& be, const std::vector<Segment>& segs, int n,
           const std::vector<float>& v, void* cache, int64_t slot_bytes,
           const Rope& rope, std::vector<float>* out) {
   out->assign(static_cast<size_t>(n) * kHq * kDh, 0.0f);
-  be.SinkAttention(segs.data(), static_cast<int>(segs.size()), q.data(),
-                   kHq * kDh, k.data(), kHkv * kDh, v.data(), kHkv * kDh, cache,
-                   slot_bytes, Dims(), rope.cos.data(), rope.sin.data(),
-                   out->data());
-  be.SinkCacheAppend(segs.data(), static_cast<int>(segs.size()), k.data(),
-                     kHkv * kDh, v.data(), kHkv * kDh, cache, slot_bytes,
-                     Dims());
+  SinkAttentionParams a;
+  a.segs = segs.data();
+  a.nsegs = static_cast<int>(segs.size());
+  a.q = q.data();
+  a.ldq = kHq * kDh;
+  a.k = k.data();
+  a.ldk = kHkv * kDh;
+  a.v = v.data();
+  a.ldv = kHkv * kDh;
+  a.cache = cache;
+  a.slot_bytes = slot_bytes;
+  a.dims = Dims();
+  a.rope_cos = rope.cos.data();
+  a.rope_sin = rope.sin.data();
+  a.out = out->data();
+  be.SinkAttention(a);
+  SinkAppendParams s;
+  s.segs = a.segs;
+  s.nsegs = a.nsegs;
+  s.k = a.k;
+  s.ldk = a.ldk;
+  s.v = a.v;
+  s.ldv = a.ldv;
+  s.cache = cache;
+  s.slot_bytes = slot_bytes;
+  s.dims = a.dims;
+  be.SinkCacheAppend(s);
 }
 
 TEST(SinkAttentionOpsTest, PackedSegmentsEqualSeparateRuns) {

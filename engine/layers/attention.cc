@@ -119,10 +119,33 @@ class Attention final : public Layer {
     be.Gemm(x, d, n, wk_, bk_, k, kd, false);
     be.Gemm(x, d, n, wv_, bv_, v, kd, false);
     const int64_t slot_bytes = StateBytesPerSlot();
-    be.SinkAttention(ctx.segs, ctx.nsegs, q, qd, k, kd, v, kd, state_,
-                     slot_bytes, cache_, rope_cos_, rope_sin_, o);
-    be.SinkCacheAppend(ctx.segs, ctx.nsegs, k, kd, v, kd, state_, slot_bytes,
-                       cache_);
+    SinkAttentionParams attend;
+    attend.segs = ctx.segs;
+    attend.nsegs = ctx.nsegs;
+    attend.q = q;
+    attend.ldq = qd;
+    attend.k = k;
+    attend.ldk = kd;
+    attend.v = v;
+    attend.ldv = kd;
+    attend.cache = state_;
+    attend.slot_bytes = slot_bytes;
+    attend.dims = cache_;
+    attend.rope_cos = rope_cos_;
+    attend.rope_sin = rope_sin_;
+    attend.out = o;
+    be.SinkAttention(attend);
+    SinkAppendParams append;
+    append.segs = ctx.segs;
+    append.nsegs = ctx.nsegs;
+    append.k = k;
+    append.ldk = kd;
+    append.v = v;
+    append.ldv = kd;
+    append.cache = state_;
+    append.slot_bytes = slot_bytes;
+    append.dims = cache_;
+    be.SinkCacheAppend(append);
     be.Gemm(o, qd, n, wo_, bo_, residual, d, /*accumulate=*/true);
     return absl::OkStatus();
   }

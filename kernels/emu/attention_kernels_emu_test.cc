@@ -33,35 +33,35 @@ constexpr float kTol = 1e-5f;
 // arrays themselves.
 class AttentionEmulation : public EmulatedBackend {
  public:
-  void SinkAttention(const Segment* segs, int nsegs, const float* q, int ldq,
-                     const float* k, int ldk, const float* v, int ldv,
-                     const void* cache, int64_t slot_bytes,
-                     const SinkCacheDims& dims, const float* rope_cos,
-                     const float* rope_sin, float* out) override {
-    const std::vector<cuda::SinkRow> items = cuda::SinkWorkItems(segs, nsegs);
+  void SinkAttention(const SinkAttentionParams& p) override {
+    const std::vector<cuda::SinkRow> items =
+        cuda::SinkWorkItems(p.segs, p.nsegs);
     if (items.empty()) return;
-    absl::StatusOr<cuda::SinkAttentionLaunch> launch =
-        cuda::PlanSinkAttentionLaunch(
-            segs, items.data(), static_cast<int>(items.size()), q, ldq, k, ldk,
-            v, ldv, cache, slot_bytes, dims, rope_cos, rope_sin, out);
-    ASSERT_TRUE(launch.ok()) << launch.status();
-    max_splits_ = std::max(max_splits_, launch->params.splits);
+    absl::StatusOr<cuda::SinkAttentionPlan> plan =
+        cuda::PlanSinkAttentionWork(p, static_cast<int>(items.size()));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    max_splits_ = std::max(max_splits_, plan->splits);
+    cuda::SinkWork work;
+    work.items = items.data();
+    work.nitems = static_cast<int>(items.size());
+    work.splits = plan->splits;
+    work.keys_per_split = plan->keys_per_split;
     // NaN: a partial the combine reads but no block wrote shows.
-    std::vector<float> workspace(launch->workspace_floats, NAN);
-    if (!workspace.empty()) launch->params.workspace = workspace.data();
-    cuda::LaunchSinkAttention(launch->params, nullptr);
+    std::vector<float> workspace(plan->workspace_floats, NAN);
+    if (!workspace.empty()) work.workspace = workspace.data();
+    SinkAttentionParams q = p;
+    if (q.rope_cos == nullptr) q.rope_sin = nullptr;
+    cuda::LaunchSinkAttention(q, work, nullptr);
   }
 
-  void SinkCacheAppend(const Segment* segs, int nsegs, const float* k, int ldk,
-                       const float* v, int ldv, void* cache, int64_t slot_bytes,
-                       const SinkCacheDims& dims) override {
-    const std::vector<cuda::SinkRow> items = cuda::SinkWorkItems(segs, nsegs);
+  void SinkCacheAppend(const SinkAppendParams& p) override {
+    const std::vector<cuda::SinkRow> items =
+        cuda::SinkWorkItems(p.segs, p.nsegs);
     if (items.empty()) return;
-    cuda::LaunchSinkCacheAppend(
-        cuda::SinkAppendLaunch(segs, nsegs, items.data(),
-                               static_cast<int>(items.size()), k, ldk, v, ldv,
-                               cache, slot_bytes, dims),
-        nullptr);
+    cuda::SinkWork work;
+    work.items = items.data();
+    work.nitems = static_cast<int>(items.size());
+    cuda::LaunchSinkCacheAppend(p, work, nullptr);
   }
 
   int max_splits() const { return max_splits_; }

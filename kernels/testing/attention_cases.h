@@ -101,11 +101,33 @@ class SinkSide {
     const float* q = qkv_.get();
     const float* k = q + c_.QDim();
     const float* v = k + c_.KvDim();
-    be_.SinkAttention(segs.data(), nsegs, q, ld, k, ld, v, ld, cache_.get(),
-                      c_.SlotBytes(), c_.Dims(), cos_ ? cos_->get() : nullptr,
-                      sin_ ? sin_->get() : nullptr, out_.get());
-    be_.SinkCacheAppend(segs.data(), nsegs, k, ld, v, ld, cache_.get(),
-                        c_.SlotBytes(), c_.Dims());
+    SinkAttentionParams a;
+    a.segs = segs.data();
+    a.nsegs = nsegs;
+    a.q = q;
+    a.ldq = ld;
+    a.k = k;
+    a.ldk = ld;
+    a.v = v;
+    a.ldv = ld;
+    a.cache = cache_.get();
+    a.slot_bytes = c_.SlotBytes();
+    a.dims = c_.Dims();
+    a.rope_cos = cos_ ? cos_->get() : nullptr;
+    a.rope_sin = sin_ ? sin_->get() : nullptr;
+    a.out = out_.get();
+    be_.SinkAttention(a);
+    SinkAppendParams s;
+    s.segs = a.segs;
+    s.nsegs = nsegs;
+    s.k = k;
+    s.ldk = ld;
+    s.v = v;
+    s.ldv = ld;
+    s.cache = cache_.get();
+    s.slot_bytes = c_.SlotBytes();
+    s.dims = c_.Dims();
+    be_.SinkCacheAppend(s);
   }
 
   std::vector<float> Out() const { return out_.Read(); }
