@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/backend/forwarding_backend.h"
+#include "engine/testing/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
-#include "engine/event_collector.h"
+#include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "engine/backend/forwarding_backend.h"
+#include "engine/testing/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/event_collector.h"
+#include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 #include "kernels/testing/attention_cases.h"
 #include "kernels/testing/parity_util.h"
 

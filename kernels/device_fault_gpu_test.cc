@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 
 namespace seqboat::gpu_test {
 namespace {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 #include "kernels/testing/mamba_cases.h"
 
 namespace seqboat::gpu_test {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 #include "kernels/testing/s4d_cases.h"
 
 namespace seqboat::gpu_test {

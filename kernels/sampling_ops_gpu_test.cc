@@ -16,7 +16,7 @@
 #include "engine/backend/sample_row.h"
 #include "engine/sampling/sampler.h"
 #include "engine/backend/sampling_math.h"
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 #include "kernels/testing/sampling_cases.h"
 
 namespace seqboat::gpu_test {

@@ -7,7 +7,7 @@
 // (floats 1e-5, integers exact) are compared; the router's decisions exactly.
 #include <string>
 
-#include "kernels/gpu_test_util.h"
+#include "kernels/testing/gpu_test_util.h"
 #include "kernels/testing/parity_util.h"
 #include "kernels/testing/seqboat_cases.h"
 

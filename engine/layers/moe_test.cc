@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/matrix_upload_log.h"
+#include "engine/testing/matrix_upload_log.h"
 #include "engine/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/forwarding_backend.h"
-#include "engine/backend/matrix_upload_log.h"
+#include "engine/testing/forwarding_backend.h"
+#include "engine/testing/matrix_upload_log.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/config.h"

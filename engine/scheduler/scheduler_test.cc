@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/event_collector.h"
+#include "engine/testing/event_collector.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"
 

@@ -10,7 +10,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
-#include "engine/event_collector.h"
+#include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
 

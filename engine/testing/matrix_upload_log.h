@@ -1,15 +1,15 @@
 // A backend that notes the shape of every matrix uploaded through it, kept
 // apart by whether the layer asked for fp32 (UploadMatrixFp32): tests check
 // which weights a layer keeps in full precision on 16-bit backends.
-#ifndef SEQBOAT_ENGINE_BACKEND_MATRIX_UPLOAD_LOG_H_
-#define SEQBOAT_ENGINE_BACKEND_MATRIX_UPLOAD_LOG_H_
+#ifndef SEQBOAT_ENGINE_TESTING_MATRIX_UPLOAD_LOG_H_
+#define SEQBOAT_ENGINE_TESTING_MATRIX_UPLOAD_LOG_H_
 
 #include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include "engine/backend/forwarding_backend.h"
+#include "engine/testing/forwarding_backend.h"
 
 namespace seqboat {
 
@@ -39,4 +39,4 @@ class MatrixUploadLog final : public ForwardingBackend {
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_BACKEND_MATRIX_UPLOAD_LOG_H_
+#endif  // SEQBOAT_ENGINE_TESTING_MATRIX_UPLOAD_LOG_H_

@@ -1,7 +1,7 @@
 // Test helper: gathers the events an engine sends one request, and resolves
 // `done` with the final one (a finish reason or an error).
-#ifndef SEQBOAT_ENGINE_EVENT_COLLECTOR_H_
-#define SEQBOAT_ENGINE_EVENT_COLLECTOR_H_
+#ifndef SEQBOAT_ENGINE_TESTING_EVENT_COLLECTOR_H_
+#define SEQBOAT_ENGINE_TESTING_EVENT_COLLECTOR_H_
 
 #include <future>
 #include <mutex>
@@ -37,4 +37,4 @@ struct EventCollector {
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_EVENT_COLLECTOR_H_
+#endif  // SEQBOAT_ENGINE_TESTING_EVENT_COLLECTOR_H_

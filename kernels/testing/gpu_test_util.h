@@ -1,8 +1,8 @@
 // Shared pieces of the GPU parity tests: every CUDA op is run on the same
 // inputs as the CPU backend's and compared. These tests are tagged "gpu"; on
 // a machine without a device they fail (never skip) with the CUDA error.
-#ifndef SEQBOAT_KERNELS_GPU_TEST_UTIL_H_
-#define SEQBOAT_KERNELS_GPU_TEST_UTIL_H_
+#ifndef SEQBOAT_KERNELS_TESTING_GPU_TEST_UTIL_H_
+#define SEQBOAT_KERNELS_TESTING_GPU_TEST_UTIL_H_
 
 #include <memory>
 
@@ -39,4 +39,4 @@ struct Pair {
 
 }  // namespace seqboat::gpu_test
 
-#endif  // SEQBOAT_KERNELS_GPU_TEST_UTIL_H_
+#endif  // SEQBOAT_KERNELS_TESTING_GPU_TEST_UTIL_H_
