@@ -14,7 +14,8 @@ targets=(//...)
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "no /usr/local/cuda/bin/nvcc: building without the CUDA backend"
   flags=(--define=cuda=off)
-  targets=(-- //... -//kernels/... -//third_party:cuda -//tests/gpu/...
+  targets=(-- //... -//kernels/... -//tools/cuda_emu/... -//third_party:cuda
+           -//tests/gpu/...
            -//bench:cuda_decode_bench)
 fi
 

@@ -12,7 +12,7 @@
 #define SEQBOAT_KERNELS_LAUNCH_CUH_
 
 #if defined(SEQBOAT_CUDA_EMULATION)
-// kernels/emu/cuda_emulation.h is included before anything else there.
+// tools/cuda_emu/cuda_emulation.h is included before anything else there.
 #define SEQBOAT_LAUNCH(grid, block, shared_bytes, stream, ...)          \
   ::seqboat::emu::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes), \
                          (stream), __VA_ARGS__)

@@ -16,7 +16,7 @@
 #include "engine/testing/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
-#include "kernels/emu/emulator.h"
+#include "tools/cuda_emu/emulator.h"
 #include "kernels/testing/parity_util.h"
 
 namespace seqboat::emu_test {

@@ -9,7 +9,7 @@
 // not multiples of the block width, many penalised ids, and edge rows: all
 // logits equal, all or nearly all -inf, top_k beyond the vocabulary, top_p =
 // 1 with min_p = 0, penalties over ids observed many times. CUB's sort runs
-// through kernels/emu/cub_emulation.h.
+// through tools/cuda_emu/cub_emulation.h.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -20,8 +20,8 @@
 // completion before they return); device math intrinsics are their libm
 // counterparts, so results can differ from a GPU's in the last bits. Host
 // memory stands in for device memory. One OS thread at a time.
-#ifndef SEQBOAT_KERNELS_EMU_EMULATOR_H_
-#define SEQBOAT_KERNELS_EMU_EMULATOR_H_
+#ifndef SEQBOAT_TOOLS_CUDA_EMU_EMULATOR_H_
+#define SEQBOAT_TOOLS_CUDA_EMU_EMULATOR_H_
 
 #include <cuda_runtime_api.h>
 #include <ucontext.h>
@@ -121,4 +121,4 @@ std::string TakeFailures();
 
 }  // namespace seqboat::emu
 
-#endif  // SEQBOAT_KERNELS_EMU_EMULATOR_H_
+#endif  // SEQBOAT_TOOLS_CUDA_EMU_EMULATOR_H_

@@ -1,4 +1,4 @@
-#include "kernels/emu/emulator.h"
+#include "tools/cuda_emu/emulator.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -7,7 +7,7 @@
 //
 // Included first, as emulation.bzl prepends it to the .cu files, so that the
 // CUDA keywords below mean what they mean there.
-#include "kernels/emu/cuda_emulation.h"
+#include "tools/cuda_emu/cuda_emulation.h"
 // clang-format off
 #include "kernels/launch.cuh"
 // clang-format on

@@ -1,4 +1,4 @@
-"""A kernels/*.cu file compiled as C++ for the CUDA emulation."""
+"""A .cu file compiled as C++ for the CUDA emulation (tools/cuda_emu)."""
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
 
@@ -20,7 +20,7 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
         name = name + "_cc",
         srcs = [src],
         outs = [cc],
-        cmd = ("(echo '#include \"kernels/emu/cuda_emulation.h\"'; " +
+        cmd = ("(echo '#include \"tools/cuda_emu/cuda_emulation.h\"'; " +
                "echo '#line 1 \"$<\"'; cat $<) > $@"),
     )
     cc_library(
@@ -30,5 +30,5 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
         textual_hdrs = hdrs + ["//kernels:launch.cuh"],
         # `#pragma unroll` is nvcc's.
         copts = ["-Wno-unknown-pragmas"],
-        deps = deps + [":emulator"],
+        deps = deps + ["//tools/cuda_emu:emulator"],
     )

@@ -15,8 +15,8 @@
 //   (unsigned bits; signed integers and floats twiddled as CUB does), which
 //   is exactly a stable LSD radix sort's result. Null temp storage asks for
 //   its size, as in CUB; a smaller buffer than that is refused.
-#ifndef SEQBOAT_KERNELS_EMU_CUB_EMULATION_H_
-#define SEQBOAT_KERNELS_EMU_CUB_EMULATION_H_
+#ifndef SEQBOAT_TOOLS_CUDA_EMU_CUB_EMULATION_H_
+#define SEQBOAT_TOOLS_CUDA_EMU_CUB_EMULATION_H_
 
 #include <cuda_runtime_api.h>
 
@@ -452,4 +452,4 @@ struct DeviceRadixSort {
 
 }  // namespace cub
 
-#endif  // SEQBOAT_KERNELS_EMU_CUB_EMULATION_H_
+#endif  // SEQBOAT_TOOLS_CUDA_EMU_CUB_EMULATION_H_

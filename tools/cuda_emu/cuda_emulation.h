@@ -1,5 +1,5 @@
 // CUDA C++ as plain C++: included first in every kernel translation unit
-// that kernels/emu/BUILD makes from a kernels/*.cu file, so that the real
+// that emulation.bzl makes from a kernels/*.cu file, so that the real
 // kernel sources run on the CPU (emulator.h says what is and is not
 // emulated). Provides the execution-space and shared-memory keywords,
 // threadIdx / blockIdx / blockDim / gridDim, the barriers, warp shuffles and
@@ -8,8 +8,8 @@
 // seqboat::emu::Launch; cub_emulation.h stands in for the CUB calls. Host
 // types (dim3, float4, __half, __nv_bfloat16 and their conversions) are the
 // CUDA headers' own host versions.
-#ifndef SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
-#define SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
+#ifndef SEQBOAT_TOOLS_CUDA_EMU_CUDA_EMULATION_H_
+#define SEQBOAT_TOOLS_CUDA_EMU_CUDA_EMULATION_H_
 
 #define SEQBOAT_CUDA_EMULATION 1
 
@@ -27,7 +27,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/emu/emulator.h"
+#include "tools/cuda_emu/emulator.h"
 
 // Execution spaces mean nothing on the host; __shared__ variables are one
 // copy per kernel, which the blocks (run one at a time) take in turn.
@@ -333,6 +333,6 @@ inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 // CUB's block collectives and radix sorts, which the .cu files take from
 // <cub/cub.cuh> under nvcc only.
-#include "kernels/emu/cub_emulation.h"
+#include "tools/cuda_emu/cub_emulation.h"
 
-#endif  // SEQBOAT_KERNELS_EMU_CUDA_EMULATION_H_
+#endif  // SEQBOAT_TOOLS_CUDA_EMU_CUDA_EMULATION_H_
