@@ -1,7 +1,6 @@
 #include "engine/layers/mlp.h"
 
 #include "base/status_macros.h"
-#include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
 
@@ -44,7 +43,7 @@ class Mlp final : public Layer {
     float* u = ctx.scratch;
     float* h = u + static_cast<int64_t>(n) * d;
     float* g = h + static_cast<int64_t>(n) * f;
-    const Activation act = ToActivation(c_.act);
+    const Activation act = c_.act;
     norm_.Apply(be, residual, n, u);
     be.Gemm(u, d, n, up_, up_b_, h, f, /*accumulate=*/false);
     if (c_.gated) {

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
 
@@ -118,7 +117,7 @@ class Moe final : public MoeLayer {
     }
 
     stats_ = StepStats();
-    const Activation act = ToActivation(c_.act);
+    const Activation act = c_.act;
     for (int e = 0; e < x; ++e) {
       const int m = static_cast<int>(rows_[e].size());
       if (m == 0) continue;
@@ -146,7 +145,7 @@ class Moe final : public MoeLayer {
   }
 
  private:
-  bool Relu() const { return c_.routing == MoeRoutingKind::kReluDynamic; }
+  bool Relu() const { return c_.routing == MoeRouting::kReluDynamic; }
   int Slots() const {
     return Relu() ? static_cast<int>(c_.n_experts) : static_cast<int>(c_.top_k);
   }
@@ -174,7 +173,7 @@ class Moe final : public MoeLayer {
 absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
     const MoeConfig& config, const std::optional<NormConfig>& norm, int d_model,
     const std::string& prefix, WeightStore& weights, Backend& backend) {
-  if (config.routing == MoeRoutingKind::kTop1Softmax &&
+  if (config.routing == MoeRouting::kSoftmaxTopK &&
       (config.top_k < 1 || config.top_k > config.n_experts)) {
     return absl::InvalidArgumentError("moe: top_k must be in [1, n_experts]");
   }

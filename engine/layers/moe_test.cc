@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/testing/matrix_upload_log.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/testing/matrix_upload_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "weights/safetensors_writer.h"
@@ -51,7 +51,7 @@ Tensors RandomMoe(const MoeConfig& c, uint32_t seed) {
     ts["m." + name] = t;
   };
   const int64_t x = c.n_experts, f = c.d_ff, h = c.router_hidden;
-  const bool relu = c.routing == MoeRoutingKind::kReluDynamic;
+  const bool relu = c.routing == MoeRouting::kReluDynamic;
   add("norm.weight", {kD}, 0.1f, 1.0f);
   if (relu) {
     add("moe.router_in.weight", {h, kD}, 0.5f);
@@ -70,17 +70,20 @@ Tensors RandomMoe(const MoeConfig& c, uint32_t seed) {
   return ts;
 }
 
-double Act(FfnAct a, double v) {
+double Act(Activation a, double v) {
   switch (a) {
-    case FfnAct::kRelu:
+    case Activation::kRelu:
       return v > 0 ? v : 0;
-    case FfnAct::kSilu:
+    case Activation::kSilu:
       return v / (1 + std::exp(-v));
-    case FfnAct::kGelu:
+    case Activation::kGelu:
       return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    case FfnAct::kGeluTanh:
+    case Activation::kGeluTanh:
       return 0.5 * v *
              (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case Activation::kSigmoid:  // never an FFN's `act`
+    case Activation::kIdentity:
+      break;
   }
   return v;
 }
@@ -119,7 +122,7 @@ Expected DenseReference(const MoeConfig& c, const Tensors& ts,
     for (int j = 0; j < kD; ++j)
       u[j] = r0[t * kD + j] * s * T("norm.weight")[j];
     std::vector<std::pair<int, double>> chosen;
-    if (c.routing == MoeRoutingKind::kReluDynamic) {
+    if (c.routing == MoeRouting::kReluDynamic) {
       std::vector<double> hid =
           Linear(T("moe.router_in.weight"), T("moe.router_in.bias"), h, kD, u);
       for (double& v : hid) v = v / (1 + std::exp(-v));
@@ -201,19 +204,19 @@ std::vector<float> Step(Built& b, std::vector<float> r, int first, int n) {
   return r;
 }
 
-MoeConfig Config(MoeRoutingKind routing, int top_k, bool renorm, bool gated,
+MoeConfig Config(MoeRouting routing, int top_k, bool renorm, bool gated,
                  bool biases) {
   MoeConfig c;
   c.routing = routing;
   c.n_experts = 8;
   c.d_ff = 12;
-  c.act = gated ? FfnAct::kSilu : FfnAct::kRelu;
+  c.act = gated ? Activation::kSilu : Activation::kRelu;
   c.gated = gated;
   c.router_bias = biases;
   c.expert_bias = biases;
   c.top_k = top_k;
   c.renormalize = renorm;
-  c.router_hidden = routing == MoeRoutingKind::kReluDynamic ? 6 : 0;
+  c.router_hidden = routing == MoeRouting::kReluDynamic ? 6 : 0;
   return c;
 }
 
@@ -268,23 +271,21 @@ TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
 INSTANTIATE_TEST_SUITE_P(
     Routings, MoeDispatchTest,
     ::testing::Values(
-        Case{"top1",
-             Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false)},
-        Case{"top2",
-             Config(MoeRoutingKind::kTop1Softmax, 2, false, false, true)},
+        Case{"top1", Config(MoeRouting::kSoftmaxTopK, 1, false, false, false)},
+        Case{"top2", Config(MoeRouting::kSoftmaxTopK, 2, false, false, true)},
         Case{"top2_renorm_gated",
-             Config(MoeRoutingKind::kTop1Softmax, 2, true, true, true)},
+             Config(MoeRouting::kSoftmaxTopK, 2, true, true, true)},
         Case{"relu_dynamic",
-             Config(MoeRoutingKind::kReluDynamic, 1, false, false, true)},
+             Config(MoeRouting::kReluDynamic, 1, false, false, true)},
         Case{"relu_dynamic_gated",
-             Config(MoeRoutingKind::kReluDynamic, 1, false, true, false)}),
+             Config(MoeRouting::kReluDynamic, 1, false, true, false)}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {
   for (bool relu : {false, true}) {
     const MoeConfig c =
-        relu ? Config(MoeRoutingKind::kReluDynamic, 1, false, true, true)
-             : Config(MoeRoutingKind::kTop1Softmax, 2, false, true, true);
+        relu ? Config(MoeRouting::kReluDynamic, 1, false, true, true)
+             : Config(MoeRouting::kSoftmaxTopK, 2, false, true, true);
     MatrixUploadLog::Shapes fp32, other;
     auto built = Build(
         c, RandomMoe(c, 2), relu ? "fp32_relu" : "fp32_top2",
@@ -300,7 +301,7 @@ TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {
 }
 
 TEST(MoeLoadTest, ExpertCountMismatchNamesTheTensor) {
-  MoeConfig c = Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false);
+  MoeConfig c = Config(MoeRouting::kSoftmaxTopK, 1, false, false, false);
   const Tensors ts = RandomMoe(c, 1);
   c.n_experts = 6;  // the weights hold 8
   auto built = Build(c, ts, "mismatch");
@@ -310,7 +311,7 @@ TEST(MoeLoadTest, ExpertCountMismatchNamesTheTensor) {
 }
 
 TEST(MoeLoadTest, TopKAboveExpertCountIsRefused) {
-  MoeConfig c = Config(MoeRoutingKind::kTop1Softmax, 1, false, false, false);
+  MoeConfig c = Config(MoeRouting::kSoftmaxTopK, 1, false, false, false);
   const Tensors ts = RandomMoe(c, 1);
   c.top_k = 9;
   auto built = Build(c, ts, "topk");

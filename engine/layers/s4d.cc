@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/layers/ffn_activation.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/testing/forwarding_backend.h"
-#include "engine/testing/matrix_upload_log.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/config.h"
+#include "engine/testing/forwarding_backend.h"
+#include "engine/testing/matrix_upload_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "weights/safetensors_writer.h"
@@ -411,8 +411,8 @@ TEST(SeqBoatConfigTest, ParsesTheCanonicalFields) {
   ASSERT_NE(c, nullptr);
   EXPECT_FALSE(c->prenorm);
   EXPECT_EQ(c->window, 3);
-  EXPECT_EQ(c->attn_fn, SeqBoatConfig::AttnFn::kRelu2);
-  EXPECT_EQ(c->pos, SeqBoatConfig::Pos::kSimpleBias);
+  EXPECT_EQ(c->attn_fn, SeqBoatAttnFn::kRelu2);
+  EXPECT_EQ(c->pos, SeqBoatPos::kSimpleBias);
   EXPECT_EQ(c->rel_pos_max, 5);
   EXPECT_EQ(c->ema_truncation, 2048);
 }

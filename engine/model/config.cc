@@ -295,9 +295,9 @@ absl::Status ParseSeqBoat(ObjectReader& r,
   std::string attn_fn, pos;
   RETURN_IF_ERROR(r.String("attn_fn", &attn_fn));
   if (attn_fn == "softmax") {
-    c.attn_fn = SeqBoatConfig::AttnFn::kSoftmax;
+    c.attn_fn = SeqBoatAttnFn::kSoftmax;
   } else if (attn_fn == "relu2") {
-    c.attn_fn = SeqBoatConfig::AttnFn::kRelu2;
+    c.attn_fn = SeqBoatAttnFn::kRelu2;
   } else if (attn_fn == "laplace") {
     return r.Error("attn_fn", "\"laplace\" is not supported by this build");
   } else {
@@ -306,9 +306,9 @@ absl::Status ParseSeqBoat(ObjectReader& r,
   }
   RETURN_IF_ERROR(r.String("pos", &pos));
   if (pos == "rope_interleaved") {
-    c.pos = SeqBoatConfig::Pos::kRopeInterleaved;
+    c.pos = SeqBoatPos::kRopeInterleaved;
   } else if (pos == "simple_bias") {
-    c.pos = SeqBoatConfig::Pos::kSimpleBias;
+    c.pos = SeqBoatPos::kSimpleBias;
   } else {
     return r.Invalid("pos", "one of \"rope_interleaved\", \"simple_bias\"",
                      *r.Get("pos"));
@@ -317,12 +317,12 @@ absl::Status ParseSeqBoat(ObjectReader& r,
       r.OptionalPositiveNumber("rope_theta", 10000.0, &c.rope_theta));
   RETURN_IF_ERROR(SeqBoatOptionalSize(r, "rel_pos_max", &c.rel_pos_max));
   RETURN_IF_ERROR(SeqBoatOptionalSize(r, "ema_truncation", &c.ema_truncation));
-  if (c.pos == SeqBoatConfig::Pos::kRopeInterleaved && c.z_dim % 2 != 0) {
+  if (c.pos == SeqBoatPos::kRopeInterleaved && c.z_dim % 2 != 0) {
     return r.Error("z_dim",
                    absl::StrCat("must be even for pos ",
                                 "\"rope_interleaved\", got ", c.z_dim));
   }
-  if (c.pos == SeqBoatConfig::Pos::kSimpleBias && !c.rel_pos_max) {
+  if (c.pos == SeqBoatPos::kSimpleBias && !c.rel_pos_max) {
     return r.Error("rel_pos_max",
                    "must be a positive integer for pos \"simple_bias\"");
   }
@@ -351,11 +351,13 @@ absl::Status FfnChoice(ObjectReader& r, const char* key,
   return r.Invalid(key, expected, *r.Get(key));
 }
 
-absl::Status ParseFfnAct(ObjectReader& r, FfnAct* out) {
+absl::Status ParseFfnAct(ObjectReader& r, Activation* out) {
   int i = 0;
   RETURN_IF_ERROR(
       FfnChoice(r, "act", {"gelu", "gelu_tanh", "relu", "silu"}, &i));
-  *out = static_cast<FfnAct>(i);
+  constexpr Activation kActs[] = {Activation::kGelu, Activation::kGeluTanh,
+                                  Activation::kRelu, Activation::kSilu};
+  *out = kActs[i];
   return absl::OkStatus();
 }
 
@@ -376,7 +378,8 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
   int routing = 0;
   RETURN_IF_ERROR(
       FfnChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing));
-  c.routing = static_cast<MoeRoutingKind>(routing);
+  c.routing =
+      routing == 0 ? MoeRouting::kSoftmaxTopK : MoeRouting::kReluDynamic;
   RETURN_IF_ERROR(r.PositiveInt("n_experts", &c.n_experts));
   RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
   RETURN_IF_ERROR(ParseFfnAct(r, &c.act));
@@ -388,7 +391,7 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
   if (const json* cap = r.Get("capacity"); cap != nullptr && !cap->is_null()) {
     return r.Invalid("capacity", "null (the engine is dropless)", *cap);
   }
-  const bool softmax = c.routing == MoeRoutingKind::kTop1Softmax;
+  const bool softmax = c.routing == MoeRouting::kSoftmaxTopK;
   if (r.Get("top_k") != nullptr) {
     if (!softmax) {
       return r.Error("top_k", "applies only to routing \"top1_softmax\"");

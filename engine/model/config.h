@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/ffn_math.h"
+#include "engine/backend/seqboat_shape.h"
 
 namespace seqboat {
 
@@ -62,15 +64,13 @@ struct Mamba1Config {
 // --- seqboat (MODELS.md §2, §6.1) ------------------------------------------
 // MD-EMA + latent configurator + GAU over a FIFO working memory.
 struct SeqBoatConfig {
-  enum class AttnFn { kSoftmax, kRelu2 };
-  enum class Pos { kRopeInterleaved, kSimpleBias };
   bool prenorm = true;  // false: the norm follows the final SiLU
   int64_t ema_dim = 0;  // N_e >= 1
   int64_t z_dim = 0;    // z >= 1, even for rope_interleaved
   int64_t v_dim = 0;    // v >= 1
   int64_t window = 0;   // w >= 1: earlier active tokens a query sees
-  AttnFn attn_fn = AttnFn::kSoftmax;
-  Pos pos = Pos::kRopeInterleaved;
+  SeqBoatAttnFn attn_fn = SeqBoatAttnFn::kSoftmax;
+  SeqBoatPos pos = SeqBoatPos::kRopeInterleaved;
   double rope_theta = 10000.0;         // rope_interleaved only
   std::optional<int64_t> rel_pos_max;  // M, required for simple_bias
   // Informational: the FIR length used in training; the engine runs the IIR.
@@ -79,24 +79,20 @@ struct SeqBoatConfig {
 
 // --- feed-forward kinds and S4D (MODELS.md §4.3, §5, §6) -------------------
 // Activation of an mlp / moe expert ("gelu" is the exact erf form).
-enum class FfnAct { kGelu, kGeluTanh, kRelu, kSilu };
-
 // Dense FFN: r ← r + down(act(up(x))), gated: down(act(gate(x)) ⊙ up(x)).
 struct MlpConfig {
-  int64_t d_ff = 0;  // F >= 1
-  FfnAct act = FfnAct::kGelu;
+  int64_t d_ff = 0;                    // F >= 1
+  Activation act = Activation::kGelu;  // gelu, gelu_tanh, relu or silu
   bool gated = false;
   bool bias = false;  // .bias on up, gate and down
 };
 
-enum class MoeRoutingKind { kTop1Softmax, kReluDynamic };
-
 // Mixture of experts (§5). Dropless only: "capacity" must be null.
 struct MoeConfig {
-  MoeRoutingKind routing = MoeRoutingKind::kTop1Softmax;
-  int64_t n_experts = 0;  // X >= 1
-  int64_t d_ff = 0;       // F >= 1, per expert
-  FfnAct act = FfnAct::kRelu;
+  MoeRouting routing = MoeRouting::kSoftmaxTopK;  // "top1_softmax"
+  int64_t n_experts = 0;                          // X >= 1
+  int64_t d_ff = 0;                               // F >= 1, per expert
+  Activation act = Activation::kRelu;  // gelu, gelu_tanh, relu or silu
   bool gated = false;
   bool router_bias = false;  // router.bias (and router_in.bias)
   bool expert_bias = false;  // up.bias [X,F] (+ gate.bias), shared down.bias

@@ -79,14 +79,14 @@ TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
   const MlpConfig* m = mlp->blocks[0].mlp();
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->d_ff, 64);
-  EXPECT_EQ(m->act, FfnAct::kSilu);
+  EXPECT_EQ(m->act, Activation::kSilu);
   EXPECT_TRUE(m->gated);
 
   auto moe = Parse(Moe());
   ASSERT_TRUE(moe.ok()) << moe.status();
   const MoeConfig* e = moe->blocks[0].moe();
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->routing, MoeRoutingKind::kTop1Softmax);
+  EXPECT_EQ(e->routing, MoeRouting::kSoftmaxTopK);
   EXPECT_EQ(e->n_experts, 8);
   EXPECT_EQ(e->top_k, 1);
   EXPECT_FALSE(e->renormalize);
@@ -101,7 +101,7 @@ TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
   json relu = With(With(Moe(), "routing", "relu_dynamic"), "router_hidden", 16);
   auto rem = Parse(relu);
   ASSERT_TRUE(rem.ok()) << rem.status();
-  EXPECT_EQ(rem->blocks[0].moe()->routing, MoeRoutingKind::kReluDynamic);
+  EXPECT_EQ(rem->blocks[0].moe()->routing, MoeRouting::kReluDynamic);
   EXPECT_EQ(rem->blocks[0].moe()->router_hidden, 16);
 
   auto s4d =

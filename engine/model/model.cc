@@ -73,12 +73,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
     sh.z = static_cast<int>(sb->z_dim);
     sh.v = static_cast<int>(sb->v_dim);
     sh.w = static_cast<int>(sb->window);
-    sh.attn_fn = sb->attn_fn == SeqBoatConfig::AttnFn::kSoftmax
-                     ? SeqBoatAttnFn::kSoftmax
-                     : SeqBoatAttnFn::kRelu2;
-    sh.pos = sb->pos == SeqBoatConfig::Pos::kRopeInterleaved
-                 ? SeqBoatPos::kRopeInterleaved
-                 : SeqBoatPos::kSimpleBias;
+    sh.attn_fn = sb->attn_fn;
+    sh.pos = sb->pos;
     sh.rope_theta = sb->rope_theta;
     sh.rel_pos_max = static_cast<int>(sb->rel_pos_max.value_or(0));
     return MakeSeqBoat(dims, where, prefix, weights, backend);
