@@ -1,17 +1,15 @@
 #include "engine/model/config.h"
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <initializer_list>
-#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
 #include "base/status_macros.h"
 
 namespace seqboat {
@@ -19,173 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-// Sizes beyond this are corruption, and keeping them in int32 range keeps
-// products of two sizes inside int64 everywhere downstream.
-constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
 // A config is a few kilobytes; refuse to slurp anything huge.
 constexpr long kMaxConfigBytes = 16l << 20;
-
-// Debian's Abseil is built without the std::string_view alias.
-absl::string_view AbslView(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-std::string Brief(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
-
-// Reads the fields of one JSON object, remembering which keys were asked
-// for so the rest can be reported as unknown. Errors read
-// "<source>: <context>: field "<key>" <problem>".
-class ObjectReader {
- public:
-  ObjectReader(const json& object, std::string source, std::string context)
-      : object_(object),
-        source_(std::move(source)),
-        context_(std::move(context)) {}
-
-  const std::string& context() const { return context_; }
-  const std::string& source() const { return source_; }
-
-  // The value, or nullptr when absent. Marks the key as known.
-  const json* Get(const char* key) {
-    known_.insert(key);
-    auto it = object_.find(key);
-    return it == object_.end() ? nullptr : &*it;
-  }
-
-  absl::Status Error(const char* key, absl::string_view problem) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Prefix(), "field \"", key, "\" ", problem));
-  }
-  absl::Status Invalid(const char* key, absl::string_view expected,
-                       const json& got) const {
-    return Error(key, absl::StrCat("must be ", expected, ", got ", Brief(got)));
-  }
-  absl::Status Missing(const char* key, absl::string_view expected) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Prefix(), "missing field \"", key, "\" (", expected, ")"));
-  }
-  // For failures that are not about one field.
-  absl::Status Fail(absl::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(Prefix(), problem));
-  }
-
-  absl::Status PositiveInt(const char* key, int64_t* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return Missing(key, "a positive integer");
-    return CheckPositiveInt(key, *v, out);
-  }
-
-  absl::Status Bool(const char* key, bool* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return Missing(key, "true or false");
-    if (!v->is_boolean()) return Invalid(key, "true or false", *v);
-    *out = v->get<bool>();
-    return absl::OkStatus();
-  }
-
-  absl::Status OptionalBool(const char* key, bool fallback, bool* out) {
-    const json* v = Get(key);
-    if (v == nullptr) {
-      *out = fallback;
-      return absl::OkStatus();
-    }
-    return Bool(key, out);
-  }
-
-  // A finite number > 0, `fallback` when absent.
-  absl::Status OptionalPositiveNumber(const char* key, double fallback,
-                                      double* out) {
-    const json* v = Get(key);
-    if (v == nullptr) {
-      *out = fallback;
-      return absl::OkStatus();
-    }
-    return CheckPositiveNumber(key, *v, out);
-  }
-
-  absl::Status PositiveNumber(const char* key, double* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return Missing(key, "a positive number");
-    return CheckPositiveNumber(key, *v, out);
-  }
-
-  absl::Status String(const char* key, std::string* out) {
-    const json* v = Get(key);
-    if (v == nullptr) return Missing(key, "a string");
-    if (!v->is_string()) return Invalid(key, "a string", *v);
-    *out = v->get<std::string>();
-    return absl::OkStatus();
-  }
-
-  // An integer in [0, limit), or null / absent (nullopt).
-  absl::Status OptionalIndex(const char* key, int64_t limit,
-                             absl::string_view limit_name,
-                             std::optional<int64_t>* out) {
-    const json* v = Get(key);
-    out->reset();
-    if (v == nullptr || v->is_null()) return absl::OkStatus();
-    const std::string expected = absl::StrCat("null or an integer in [0, ",
-                                              limit_name, " = ", limit, ")");
-    if (!v->is_number_integer()) return Invalid(key, expected, *v);
-    if (v->is_number_unsigned()
-            ? v->get<uint64_t>() >= static_cast<uint64_t>(limit)
-            : (v->get<int64_t>() < 0 || v->get<int64_t>() >= limit)) {
-      return Invalid(key, expected, *v);
-    }
-    *out = v->get<int64_t>();
-    return absl::OkStatus();
-  }
-
-  // Warnings for every key nobody asked for.
-  void ReportUnknown(std::vector<std::string>* warnings) const {
-    for (auto it = object_.begin(); it != object_.end(); ++it) {
-      if (known_.count(it.key()) == 0) {
-        warnings->push_back(
-            absl::StrCat(context_.empty() ? "" : context_ + ": ",
-                         "unknown field \"", it.key(), "\""));
-      }
-    }
-  }
-
- private:
-  std::string Prefix() const {
-    return absl::StrCat(source_, ": ", context_.empty() ? "" : context_ + ": ");
-  }
-
-  absl::Status CheckPositiveInt(const char* key, const json& v,
-                                int64_t* out) const {
-    if (!v.is_number_integer() ||
-        (v.is_number_integer() && !v.is_number_unsigned() &&
-         v.get<int64_t>() <= 0) ||
-        (v.is_number_unsigned() && v.get<uint64_t>() == 0)) {
-      return Invalid(key, "a positive integer", v);
-    }
-    if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) {
-      return Invalid(key, absl::StrCat("at most ", kMaxSize), v);
-    }
-    *out = v.get<int64_t>();
-    return absl::OkStatus();
-  }
-
-  absl::Status CheckPositiveNumber(const char* key, const json& v,
-                                   double* out) const {
-    if (!v.is_number() || !std::isfinite(v.get<double>()) ||
-        v.get<double>() <= 0) {
-      return Invalid(key, "a positive finite number", v);
-    }
-    *out = v.get<double>();
-    return absl::OkStatus();
-  }
-
-  const json& object_;
-  std::string source_;
-  std::string context_;
-  std::set<std::string, std::less<>> known_;
-};
 
 constexpr struct {
   NormType type;
@@ -443,14 +276,14 @@ absl::Status ParseS4d(ObjectReader& r, std::vector<std::string>* /*warnings*/,
 
 // --- attention ---------------------------------------------------------------
 
-// An integer in [0, kMaxSize].
+// An integer in [0, kMaxJsonSize].
 absl::Status AttentionCount(ObjectReader& r, const char* key, int64_t* out) {
   const json* v = r.Get(key);
   if (v == nullptr) return r.Missing(key, "a non-negative integer");
   if (!v->is_number_integer() ||
       (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||
-      v->get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) {
-    return r.Invalid(key, absl::StrCat("an integer in [0, ", kMaxSize, "]"),
+      v->get<uint64_t>() > static_cast<uint64_t>(kMaxJsonSize)) {
+    return r.Invalid(key, absl::StrCat("an integer in [0, ", kMaxJsonSize, "]"),
                      *v);
   }
   *out = v->get<int64_t>();
@@ -481,9 +314,9 @@ absl::Status ParseAttention(ObjectReader& r,
         *r.Get("n_kv_heads"));
   }
   RETURN_IF_ERROR(r.PositiveInt("head_dim", &c.head_dim));
-  if (c.n_heads * c.head_dim > kMaxSize) {
+  if (c.n_heads * c.head_dim > kMaxJsonSize) {
     return r.Invalid("head_dim",
-                     absl::StrCat("at most ", kMaxSize / c.n_heads,
+                     absl::StrCat("at most ", kMaxJsonSize / c.n_heads,
                                   " with n_heads = ", c.n_heads),
                      *r.Get("head_dim"));
   }
@@ -531,7 +364,8 @@ absl::Status ParseAttention(ObjectReader& r,
   // One slot's K and V must stay addressable; far beyond any real model.
   constexpr int64_t kMaxCacheFloats = int64_t{1} << 36;
   const int64_t rows = c.sinks + c.window;
-  if (rows > kMaxSize || rows > kMaxCacheFloats / (c.n_kv_heads * c.head_dim)) {
+  if (rows > kMaxJsonSize ||
+      rows > kMaxCacheFloats / (c.n_kv_heads * c.head_dim)) {
     return r.Invalid(
         "window",
         absl::StrCat("small enough that sinks + window times n_kv_heads * "
@@ -572,13 +406,13 @@ absl::Status ParseBlock(const json& value, size_t index,
   const std::string where = absl::StrCat("blocks[", index, "]");
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": ", where, " must be an object, got ", Brief(value)));
+        source, ": ", where, " must be an object, got ", BriefJson(value)));
   }
   auto kind_it = value.find("kind");
   if (kind_it == value.end() || !kind_it->is_string()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": ", where, ": field \"kind\" must be a string, got ",
-        kind_it == value.end() ? "nothing" : Brief(*kind_it)));
+        kind_it == value.end() ? "nothing" : BriefJson(*kind_it)));
   }
   const std::string kind = kind_it->get<std::string>();
   for (const auto& k : kBlockKinds) {
@@ -598,39 +432,6 @@ absl::Status ParseBlock(const json& value, size_t index,
   }
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": ", where, ": unknown kind '", kind, "'"));
-}
-
-// Parses JSON, rejecting a key repeated within one object: nlohmann keeps the
-// last silently, which would hide a conflicting value.
-absl::Status ParseJson(std::string_view text, const std::string& source,
-                       json* out) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t callback = [&](int /*depth*/,
-                                         json::parse_event_t event,
-                                         json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty() &&
-               parsed.is_string() &&
-               !open_objects.back().insert(parsed.get<std::string>()).second &&
-               duplicate.empty()) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  *out = json::parse(text.begin(), text.end(), callback,
-                     /*allow_exceptions=*/false);
-  if (out->is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
-  }
-  if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": duplicate key \"", duplicate, "\""));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace

@@ -1,0 +1,190 @@
+#include "base/json_reader.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace seqboat {
+
+using nlohmann::json;
+
+std::string BriefJson(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+ObjectReader::ObjectReader(const json& object, std::string source,
+                           std::string context)
+    : object_(object),
+      source_(std::move(source)),
+      context_(std::move(context)) {}
+
+const json* ObjectReader::Get(const char* key) {
+  known_.insert(key);
+  auto it = object_.find(key);
+  return it == object_.end() ? nullptr : &*it;
+}
+
+absl::Status ObjectReader::Error(const char* key,
+                                 absl::string_view problem) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Prefix(), "field \"", key, "\" ", problem));
+}
+
+absl::Status ObjectReader::Invalid(const char* key, absl::string_view expected,
+                                   const json& got) const {
+  return Error(key,
+               absl::StrCat("must be ", expected, ", got ", BriefJson(got)));
+}
+
+absl::Status ObjectReader::Missing(const char* key,
+                                   absl::string_view expected) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Prefix(), "missing field \"", key, "\" (", expected, ")"));
+}
+
+absl::Status ObjectReader::Fail(absl::string_view problem) const {
+  return absl::InvalidArgumentError(absl::StrCat(Prefix(), problem));
+}
+
+absl::Status ObjectReader::PositiveInt(const char* key, int64_t* out) {
+  const json* v = Get(key);
+  if (v == nullptr) return Missing(key, "a positive integer");
+  return CheckPositiveInt(key, *v, out);
+}
+
+absl::Status ObjectReader::Bool(const char* key, bool* out) {
+  const json* v = Get(key);
+  if (v == nullptr) return Missing(key, "true or false");
+  if (!v->is_boolean()) return Invalid(key, "true or false", *v);
+  *out = v->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::OptionalBool(const char* key, bool fallback,
+                                        bool* out) {
+  const json* v = Get(key);
+  if (v == nullptr) {
+    *out = fallback;
+    return absl::OkStatus();
+  }
+  return Bool(key, out);
+}
+
+absl::Status ObjectReader::OptionalPositiveNumber(const char* key,
+                                                  double fallback,
+                                                  double* out) {
+  const json* v = Get(key);
+  if (v == nullptr) {
+    *out = fallback;
+    return absl::OkStatus();
+  }
+  return CheckPositiveNumber(key, *v, out);
+}
+
+absl::Status ObjectReader::PositiveNumber(const char* key, double* out) {
+  const json* v = Get(key);
+  if (v == nullptr) return Missing(key, "a positive number");
+  return CheckPositiveNumber(key, *v, out);
+}
+
+absl::Status ObjectReader::String(const char* key, std::string* out) {
+  const json* v = Get(key);
+  if (v == nullptr) return Missing(key, "a string");
+  if (!v->is_string()) return Invalid(key, "a string", *v);
+  *out = v->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::OptionalIndex(const char* key, int64_t limit,
+                                         absl::string_view limit_name,
+                                         std::optional<int64_t>* out) {
+  const json* v = Get(key);
+  out->reset();
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  const std::string expected =
+      absl::StrCat("null or an integer in [0, ", limit_name, " = ", limit, ")");
+  if (!v->is_number_integer()) return Invalid(key, expected, *v);
+  if (v->is_number_unsigned()
+          ? v->get<uint64_t>() >= static_cast<uint64_t>(limit)
+          : (v->get<int64_t>() < 0 || v->get<int64_t>() >= limit)) {
+    return Invalid(key, expected, *v);
+  }
+  *out = v->get<int64_t>();
+  return absl::OkStatus();
+}
+
+void ObjectReader::ReportUnknown(std::vector<std::string>* warnings) const {
+  for (auto it = object_.begin(); it != object_.end(); ++it) {
+    if (known_.count(it.key()) == 0) {
+      warnings->push_back(absl::StrCat(context_.empty() ? "" : context_ + ": ",
+                                       "unknown field \"", it.key(), "\""));
+    }
+  }
+}
+
+std::string ObjectReader::Prefix() const {
+  return absl::StrCat(source_, ": ", context_.empty() ? "" : context_ + ": ");
+}
+
+absl::Status ObjectReader::CheckPositiveInt(const char* key, const json& v,
+                                            int64_t* out) const {
+  if (!v.is_number_integer() ||
+      (v.is_number_integer() && !v.is_number_unsigned() &&
+       v.get<int64_t>() <= 0) ||
+      (v.is_number_unsigned() && v.get<uint64_t>() == 0)) {
+    return Invalid(key, "a positive integer", v);
+  }
+  if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxJsonSize)) {
+    return Invalid(key, absl::StrCat("at most ", kMaxJsonSize), v);
+  }
+  *out = v.get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReader::CheckPositiveNumber(const char* key, const json& v,
+                                               double* out) const {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+      v.get<double>() <= 0) {
+    return Invalid(key, "a positive finite number", v);
+  }
+  *out = v.get<double>();
+  return absl::OkStatus();
+}
+
+// A stack of key sets, one per open object: nlohmann's callback sees keys
+// in parse order.
+absl::Status ParseJson(std::string_view text, const std::string& source,
+                       json* out) {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  json::parser_callback_t callback = [&](int /*depth*/,
+                                         json::parse_event_t event,
+                                         json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty() &&
+               parsed.is_string() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second &&
+               duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  *out = json::parse(text.begin(), text.end(), callback,
+                     /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": duplicate key \"", duplicate, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace seqboat
