@@ -24,6 +24,9 @@ absl::Status CheckDims(const AttentionDims& d) {
   if (d.n_heads % d.n_kv_heads != 0) {
     return bad("n_heads must be a multiple of n_kv_heads");
   }
+  if (d.norm.has_value() && d.norm->type == NormType::kScaleNorm) {
+    return bad("the norm must be rmsnorm, rmsnorm_t5, layernorm or none");
+  }
   if (d.rope && d.head_dim % 2 != 0) return bad("RoPE needs an even head_dim");
   if (d.rope && !(d.rope_theta > 0.0 && std::isfinite(d.rope_theta))) {
     return bad("rope_theta must be a positive finite number");
@@ -54,9 +57,9 @@ class Attention final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    if (dims_.norm != AttentionDims::Norm::kNone && dims_.norm_affine) {
+    if (dims_.norm.has_value() && dims_.norm->affine) {
       RETURN_IF_ERROR(vec("norm.weight", d, &norm_w_));
-      if (dims_.norm == AttentionDims::Norm::kLayer) {
+      if (dims_.norm->type == NormType::kLayerNorm) {
         RETURN_IF_ERROR(vec("norm.bias", d, &norm_b_));
       }
     }
@@ -103,17 +106,15 @@ class Attention final : public Layer {
     float* v = k + static_cast<int64_t>(n) * kd;
     float* o = v + static_cast<int64_t>(n) * kd;
     const float* x = u;
-    switch (dims_.norm) {
-      case AttentionDims::Norm::kRms:
-        be.RmsNorm(residual, n, d, norm_w_, dims_.norm_eps, u);
-        break;
-      case AttentionDims::Norm::kLayer:
-        be.LayerNorm(residual, n, d, norm_w_, norm_b_, dims_.norm_eps, u);
-        break;
-      case AttentionDims::Norm::kNone:
-        // The residual is only written by the last GEMM, after q/k/v.
-        x = residual;
-        break;
+    if (!dims_.norm.has_value()) {
+      // The residual is only written by the last GEMM, after q/k/v.
+      x = residual;
+    } else if (dims_.norm->type == NormType::kLayerNorm) {
+      be.LayerNorm(residual, n, d, norm_w_, norm_b_,
+                   static_cast<float>(dims_.norm->eps), u);
+    } else {
+      be.RmsNorm(residual, n, d, norm_w_, static_cast<float>(dims_.norm->eps),
+                 u);
     }
     be.Gemm(x, d, n, wq_, bq_, q, qd, /*accumulate=*/false);
     be.Gemm(x, d, n, wk_, bk_, k, kd, false);

@@ -9,10 +9,12 @@
 #define SEQBOAT_ENGINE_LAYERS_ATTENTION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/layers/layer.h"
+#include "engine/model/config.h"
 #include "engine/model/weight_store.h"
 
 namespace seqboat {
@@ -28,11 +30,10 @@ struct AttentionDims {
   double rope_theta = 10000.0;
   int sinks = 0;   // S
   int window = 0;  // W; S + W >= 1
-  // The block's pre-norm.
-  enum class Norm { kNone, kRms, kLayer };
-  Norm norm = Norm::kRms;
-  bool norm_affine = true;
-  float norm_eps = 1e-5f;
+  // The block's pre-norm as config.json gives it (rmsnorm, rmsnorm_t5 or
+  // layernorm; the two RMSNorm roundings are one function in fp32), or
+  // nullopt for none.
+  std::optional<NormConfig> norm = NormConfig{};
 };
 
 // Fetches `prefix` + canonical tensor names (MODELS.md §6.2) from the store.

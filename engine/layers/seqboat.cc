@@ -122,7 +122,7 @@ class SeqBoat final : public Layer {
     const int64_t stride = StateBytesPerSlot();
 
     const float* x = residual;
-    if (dims_.prenorm && dims_.norm != SeqBoatNorm::kNone) {
+    if (dims_.prenorm && dims_.norm.has_value()) {
       ApplyNorm(be, residual, n, xn);
       x = xn;
     }
@@ -185,7 +185,7 @@ class SeqBoat final : public Layer {
     be.SeqBoatAttend(gau);
     if (m > 0) be.Gemm(att, v, m, out_proj_, out_b_, y, d, false);
 
-    const bool post = !dims_.prenorm && dims_.norm != SeqBoatNorm::kNone;
+    const bool post = !dims_.prenorm && dims_.norm.has_value();
     be.SeqBoatMix(residual, g, d, y, conf, compact, n, d, post ? xn : residual);
     if (post) ApplyNorm(be, xn, n, residual);
     tokens_ += n;
@@ -202,18 +202,19 @@ class SeqBoat final : public Layer {
   template <typename VecFn>
   absl::Status BindNorm(const std::string& p, WeightStore& ws, Backend& be,
                         VecFn& vec) {
-    if (dims_.norm == SeqBoatNorm::kNone || !dims_.norm_affine) {
+    if (!dims_.norm.has_value() || !dims_.norm->affine) {
       return absl::OkStatus();
     }
     const int64_t d = s_.d;
-    switch (dims_.norm) {
-      case SeqBoatNorm::kLayerNorm: {
+    switch (dims_.norm->type) {
+      case NormType::kLayerNorm: {
         absl::Status s = vec("norm.weight", {d}, &norm_w_);
         return s.ok() ? vec("norm.bias", {d}, &norm_b_) : s;
       }
-      case SeqBoatNorm::kRmsNorm:
+      case NormType::kRmsNorm:
+      case NormType::kRmsNormT5:
         return vec("norm.weight", {d}, &norm_w_);
-      case SeqBoatNorm::kScaleNorm: {
+      case NormType::kScaleNorm: {
         // ScaleNorm is an RMSNorm whose weight is one learned scalar:
         // broadcast it so the backend's RmsNorm runs it.
         auto scalar = ws.F32(p + "norm.scalar", {1});
@@ -224,17 +225,16 @@ class SeqBoat final : public Layer {
         norm_w_ = *dev;
         return absl::OkStatus();
       }
-      case SeqBoatNorm::kNone:
-        break;
     }
     return absl::OkStatus();
   }
 
   void ApplyNorm(Backend& be, const float* x, int n, float* out) const {
-    if (dims_.norm == SeqBoatNorm::kLayerNorm) {
-      be.LayerNorm(x, n, s_.d, norm_w_, norm_b_, dims_.norm_eps, out);
+    const float eps = static_cast<float>(dims_.norm->eps);
+    if (dims_.norm->type == NormType::kLayerNorm) {
+      be.LayerNorm(x, n, s_.d, norm_w_, norm_b_, eps, out);
     } else {
-      be.RmsNorm(x, n, s_.d, norm_w_, dims_.norm_eps, out);
+      be.RmsNorm(x, n, s_.d, norm_w_, eps, out);
     }
   }
 

@@ -11,23 +11,23 @@
 #define SEQBOAT_ENGINE_LAYERS_SEQBOAT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/backend/seqboat_shape.h"
 #include "engine/layers/layer.h"
+#include "engine/model/config.h"
 #include "engine/model/weight_store.h"
 
 namespace seqboat {
 
-enum class SeqBoatNorm { kNone, kLayerNorm, kRmsNorm, kScaleNorm };
-
 struct SeqBoatDims {
   SeqBoatShape shape;  // d, ne, z, v, w, attn_fn, pos, rope_theta, M
   bool prenorm = true;
-  SeqBoatNorm norm = SeqBoatNorm::kLayerNorm;
-  bool norm_affine = true;
-  float norm_eps = 1e-5f;
+  // The block's norm as config.json gives it; nullopt: none. In fp32 the two
+  // RMSNorm roundings (rmsnorm, rmsnorm_t5; MODELS.md §6.1) are one function.
+  std::optional<NormConfig> norm = NormConfig{NormType::kLayerNorm};
 };
 
 // Names of the counters AppendStats reports: tokens seen, and tokens whose

@@ -82,7 +82,7 @@ SeqBoatDims Dims(int w, bool simple_bias = false, int rel_pos_max = 0) {
   dims.shape.pos =
       simple_bias ? SeqBoatPos::kSimpleBias : SeqBoatPos::kRopeInterleaved;
   dims.shape.rel_pos_max = rel_pos_max;
-  dims.norm = SeqBoatNorm::kNone;
+  dims.norm = std::nullopt;
   return dims;
 }
 

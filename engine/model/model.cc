@@ -48,25 +48,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
   if (const SeqBoatConfig* sb = block.seqboat()) {
     SeqBoatDims dims;
     dims.prenorm = sb->prenorm;
-    if (!block.norm.has_value()) {
-      dims.norm = SeqBoatNorm::kNone;
-    } else {
-      // In fp32 the two RMSNorm roundings (§6.1) are the same function.
-      switch (block.norm->type) {
-        case NormType::kLayerNorm:
-          dims.norm = SeqBoatNorm::kLayerNorm;
-          break;
-        case NormType::kRmsNorm:
-        case NormType::kRmsNormT5:
-          dims.norm = SeqBoatNorm::kRmsNorm;
-          break;
-        case NormType::kScaleNorm:
-          dims.norm = SeqBoatNorm::kScaleNorm;
-          break;
-      }
-      dims.norm_affine = block.norm->affine;
-      dims.norm_eps = static_cast<float>(block.norm->eps);
-    }
+    dims.norm = block.norm;
     SeqBoatShape& sh = dims.shape;
     sh.d = static_cast<int>(cfg.d_model);
     sh.ne = static_cast<int>(sb->ema_dim);
@@ -94,23 +76,12 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
   }
   if (const AttentionConfig* a = block.attention()) {
     AttentionDims dims;
-    if (!block.norm.has_value()) {
-      dims.norm = AttentionDims::Norm::kNone;
-    } else if (block.norm->type == NormType::kRmsNorm ||
-               block.norm->type == NormType::kRmsNormT5) {
-      // In fp32 the two RMSNorm roundings (§6.1) are the same function.
-      dims.norm = AttentionDims::Norm::kRms;
-    } else if (block.norm->type == NormType::kLayerNorm) {
-      dims.norm = AttentionDims::Norm::kLayer;
-    } else {
+    if (block.norm.has_value() && block.norm->type == NormType::kScaleNorm) {
       return absl::InvalidArgumentError(absl::StrCat(
           where,
           ": field \"norm\" must be rmsnorm, rmsnorm_t5, layernorm or null"));
     }
-    if (block.norm.has_value()) {
-      dims.norm_affine = block.norm->affine;
-      dims.norm_eps = static_cast<float>(block.norm->eps);
-    }
+    dims.norm = block.norm;
     dims.d_model = static_cast<int>(cfg.d_model);
     dims.n_heads = static_cast<int>(a->n_heads);
     dims.n_kv_heads = static_cast<int>(a->n_kv_heads);
