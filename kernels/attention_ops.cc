@@ -40,28 +40,22 @@ StagedSinkRows StageSinkRows(CudaBackend& be, const Segment* segs, int nsegs) {
 void CudaBackend::SinkAttention(const SinkAttentionParams& p) {
   const StagedSinkRows rows = StageSinkRows(*this, p.segs, p.nsegs);
   if (!launching() || !rows.ready()) return;
-  absl::StatusOr<SinkAttentionPlan> plan = PlanSinkAttentionWork(p, rows.count);
-  if (!plan.ok()) {
-    if (error_.ok()) error_ = plan.status();
+  int64_t workspace_floats = 0;
+  absl::StatusOr<SinkWork> work =
+      PlanSinkAttentionWork(p, rows.items, rows.count, &workspace_floats);
+  if (!work.ok()) {
+    if (error_.ok()) error_ = work.status();
     return;
+  }
+  if (workspace_floats > 0) {
+    const size_t bytes = static_cast<size_t>(workspace_floats) * sizeof(float);
+    work->workspace = static_cast<float*>(
+        Scratch(kSinkAttentionSplits, bytes, "SinkAttention split"));
+    if (work->workspace == nullptr) return;
   }
   SinkAttentionParams dev = p;
   dev.segs = rows.segs;
-  // The kernels rotate only when rope_cos is set.
-  if (dev.rope_cos == nullptr) dev.rope_sin = nullptr;
-  SinkWork work;
-  work.items = rows.items;
-  work.nitems = rows.count;
-  work.splits = plan->splits;
-  work.keys_per_split = plan->keys_per_split;
-  if (plan->workspace_floats > 0) {
-    const size_t bytes =
-        static_cast<size_t>(plan->workspace_floats) * sizeof(float);
-    work.workspace = static_cast<float*>(
-        Scratch(kSinkAttentionSplits, bytes, "SinkAttention split"));
-    if (work.workspace == nullptr) return;
-  }
-  LaunchSinkAttention(dev, work, stream_);
+  LaunchSinkAttention(dev, *work, stream_);
   CheckLaunch("SinkAttention");
 }
 

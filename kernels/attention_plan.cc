@@ -17,8 +17,9 @@ std::vector<SinkRow> SinkWorkItems(const Segment* segs, int nsegs) {
   return items;
 }
 
-absl::StatusOr<SinkAttentionPlan> PlanSinkAttentionWork(
-    const SinkAttentionParams& p, int nitems) {
+absl::StatusOr<SinkWork> PlanSinkAttentionWork(const SinkAttentionParams& p,
+                                               const SinkRow* items, int nitems,
+                                               int64_t* workspace_floats) {
   const SinkCacheDims& dims = p.dims;
   // RoPE rotates pairs (i, i + d/2), so it needs an even head_dim.
   if (dims.head_dim < 1 || dims.head_dim > kSinkMaxHeadDim ||
@@ -29,8 +30,16 @@ absl::StatusOr<SinkAttentionPlan> PlanSinkAttentionWork(
         kSinkMaxHeadDim, ", even with RoPE), ", dims.n_heads,
         " query heads over ", dims.n_kv_heads, " KV heads"));
   }
-  return PlanSinkAttention(nitems, dims.n_heads, dims.n_kv_heads, dims.head_dim,
-                           dims.sinks, dims.window);
+  const SinkAttentionPlan plan =
+      PlanSinkAttention(nitems, dims.n_heads, dims.n_kv_heads, dims.head_dim,
+                        dims.sinks, dims.window);
+  SinkWork work;
+  work.items = items;
+  work.nitems = nitems;
+  work.splits = plan.splits;
+  work.keys_per_split = plan.keys_per_split;
+  *workspace_floats = plan.workspace_floats;
+  return work;
 }
 
 }  // namespace seqboat::cuda

@@ -20,10 +20,13 @@ namespace seqboat::cuda {
 // recording replays.
 std::vector<SinkRow> SinkWorkItems(const Segment* segs, int nsegs);
 
-// The key splits of SinkAttention over `nitems` items (> 0), planned from
-// host-known sizes; Unimplemented for head sizes the kernels do not handle.
-absl::StatusOr<SinkAttentionPlan> PlanSinkAttentionWork(
-    const SinkAttentionParams& p, int nitems);
+// SinkAttention's work over `nitems` staged items (> 0), with the key splits
+// planned from host-known sizes; Unimplemented for head sizes the kernels do
+// not handle. The caller provides `workspace_floats` of workspace (0: none)
+// at the result's `workspace`.
+absl::StatusOr<SinkWork> PlanSinkAttentionWork(const SinkAttentionParams& p,
+                                               const SinkRow* items, int nitems,
+                                               int64_t* workspace_floats);
 
 }  // namespace seqboat::cuda
 

@@ -37,21 +37,15 @@ class AttentionEmulation : public EmulatedBackend {
     const std::vector<cuda::SinkRow> items =
         cuda::SinkWorkItems(p.segs, p.nsegs);
     if (items.empty()) return;
-    absl::StatusOr<cuda::SinkAttentionPlan> plan =
-        cuda::PlanSinkAttentionWork(p, static_cast<int>(items.size()));
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    max_splits_ = std::max(max_splits_, plan->splits);
-    cuda::SinkWork work;
-    work.items = items.data();
-    work.nitems = static_cast<int>(items.size());
-    work.splits = plan->splits;
-    work.keys_per_split = plan->keys_per_split;
+    int64_t workspace_floats = 0;
+    absl::StatusOr<cuda::SinkWork> work = cuda::PlanSinkAttentionWork(
+        p, items.data(), static_cast<int>(items.size()), &workspace_floats);
+    ASSERT_TRUE(work.ok()) << work.status();
+    max_splits_ = std::max(max_splits_, work->splits);
     // NaN: a partial the combine reads but no block wrote shows.
-    std::vector<float> workspace(plan->workspace_floats, NAN);
-    if (!workspace.empty()) work.workspace = workspace.data();
-    SinkAttentionParams q = p;
-    if (q.rope_cos == nullptr) q.rope_sin = nullptr;
-    cuda::LaunchSinkAttention(q, work, nullptr);
+    std::vector<float> workspace(workspace_floats, NAN);
+    if (!workspace.empty()) work->workspace = workspace.data();
+    cuda::LaunchSinkAttention(p, *work, nullptr);
   }
 
   void SinkCacheAppend(const SinkAppendParams& p) override {
