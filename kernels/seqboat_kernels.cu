@@ -344,15 +344,6 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
   (u, ldu, n, temperature, conf, compact, active);
 }
 
-std::vector<double> SeqBoatRopeInvFreq(const SeqBoatShape& shape) {
-  const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
-  std::vector<double> inv_freq(rope ? shape.z / 2 : 0);
-  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
-    inv_freq[i] = op_math::RopeInvFreq(i, shape.z, shape.rope_theta);
-  }
-  return inv_freq;
-}
-
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
                          cudaStream_t stream) {
   if (p.nsegs <= 0) return;

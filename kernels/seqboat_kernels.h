@@ -9,8 +9,6 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include <vector>
-
 #include "engine/backend/seqboat_params.h"
 #include "engine/backend/seqboat_shape.h"
 
@@ -27,13 +25,10 @@ void LaunchSeqBoatRoute(const float* u, int ldu, int n,
 
 // One block per segment, its active tokens in order. Shared memory grows
 // with w (about 8 bytes per FIFO entry); w up to ~28k fits an H100.
-// inv_freq: RopeInvFreq(i) for i < z/2 (device), RoPE only, else null:
-// computed on the host (SeqBoatRopeInvFreq) so both backends rotate by the
-// same angles to the bit.
+// inv_freq: op_math::SeqBoatRopeInvFreq(p.shape) staged on the device, RoPE
+// only, else null.
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
                          cudaStream_t stream);
-// θ_i for i < z/2 with the CPU backend's own host pow; empty without RoPE.
-std::vector<double> SeqBoatRopeInvFreq(const SeqBoatShape& shape);
 // Dynamic shared memory one LaunchSeqBoatAttend block needs for `shape`.
 size_t SeqBoatAttendSharedBytes(const SeqBoatShape& shape);
 

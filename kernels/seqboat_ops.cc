@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/seqboat_math.h"
 #include "kernels/cuda_backend_impl.h"
 #include "kernels/cuda_check.h"
 #include "kernels/seqboat_kernels.h"
@@ -53,7 +54,7 @@ void CudaBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
   SeqBoatAttendParams dev = p;
   dev.segs = Stage(p.segs, p.nsegs);
   dev.ranges = Stage(p.ranges, p.nsegs);
-  const std::vector<double> inv_freq = SeqBoatRopeInvFreq(p.shape);
+  const std::vector<double> inv_freq = op_math::SeqBoatRopeInvFreq(p.shape);
   const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
   // A null copy means staging failed (already recorded); inv_freq is null
   // by design when it is empty.

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <vector>
+
 #include "engine/backend/hd.h"
 #include "engine/backend/op_math.h"
 #include "engine/backend/seqboat_shape.h"
@@ -85,6 +87,18 @@ SEQBOAT_HD float SeqBoatAffine(float z, float gamma, float beta) {
 // for offsets far beyond fp32's integer range of precision.
 SEQBOAT_HD double RopeInvFreq(int i, int z, double rope_theta) {
   return pow(rope_theta, -2.0 * i / z);
+}
+
+// θ_i for i < z/2, empty without RoPE. Host code: both backends take the
+// table from here (the CUDA one stages it), so they rotate by the same angles
+// to the bit.
+inline std::vector<double> SeqBoatRopeInvFreq(const SeqBoatShape& s) {
+  const bool rope = s.pos == SeqBoatPos::kRopeInterleaved;
+  std::vector<double> inv_freq(rope ? s.z / 2 : 0);
+  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
+    inv_freq[i] = RopeInvFreq(i, s.z, s.rope_theta);
+  }
+  return inv_freq;
 }
 
 // ⟨R(t)q, R(p)k⟩ = ⟨q, R(p − t)k⟩ for interleaved pairs (2i, 2i+1): keys

@@ -71,10 +71,7 @@ void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
   const int z = shape.z, v = shape.v, w = shape.w;
   const bool rope = shape.pos == SeqBoatPos::kRopeInterleaved;
   const float scale = op_math::SeqBoatScoreScale(shape);
-  std::vector<double> inv_freq(rope ? z / 2 : 0);
-  for (int i = 0; i < static_cast<int>(inv_freq.size()); ++i) {
-    inv_freq[i] = op_math::RopeInvFreq(i, z, shape.rope_theta);
-  }
+  const std::vector<double> inv_freq = op_math::SeqBoatRopeInvFreq(shape);
 #pragma omp parallel for schedule(                                    \
     dynamic) if (nsegs > 1 && WorthThreads(SegmentRows(segs, nsegs) * \
                                            int64_t{w} * (z + v)))

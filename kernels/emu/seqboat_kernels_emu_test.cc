@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/seqboat_math.h"
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/seqboat_kernels.h"
 #include "kernels/testing/parity_util.h"
@@ -35,7 +36,7 @@ class SeqBoatEmulation : public EmulatedBackend {
   }
   void SeqBoatAttend(const SeqBoatAttendParams& p) override {
     if (p.nsegs <= 0) return;
-    const std::vector<double> inv_freq = cuda::SeqBoatRopeInvFreq(p.shape);
+    const std::vector<double> inv_freq = op_math::SeqBoatRopeInvFreq(p.shape);
     cuda::LaunchSeqBoatAttend(p, inv_freq.empty() ? nullptr : inv_freq.data(),
                               nullptr);
   }
