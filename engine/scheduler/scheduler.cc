@@ -205,18 +205,16 @@ void Scheduler::CancelAll() {
 
 void Scheduler::Release(Sequence& seq, GenerationEvent event) {
   arena_.Release(seq.slot());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_slots_ = arena_.free_slots();
-    running_count_ = arena_.max_slots() - arena_.free_slots();
-  }
+  CountSlots();
   seq.request().sink(std::move(event));
 }
 
 void Scheduler::CountSlots() {
+  // Every running sequence holds one slot, so the arena's count is the
+  // running count too, also before finished sequences are erased.
   std::lock_guard<std::mutex> lock(mu_);
   free_slots_ = arena_.free_slots();
-  running_count_ = static_cast<int32_t>(running_.size());
+  running_count_ = arena_.max_slots() - free_slots_;
 }
 
 }  // namespace seqboat
