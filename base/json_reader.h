@@ -1,7 +1,8 @@
 // Typed reading of JSON objects with errors that name the file, the place and
 // the field: "<source>: <context>: field "<key>" must be ..., got ...". Keys
 // that no one asked for can be reported afterwards as unknown. config.json's
-// parser is built on it.
+// parser is built on ObjectReader; tokenizer.json's on the path-named reads
+// below, whose errors name the field by its path ("model.merges[3]").
 #ifndef SEQBOAT_BASE_JSON_READER_H_
 #define SEQBOAT_BASE_JSON_READER_H_
 
@@ -87,6 +88,31 @@ class ObjectReader {
   std::string context_;
   std::set<std::string, std::less<>> known_;
 };
+
+// --- path-named reads (tokenizer.json) ---------------------------------------
+
+// "where: message" as an InvalidArgument error.
+absl::Status FieldError(const std::string& where, const std::string& message);
+
+// Absent or null: *out keeps its value. Wrong type: error naming where.key.
+absl::Status OptionalBool(const nlohmann::json& obj, const char* key,
+                          const std::string& where, bool* out);
+absl::Status OptionalString(const nlohmann::json& obj, const char* key,
+                            const std::string& where, std::string* out);
+// Present and of the right type, or an error naming where.key.
+absl::Status RequiredString(const nlohmann::json& obj, const char* key,
+                            const std::string& where, std::string* out);
+// An integer within [lo, hi].
+absl::Status RequiredInt(const nlohmann::json& obj, const char* key,
+                         const std::string& where, int64_t lo, int64_t hi,
+                         int64_t* out);
+// The object's "type" string, or an error naming where.type.
+absl::Status TypeOf(const nlohmann::json& obj, const std::string& where,
+                    std::string* out);
+
+// Reads a json integer into [lo, hi] without wrapping huge values.
+bool IntInRange(const nlohmann::json& value, int64_t lo, int64_t hi,
+                int64_t* out);
 
 }  // namespace seqboat
 

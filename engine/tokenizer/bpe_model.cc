@@ -6,19 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 #include "engine/tokenizer/unicode_chars.h"
 
 namespace seqboat {
 namespace {
 
 using json = nlohmann::json;
-
-// Debian's Abseil has its own string_view, which its hash maps take for
-// lookups without a copy.
-absl::string_view AbslView(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
 
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 
 namespace seqboat {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 #include "engine/tokenizer/unicode_chars.h"
 #include "unicode/bytestream.h"
 #include "unicode/normalizer2.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 
 namespace seqboat {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 #include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/unicode_chars.h"
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 #include "engine/tokenizer/normalizer.h"
 
 namespace seqboat {

@@ -11,7 +11,7 @@
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/eos_override.h"
 #include "engine/tokenizer/hf_bpe_tokenizer.h"
-#include "engine/tokenizer/json_fields.h"
+#include "base/json_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace seqboat {
