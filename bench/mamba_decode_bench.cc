@@ -22,6 +22,7 @@
 #include "bench/bench_util.h"
 #include "bench/random_model.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/layers/mamba1.h"
 #include "engine/model/model.h"
 
 ABSL_FLAG(std::string, model_dir, "",
@@ -56,7 +57,7 @@ StepShapes ShapesOf(const ModelConfig& cfg) {
   StepShapes s;
   const int d = static_cast<int>(cfg.d_model);
   for (const BlockConfig& b : cfg.blocks) {
-    const Mamba1Config* m = b.mamba1();
+    const Mamba1Config* m = b.As<Mamba1Config>();
     const int e = m->d_inner, r = m->dt_rank, n = m->d_state;
     s.mats.push_back({2 * e, d});
     s.mats.push_back({r + 2 * n, e});

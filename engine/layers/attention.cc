@@ -13,25 +13,22 @@ namespace {
 
 namespace am = attention_math;
 
-absl::Status CheckDims(const AttentionDims& d) {
+absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
   auto bad = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("attention: ", what));
   };
-  if (d.d_model <= 0 || d.n_heads <= 0 || d.n_kv_heads <= 0 ||
-      d.head_dim <= 0) {
+  if (d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0) {
     return bad("d_model, n_heads, n_kv_heads and head_dim must be positive");
   }
-  if (d.n_heads % d.n_kv_heads != 0) {
+  if (c.n_heads % c.n_kv_heads != 0) {
     return bad("n_heads must be a multiple of n_kv_heads");
   }
-  if (d.norm.has_value() && d.norm->type == NormType::kScaleNorm) {
-    return bad("the norm must be rmsnorm, rmsnorm_t5, layernorm or none");
-  }
-  if (d.rope && d.head_dim % 2 != 0) return bad("RoPE needs an even head_dim");
-  if (d.rope && !(d.rope_theta > 0.0 && std::isfinite(d.rope_theta))) {
+  const bool rope = c.pos == AttentionPos::kRopeHalf;
+  if (rope && c.head_dim % 2 != 0) return bad("RoPE needs an even head_dim");
+  if (rope && !(c.rope_theta > 0.0 && std::isfinite(c.rope_theta))) {
     return bad("rope_theta must be a positive finite number");
   }
-  if (d.sinks < 0 || d.window < 0 || d.sinks + d.window < 1) {
+  if (c.sinks < 0 || c.window < 0 || c.sinks + c.window < 1) {
     return bad("sinks and window must be >= 0 with sinks + window >= 1");
   }
   return absl::OkStatus();
@@ -39,17 +36,22 @@ absl::Status CheckDims(const AttentionDims& d) {
 
 class Attention final : public Layer {
  public:
-  explicit Attention(const AttentionDims& dims) : dims_(dims) {
-    cache_.n_heads = dims.n_heads;
-    cache_.n_kv_heads = dims.n_kv_heads;
-    cache_.head_dim = dims.head_dim;
-    cache_.sinks = dims.sinks;
-    cache_.window = dims.window;
-    cache_.scale = 1.0f / std::sqrt(static_cast<float>(dims.head_dim));
+  Attention(const AttentionConfig& config,
+            const std::optional<NormConfig>& norm, int d_model)
+      : c_(config),
+        norm_(norm),
+        d_model_(d_model),
+        rope_(config.pos == AttentionPos::kRopeHalf) {
+    cache_.n_heads = static_cast<int>(c_.n_heads);
+    cache_.n_kv_heads = static_cast<int>(c_.n_kv_heads);
+    cache_.head_dim = static_cast<int>(c_.head_dim);
+    cache_.sinks = static_cast<int>(c_.sinks);
+    cache_.window = static_cast<int>(c_.window);
+    cache_.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
   }
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
-    const int64_t d = dims_.d_model, qd = QDim(), kd = KvDim();
+    const int64_t d = d_model_, qd = QDim(), kd = KvDim();
     auto vec = [&](const std::string& name, int64_t n, const float** out) {
       return FetchVector(ws, be, p + name, {n}, out);
     };
@@ -57,9 +59,9 @@ class Attention final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    if (dims_.norm.has_value() && dims_.norm->affine) {
+    if (norm_.has_value() && norm_->affine) {
       RETURN_IF_ERROR(vec("norm.weight", d, &norm_w_));
-      if (dims_.norm->type == NormType::kLayerNorm) {
+      if (norm_->type == NormType::kLayerNorm) {
         RETURN_IF_ERROR(vec("norm.bias", d, &norm_b_));
       }
     }
@@ -67,27 +69,27 @@ class Attention final : public Layer {
     RETURN_IF_ERROR(mat("attn.k.weight", kd, d, &wk_));
     RETURN_IF_ERROR(mat("attn.v.weight", kd, d, &wv_));
     RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
-    if (dims_.qkv_bias) {
+    if (c_.qkv_bias) {
       RETURN_IF_ERROR(vec("attn.q.bias", qd, &bq_));
       RETURN_IF_ERROR(vec("attn.k.bias", kd, &bk_));
       RETURN_IF_ERROR(vec("attn.v.bias", kd, &bv_));
     }
-    if (dims_.o_bias) {
+    if (c_.o_bias) {
       RETURN_IF_ERROR(vec("attn.o.bias", d, &bo_));
     }
-    if (dims_.rope) return BuildRopeTable(be);
+    if (rope_) return BuildRopeTable(be);
     return absl::OkStatus();
   }
 
   std::string kind() const override { return "attention"; }
 
   int64_t StateBytesPerSlot() const override {
-    return am::CacheSlotBytes(dims_.n_kv_heads, dims_.head_dim, dims_.sinks,
-                              dims_.window);
+    return am::CacheSlotBytes(cache_.n_kv_heads, cache_.head_dim, cache_.sinks,
+                              cache_.window);
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return dims_.d_model + 2 * QDim() + 2 * KvDim();
+    return d_model_ + 2 * QDim() + 2 * KvDim();
   }
 
   void BindState(void* base) override { state_ = base; }
@@ -99,22 +101,21 @@ class Attention final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = dims_.d_model, qd = QDim(), kd = KvDim();
+    const int n = ctx.n, d = d_model_, qd = QDim(), kd = KvDim();
     float* u = ctx.scratch;
     float* q = u + static_cast<int64_t>(n) * d;
     float* k = q + static_cast<int64_t>(n) * qd;
     float* v = k + static_cast<int64_t>(n) * kd;
     float* o = v + static_cast<int64_t>(n) * kd;
     const float* x = u;
-    if (!dims_.norm.has_value()) {
+    if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
       x = residual;
-    } else if (dims_.norm->type == NormType::kLayerNorm) {
+    } else if (norm_->type == NormType::kLayerNorm) {
       be.LayerNorm(residual, n, d, norm_w_, norm_b_,
-                   static_cast<float>(dims_.norm->eps), u);
+                   static_cast<float>(norm_->eps), u);
     } else {
-      be.RmsNorm(residual, n, d, norm_w_, static_cast<float>(dims_.norm->eps),
-                 u);
+      be.RmsNorm(residual, n, d, norm_w_, static_cast<float>(norm_->eps), u);
     }
     be.Gemm(x, d, n, wq_, bq_, q, qd, /*accumulate=*/false);
     be.Gemm(x, d, n, wk_, bk_, k, kd, false);
@@ -152,21 +153,21 @@ class Attention final : public Layer {
   }
 
  private:
-  int QDim() const { return dims_.n_heads * dims_.head_dim; }
-  int KvDim() const { return dims_.n_kv_heads * dims_.head_dim; }
+  int QDim() const { return cache_.n_heads * cache_.head_dim; }
+  int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
 
   // cos/sin of every cache position 0 .. S + W (the query's at most), angle
   // p·θ_i in fp32 as HF computes it. Positions are bounded, so this table is
   // exact for streams of any length.
   absl::Status BuildRopeTable(Backend& be) {
-    const int half = dims_.head_dim / 2;
-    const int64_t positions = am::CacheRows(dims_.sinks, dims_.window) + 1;
+    const int half = cache_.head_dim / 2;
+    const int64_t positions = am::CacheRows(cache_.sinks, cache_.window) + 1;
     std::vector<float> cos_t(positions * half), sin_t(positions * half);
-    const float theta = static_cast<float>(dims_.rope_theta);
+    const float theta = static_cast<float>(c_.rope_theta);
     for (int64_t p = 0; p < positions; ++p) {
       for (int i = 0; i < half; ++i) {
         const float angle =
-            static_cast<float>(p) * am::RopeInvFreq(i, dims_.head_dim, theta);
+            static_cast<float>(p) * am::RopeInvFreq(i, cache_.head_dim, theta);
         cos_t[p * half + i] = std::cos(angle);
         sin_t[p * half + i] = std::sin(angle);
       }
@@ -180,7 +181,10 @@ class Attention final : public Layer {
     return absl::OkStatus();
   }
 
-  AttentionDims dims_;
+  const AttentionConfig c_;
+  const std::optional<NormConfig> norm_;
+  const int d_model_;
+  const bool rope_;  // "rope_half"
   SinkCacheDims cache_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
   Matrix wq_, wk_, wv_, wo_;
@@ -189,15 +193,130 @@ class Attention final : public Layer {
   void* state_ = nullptr;
 };
 
+// An integer in [0, kMaxJsonSize].
+absl::Status ParseCount(ObjectReader& r, const char* key, int64_t* out) {
+  const nlohmann::json* v = r.Get(key);
+  if (v == nullptr) return r.Missing(key, "a non-negative integer");
+  if (!v->is_number_integer() ||
+      (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||
+      v->get<uint64_t>() > static_cast<uint64_t>(kMaxJsonSize)) {
+    return r.Invalid(key, absl::StrCat("an integer in [0, ", kMaxJsonSize, "]"),
+                     *v);
+  }
+  *out = v->get<int64_t>();
+  return absl::OkStatus();
+}
+
+// Fields this build accepts only as null (or absent): a value would change
+// the math in a way that is not implemented.
+absl::Status NullOnly(ObjectReader& r, const char* key, absl::string_view why) {
+  const nlohmann::json* v = r.Get(key);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  return r.Invalid(key, absl::StrCat("null (", why, ")"), *v);
+}
+
+absl::Status ParseAttention(ObjectReader& r,
+                            std::vector<std::string>* /*warnings*/,
+                            std::any* params) {
+  AttentionConfig c;
+  RETURN_IF_ERROR(r.PositiveInt("n_heads", &c.n_heads));
+  RETURN_IF_ERROR(r.PositiveInt("n_kv_heads", &c.n_kv_heads));
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return r.Invalid(
+        "n_kv_heads",
+        absl::StrCat("a divisor of n_heads = ", c.n_heads,
+                     " (grouped-query attention shares each KV head among "
+                     "n_heads / n_kv_heads query heads)"),
+        *r.Get("n_kv_heads"));
+  }
+  RETURN_IF_ERROR(r.PositiveInt("head_dim", &c.head_dim));
+  if (c.n_heads * c.head_dim > kMaxJsonSize) {
+    return r.Invalid("head_dim",
+                     absl::StrCat("at most ", kMaxJsonSize / c.n_heads,
+                                  " with n_heads = ", c.n_heads),
+                     *r.Get("head_dim"));
+  }
+  RETURN_IF_ERROR(r.Bool("qkv_bias", &c.qkv_bias));
+  RETURN_IF_ERROR(r.Bool("o_bias", &c.o_bias));
+
+  std::string pos;
+  RETURN_IF_ERROR(r.String("pos", &pos));
+  if (pos == "rope_half") {
+    c.pos = AttentionPos::kRopeHalf;
+  } else if (pos == "none") {
+    c.pos = AttentionPos::kNone;
+  } else if (pos == "rope_interleaved" || pos == "t5_bucket" ||
+             pos == "simple_bias") {
+    return r.Error("pos", absl::StrCat("\"", pos,
+                                       "\" is not supported for attention "
+                                       "blocks by this build (supported: "
+                                       "\"rope_half\", \"none\")"));
+  } else {
+    return r.Invalid("pos", "\"rope_half\" or \"none\"", *r.Get("pos"));
+  }
+  if (c.pos == AttentionPos::kRopeHalf) {
+    RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &c.rope_theta));
+    if (c.head_dim % 2 != 0) {
+      return r.Invalid("head_dim", "even for pos \"rope_half\"",
+                       *r.Get("head_dim"));
+    }
+  } else if (r.Get("rope_theta") != nullptr &&
+             !r.Get("rope_theta")->is_null()) {
+    // Informational without RoPE; still reject garbage.
+    RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &c.rope_theta));
+  }
+  RETURN_IF_ERROR(NullOnly(r, "rope_scaling",
+                           "RoPE scaling is not supported by this build"));
+  RETURN_IF_ERROR(NullOnly(
+      r, "rel_bias", "relative-position bias is not supported by this build"));
+
+  RETURN_IF_ERROR(ParseCount(r, "sinks", &c.sinks));
+  RETURN_IF_ERROR(ParseCount(r, "window", &c.window));
+  if (c.sinks + c.window < 1) {
+    return r.Invalid("window",
+                     ">= 1 when sinks is 0 (the cache would hold no token)",
+                     *r.Get("window"));
+  }
+  // One slot's K and V must stay addressable; far beyond any real model.
+  constexpr int64_t kMaxCacheFloats = int64_t{1} << 36;
+  const int64_t rows = c.sinks + c.window;
+  if (rows > kMaxJsonSize ||
+      rows > kMaxCacheFloats / (c.n_kv_heads * c.head_dim)) {
+    return r.Invalid(
+        "window",
+        absl::StrCat("small enough that sinks + window times n_kv_heads * "
+                     "head_dim = ",
+                     c.n_kv_heads * c.head_dim, " stays within 2^36 floats"),
+        *r.Get("window"));
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildAttention(const BlockConfig& block,
+                                                      const BlockSite& site) {
+  if (block.norm.has_value() && block.norm->type == NormType::kScaleNorm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        site.where,
+        ": field \"norm\" must be rmsnorm, rmsnorm_t5, layernorm or null"));
+  }
+  return MakeAttention(*block.As<AttentionConfig>(), block.norm, site);
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(const AttentionDims& dims,
-                                                     const std::string& prefix,
-                                                     WeightStore& weights,
-                                                     Backend& backend) {
-  RETURN_IF_ERROR(CheckDims(dims));
-  auto layer = std::make_unique<Attention>(dims);
-  RETURN_IF_ERROR(layer->Bind(prefix, weights, backend));
+const BlockKind kAttentionBlock = {"attention", ParseAttention, BuildAttention};
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
+    const AttentionConfig& config, const std::optional<NormConfig>& norm,
+    const BlockSite& site) {
+  RETURN_IF_ERROR(CheckConfig(config, site.d_model));
+  if (norm.has_value() && norm->type == NormType::kScaleNorm) {
+    return absl::InvalidArgumentError(
+        "attention: the norm must be rmsnorm, rmsnorm_t5, layernorm or none");
+  }
+  auto layer = std::make_unique<Attention>(config, norm, site.d_model);
+  RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }
 

@@ -13,36 +13,37 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/layers/layer.h"
-#include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/layers/block.h"
 
 namespace seqboat {
 
-struct AttentionDims {
-  int d_model = 0;
-  int n_heads = 0;     // H_q, a multiple of n_kv_heads
-  int n_kv_heads = 0;  // H_kv
-  int head_dim = 0;    // d_h, even when rope
+enum class AttentionPos { kNone, kRopeHalf };
+
+// Keys seen by a query: the first `sinks` tokens, the `window` most recent
+// earlier tokens, and itself. sinks = 0 is a plain sliding window (SPADE local
+// layers: window = local_radius). sinks + window >= 1.
+struct AttentionConfig {
+  int64_t n_heads = 0;     // H_q, a multiple of n_kv_heads
+  int64_t n_kv_heads = 0;  // H_kv
+  int64_t head_dim = 0;    // d_h; even for "rope_half"
   bool qkv_bias = false;
   bool o_bias = false;
-  bool rope = false;  // "rope_half"; false: no positional encoding
-  double rope_theta = 10000.0;
-  int sinks = 0;   // S
-  int window = 0;  // W; S + W >= 1
-  // The block's pre-norm as config.json gives it (rmsnorm, rmsnorm_t5 or
-  // layernorm; the two RMSNorm roundings are one function in fp32), or
-  // nullopt for none.
-  std::optional<NormConfig> norm = NormConfig{};
+  AttentionPos pos = AttentionPos::kRopeHalf;
+  double rope_theta = 10000.0;  // "rope_half" only
+  int64_t sinks = 0;            // S >= 0
+  int64_t window = 0;           // W >= 0
 };
 
-// Fetches `prefix` + canonical tensor names (MODELS.md §6.2) from the store.
-// InvalidArgument for dims the block cannot run (checked again here because
-// the layer may be built without a parsed config).
-absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(const AttentionDims& dims,
-                                                     const std::string& prefix,
-                                                     WeightStore& weights,
-                                                     Backend& backend);
+extern const BlockKind kAttentionBlock;
+
+// The norm (rmsnorm, rmsnorm_t5, layernorm or nullopt for none; the two
+// RMSNorm roundings are one function in fp32) is config.json's. Fetches
+// site.prefix + canonical tensor names (MODELS.md §6.2) from the store.
+// InvalidArgument for a config the block cannot run (checked again here
+// because the layer may be built without a parsed config).
+absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
+    const AttentionConfig& config, const std::optional<NormConfig>& norm,
+    const BlockSite& site);
 
 }  // namespace seqboat
 

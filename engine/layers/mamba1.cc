@@ -11,11 +11,17 @@ namespace {
 
 class Mamba1 final : public Layer {
  public:
-  explicit Mamba1(const Mamba1Dims& dims) : dims_(dims) {}
+  Mamba1(const Mamba1Config& config, int d_model, float norm_eps)
+      : c_(config),
+        d_model_(d_model),
+        norm_eps_(norm_eps),
+        dt_bc_eps_(config.dt_bc_norm.has_value()
+                       ? static_cast<float>(config.dt_bc_norm->eps)
+                       : 0.0f) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
-    const int64_t d = dims_.d_model, e = dims_.d_inner, n = dims_.d_state,
-                  k = dims_.d_conv, r = dims_.dt_rank;
+    const int64_t d = d_model_, e = c_.d_inner, n = c_.d_state, k = c_.d_conv,
+                  r = c_.dt_rank;
     auto vec = [&](const std::string& name, std::vector<int64_t> shape,
                    const float** out) {
       return FetchVector(ws, be, name, shape, out);
@@ -26,16 +32,16 @@ class Mamba1 final : public Layer {
     };
     RETURN_IF_ERROR(vec(p + "norm.weight", {d}, &norm_w_));
     RETURN_IF_ERROR(mat("in_proj.weight", 2 * e, d, &in_proj_));
-    if (dims_.in_proj_bias) {
+    if (c_.in_proj_bias) {
       RETURN_IF_ERROR(vec(p + "in_proj.bias", {2 * e}, &in_bias_));
     }
     // The conv taps and A feed the shared op math directly: plain fp32 arrays.
     RETURN_IF_ERROR(vec(p + "conv.weight", {e, k}, &conv_w_));
-    if (dims_.conv_bias) {
+    if (c_.conv_bias) {
       RETURN_IF_ERROR(vec(p + "conv.bias", {e}, &conv_b_));
     }
     RETURN_IF_ERROR(mat("x_proj.weight", r + 2 * n, e, &x_proj_));
-    if (dims_.dt_bc_norm && dims_.dt_bc_norm_affine) {
+    if (c_.dt_bc_norm.has_value() && c_.dt_bc_norm->affine) {
       RETURN_IF_ERROR(vec(p + "dt_norm.weight", {r}, &dt_norm_w_));
       RETURN_IF_ERROR(vec(p + "b_norm.weight", {n}, &b_norm_w_));
       RETURN_IF_ERROR(vec(p + "c_norm.weight", {n}, &c_norm_w_));
@@ -45,7 +51,7 @@ class Mamba1 final : public Layer {
     RETURN_IF_ERROR(vec(p + "A", {e, n}, &a_));
     RETURN_IF_ERROR(vec(p + "D", {e}, &d_));
     RETURN_IF_ERROR(mat("out_proj.weight", d, e, &out_proj_));
-    if (dims_.out_proj_bias) {
+    if (c_.out_proj_bias) {
       RETURN_IF_ERROR(vec(p + "out_proj.bias", {d}, &out_bias_));
     }
     return absl::OkStatus();
@@ -58,8 +64,8 @@ class Mamba1 final : public Layer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    const int64_t e = dims_.d_inner;
-    return dims_.d_model + 2 * e + e + XdblCols() + e + e;
+    const int64_t e = c_.d_inner;
+    return d_model_ + 2 * e + e + XdblCols() + e + e;
   }
 
   void BindState(void* base) override { state_ = static_cast<float*>(base); }
@@ -70,8 +76,8 @@ class Mamba1 final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = dims_.d_model, e = dims_.d_inner,
-              ns = dims_.d_state, r = dims_.dt_rank, xc = XdblCols();
+    const int n = ctx.n, d = d_model_, e = c_.d_inner, ns = c_.d_state,
+              r = c_.dt_rank, xc = XdblCols();
     float* u = ctx.scratch;
     float* xz = u + static_cast<int64_t>(n) * d;
     float* x = xz + static_cast<int64_t>(n) * 2 * e;
@@ -79,7 +85,7 @@ class Mamba1 final : public Layer {
     float* dt = xdbl + static_cast<int64_t>(n) * xc;
     float* y = dt + static_cast<int64_t>(n) * e;
 
-    be.RmsNorm(residual, n, d, norm_w_, dims_.norm_eps, u);
+    be.RmsNorm(residual, n, d, norm_w_, norm_eps_, u);
     be.Gemm(u, d, n, in_proj_, in_bias_, xz, 2 * e, /*accumulate=*/false);
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
@@ -94,18 +100,17 @@ class Mamba1 final : public Layer {
     conv.w = conv_w_;
     conv.bias = conv_b_;
     conv.e = e;
-    conv.k = dims_.d_conv;
+    conv.k = c_.d_conv;
     conv.out = x;
     be.MambaConv(conv);
     be.Gemm(x, e, n, x_proj_, nullptr, xdbl, xc, false);
-    if (dims_.dt_bc_norm) {
+    if (c_.dt_bc_norm.has_value()) {
       // In place: dt_proj and the scan read these same columns next.
-      be.RmsNormStrided(xdbl, xc, n, r, dt_norm_w_, dims_.dt_bc_norm_eps, xdbl,
+      be.RmsNormStrided(xdbl, xc, n, r, dt_norm_w_, dt_bc_eps_, xdbl, xc);
+      be.RmsNormStrided(xdbl + r, xc, n, ns, b_norm_w_, dt_bc_eps_, xdbl + r,
                         xc);
-      be.RmsNormStrided(xdbl + r, xc, n, ns, b_norm_w_, dims_.dt_bc_norm_eps,
-                        xdbl + r, xc);
-      be.RmsNormStrided(xdbl + r + ns, xc, n, ns, c_norm_w_,
-                        dims_.dt_bc_norm_eps, xdbl + r + ns, xc);
+      be.RmsNormStrided(xdbl + r + ns, xc, n, ns, c_norm_w_, dt_bc_eps_,
+                        xdbl + r + ns, xc);
     }
     be.Gemm(xdbl, xc, n, dt_proj_, nullptr, dt, e, false);
     MambaScanParams scan;
@@ -131,18 +136,17 @@ class Mamba1 final : public Layer {
   }
 
  private:
-  int64_t ConvFloats() const {
-    return static_cast<int64_t>(dims_.d_inner) * (dims_.d_conv - 1);
-  }
-  int64_t SsmFloats() const {
-    return static_cast<int64_t>(dims_.d_inner) * dims_.d_state;
-  }
-  int XdblCols() const { return dims_.dt_rank + 2 * dims_.d_state; }
+  int64_t ConvFloats() const { return c_.d_inner * (c_.d_conv - 1); }
+  int64_t SsmFloats() const { return c_.d_inner * c_.d_state; }
+  int XdblCols() const { return static_cast<int>(c_.dt_rank + 2 * c_.d_state); }
   float* SlotState(int slot) const {
     return state_ + static_cast<int64_t>(slot) * (ConvFloats() + SsmFloats());
   }
 
-  Mamba1Dims dims_;
+  const Mamba1Config c_;
+  const int d_model_;
+  const float norm_eps_;
+  const float dt_bc_eps_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, x_proj_, dt_proj_, out_proj_;
   const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr,
@@ -153,15 +157,54 @@ class Mamba1 final : public Layer {
   float* state_ = nullptr;
 };
 
+absl::Status ParseMamba1(ObjectReader& r, std::vector<std::string>* warnings,
+                         std::any* params) {
+  Mamba1Config c;
+  for (auto [key, field] :
+       {std::pair{"d_inner", &c.d_inner}, std::pair{"d_state", &c.d_state},
+        std::pair{"d_conv", &c.d_conv}, std::pair{"dt_rank", &c.dt_rank}}) {
+    RETURN_IF_ERROR(r.PositiveInt(key, field));
+  }
+  for (auto [key, field] : {std::pair{"in_proj_bias", &c.in_proj_bias},
+                            std::pair{"out_proj_bias", &c.out_proj_bias},
+                            std::pair{"conv_bias", &c.conv_bias}}) {
+    RETURN_IF_ERROR(r.Bool(key, field));
+  }
+  if (r.Get("dt_bc_norm") != nullptr) {
+    RETURN_IF_ERROR(ParseNorm(r, "dt_bc_norm", warnings, &c.dt_bc_norm));
+    // Jamba's JambaRMSNorm is the Llama rounding; no source uses another
+    // norm here, and a layernorm would need bias tensors.
+    if (c.dt_bc_norm.has_value() && c.dt_bc_norm->type != NormType::kRmsNorm) {
+      return r.Error(
+          "dt_bc_norm",
+          absl::StrCat("must be null or a norm of type "
+                       "\"rmsnorm\", got type \"",
+                       AbslView(NormTypeName(c.dt_bc_norm->type)), "\""));
+    }
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildMamba1(const BlockConfig& block,
+                                                   const BlockSite& site) {
+  return MakeMamba1(*block.As<Mamba1Config>(), block.norm, site);
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Layer>> MakeMamba1(const Mamba1Dims& dims,
-                                                  const std::string& prefix,
-                                                  WeightStore& weights,
-                                                  Backend& backend) {
-  auto layer = std::make_unique<Mamba1>(dims);
-  absl::Status s = layer->Bind(prefix, weights, backend);
-  if (!s.ok()) return s;
+const BlockKind kMamba1Block = {"mamba1", ParseMamba1, BuildMamba1};
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeMamba1(
+    const Mamba1Config& config, const std::optional<NormConfig>& norm,
+    const BlockSite& site) {
+  if (!norm.has_value() || norm->type != NormType::kRmsNorm || !norm->affine) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(site.where, ": field \"norm\" must be an affine rmsnorm"));
+  }
+  auto layer = std::make_unique<Mamba1>(config, site.d_model,
+                                        static_cast<float>(norm->eps));
+  RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }
 

@@ -65,7 +65,26 @@ class Mlp final : public Layer {
   const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
 };
 
+absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      std::any* params) {
+  MlpConfig c;
+  RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
+  RETURN_IF_ERROR(ParseActivation(r, &c.act));
+  RETURN_IF_ERROR(r.Bool("gated", &c.gated));
+  RETURN_IF_ERROR(r.Bool("bias", &c.bias));
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildMlp(const BlockConfig& block,
+                                                const BlockSite& site) {
+  return MakeMlp(*block.As<MlpConfig>(), block.norm, site.d_model, site.prefix,
+                 *site.weights, *site.backend);
+}
+
 }  // namespace
+
+const BlockKind kMlpBlock = {"mlp", ParseMlp, BuildMlp};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
     const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,

@@ -11,11 +11,19 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/layers/layer.h"
-#include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/layers/block.h"
 
 namespace seqboat {
+
+// config.json's "mlp" fields ("gelu" is the exact erf form).
+struct MlpConfig {
+  int64_t d_ff = 0;                    // F >= 1
+  Activation act = Activation::kGelu;  // gelu, gelu_tanh, relu or silu
+  bool gated = false;
+  bool bias = false;  // .bias on up, gate and down
+};
+
+extern const BlockKind kMlpBlock;
 
 // Fetches `prefix` + "mlp.{up,gate,down}.{weight,bias}" and the norm.
 absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(

@@ -168,7 +168,69 @@ class Moe final : public MoeLayer {
   StepStats stats_;
 };
 
+absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      std::any* params) {
+  MoeConfig c;
+  int routing = 0;
+  RETURN_IF_ERROR(
+      ParseChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing));
+  c.routing =
+      routing == 0 ? MoeRouting::kSoftmaxTopK : MoeRouting::kReluDynamic;
+  RETURN_IF_ERROR(r.PositiveInt("n_experts", &c.n_experts));
+  RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
+  RETURN_IF_ERROR(ParseActivation(r, &c.act));
+  RETURN_IF_ERROR(r.Bool("gated", &c.gated));
+  RETURN_IF_ERROR(r.Bool("router_bias", &c.router_bias));
+  RETURN_IF_ERROR(r.Bool("expert_bias", &c.expert_bias));
+  // Capacity is a training-time device; running dropless under a config that
+  // names a capacity would silently change results on long prefills.
+  if (const nlohmann::json* cap = r.Get("capacity");
+      cap != nullptr && !cap->is_null()) {
+    return r.Invalid("capacity", "null (the engine is dropless)", *cap);
+  }
+  const bool softmax = c.routing == MoeRouting::kSoftmaxTopK;
+  if (r.Get("top_k") != nullptr) {
+    if (!softmax) {
+      return r.Error("top_k", "applies only to routing \"top1_softmax\"");
+    }
+    RETURN_IF_ERROR(r.PositiveInt("top_k", &c.top_k));
+    if (c.top_k > c.n_experts) {
+      return r.Invalid("top_k",
+                       absl::StrCat("at most n_experts = ", c.n_experts),
+                       *r.Get("top_k"));
+    }
+  }
+  if (r.Get("renormalize") != nullptr) {
+    if (!softmax) {
+      return r.Error("renormalize", "applies only to routing \"top1_softmax\"");
+    }
+    RETURN_IF_ERROR(r.Bool("renormalize", &c.renormalize));
+  }
+  if (softmax) {
+    if (r.Get("router_hidden") != nullptr) {
+      return r.Error("router_hidden",
+                     "applies only to routing \"relu_dynamic\"");
+    }
+  } else {
+    RETURN_IF_ERROR(r.PositiveInt("router_hidden", &c.router_hidden));
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildMoe(const BlockConfig& block,
+                                                const BlockSite& site) {
+  ASSIGN_OR_RETURN(std::unique_ptr<MoeLayer> layer,
+                   MakeMoe(*block.As<MoeConfig>(), block.norm, site.d_model,
+                           site.prefix, *site.weights, *site.backend));
+  return std::unique_ptr<Layer>(std::move(layer));
+}
+
 }  // namespace
+
+// The router groups rows by expert on the host, mid-step.
+const BlockKind kMoeBlock = {"moe", ParseMoe, BuildMoe,
+                             /*host_round_trip=*/true};
 
 absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
     const MoeConfig& config, const std::optional<NormConfig>& norm, int d_model,

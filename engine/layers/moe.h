@@ -20,11 +20,27 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/layers/layer.h"
-#include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/layers/block.h"
 
 namespace seqboat {
+
+// Mixture of experts (§5). Dropless only: "capacity" must be null.
+struct MoeConfig {
+  MoeRouting routing = MoeRouting::kSoftmaxTopK;  // "top1_softmax"
+  int64_t n_experts = 0;                          // X >= 1
+  int64_t d_ff = 0;                               // F >= 1, per expert
+  Activation act = Activation::kRelu;  // gelu, gelu_tanh, relu or silu
+  bool gated = false;
+  bool router_bias = false;  // router.bias (and router_in.bias)
+  bool expert_bias = false;  // up.bias [X,F] (+ gate.bias), shared down.bias
+  // top1_softmax only: experts per token (default 1, <= n_experts) and
+  // whether their softmax probabilities are renormalised to sum to 1.
+  int64_t top_k = 1;
+  bool renormalize = false;
+  int64_t router_hidden = 0;  // relu_dynamic only: h of router_in [h, D]
+};
+
+extern const BlockKind kMoeBlock;
 
 class MoeLayer : public Layer {
  public:

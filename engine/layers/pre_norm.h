@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
-#include "engine/model/config.h"
+#include "engine/layers/block.h"
 #include "engine/model/weight_store.h"
 
 namespace seqboat {

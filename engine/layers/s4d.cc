@@ -93,7 +93,35 @@ class S4d final : public Layer {
   float* state_ = nullptr;
 };
 
+absl::Status ParseS4d(ObjectReader& r, std::vector<std::string>* /*warnings*/,
+                      std::any* params) {
+  S4dConfig c;
+  RETURN_IF_ERROR(r.PositiveInt("channels", &c.channels));
+  // The block's output must be d_model wide and s4d.out.weight is [2H, H]:
+  // a multi-channel output would need a mixing layer §6 does not define.
+  if (c.channels != 1) {
+    return r.Invalid("channels", "1 (multi-channel S4D is not supported)",
+                     *r.Get("channels"));
+  }
+  RETURN_IF_ERROR(r.PositiveInt("modes", &c.modes));
+  int i = 0;
+  RETURN_IF_ERROR(ParseChoice(r, "state_layout", {"conj_half", "full"}, &i));
+  c.conj_half = i == 0;
+  RETURN_IF_ERROR(ParseChoice(r, "output", {"none", "gelu_glu"}, &i));
+  c.gelu_glu = i == 1;
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildS4d(const BlockConfig& block,
+                                                const BlockSite& site) {
+  return MakeS4d(*block.As<S4dConfig>(), block.norm, site.d_model, site.prefix,
+                 *site.weights, *site.backend);
+}
+
 }  // namespace
+
+const BlockKind kS4dBlock = {"s4d", ParseS4d, BuildS4d};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeS4d(
     const S4dConfig& config, const std::optional<NormConfig>& norm, int d_model,

@@ -14,11 +14,19 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/layers/layer.h"
-#include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/layers/block.h"
 
 namespace seqboat {
+
+// S4D diagonal SSM over H = d_model channels (§4.3).
+struct S4dConfig {
+  int64_t channels = 1;   // ch, output copies; this build runs 1
+  int64_t modes = 0;      // M, complex modes stored per channel
+  bool conj_half = true;  // "conj_half": y = 2 Re(...); "full": Re(...)
+  bool gelu_glu = false;  // output "gelu_glu": GLU(W_out GELU(y) + b)
+};
+
+extern const BlockKind kS4dBlock;
 
 // Fetches `prefix` + "s4d.{dA,C,D}" (and "s4d.out.*" for gelu_glu).
 absl::StatusOr<std::unique_ptr<Layer>> MakeS4d(

@@ -11,8 +11,7 @@
 namespace seqboat {
 namespace {
 
-absl::Status CheckDims(const SeqBoatDims& dims, const std::string& where) {
-  const SeqBoatShape& s = dims.shape;
+absl::Status CheckShape(const SeqBoatShape& s, const std::string& where) {
   auto bad = [&](const char* field, int64_t value) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": field \"", field,
@@ -40,7 +39,9 @@ absl::Status CheckDims(const SeqBoatDims& dims, const std::string& where) {
 
 class SeqBoat final : public Layer {
  public:
-  explicit SeqBoat(const SeqBoatDims& dims) : dims_(dims), s_(dims.shape) {}
+  SeqBoat(const SeqBoatShape& shape, bool prenorm,
+          const std::optional<NormConfig>& norm)
+      : s_(shape), prenorm_(prenorm), norm_(norm) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
     const int64_t d = s_.d, ne = s_.ne, z = s_.z, v = s_.v;
@@ -122,7 +123,7 @@ class SeqBoat final : public Layer {
     const int64_t stride = StateBytesPerSlot();
 
     const float* x = residual;
-    if (dims_.prenorm && dims_.norm.has_value()) {
+    if (prenorm_ && norm_.has_value()) {
       ApplyNorm(be, residual, n, xn);
       x = xn;
     }
@@ -185,7 +186,7 @@ class SeqBoat final : public Layer {
     be.SeqBoatAttend(gau);
     if (m > 0) be.Gemm(att, v, m, out_proj_, out_b_, y, d, false);
 
-    const bool post = !dims_.prenorm && dims_.norm.has_value();
+    const bool post = !prenorm_ && norm_.has_value();
     be.SeqBoatMix(residual, g, d, y, conf, compact, n, d, post ? xn : residual);
     if (post) ApplyNorm(be, xn, n, residual);
     tokens_ += n;
@@ -202,11 +203,11 @@ class SeqBoat final : public Layer {
   template <typename VecFn>
   absl::Status BindNorm(const std::string& p, WeightStore& ws, Backend& be,
                         VecFn& vec) {
-    if (!dims_.norm.has_value() || !dims_.norm->affine) {
+    if (!norm_.has_value() || !norm_->affine) {
       return absl::OkStatus();
     }
     const int64_t d = s_.d;
-    switch (dims_.norm->type) {
+    switch (norm_->type) {
       case NormType::kLayerNorm: {
         absl::Status s = vec("norm.weight", {d}, &norm_w_);
         return s.ok() ? vec("norm.bias", {d}, &norm_b_) : s;
@@ -230,16 +231,17 @@ class SeqBoat final : public Layer {
   }
 
   void ApplyNorm(Backend& be, const float* x, int n, float* out) const {
-    const float eps = static_cast<float>(dims_.norm->eps);
-    if (dims_.norm->type == NormType::kLayerNorm) {
+    const float eps = static_cast<float>(norm_->eps);
+    if (norm_->type == NormType::kLayerNorm) {
       be.LayerNorm(x, n, s_.d, norm_w_, norm_b_, eps, out);
     } else {
       be.RmsNorm(x, n, s_.d, norm_w_, eps, out);
     }
   }
 
-  SeqBoatDims dims_;
-  SeqBoatShape s_;
+  const SeqBoatShape s_;
+  const bool prenorm_;
+  const std::optional<NormConfig> norm_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
   const float *in_coef_ = nullptr, *decay_ = nullptr, *out_coef_ = nullptr,
               *skip_ = nullptr;
@@ -254,19 +256,103 @@ class SeqBoat final : public Layer {
   int64_t tokens_ = 0, activated_ = 0;
 };
 
+// null / absent, or a positive integer.
+absl::Status OptionalSize(ObjectReader& r, const char* key,
+                          std::optional<int64_t>* out) {
+  out->reset();
+  const nlohmann::json* v = r.Get(key);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  int64_t value = 0;
+  if (absl::Status s = r.PositiveInt(key, &value); !s.ok()) {
+    return r.Invalid(key, "null or a positive integer", *v);
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status ParseSeqBoat(ObjectReader& r,
+                          std::vector<std::string>* /*warnings*/,
+                          std::any* params) {
+  SeqBoatConfig c;
+  RETURN_IF_ERROR(r.OptionalBool("prenorm", true, &c.prenorm));
+  for (auto [key, field] :
+       {std::pair{"ema_dim", &c.ema_dim}, std::pair{"z_dim", &c.z_dim},
+        std::pair{"v_dim", &c.v_dim}, std::pair{"window", &c.window}}) {
+    RETURN_IF_ERROR(r.PositiveInt(key, field));
+  }
+  std::string attn_fn, pos;
+  RETURN_IF_ERROR(r.String("attn_fn", &attn_fn));
+  if (attn_fn == "softmax") {
+    c.attn_fn = SeqBoatAttnFn::kSoftmax;
+  } else if (attn_fn == "relu2") {
+    c.attn_fn = SeqBoatAttnFn::kRelu2;
+  } else if (attn_fn == "laplace") {
+    return r.Error("attn_fn", "\"laplace\" is not supported by this build");
+  } else {
+    return r.Invalid("attn_fn", "one of \"softmax\", \"relu2\"",
+                     *r.Get("attn_fn"));
+  }
+  RETURN_IF_ERROR(r.String("pos", &pos));
+  if (pos == "rope_interleaved") {
+    c.pos = SeqBoatPos::kRopeInterleaved;
+  } else if (pos == "simple_bias") {
+    c.pos = SeqBoatPos::kSimpleBias;
+  } else {
+    return r.Invalid("pos", "one of \"rope_interleaved\", \"simple_bias\"",
+                     *r.Get("pos"));
+  }
+  RETURN_IF_ERROR(
+      r.OptionalPositiveNumber("rope_theta", 10000.0, &c.rope_theta));
+  RETURN_IF_ERROR(OptionalSize(r, "rel_pos_max", &c.rel_pos_max));
+  RETURN_IF_ERROR(OptionalSize(r, "ema_truncation", &c.ema_truncation));
+  if (c.pos == SeqBoatPos::kRopeInterleaved && c.z_dim % 2 != 0) {
+    return r.Error("z_dim",
+                   absl::StrCat("must be even for pos ",
+                                "\"rope_interleaved\", got ", c.z_dim));
+  }
+  if (c.pos == SeqBoatPos::kSimpleBias && !c.rel_pos_max) {
+    return r.Error("rel_pos_max",
+                   "must be a positive integer for pos \"simple_bias\"");
+  }
+  *params = c;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> BuildSeqBoat(const BlockConfig& block,
+                                                    const BlockSite& site) {
+  return MakeSeqBoat(*block.As<SeqBoatConfig>(), block.norm, site);
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(const SeqBoatDims& dims,
-                                                   const std::string& where,
-                                                   const std::string& prefix,
-                                                   WeightStore& weights,
-                                                   Backend& backend) {
-  RETURN_IF_ERROR(CheckDims(dims, where));
-  if (absl::Status s = backend.CheckSeqBoat(dims.shape); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+// SeqBoat sizes its GAU from the active count, read back mid-step.
+const BlockKind kSeqBoatBlock = {"seqboat", ParseSeqBoat, BuildSeqBoat,
+                                 /*host_round_trip=*/true};
+
+SeqBoatShape SeqBoatShapeOf(const SeqBoatConfig& config, int d_model) {
+  SeqBoatShape sh;
+  sh.d = d_model;
+  sh.ne = static_cast<int>(config.ema_dim);
+  sh.z = static_cast<int>(config.z_dim);
+  sh.v = static_cast<int>(config.v_dim);
+  sh.w = static_cast<int>(config.window);
+  sh.attn_fn = config.attn_fn;
+  sh.pos = config.pos;
+  sh.rope_theta = config.rope_theta;
+  sh.rel_pos_max = static_cast<int>(config.rel_pos_max.value_or(0));
+  return sh;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(
+    const SeqBoatConfig& config, const std::optional<NormConfig>& norm,
+    const BlockSite& site) {
+  const SeqBoatShape shape = SeqBoatShapeOf(config, site.d_model);
+  RETURN_IF_ERROR(CheckShape(shape, site.where));
+  if (absl::Status s = site.backend->CheckSeqBoat(shape); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(site.where, ": ", s.message()));
   }
-  auto layer = std::make_unique<SeqBoat>(dims);
-  RETURN_IF_ERROR(layer->Bind(prefix, weights, backend));
+  auto layer = std::make_unique<SeqBoat>(shape, config.prenorm, norm);
+  RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }
 

@@ -16,32 +16,42 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend/seqboat_shape.h"
-#include "engine/layers/layer.h"
-#include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/layers/block.h"
 
 namespace seqboat {
 
-struct SeqBoatDims {
-  SeqBoatShape shape;  // d, ne, z, v, w, attn_fn, pos, rope_theta, M
-  bool prenorm = true;
-  // The block's norm as config.json gives it; nullopt: none. In fp32 the two
-  // RMSNorm roundings (rmsnorm, rmsnorm_t5; MODELS.md §6.1) are one function.
-  std::optional<NormConfig> norm = NormConfig{NormType::kLayerNorm};
+// config.json's "seqboat" fields (MODELS.md §2, §6.1).
+struct SeqBoatConfig {
+  bool prenorm = true;  // false: the norm follows the final SiLU
+  int64_t ema_dim = 0;  // N_e >= 1
+  int64_t z_dim = 0;    // z >= 1, even for rope_interleaved
+  int64_t v_dim = 0;    // v >= 1
+  int64_t window = 0;   // w >= 1: earlier active tokens a query sees
+  SeqBoatAttnFn attn_fn = SeqBoatAttnFn::kSoftmax;
+  SeqBoatPos pos = SeqBoatPos::kRopeInterleaved;
+  double rope_theta = 10000.0;         // rope_interleaved only
+  std::optional<int64_t> rel_pos_max;  // M, required for simple_bias
+  // Informational: the FIR length used in training; the engine runs the IIR.
+  std::optional<int64_t> ema_truncation;
 };
+
+extern const BlockKind kSeqBoatBlock;
+
+// The kernels' view of the block: the config's sizes for a d_model stream.
+SeqBoatShape SeqBoatShapeOf(const SeqBoatConfig& config, int d_model);
 
 // Names of the counters AppendStats reports: tokens seen, and tokens whose
 // GAU was evaluated (activation rate = activated / tokens).
 inline constexpr char kSeqBoatTokensStat[] = "seqboat.tokens";
 inline constexpr char kSeqBoatActivatedStat[] = "seqboat.gau_activated";
 
-// Fetches `prefix` + canonical tensor names (MODELS.md §6.2) from the store.
-// Errors name `where` (e.g. "blocks[2] (seqboat)") and the bad field.
-absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(const SeqBoatDims& dims,
-                                                   const std::string& where,
-                                                   const std::string& prefix,
-                                                   WeightStore& weights,
-                                                   Backend& backend);
+// The norm is config.json's (nullopt: none; in fp32 the two RMSNorm
+// roundings rmsnorm and rmsnorm_t5 of MODELS.md §6.1 are one function).
+// Fetches site.prefix + canonical tensor names (MODELS.md §6.2) from the
+// store. Errors name site.where (e.g. "blocks[2] (seqboat)") and the field.
+absl::StatusOr<std::unique_ptr<Layer>> MakeSeqBoat(
+    const SeqBoatConfig& config, const std::optional<NormConfig>& norm,
+    const BlockSite& site);
 
 }  // namespace seqboat
 

@@ -76,15 +76,18 @@ Tensors RandomWeights(uint32_t seed, float bias_skip, float bias_act,
   return t;
 }
 
-SeqBoatDims Dims(int w, bool simple_bias = false, int rel_pos_max = 0) {
-  SeqBoatDims dims;
-  dims.shape = {kD, kNe, kZ, kV, w};
-  dims.shape.pos =
-      simple_bias ? SeqBoatPos::kSimpleBias : SeqBoatPos::kRopeInterleaved;
-  dims.shape.rel_pos_max = rel_pos_max;
-  dims.norm = std::nullopt;
-  return dims;
+SeqBoatConfig Dims(int w, bool simple_bias = false, int rel_pos_max = 0) {
+  SeqBoatConfig c;
+  c.ema_dim = kNe;
+  c.z_dim = kZ;
+  c.v_dim = kV;
+  c.window = w;
+  c.pos = simple_bias ? SeqBoatPos::kSimpleBias : SeqBoatPos::kRopeInterleaved;
+  if (rel_pos_max != 0) c.rel_pos_max = rel_pos_max;
+  return c;
 }
+
+SeqBoatShape ShapeOf(const SeqBoatConfig& c) { return SeqBoatShapeOf(c, kD); }
 
 // One layer with its own arena of `slots` slots.
 struct Harness {
@@ -94,13 +97,19 @@ struct Harness {
   DeviceBuffer state;
   Tensors weights;
 
-  absl::Status Init(const SeqBoatDims& dims, Tensors w, int slots = 2) {
+  absl::Status Init(const SeqBoatConfig& config, Tensors w, int slots = 2) {
     weights = std::move(w);
     auto ws = WeightStore::Open(WriteSafetensors(
         absl::StrCat("seqboat_", reinterpret_cast<uintptr_t>(this)), weights));
     if (!ws.ok()) return ws.status();
     store = *std::move(ws);
-    auto l = MakeSeqBoat(dims, "blocks[0] (seqboat)", "b.", *store, *backend);
+    BlockSite site;
+    site.where = "blocks[0] (seqboat)";
+    site.prefix = "b.";
+    site.d_model = kD;
+    site.weights = store.get();
+    site.backend = backend.get();
+    auto l = MakeSeqBoat(config, /*norm=*/std::nullopt, site);
     if (!l.ok()) return l.status();
     layer = *std::move(l);
     auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
@@ -219,7 +228,7 @@ TEST(SeqBoatTest, NothingActiveSkipsTheGauAndGivesSiluOfSPlusG) {
           << "t=" << t << " d=" << d;
     }
   }
-  const auto slot = h.Slot(1, Dims(4).shape);
+  const auto slot = h.Slot(1, ShapeOf(Dims(4)));
   EXPECT_EQ(slot.meta[op_math::kFifoLen], 0);
   EXPECT_EQ(slot.meta[op_math::kNextPos], 12);
 }
@@ -307,7 +316,7 @@ TEST(SeqBoatTest, FifoEvictsInOrderAndKeepsOriginalPositions) {
   std::vector<float> x1 = rows(act1, 0, 6);
   x.insert(x.end(), x1.begin(), x1.end());
   h.Step(x, {{0, 0, 4}, {1, 4, 6}});
-  const SeqBoatShape shape = Dims(w, true, 3).shape;
+  const SeqBoatShape shape = ShapeOf(Dims(w, true, 3));
   auto fifo = [&](int s) {
     const auto slot = h.Slot(s, shape);
     std::vector<int64_t> pos;
@@ -332,15 +341,15 @@ TEST(SeqBoatTest, FifoEvictsInOrderAndKeepsOriginalPositions) {
 
 TEST(SeqBoatTest, BadDimsNameTheField) {
   Harness h;
-  auto err = [&](SeqBoatDims dims) {
-    return std::string(h.Init(dims, RandomWeights(1, 0, 0, true, 3)).message());
+  auto err = [&](SeqBoatConfig c) {
+    return std::string(h.Init(c, RandomWeights(1, 0, 0, true, 3)).message());
   };
-  SeqBoatDims d = Dims(4);
-  d.shape.w = 0;
+  SeqBoatConfig d = Dims(4);
+  d.window = 0;
   EXPECT_THAT(err(d),
               AllOf(HasSubstr("blocks[0] (seqboat)"), HasSubstr("\"window\"")));
   d = Dims(4);
-  d.shape.z = 3;
+  d.z_dim = 3;
   EXPECT_THAT(err(d), HasSubstr("\"z_dim\" must be even"));
   d = Dims(4, true, 0);
   EXPECT_THAT(err(d), HasSubstr("\"rel_pos_max\""));
@@ -407,7 +416,7 @@ TEST(SeqBoatConfigTest, ParsesTheCanonicalFields) {
          "window": 3, "attn_fn": "relu2", "pos": "simple_bias",
          "rel_pos_max": 5, "ema_truncation": 2048)"));
   ASSERT_TRUE(cfg.ok()) << cfg.status();
-  const SeqBoatConfig* c = cfg->blocks[0].seqboat();
+  const SeqBoatConfig* c = cfg->blocks[0].As<SeqBoatConfig>();
   ASSERT_NE(c, nullptr);
   EXPECT_FALSE(c->prenorm);
   EXPECT_EQ(c->window, 3);

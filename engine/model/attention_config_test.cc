@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/layers/attention.h"
 #include "engine/model/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,8 +44,8 @@ TEST(AttentionConfigTest, ParsesEveryField) {
   auto c = ParseModelConfig(Base().dump());
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->blocks.size(), 1u);
-  EXPECT_EQ(c->blocks[0].kind, BlockKind::kAttention);
-  const AttentionConfig* a = c->blocks[0].attention();
+  EXPECT_EQ(c->blocks[0].kind, &kAttentionBlock);
+  const AttentionConfig* a = c->blocks[0].As<AttentionConfig>();
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->n_heads, 8);
   EXPECT_EQ(a->n_kv_heads, 2);

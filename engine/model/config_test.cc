@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/layers/block_registry.h"
+#include "engine/layers/mamba1.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -75,11 +77,11 @@ TEST(ModelConfigTest, ParsesTinyMamba) {
   EXPECT_TRUE(c.warnings.empty());
   ASSERT_EQ(c.blocks.size(), 2u);
   for (const BlockConfig& b : c.blocks) {
-    EXPECT_EQ(b.kind, BlockKind::kMamba1);
+    EXPECT_EQ(b.kind, &kMamba1Block);
     ASSERT_TRUE(b.norm.has_value());
     EXPECT_EQ(b.norm->type, NormType::kRmsNorm);
     EXPECT_TRUE(b.norm->affine);  // defaulted
-    const Mamba1Config* m = b.mamba1();
+    const Mamba1Config* m = b.As<Mamba1Config>();
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(m->d_inner, 64);
     EXPECT_EQ(m->d_state, 8);
@@ -133,8 +135,8 @@ TEST(ModelConfigTest, ReadsNonDefaultValues) {
   EXPECT_FALSE(c->final_norm->affine);
   EXPECT_EQ(c->blocks[0].norm->type, NormType::kScaleNorm);
   EXPECT_EQ(c->blocks[1].norm->type, NormType::kRmsNormT5);
-  EXPECT_TRUE(c->blocks[1].mamba1()->in_proj_bias);
-  EXPECT_FALSE(c->blocks[1].mamba1()->conv_bias);
+  EXPECT_TRUE(c->blocks[1].As<Mamba1Config>()->in_proj_bias);
+  EXPECT_FALSE(c->blocks[1].As<Mamba1Config>()->conv_bias);
 }
 
 TEST(ModelConfigTest, UnknownFieldsBecomeWarnings) {
@@ -277,7 +279,7 @@ TEST(ModelConfigTest, BlockErrors) {
 TEST(ModelConfigTest, Mamba1DtBcNormIsOptional) {
   auto plain = ParseModelConfig(kTinyMamba);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_FALSE(plain->blocks[0].mamba1()->dt_bc_norm.has_value());
+  EXPECT_FALSE(plain->blocks[0].As<Mamba1Config>()->dt_bc_norm.has_value());
 
   json j = Base();
   j["blocks"][0]["dt_bc_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}};
@@ -285,18 +287,19 @@ TEST(ModelConfigTest, Mamba1DtBcNormIsOptional) {
   auto c = ParseModelConfig(j.dump());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->warnings.empty());
-  const std::optional<NormConfig>& norm = c->blocks[0].mamba1()->dt_bc_norm;
+  const std::optional<NormConfig>& norm =
+      c->blocks[0].As<Mamba1Config>()->dt_bc_norm;
   ASSERT_TRUE(norm.has_value());
   EXPECT_EQ(norm->type, NormType::kRmsNorm);
   EXPECT_DOUBLE_EQ(norm->eps, 1e-6);
   EXPECT_TRUE(norm->affine);
-  EXPECT_FALSE(c->blocks[1].mamba1()->dt_bc_norm.has_value());
+  EXPECT_FALSE(c->blocks[1].As<Mamba1Config>()->dt_bc_norm.has_value());
 
   j["blocks"][0]["dt_bc_norm"]["affine"] = false;
   j["blocks"][0]["dt_bc_norm"]["center"] = true;
   c = ParseModelConfig(j.dump());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_FALSE(c->blocks[0].mamba1()->dt_bc_norm->affine);
+  EXPECT_FALSE(c->blocks[0].As<Mamba1Config>()->dt_bc_norm->affine);
   EXPECT_THAT(c->warnings,
               UnorderedElementsAre("blocks[0] (mamba1): dt_bc_norm: unknown "
                                    "field \"center\""));
@@ -383,8 +386,16 @@ TEST(ModelConfigTest, LoadFromFile) {
 }
 
 TEST(ModelConfigTest, Names) {
-  EXPECT_EQ(BlockKindName(BlockKind::kMamba1), "mamba1");
-  EXPECT_EQ(BlockKindName(BlockKind::kS4Local), "s4_local");
+  for (std::string_view name :
+       {"mamba1", "seqboat", "attention", "mlp", "moe", "s4d"}) {
+    const BlockKind* kind = FindBlockKind(name);
+    ASSERT_NE(kind, nullptr) << name;
+    EXPECT_EQ(kind->name, name);
+  }
+  EXPECT_EQ(FindBlockKind("s4_local"), nullptr);
+  EXPECT_TRUE(IsKnownUnsupportedBlockKind("s4_local"));
+  EXPECT_FALSE(IsKnownUnsupportedBlockKind("mamba1"));
+  EXPECT_EQ(FindBlockKind("mamba3"), nullptr);
   EXPECT_EQ(NormTypeName(NormType::kRmsNormT5), "rmsnorm_t5");
   EXPECT_EQ(NormTypeName(NormType::kLayerNorm), "layernorm");
 }

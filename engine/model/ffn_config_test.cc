@@ -5,6 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/layers/mlp.h"
+#include "engine/layers/moe.h"
+#include "engine/layers/s4d.h"
 #include "engine/model/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -76,7 +79,7 @@ json With(json block, const char* key, json value) {
 TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
   auto mlp = Parse(Mlp());
   ASSERT_TRUE(mlp.ok()) << mlp.status();
-  const MlpConfig* m = mlp->blocks[0].mlp();
+  const MlpConfig* m = mlp->blocks[0].As<MlpConfig>();
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->d_ff, 64);
   EXPECT_EQ(m->act, Activation::kSilu);
@@ -84,7 +87,7 @@ TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
 
   auto moe = Parse(Moe());
   ASSERT_TRUE(moe.ok()) << moe.status();
-  const MoeConfig* e = moe->blocks[0].moe();
+  const MoeConfig* e = moe->blocks[0].As<MoeConfig>();
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->routing, MoeRouting::kSoftmaxTopK);
   EXPECT_EQ(e->n_experts, 8);
@@ -95,19 +98,19 @@ TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
   json top2 = With(With(Moe(), "top_k", 2), "renormalize", true);
   auto moe2 = Parse(top2);
   ASSERT_TRUE(moe2.ok()) << moe2.status();
-  EXPECT_EQ(moe2->blocks[0].moe()->top_k, 2);
-  EXPECT_TRUE(moe2->blocks[0].moe()->renormalize);
+  EXPECT_EQ(moe2->blocks[0].As<MoeConfig>()->top_k, 2);
+  EXPECT_TRUE(moe2->blocks[0].As<MoeConfig>()->renormalize);
 
   json relu = With(With(Moe(), "routing", "relu_dynamic"), "router_hidden", 16);
   auto rem = Parse(relu);
   ASSERT_TRUE(rem.ok()) << rem.status();
-  EXPECT_EQ(rem->blocks[0].moe()->routing, MoeRouting::kReluDynamic);
-  EXPECT_EQ(rem->blocks[0].moe()->router_hidden, 16);
+  EXPECT_EQ(rem->blocks[0].As<MoeConfig>()->routing, MoeRouting::kReluDynamic);
+  EXPECT_EQ(rem->blocks[0].As<MoeConfig>()->router_hidden, 16);
 
   auto s4d =
       Parse(With(With(S4d(), "state_layout", "full"), "output", "gelu_glu"));
   ASSERT_TRUE(s4d.ok()) << s4d.status();
-  const S4dConfig* s = s4d->blocks[0].s4d();
+  const S4dConfig* s = s4d->blocks[0].As<S4dConfig>();
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->modes, 32);
   EXPECT_FALSE(s->conj_half);

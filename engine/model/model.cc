@@ -5,12 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/backend/decode_buckets.h"
-#include "engine/layers/attention.h"
-#include "engine/layers/mamba1.h"
-#include "engine/layers/mlp.h"
-#include "engine/layers/moe.h"
-#include "engine/layers/s4d.h"
-#include "engine/layers/seqboat.h"
 
 namespace seqboat {
 namespace {
@@ -19,83 +13,14 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
                                                  WeightStore& weights,
                                                  Backend& backend) {
   const BlockConfig& block = cfg.blocks[i];
-  const std::string prefix = absl::StrCat("blocks.", i, ".");
-  const std::string where = absl::StrCat(
-      "blocks[", i, "] (", std::string(BlockKindName(block.kind)), ")");
-  if (const Mamba1Config* m = block.mamba1()) {
-    if (!block.norm.has_value() || block.norm->type != NormType::kRmsNorm ||
-        !block.norm->affine) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": field \"norm\" must be an affine rmsnorm"));
-    }
-    Mamba1Dims dims;
-    dims.d_model = static_cast<int>(cfg.d_model);
-    dims.d_inner = static_cast<int>(m->d_inner);
-    dims.d_state = static_cast<int>(m->d_state);
-    dims.d_conv = static_cast<int>(m->d_conv);
-    dims.dt_rank = static_cast<int>(m->dt_rank);
-    dims.in_proj_bias = m->in_proj_bias;
-    dims.out_proj_bias = m->out_proj_bias;
-    dims.conv_bias = m->conv_bias;
-    dims.norm_eps = static_cast<float>(block.norm->eps);
-    if (m->dt_bc_norm.has_value()) {
-      dims.dt_bc_norm = true;
-      dims.dt_bc_norm_affine = m->dt_bc_norm->affine;
-      dims.dt_bc_norm_eps = static_cast<float>(m->dt_bc_norm->eps);
-    }
-    return MakeMamba1(dims, prefix, weights, backend);
-  }
-  if (const SeqBoatConfig* sb = block.seqboat()) {
-    SeqBoatDims dims;
-    dims.prenorm = sb->prenorm;
-    dims.norm = block.norm;
-    SeqBoatShape& sh = dims.shape;
-    sh.d = static_cast<int>(cfg.d_model);
-    sh.ne = static_cast<int>(sb->ema_dim);
-    sh.z = static_cast<int>(sb->z_dim);
-    sh.v = static_cast<int>(sb->v_dim);
-    sh.w = static_cast<int>(sb->window);
-    sh.attn_fn = sb->attn_fn;
-    sh.pos = sb->pos;
-    sh.rope_theta = sb->rope_theta;
-    sh.rel_pos_max = static_cast<int>(sb->rel_pos_max.value_or(0));
-    return MakeSeqBoat(dims, where, prefix, weights, backend);
-  }
-  // mlp, moe, s4d: every norm type of §6.1, or none.
-  const int d_model = static_cast<int>(cfg.d_model);
-  if (const MlpConfig* c = block.mlp()) {
-    return MakeMlp(*c, block.norm, d_model, prefix, weights, backend);
-  }
-  if (const MoeConfig* c = block.moe()) {
-    auto moe = MakeMoe(*c, block.norm, d_model, prefix, weights, backend);
-    if (!moe.ok()) return moe.status();
-    return std::unique_ptr<Layer>(*std::move(moe));
-  }
-  if (const S4dConfig* c = block.s4d()) {
-    return MakeS4d(*c, block.norm, d_model, prefix, weights, backend);
-  }
-  if (const AttentionConfig* a = block.attention()) {
-    AttentionDims dims;
-    if (block.norm.has_value() && block.norm->type == NormType::kScaleNorm) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": field \"norm\" must be rmsnorm, rmsnorm_t5, layernorm or null"));
-    }
-    dims.norm = block.norm;
-    dims.d_model = static_cast<int>(cfg.d_model);
-    dims.n_heads = static_cast<int>(a->n_heads);
-    dims.n_kv_heads = static_cast<int>(a->n_kv_heads);
-    dims.head_dim = static_cast<int>(a->head_dim);
-    dims.qkv_bias = a->qkv_bias;
-    dims.o_bias = a->o_bias;
-    dims.rope = a->pos == AttentionPos::kRopeHalf;
-    dims.rope_theta = a->rope_theta;
-    dims.sinks = static_cast<int>(a->sinks);
-    dims.window = static_cast<int>(a->window);
-    return MakeAttention(dims, prefix, weights, backend);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, ": kind not supported by this build"));
+  BlockSite site;
+  site.where =
+      absl::StrCat("blocks[", i, "] (", std::string(block.kind->name), ")");
+  site.prefix = absl::StrCat("blocks.", i, ".");
+  site.d_model = static_cast<int>(cfg.d_model);
+  site.weights = &weights;
+  site.backend = &backend;
+  return block.kind->build(block, site);
 }
 
 }  // namespace
@@ -187,12 +112,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   RETURN_IF_ERROR(alloc(limits.max_slots * d, &model->normed_));
   RETURN_IF_ERROR(alloc(limits.max_slots * v, &model->logits_));
 
-  // SeqBoat sizes its GAU from the active count and moe groups rows by
-  // expert on the host: both read back mid-step, so they are never replayed.
+  // A block that reads back mid-step cannot be replayed from a graph.
   bool host_round_trip = false;
   for (const BlockConfig& b : cfg.blocks) {
-    host_round_trip |=
-        b.kind == BlockKind::kSeqBoat || b.kind == BlockKind::kMoe;
+    host_round_trip |= b.kind->host_round_trip;
   }
   if (!host_round_trip) {
     model->buckets_ = limits.decode_buckets.has_value()
