@@ -8,38 +8,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "clients/load/stream.h"
 #include "seqboat/v1/generate.grpc.pb.h"
 
 namespace seqboat {
 namespace load {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double Seconds(Clock::time_point t, Clock::time_point origin) {
   return std::chrono::duration<double>(t - origin).count();
-}
-
-std::string CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : absl::StrCat("CODE_", i);
 }
 
 // Shared by the driver and every stream's callbacks.
@@ -51,81 +28,7 @@ struct Shared {
   int64_t finished = 0;
   int64_t failed = 0;
   int64_t output_tokens = 0;
-  Clock::time_point last_end;
-};
-
-// One stream; deletes itself when gRPC is done with it.
-class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
- public:
-  Call(v1::TextGeneration::Stub* stub, v1::GenerateRequest request,
-       int64_t index, Clock::time_point origin, double timeout_s,
-       Shared* shared)
-      : request_(std::move(request)),
-        index_(index),
-        origin_(origin),
-        shared_(shared) {
-    record_.request_id = request_.request_id();
-    record_.prompt_tokens =
-        request_.has_token_ids() ? request_.token_ids().ids_size() : 0;
-    context_.set_deadline(std::chrono::system_clock::now() +
-                          std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::duration<double>(timeout_s)));
-    stub->async()->Generate(&context_, &request_, this);
-    record_.start = Seconds(Clock::now(), origin_);
-    record_.end = record_.start;
-    StartRead(&message_);
-    StartCall();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream ended; OnDone follows
-    const double now = Seconds(Clock::now(), origin_);
-    record_.end = now;
-    const int64_t n = message_.token_ids_size();
-    if (n > 0) {
-      record_.chunk_times.push_back(now);
-      record_.chunk_tokens.push_back(n);
-      streamed_tokens_ += n;
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      shared_->output_tokens += n;
-    }
-    if (message_.has_usage()) {
-      usage_tokens_ = message_.usage().generated_tokens();
-      if (message_.usage().prompt_tokens() > 0) {
-        record_.prompt_tokens = message_.usage().prompt_tokens();
-      }
-    }
-    StartRead(&message_);
-  }
-
-  void OnDone(const grpc::Status& status) override {
-    const Clock::time_point now = Clock::now();
-    record_.status = CodeName(status.error_code());
-    if (record_.chunk_times.empty()) record_.end = Seconds(now, origin_);
-    record_.output_tokens =
-        usage_tokens_ >= 0 ? usage_tokens_ : streamed_tokens_;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      shared_->records[static_cast<size_t>(index_)] = std::move(record_);
-      --shared_->in_flight;
-      ++shared_->finished;
-      if (!status.ok()) ++shared_->failed;
-      shared_->last_end = std::max(shared_->last_end, now);
-    }
-    shared_->cv.notify_all();
-    delete this;
-  }
-
- private:
-  grpc::ClientContext context_;
-  v1::GenerateRequest request_;
-  v1::GenerateResponse message_;
-  const int64_t index_;
-  const Clock::time_point origin_;
-  Shared* const shared_;
-  RequestRecord record_;
-  int64_t streamed_tokens_ = 0;
-  int64_t usage_tokens_ = -1;
+  double last_end_s = 0;  // seconds from the run's start
 };
 
 v1::GenerateRequest MakeRequest(const RunOptions& options, const Prompt& p,
@@ -196,7 +99,6 @@ absl::StatusOr<RunResult> RunLoad(
                                          : std::numeric_limits<int64_t>::max());
   PoissonArrivals arrivals(options.request_rate, options.seed);
   const Clock::time_point origin = Clock::now();
-  shared.last_end = origin;
   const Clock::time_point stop_issuing =
       options.duration_s > 0
           ? origin + std::chrono::duration_cast<Clock::duration>(
@@ -240,11 +142,30 @@ absl::StatusOr<RunResult> RunLoad(
     shared.records.emplace_back();
     ++shared.in_flight;
     lock.unlock();
-    // Stream callbacks may run before the constructor returns; they only
-    // touch `shared` under its lock and their own record slot.
-    new Call(stubs[static_cast<size_t>(i) % stubs.size()].get(),
-             MakeRequest(options, prompts(i), i), i, origin,
-             options.request_timeout_s, &shared);
+    // Stream callbacks may run before StartGenerateStream returns; they only
+    // touch `shared` under its lock.
+    StreamCallbacks callbacks;
+    callbacks.on_tokens = [&shared](int64_t n) {
+      std::lock_guard<std::mutex> guard(shared.mu);
+      shared.output_tokens += n;
+    };
+    callbacks.on_done = [&shared, i](StreamOutcome outcome) {
+      {
+        std::lock_guard<std::mutex> guard(shared.mu);
+        if (!outcome.record.ok()) ++shared.failed;
+        shared.records[static_cast<size_t>(i)] = std::move(outcome.record);
+        --shared.in_flight;
+        ++shared.finished;
+        shared.last_end_s = std::max(shared.last_end_s, outcome.done_s);
+        // Under the lock: once the last stream is counted the driver may
+        // return and destroy `shared`.
+        shared.cv.notify_all();
+      }
+    };
+    StartGenerateStream(stubs[static_cast<size_t>(i) % stubs.size()].get(),
+                        MakeRequest(options, prompts(i), i), origin,
+                        options.request_timeout_s, /*keep_token_ids=*/false,
+                        std::move(callbacks));
     lock.lock();
     report(lock);
   }
@@ -255,7 +176,7 @@ absl::StatusOr<RunResult> RunLoad(
   }
   RunResult result;
   result.records = std::move(shared.records);
-  result.duration_s = Seconds(shared.last_end, origin);
+  result.duration_s = shared.last_end_s;
   return result;
 }
 

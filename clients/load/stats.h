@@ -35,6 +35,9 @@ struct RequestRecord {
   // Tokens generated (the server's usage figure; if absent, the sum of
   // chunk_tokens).
   int64_t output_tokens = 0;
+  // Of prompt_tokens, those the server did not compute again (a prefix-cache
+  // hit), from its usage figure; 0 when it reports none.
+  int64_t cached_prompt_tokens = 0;
 
   bool ok() const { return status == "OK"; }
 };

@@ -1,0 +1,52 @@
+// One Generate stream on gRPC's callback API, recording each message's
+// arrival time. Shared by the request-level driver (runner) and the chat
+// driver (chat_runner), so both measure TTFT and E2E the same way.
+#ifndef SEQBOAT_CLIENTS_LOAD_STREAM_H_
+#define SEQBOAT_CLIENTS_LOAD_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "clients/load/stats.h"
+#include "seqboat/v1/generate.grpc.pb.h"
+
+namespace seqboat {
+namespace load {
+
+using Clock = std::chrono::steady_clock;
+
+// "OK", "UNAVAILABLE", ...: the names the result JSON counts failures by.
+std::string StatusCodeName(grpc::StatusCode code);
+
+struct StreamOutcome {
+  RequestRecord record;  // times in seconds from the `origin` given below
+  // Every token id streamed, in order; only filled when asked for, since a
+  // long request-level run has no use for them.
+  std::vector<int32_t> token_ids;
+  double done_s = 0;  // when gRPC ended the call (>= record.end)
+};
+
+struct StreamCallbacks {
+  // For each message that carries tokens: how many. On a gRPC thread.
+  std::function<void(int64_t tokens)> on_tokens;
+  // Once, when the stream has ended. On a gRPC thread; the stream is freed
+  // after it returns.
+  std::function<void(StreamOutcome outcome)> on_done;
+};
+
+// Starts the call and returns; `stub` must outlive the call. The callbacks
+// may run before this returns.
+void StartGenerateStream(v1::TextGeneration::Stub* stub,
+                         v1::GenerateRequest request, Clock::time_point origin,
+                         double timeout_s, bool keep_token_ids,
+                         StreamCallbacks callbacks);
+
+}  // namespace load
+}  // namespace seqboat
+
+#endif  // SEQBOAT_CLIENTS_LOAD_STREAM_H_
