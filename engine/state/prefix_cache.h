@@ -1,0 +1,93 @@
+// Snapshots of whole sequence states, keyed by the exact tokens they have
+// consumed, so a request whose prompt extends an earlier one (the next turn of
+// a chat) resumes from that state and prefills only the rest. Every layer's
+// state per sequence is fixed-size (SlotArena), so a snapshot is one slot's
+// bytes however long the history: a hit costs a copy, not a prefill.
+//
+// Lookup finds the longest cached prefix of a prompt: prefix hashes select
+// the candidates, and a candidate is only returned when its tokens equal the
+// prompt's (a hash alone never decides). Entries are immutable once inserted
+// (handed out as shared_ptr<const>), so requests sharing one prefix each copy
+// it into their own slot. Memory is bounded by a byte budget with LRU
+// eviction; a budget of 0 disables the cache.
+//
+// Not thread-safe except Stats(): the engine thread owns it.
+#ifndef SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
+#define SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace seqboat {
+
+struct PrefixSnapshot {
+  std::vector<int32_t> tokens;  // exactly what the state has consumed
+  std::vector<uint8_t> state;   // SlotArena::Snapshot of one slot
+  int64_t bytes() const {
+    return static_cast<int64_t>(tokens.size() * sizeof(int32_t) + state.size());
+  }
+};
+
+struct PrefixCacheStats {
+  int64_t budget_bytes = 0;
+  int64_t bytes = 0;  // held by snapshots (state and tokens)
+  int64_t snapshots = 0;
+  int64_t queries = 0;  // prompt tokens looked up (vLLM's queries_total)
+  int64_t hits = 0;     // of those, tokens served from a snapshot
+  int64_t inserted = 0;
+  int64_t evicted = 0;
+};
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(int64_t budget_bytes);
+
+  bool enabled() const { return budget_bytes_ > 0; }
+
+  // The longest snapshot whose tokens are a prefix of `prompt` and no longer
+  // than `max_len`, or nullptr. Counts prompt.size() queried tokens and the
+  // returned snapshot's length as hits; marks it most recently used.
+  std::shared_ptr<const PrefixSnapshot> Lookup(
+      const std::vector<int32_t>& prompt, size_t max_len);
+
+  // Adds a snapshot (tokens must be non-empty), evicting the least recently
+  // used ones to stay within the budget. A snapshot with the same tokens
+  // already held is only marked used; one larger than the budget is dropped.
+  // Returns whether the snapshot is held afterwards.
+  bool Insert(PrefixSnapshot snapshot);
+
+  // Whether `tokens` exactly are held (for tests and for skipping a copy).
+  bool Contains(const std::vector<int32_t>& tokens) const;
+
+  PrefixCacheStats Stats() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const PrefixSnapshot> snapshot;
+    uint64_t hash = 0;
+  };
+  using Lru = std::list<Entry>;  // front: most recently used
+
+  Lru::iterator Find(const std::vector<int32_t>& tokens, size_t len,
+                     uint64_t hash) const;
+  void Evict(Lru::iterator it);
+
+  const int64_t budget_bytes_;
+  mutable Lru lru_;
+  // (length, hash of the first `length` tokens) -> entries; verified on use.
+  std::unordered_multimap<uint64_t, Lru::iterator> by_hash_;
+  // How many entries have each length: the lengths a lookup tries.
+  std::map<size_t, int> lengths_;
+
+  mutable std::mutex stats_mu_;
+  PrefixCacheStats stats_;  // guarded by stats_mu_
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
