@@ -1,7 +1,9 @@
 // seqboat_load: a load generator for seqboat.v1.TextGeneration. Closed loop
 // (--concurrency N streams) or open loop (--request_rate R Poisson arrivals,
-// --max_inflight), for --num_requests or --duration_s; prints a live progress
-// line on stderr, a summary table on stdout, and writes --result_json.
+// --max_inflight), for --num_requests or --duration_s; or, with
+// --workload=chat, multi-turn conversations that resend their growing
+// history each turn. Prints a live progress line on stderr, a summary table
+// on stdout, and writes --result_json.
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
@@ -20,6 +22,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clients/load/chat.h"
+#include "clients/load/chat_runner.h"
 #include "clients/load/result_json.h"
 #include "clients/load/runner.h"
 #include "clients/load/stats.h"
@@ -34,8 +38,17 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls_ca: the name to check the certificate against, if not "
           "the target's host.");
 ABSL_FLAG(int32_t, num_channels, 1,
-          "HTTP/2 connections to spread the streams over (round-robin).");
-ABSL_FLAG(int32_t, concurrency, 0, "Closed loop: streams kept in flight.");
+          "HTTP/2 connections to spread the streams over (round-robin; a "
+          "chat conversation keeps to one).");
+ABSL_FLAG(std::string, workload, "requests",
+          "requests: independent requests (synthetic, or --prompts_jsonl). "
+          "chat: --concurrency conversations in parallel, each "
+          "--chat_turns turns; turn 0 sends --chat_history_len random ids, "
+          "each later turn the previous prompt + the streamed answer "
+          "(--output_len tokens) + --chat_user_len new random ids.");
+ABSL_FLAG(int32_t, concurrency, 0,
+          "Closed loop: streams kept in flight. Chat: conversations in "
+          "flight.");
 ABSL_FLAG(double, request_rate, 0,
           "Open loop: Poisson arrivals per second (inf: all at once).");
 ABSL_FLAG(int32_t, max_inflight, 0, "Open loop: cap on streams in flight.");
@@ -48,15 +61,27 @@ ABSL_FLAG(std::string, prompts_jsonl, "",
           "\"max_new_tokens\"; cycled. Empty: synthetic prompts.");
 ABSL_FLAG(int32_t, input_len, 128, "Synthetic prompt length in tokens.");
 ABSL_FLAG(int32_t, output_len, 128,
-          "max_new_tokens (synthetic, and JSONL lines without one).");
+          "max_new_tokens (synthetic, JSONL lines without one, and each chat "
+          "turn's answer).");
 ABSL_FLAG(double, range_ratio, 0,
           "Synthetic lengths uniform in len * [1 - r, 1 + r]; 0: fixed.");
+ABSL_FLAG(int32_t, chat_turns, 4, "Chat: turns per conversation.");
+ABSL_FLAG(int32_t, chat_history_len, 1024,
+          "Chat: turn 0's prompt length in tokens (random ids).");
+ABSL_FLAG(int32_t, chat_user_len, 64,
+          "Chat: new user message per later turn, in tokens (random ids).");
+ABSL_FLAG(int32_t, chat_conversations, 0,
+          "Chat: conversations in all; a new one starts when one ends "
+          "(0: --concurrency, all at once).");
 ABSL_FLAG(uint64_t, seed, 0, "Seeds prompts, arrivals and sampling.");
 ABSL_FLAG(double, temperature, 0, "Sampling temperature (0: greedy).");
 ABSL_FLAG(bool, ignore_eos, true,
           "Generate exactly max_new_tokens (past the model's EOS).");
 ABSL_FLAG(double, request_timeout_s, 600, "Deadline of each stream.");
 ABSL_FLAG(std::string, result_json, "", "Write the results here.");
+ABSL_FLAG(std::string, label, "",
+          "Stored as config.label in --result_json; plot.py names curves by "
+          "it (e.g. cache-on).");
 ABSL_FLAG(bool, save_requests, false,
           "Include one entry per request in --result_json.");
 ABSL_FLAG(bool, progress, true, "Live progress line on stderr.");
@@ -99,7 +124,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
   return channels;
 }
 
-absl::StatusOr<int32_t> VocabularySize(grpc::Channel& channel) {
+absl::StatusOr<v1::ModelInfo> ModelInfo(grpc::Channel& channel) {
   auto stub = v1::TextGeneration::NewStub(
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   grpc::ClientContext context;
@@ -113,10 +138,151 @@ absl::StatusOr<int32_t> VocabularySize(grpc::Channel& channel) {
     return absl::UnavailableError(
         absl::StrCat("GetModelInfo: ", status.error_message()));
   }
-  return info.vocab_size();
+  return info;
+}
+
+// Options of the request workload that a chat run would silently ignore.
+absl::Status CheckNoRequestFlags() {
+  if (absl::GetFlag(FLAGS_request_rate) != 0 ||
+      absl::GetFlag(FLAGS_max_inflight) != 0 ||
+      absl::GetFlag(FLAGS_num_requests) != 0 ||
+      absl::GetFlag(FLAGS_duration_s) != 0 ||
+      !absl::GetFlag(FLAGS_prompts_jsonl).empty() ||
+      absl::GetFlag(FLAGS_range_ratio) != 0) {
+    return absl::InvalidArgumentError(
+        "--workload=chat is closed loop and sized by --concurrency, "
+        "--chat_conversations and --chat_turns: --request_rate, "
+        "--max_inflight, --num_requests, --duration_s, --prompts_jsonl and "
+        "--range_ratio do not apply");
+  }
+  return absl::OkStatus();
+}
+
+bool WriteJson(const std::string& path, const nlohmann::json& out) {
+  std::ofstream f(path);
+  f << out.dump(2) << "\n";
+  if (!f) {
+    std::cerr << "seqboat_load: cannot write " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
+int RunChatWorkload() {
+  if (absl::Status s = CheckNoRequestFlags(); !s.ok()) {
+    std::cerr << "seqboat_load: " << s.message() << "\n";
+    return 2;
+  }
+  ChatRunOptions options;
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.request_timeout_s = absl::GetFlag(FLAGS_request_timeout_s);
+  options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  ChatSpec& spec = options.spec;
+  spec.conversations = absl::GetFlag(FLAGS_chat_conversations) > 0
+                           ? absl::GetFlag(FLAGS_chat_conversations)
+                           : options.concurrency;
+  spec.turns = absl::GetFlag(FLAGS_chat_turns);
+  spec.history_len = absl::GetFlag(FLAGS_chat_history_len);
+  spec.user_len = absl::GetFlag(FLAGS_chat_user_len);
+  spec.output_len = absl::GetFlag(FLAGS_output_len);
+  spec.seed = absl::GetFlag(FLAGS_seed);
+  options.request_id_prefix = absl::StrCat("chat-", spec.seed);
+  if (absl::Status s = ValidateChatRunOptions(options); !s.ok()) {
+    std::cerr << "seqboat_load: " << s.message() << "\n";
+    return 2;
+  }
+  auto channels = MakeChannels();
+  if (!channels.ok()) {
+    std::cerr << "seqboat_load: " << channels.status().message() << "\n";
+    return 2;
+  }
+  auto info = ModelInfo(*(*channels)[0]);
+  if (!info.ok()) {
+    std::cerr << "seqboat_load: " << info.status().message() << "\n";
+    return 1;
+  }
+  spec.vocab_size = info->vocab_size();
+  if (absl::Status s = ValidateChatRunOptions(options); !s.ok()) {
+    std::cerr << "seqboat_load: " << s.message() << "\n";
+    return 2;
+  }
+  // Every turn past the limit would fail with INVALID_ARGUMENT; say so now.
+  if (info->max_prompt_tokens() > 0 &&
+      LongestChatPrompt(spec) > info->max_prompt_tokens()) {
+    std::cerr << "seqboat_load: the last turn's prompt ("
+              << LongestChatPrompt(spec)
+              << " tokens) exceeds the server's max_prompt_tokens ("
+              << info->max_prompt_tokens()
+              << "); fewer turns, a shorter history, or a larger "
+                 "--max_prompt_tokens on the server\n";
+    return 2;
+  }
+
+  const bool progress = absl::GetFlag(FLAGS_progress);
+  const int32_t total = spec.conversations;
+  auto result =
+      RunChat(*channels, options, [progress, total](const ChatProgress& p) {
+        if (!progress) return;
+        std::fprintf(stderr,
+                     "\r[%6.1fs] conversations done %lld/%d  turns done %lld  "
+                     "failed %lld  in flight %lld  %.1f tok/s   ",
+                     p.elapsed_s, static_cast<long long>(p.conversations_done),
+                     total, static_cast<long long>(p.turns_done),
+                     static_cast<long long>(p.failed),
+                     static_cast<long long>(p.in_flight),
+                     p.elapsed_s > 0 ? p.output_tokens / p.elapsed_s : 0.0);
+        std::fflush(stderr);
+      });
+  if (progress) std::fprintf(stderr, "\n");
+  if (!result.ok()) {
+    std::cerr << "seqboat_load: " << result.status().message() << "\n";
+    return 2;
+  }
+  std::vector<RequestRecord> records;
+  records.reserve(result->turns.size());
+  for (const ChatTurnRecord& t : result->turns) records.push_back(t.request);
+  const Summary summary = Summarize(records, result->duration_s);
+  const std::vector<TurnSummary> turns =
+      SummarizeTurns(result->turns, spec.turns);
+  std::cout << SummaryTable(summary) << TurnTable(turns) << std::flush;
+
+  const std::string out_path = absl::GetFlag(FLAGS_result_json);
+  if (!out_path.empty()) {
+    nlohmann::json config = {
+        {"target", absl::GetFlag(FLAGS_target)},
+        {"workload", "chat"},
+        {"mode", "closed"},
+        {"concurrency", options.concurrency},
+        {"conversations", spec.conversations},
+        {"turns", spec.turns},
+        {"history_len", spec.history_len},
+        {"user_len", spec.user_len},
+        {"output_len", spec.output_len},
+        {"seed", spec.seed},
+        {"temperature", options.temperature},
+        {"ignore_eos", options.ignore_eos},
+        {"num_channels", absl::GetFlag(FLAGS_num_channels)},
+        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
+    if (!absl::GetFlag(FLAGS_label).empty()) {
+      config["label"] = absl::GetFlag(FLAGS_label);
+    }
+    nlohmann::json out =
+        ResultJson(config, summary,
+                   absl::GetFlag(FLAGS_save_requests) ? &records : nullptr);
+    out["turns"] = TurnsJson(turns);
+    if (!WriteJson(out_path, out)) return 2;
+  }
+  return 0;
 }
 
 int Run() {
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (workload == "chat") return RunChatWorkload();
+  if (workload != "requests") {
+    std::cerr << "seqboat_load: --workload must be requests or chat\n";
+    return 2;
+  }
   RunOptions options;
   options.concurrency = absl::GetFlag(FLAGS_concurrency);
   options.request_rate = absl::GetFlag(FLAGS_request_rate);
@@ -156,12 +322,12 @@ int Run() {
     spec.output_len = absl::GetFlag(FLAGS_output_len);
     spec.range_ratio = absl::GetFlag(FLAGS_range_ratio);
     spec.seed = options.seed;
-    auto vocab = VocabularySize(*(*channels)[0]);
-    if (!vocab.ok()) {
-      std::cerr << "seqboat_load: " << vocab.status().message() << "\n";
+    auto info = ModelInfo(*(*channels)[0]);
+    if (!info.ok()) {
+      std::cerr << "seqboat_load: " << info.status().message() << "\n";
       return 1;
     }
-    spec.vocab_size = *vocab;
+    spec.vocab_size = info->vocab_size();
     if (absl::Status s = ValidateSyntheticSpec(spec); !s.ok()) {
       std::cerr << "seqboat_load: " << s.message() << "\n";
       return 2;
@@ -210,16 +376,15 @@ int Run() {
         {"seed", options.seed},
         {"temperature", options.temperature},
         {"num_channels", absl::GetFlag(FLAGS_num_channels)},
-        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
+        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()},
+        {"workload", "requests"}};
+    if (!absl::GetFlag(FLAGS_label).empty()) {
+      config["label"] = absl::GetFlag(FLAGS_label);
+    }
     const nlohmann::json out = ResultJson(
         config, summary,
         absl::GetFlag(FLAGS_save_requests) ? &result->records : nullptr);
-    std::ofstream f(out_path);
-    f << out.dump(2) << "\n";
-    if (!f) {
-      std::cerr << "seqboat_load: cannot write " << out_path << "\n";
-      return 2;
-    }
+    if (!WriteJson(out_path, out)) return 2;
   }
   // Exit status 0 even with failed requests: they are results, not errors
   // of the tool. The JSON and the table carry the counts.
@@ -235,7 +400,10 @@ int main(int argc, char** argv) {
       "Load generator for seqboat.\n"
       "  seqboat_load --target=HOST:PORT --concurrency=8 --num_requests=200 "
       "[--result_json=out.json]\n"
-      "  seqboat_load --target=HOST:PORT --request_rate=4 --duration_s=60");
+      "  seqboat_load --target=HOST:PORT --request_rate=4 --duration_s=60\n"
+      "  seqboat_load --target=HOST:PORT --workload=chat --concurrency=16 "
+      "--chat_turns=4 --chat_history_len=4096 --chat_user_len=64 "
+      "--output_len=128");
   absl::ParseCommandLine(argc, argv);
   return seqboat::load::Run();
 }

@@ -1,5 +1,7 @@
 #include "clients/load/result_json.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -48,6 +50,7 @@ nlohmann::json ResultJson(const nlohmann::json& config, const Summary& s,
                       {"status", r.status},
                       {"prompt_tokens", r.prompt_tokens},
                       {"output_tokens", r.output_tokens},
+                      {"cached_prompt_tokens", r.cached_prompt_tokens},
                       {"received_tokens", received},
                       {"start_s", r.start},
                       {"ttft_s", t.ttft},
@@ -93,6 +96,52 @@ std::string SummaryTable(const Summary& s) {
   block("---------------Inter-token Latency----------------", "ITL", s.itl_s);
   block("----------------End-to-end Latency----------------", "E2EL", s.e2el_s);
   out += "==================================================\n";
+  return out;
+}
+
+nlohmann::json TurnsJson(const std::vector<TurnSummary>& turns) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const TurnSummary& t : turns) {
+    nlohmann::json j;
+    j["turn"] = t.turn;
+    j["completed"] = t.completed;
+    j["failed"] = t.failed;
+    PutMs(j, "ttft", t.ttft_s);
+    PutMs(j, "e2el", t.e2el_s);
+    j["mean_prompt_tokens"] = t.prompt_tokens.mean;
+    j["min_prompt_tokens"] = static_cast<int64_t>(t.prompt_tokens.min);
+    j["max_prompt_tokens"] = static_cast<int64_t>(t.prompt_tokens.max);
+    j["mean_cached_prompt_tokens"] = t.cached_prompt_tokens.mean;
+    j["min_cached_prompt_tokens"] =
+        static_cast<int64_t>(t.cached_prompt_tokens.min);
+    j["max_cached_prompt_tokens"] =
+        static_cast<int64_t>(t.cached_prompt_tokens.max);
+    j["cached_fraction"] = t.cached_fraction;
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+std::string TurnTable(const std::vector<TurnSummary>& turns) {
+  std::string out =
+      "=================================== Chat turns "
+      "===================================\n";
+  absl::StrAppendFormat(&out, "%4s %5s %5s %10s %10s %9s %9s %9s %9s %9s\n",
+                        "turn", "ok", "fail", "prompt", "cached", "TTFT p50",
+                        "TTFT p90", "TTFT mean", "E2E p50", "E2E mean");
+  absl::StrAppendFormat(&out, "%4s %5s %5s %10s %10s %9s %9s %9s %9s %9s\n", "",
+                        "", "", "tokens", "tokens", "ms", "ms", "ms", "ms",
+                        "ms");
+  for (const TurnSummary& t : turns) {
+    absl::StrAppendFormat(
+        &out, "%4d %5d %5d %10.0f %10.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
+        t.turn, t.completed, t.failed, t.prompt_tokens.mean,
+        t.cached_prompt_tokens.mean, t.ttft_s.p50 * 1e3, t.ttft_s.p90 * 1e3,
+        t.ttft_s.mean * 1e3, t.e2el_s.p50 * 1e3, t.e2el_s.mean * 1e3);
+  }
+  out +=
+      "(prompt and cached tokens: means over the conversations that completed "
+      "the turn)\n";
   return out;
 }
 
