@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
-"""Throughput vs latency from seqboat_load result files.
+"""Throughput vs latency, or TTFT per chat turn, from seqboat_load result files.
 
     plot.py --out sweep.png results/c1.json results/c2.json ...
+    plot.py --out chat.png results/chat-cache-off.json results/chat-cache-on.json
 
-Each file is one point (one concurrency or request rate); points of the same
-target and prompt shape form one curve, ordered by concurrency or rate. The
-figure has two panels: output tokens/s against TPOT (p50 and p99) and against
-TTFT (p50 and p99), each point labelled with its concurrency or rate.
+Request results (the default workload): each file is one point (one
+concurrency or request rate); points of the same target and prompt shape form
+one curve, ordered by concurrency or rate. The figure has two panels: output
+tokens/s against TPOT (p50 and p99) and against TTFT (p50 and p99), each point
+labelled with its concurrency or rate.
+
+Chat results (--workload=chat): each file is one curve over the turn index,
+named by config.label (seqboat_load --label) and its history length and
+concurrency. Two panels: TTFT (p50 solid, p90 dashed) and the mean cached
+prompt tokens the server reported, against the turn.
 """
 import argparse
 import json
@@ -19,12 +26,26 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def load_points(paths):
-    """{curve label: [result dicts]} ordered by load."""
-    curves = defaultdict(list)
+def read_results(paths):
+    results = []
     for path in paths:
         with open(path) as f:
-            r = json.load(f)
+            results.append(json.load(f))
+    return results
+
+
+def is_chat(r):
+    return r.get("config", {}).get("workload") == "chat"
+
+
+def load_points(paths):
+    """{curve label: [result dicts]} ordered by load."""
+    return group_points(read_results(paths))
+
+
+def group_points(results):
+    curves = defaultdict(list)
+    for r in results:
         c = r.get("config", {})
         label = c.get("label") or (
             f"{c.get('target', '?')} in={c.get('input_len')} out={c.get('output_len')}")
@@ -74,18 +95,70 @@ def plot(curves, out, title):
     plt.close(fig)
 
 
+def chat_label(r):
+    c = r.get("config", {})
+    shape = f"hist={c.get('history_len')} c={c.get('concurrency')}"
+    return f"{c['label']} {shape}" if c.get("label") else f"{c.get('target', '?')} {shape}"
+
+
+def chat_curves(results):
+    """[(label, [turn dicts])], ordered by history length, concurrency, label."""
+    def key(r):
+        c = r.get("config", {})
+        return (c.get("history_len", 0), c.get("concurrency", 0), chat_label(r))
+    curves = []
+    for r in sorted(results, key=key):
+        turns = sorted(r["turns"], key=lambda t: t["turn"])
+        curves.append((chat_label(r), [t for t in turns if t["completed"] > 0]))
+    return curves
+
+
+def plot_chat(curves, out, title):
+    fig, (ax_ttft, ax_cached) = plt.subplots(1, 2, figsize=(13, 5))
+    for label, turns in curves:
+        x = [t["turn"] for t in turns]
+        (line,) = ax_ttft.plot(x, [t["median_ttft_ms"] for t in turns], "o-",
+                               label=f"{label} p50")
+        ax_ttft.plot(x, [t["p90_ttft_ms"] for t in turns], "s--", color=line.get_color(),
+                     label=f"{label} p90")
+        ax_cached.plot(x, [t["mean_cached_prompt_tokens"] for t in turns], "o-",
+                       color=line.get_color(), label=label)
+    ax_ttft.set_ylabel("TTFT (ms)")
+    ax_ttft.set_yscale("log")
+    ax_cached.set_ylabel("cached prompt tokens (mean)")
+    for ax in (ax_ttft, ax_cached):
+        ax.set_xlabel("turn")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", help="seqboat_load --result_json files")
     parser.add_argument("--out", required=True, help="PNG to write")
-    parser.add_argument("--title", default="seqboat: throughput vs latency")
+    parser.add_argument("--title", help="default: names the kind of plot")
     args = parser.parse_args(argv)
     try:
-        curves = load_points(args.results)
-    except (OSError, json.JSONDecodeError, KeyError) as e:
+        results = read_results(args.results)
+        chat = [r for r in results if is_chat(r)]
+        if chat and len(chat) != len(results):
+            raise ValueError("chat and request results do not share a plot")
+        if chat:
+            curves = chat_curves(chat)
+        else:
+            curves = group_points(results)
+    except (OSError, json.JSONDecodeError, KeyError, ValueError) as e:
         print(f"plot.py: {e}", file=sys.stderr)
         return 2
-    plot(curves, args.out, args.title)
+    if chat:
+        plot_chat(curves, args.out, args.title or "seqboat: TTFT per chat turn")
+    else:
+        plot(curves, args.out, args.title or "seqboat: throughput vs latency")
     return 0
 
 
