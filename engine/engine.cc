@@ -23,9 +23,10 @@ class EngineImpl final : public Engine {
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
         model_(std::move(model)),
+        prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{options_.max_queue, options_.step_token_budget},
-            model_->arena(), *tokenizer_) {
+            model_->arena(), *tokenizer_, &prefix_cache_) {
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
     for (const auto& layer : model_->layers())
@@ -76,6 +77,7 @@ class EngineImpl final : public Engine {
     stats.free_slots = c.free_slots;
     stats.draining = c.draining;
     stats.fault = c.fault;
+    stats.prefix_cache = prefix_cache_.Stats();
     return stats;
   }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
@@ -141,6 +143,7 @@ class EngineImpl final : public Engine {
       }
       return;
     }
+    scheduler_.AfterStep();
     for (int j = 0; j < m; ++j) {
       Sequence& seq = *batch_.logit_seqs[j];
       scheduler_.Deliver(
@@ -171,6 +174,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   ModelSummary summary_;
+  PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
   Scheduler scheduler_;
 
   mutable std::mutex mu_;
@@ -194,6 +198,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       options.step_token_budget <= 0) {
     return absl::InvalidArgumentError(
         "max_slots and step_token_budget must be > 0");
+  }
+  if (options.prefix_cache_bytes < 0) {
+    return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");
   }
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   ModelLimits limits;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/request.h"
+#include "engine/state/prefix_cache.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -26,6 +27,9 @@ struct EngineOptions {
   int32_t step_token_budget =
       512;  // decode tokens + prefill chunk tokens per step
   int32_t max_prompt_tokens = 1 << 20;
+  // Host bytes for prefix-state snapshots (engine/state/prefix_cache.h);
+  // 0 disables prefix reuse.
+  int64_t prefix_cache_bytes = 0;
   int32_t max_new_tokens_limit = 4096;
 
   // Optional observers for the server's metrics. Both run on the engine
@@ -55,6 +59,7 @@ struct EngineStats {
   // engine has failed everything in flight and refuses new work for good.
   std::string fault;
   std::vector<BlockCounter> block_counters;  // since start, every block's
+  PrefixCacheStats prefix_cache;
 };
 
 struct ModelSummary {

@@ -53,6 +53,8 @@ struct GenerationEvent {
   FinishReason finish = FinishReason::kNone;
   std::string matched_stop;
   int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens =
+      0;  // of prompt_tokens, restored from a snapshot
   int32_t generated_tokens = 0;
   absl::Status status;  // non-OK ends the request with that error
 };

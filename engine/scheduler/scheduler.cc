@@ -22,10 +22,11 @@ void FinishUnadmitted(Request& r, FinishReason finish,
 }  // namespace
 
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
-                     const Tokenizer& tokenizer)
+                     const Tokenizer& tokenizer, PrefixCache* cache)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
+      cache_(cache != nullptr && cache->enabled() ? cache : nullptr),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -106,8 +107,18 @@ void Scheduler::Admit(absl::Time now,
   for (Request& r : admitted) {
     if (on_admit) on_admit(now - r.arrival);
     const int slot = *arena_.Acquire();  // counted free above
-    running_.push_back(
-        std::make_unique<Sequence>(std::move(r), slot, tokenizer_));
+    auto seq = std::make_unique<Sequence>(std::move(r), slot, tokenizer_);
+    if (cache_ != nullptr) {
+      // At least the prompt's last token is computed: it gives the logits.
+      const int32_t len = seq->prompt_len();
+      auto snap = cache_->Lookup(seq->request().prompt, len - 1);
+      if (snap != nullptr) {
+        arena_.Restore(slot, snap->state);
+        seq->ResumeFrom(static_cast<int32_t>(snap->tokens.size()));
+      }
+      if (len - 1 > seq->cached()) seq->set_snapshot_at(len - 1);
+    }
+    running_.push_back(std::move(seq));
   }
   CountSlots();
 }
@@ -129,7 +140,7 @@ void Scheduler::PlanStep(StepBatch& batch) {
   std::vector<SequenceView> views;
   views.reserve(running_.size());
   for (auto& seq : running_)
-    views.push_back({seq->prompt_len(), seq->prefilled()});
+    views.push_back({seq->prompt_len(), seq->prefilled(), seq->snapshot_at()});
   const StepPlan plan = seqboat::PlanStep(views, options_.step_token_budget);
 
   batch.ids.clear();
@@ -154,6 +165,24 @@ void Scheduler::PlanStep(StepBatch& batch) {
       batch.logit_seqs.push_back(&seq);
     }
   }
+}
+
+void Scheduler::AfterStep() {
+  if (cache_ == nullptr) return;
+  for (auto& seq : running_) {
+    if (seq->snapshot_at() >= 0 && seq->prefilled() == seq->snapshot_at()) {
+      TakeSnapshot(*seq);
+      seq->set_snapshot_at(-1);
+    }
+  }
+}
+
+void Scheduler::TakeSnapshot(const Sequence& seq) {
+  PrefixSnapshot snap;
+  snap.tokens = seq.ConsumedTokens();
+  if (snap.tokens.empty() || cache_->Contains(snap.tokens)) return;
+  snap.state = arena_.Snapshot(seq.slot());
+  cache_->Insert(std::move(snap));
 }
 
 void Scheduler::Deliver(Sequence& seq, GenerationEvent event) {
@@ -204,6 +233,13 @@ void Scheduler::CancelAll() {
 }
 
 void Scheduler::Release(Sequence& seq, GenerationEvent event) {
+  // Only a sequence that ended on its own is at a consistent point with
+  // nothing in flight; cancelled and failed ones leave nothing behind.
+  const bool ended_normally =
+      event.status.ok() && (event.finish == FinishReason::kLength ||
+                            event.finish == FinishReason::kEos ||
+                            event.finish == FinishReason::kStopString);
+  if (cache_ != nullptr && ended_normally) TakeSnapshot(seq);
   arena_.Release(seq.slot());
   CountSlots();
   seq.request().sink(std::move(event));

@@ -26,6 +26,7 @@
 #include "engine/backend/backend.h"
 #include "engine/request.h"
 #include "engine/scheduler/sequence.h"
+#include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -56,9 +57,10 @@ struct StepBatch {
 
 class Scheduler {
  public:
-  // `arena` and `tokenizer` must outlive the scheduler.
+  // `arena`, `tokenizer` and `cache` (null: no prefix reuse) must outlive
+  // the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
-            const Tokenizer& tokenizer);
+            const Tokenizer& tokenizer, PrefixCache* cache = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -75,7 +77,9 @@ class Scheduler {
 
   // Ends the waiting requests whose client left or whose deadline passed,
   // then moves waiting requests into free slots, oldest first; on_admit (if
-  // set) hears each one's time in the queue.
+  // set) hears each one's time in the queue. With a prefix cache, a request
+  // starts from the longest snapshot its prompt extends (restored into its
+  // slot) and prefills only the rest.
   void Admit(absl::Time now,
              const std::function<void(absl::Duration)>& on_admit);
   // Ends the running sequences whose client left or whose deadline passed.
@@ -84,7 +88,12 @@ class Scheduler {
   // The next step: one decode row per sequence past its prompt, then prompt
   // chunks while the token budget lasts (the prompt progress is recorded).
   void PlanStep(StepBatch& batch);
-  // Sends a sequence's event; a final one releases its slot first. Call
+  // After a step ran without error, before its events: snapshots the
+  // sequences that reached their snapshot point (the prompt but its last
+  // token).
+  void AfterStep();
+  // Sends a sequence's event; a final one releases its slot first (after a
+  // snapshot of prompt and output when it finished normally). Call
   // EraseFinished after the step's events.
   void Deliver(Sequence& seq, GenerationEvent event);
   void EraseFinished();
@@ -98,11 +107,13 @@ class Scheduler {
 
  private:
   void Release(Sequence& seq, GenerationEvent event);
+  void TakeSnapshot(const Sequence& seq);
   void CountSlots();
 
   const SchedulerOptions options_;
   SlotArena& arena_;
   const Tokenizer& tokenizer_;
+  PrefixCache* const cache_;  // null or disabled: no prefix reuse
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -19,12 +19,13 @@ namespace {
 // A scheduler over an arena of `slots` slots (no layers: slot accounting
 // only) and a byte tokenizer.
 struct Harness {
-  explicit Harness(int slots, int max_queue = 4, int budget = 8) {
+  explicit Harness(int slots, int max_queue = 4, int budget = 8,
+                   PrefixCache* cache = nullptr) {
     backend = MakeCpuBackend(1);
     arena = *SlotArena::Create(*backend, slots, {});
     tokenizer = *ByteTokenizer::Create({});
     scheduler = std::make_unique<Scheduler>(SchedulerOptions{max_queue, budget},
-                                            *arena, *tokenizer);
+                                            *arena, *tokenizer, cache);
   }
   std::unique_ptr<Backend> backend;
   std::unique_ptr<SlotArena> arena;
@@ -172,6 +173,69 @@ TEST(SchedulerTest, StopWakesTheWaiterAndCancelAllEndsEverything) {
   EXPECT_EQ(b.done.get_future().get().finish, FinishReason::kCancelled);
   EXPECT_EQ(h.scheduler->Counts().free_slots, 1);
   EXPECT_EQ(h.scheduler->Counts().running, 0);
+}
+
+// With a prefix cache: the prompt's last chunk stops one token short so the
+// state is snapshotted at (prompt - 1), after the step ran; a request
+// cancelled before that point, or a failed step, leaves nothing behind.
+TEST(SchedulerTest, PromptSnapshotOnlyAtItsPointAfterASuccessfulStep) {
+  PrefixCache cache(1 << 20);
+  EventCollector c[3];
+  Harness h(/*slots=*/2, 4, /*budget=*/4, &cache);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(6, 1, c[0])).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  StepBatch batch;
+  h.scheduler->PlanStep(batch);  // 4 rows
+  ASSERT_EQ(batch.segs[0].len, 4);
+  h.scheduler->AfterStep();
+  EXPECT_EQ(cache.Stats().snapshots, 0);
+  h.scheduler->PlanStep(batch);  // 1 row: the chunk stops at 5
+  ASSERT_EQ(batch.segs[0].len, 1);
+  EXPECT_TRUE(batch.logit_seqs.empty());
+  h.scheduler->AfterStep();
+  std::vector<int32_t> first5;
+  for (int i = 0; i < 5; ++i) first5.push_back(65 + i);
+  EXPECT_TRUE(cache.Contains(first5));
+  h.scheduler->PlanStep(batch);  // the last prompt token, with logits
+  ASSERT_EQ(batch.segs[0].len, 1);
+  ASSERT_EQ(batch.logit_seqs.size(), 1u);
+  Sequence& seq = *batch.logit_seqs[0];
+  h.scheduler->Deliver(seq, seq.Accept(90));  // max_new 1: finished
+  h.scheduler->EraseFinished();
+  // Ended on its own: its whole prompt's state is kept too.
+  std::vector<int32_t> all6 = first5;
+  all6.push_back(70);
+  EXPECT_TRUE(cache.Contains(all6));
+  EXPECT_EQ(cache.Stats().snapshots, 2);
+
+  // Cancelled in the middle of its prompt: no snapshot of a partial prompt.
+  Request r1 = Greedy(12, 4, c[1]);
+  std::shared_ptr<RequestControl> control = r1.control;
+  ASSERT_TRUE(h.scheduler->Add(std::move(r1)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  h.scheduler->PlanStep(batch);  // A..F restored (the longest): G..J
+  ASSERT_EQ(batch.segs.size(), 1u);
+  EXPECT_EQ(batch.segs[0].len, 4);
+  EXPECT_EQ(batch.ids[0], 65 + 6);
+  h.scheduler->AfterStep();
+  control->cancelled = true;
+  h.scheduler->DropCancelled(absl::Now());
+  EXPECT_EQ(c[1].done.get_future().get().finish, FinishReason::kCancelled);
+  EXPECT_EQ(cache.Stats().snapshots, 2);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 2);
+
+  // A failed step: the chunk that reached the snapshot point never ran.
+  ASSERT_TRUE(h.scheduler->Add(Greedy(12, 4, c[2])).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  h.scheduler->PlanStep(batch);  // G..J
+  h.scheduler->AfterStep();
+  h.scheduler->PlanStep(batch);  // K: up to the snapshot point
+  EXPECT_EQ(batch.segs[0].len, 1);
+  EXPECT_TRUE(batch.logit_seqs.empty());
+  h.scheduler->FailRunning(absl::InternalError("step failed"));
+  EXPECT_FALSE(c[2].done.get_future().get().status.ok());
+  EXPECT_EQ(cache.Stats().snapshots, 2);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 2);
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   sampler_.Observe(token);
   last_token_ = token;
   ++generated_;
+  output_.push_back(token);
   event.token_ids.push_back(token);
   if (logprobs != nullptr) event.logprobs.push_back(std::move(*logprobs));
 
@@ -64,8 +65,7 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
     event.matched_stop = *matched;
     finished_ = true;
     event.finish = FinishReason::kStopString;
-    event.prompt_tokens = prompt_len();
-    event.generated_tokens = generated_;
+    Count(event);
     return event;
   }
   if (generated_ >= request_.stopping.max_new_tokens)
@@ -86,8 +86,27 @@ void Sequence::Finish(GenerationEvent& event, FinishReason reason) {
   }
   finished_ = true;
   event.finish = reason;
+  Count(event);
+}
+
+void Sequence::Count(GenerationEvent& event) const {
   event.prompt_tokens = prompt_len();
+  event.cached_prompt_tokens = cached_;
   event.generated_tokens = generated_;
+}
+
+void Sequence::ResumeFrom(int32_t cached) {
+  cached_ = cached;
+  prefilled_ = cached;
+}
+
+std::vector<int32_t> Sequence::ConsumedTokens() const {
+  std::vector<int32_t> tokens(request_.prompt.begin(),
+                              request_.prompt.begin() + prefilled_);
+  if (prefilled_ == prompt_len() && !output_.empty()) {
+    tokens.insert(tokens.end(), output_.begin(), output_.end() - 1);
+  }
+  return tokens;
 }
 
 GenerationEvent Sequence::Abort(FinishReason reason, absl::Status status) {
@@ -95,8 +114,7 @@ GenerationEvent Sequence::Abort(FinishReason reason, absl::Status status) {
   finished_ = true;
   event.finish = reason;
   event.status = std::move(status);
-  event.prompt_tokens = prompt_len();
-  event.generated_tokens = generated_;
+  Count(event);
   return event;
 }
 

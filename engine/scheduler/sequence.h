@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
+#include "engine/request.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"
@@ -45,6 +45,19 @@ class Sequence {
   }
   int32_t prefilled() const { return prefilled_; }
   void AddPrefilled(int32_t n) { prefilled_ += n; }
+  // The slot holds a snapshot of the first `cached` prompt tokens' state:
+  // prefill goes on from there, and events report them as cached.
+  void ResumeFrom(int32_t cached);
+  int32_t cached() const { return cached_; }
+  // What the slot's state has consumed once the step planned last has run:
+  // the prompt read so far, then (past the prompt) every output token but
+  // the last, which the next decode would feed.
+  std::vector<int32_t> ConsumedTokens() const;
+  // The prompt length at which the state is to be snapshotted (the whole
+  // prompt but its last token, so a later identical prompt still has one
+  // token to compute its logits from); -1 when none is due.
+  int32_t snapshot_at() const { return snapshot_at_; }
+  void set_snapshot_at(int32_t n) { snapshot_at_ = n; }
   // The token the next decode step feeds.
   int32_t last_token() const { return last_token_; }
   int32_t generated() const { return generated_; }
@@ -54,6 +67,8 @@ class Sequence {
   // Everything after the draw: observe, count, detokenize, stop rules.
   GenerationEvent Emit(int32_t token, TokenLogprobs* logprobs);
   void Finish(GenerationEvent& event, FinishReason reason);
+  // Sets the token counts of a final event.
+  void Count(GenerationEvent& event) const;
 
   Request request_;
   int slot_;
@@ -62,7 +77,10 @@ class Sequence {
   IncrementalDetokenizer detok_;
   StopChecker stops_;
   int32_t prefilled_ = 0;
+  int32_t cached_ = 0;
+  int32_t snapshot_at_ = -1;
   int32_t generated_ = 0;
+  std::vector<int32_t> output_;  // every sampled token
   int32_t last_token_ = -1;
   bool finished_ = false;
 };

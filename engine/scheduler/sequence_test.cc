@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
+#include "engine/request.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"

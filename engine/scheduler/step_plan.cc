@@ -16,7 +16,10 @@ StepPlan PlanStep(const std::vector<SequenceView>& seqs, int32_t token_budget) {
   for (int i = 0; i < static_cast<int>(seqs.size()) && budget > 0; ++i) {
     const SequenceView& s = seqs[i];
     if (s.prefilled >= s.prompt_len) continue;
-    const int32_t len = std::min(budget, s.prompt_len - s.prefilled);
+    int32_t len = std::min(budget, s.prompt_len - s.prefilled);
+    if (s.pause_at > s.prefilled && s.pause_at < s.prefilled + len) {
+      len = s.pause_at - s.prefilled;
+    }
     plan.runs.push_back(
         {i, s.prefilled, len, false, s.prefilled + len == s.prompt_len});
     plan.rows += len;

@@ -14,6 +14,9 @@ namespace seqboat {
 struct SequenceView {
   int32_t prompt_len = 0;
   int32_t prefilled = 0;  // prompt tokens already run through the model
+  // A prefill chunk ends here if it would cross it (-1: nowhere), so the
+  // state can be snapshotted at exactly this many prompt tokens.
+  int32_t pause_at = -1;
 };
 
 struct PlannedRun {

@@ -39,6 +39,28 @@ TEST(StepPlanTest, DecodesAlwaysRunEvenPastTheBudget) {
   EXPECT_EQ(plan.rows, 8);
 }
 
+TEST(StepPlanTest, AChunkStopsAtThePausePointAndTheBudgetPassesOn) {
+  // The first prompt must stop at 9 (its snapshot point); the budget it did
+  // not use goes to the next prompt.
+  const std::vector<SequenceView> seqs = {{10, 2, 9}, {20, 0, 19}};
+  StepPlan plan = PlanStep(seqs, 16);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_EQ(plan.runs[0].prompt_from, 2);
+  EXPECT_EQ(plan.runs[0].len, 7);
+  EXPECT_FALSE(plan.runs[0].wants_logits);
+  EXPECT_EQ(plan.runs[1].len, 9);
+  // At the pause point the rest runs as usual.
+  plan = PlanStep({{10, 9, 9}}, 16);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  EXPECT_EQ(plan.runs[0].len, 1);
+  EXPECT_TRUE(plan.runs[0].wants_logits);
+  // A pause point the chunk ends on or does not reach changes nothing.
+  plan = PlanStep({{30, 0, 8}}, 8);
+  EXPECT_EQ(plan.runs[0].len, 8);
+  plan = PlanStep({{30, 0, 20}}, 8);
+  EXPECT_EQ(plan.runs[0].len, 8);
+}
+
 TEST(StepPlanTest, EmptyWhenNothingRuns) {
   StepPlan plan = PlanStep({}, 16);
   EXPECT_TRUE(plan.runs.empty());
