@@ -124,7 +124,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
   return channels;
 }
 
-absl::StatusOr<v1::ModelInfo> ModelInfo(grpc::Channel& channel) {
+absl::StatusOr<v1::ModelInfo> FetchModelInfo(grpc::Channel& channel) {
   auto stub = v1::TextGeneration::NewStub(
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   grpc::ClientContext context;
@@ -197,7 +197,7 @@ int RunChatWorkload() {
     std::cerr << "seqboat_load: " << channels.status().message() << "\n";
     return 2;
   }
-  auto info = ModelInfo(*(*channels)[0]);
+  auto info = FetchModelInfo(*(*channels)[0]);
   if (!info.ok()) {
     std::cerr << "seqboat_load: " << info.status().message() << "\n";
     return 1;
@@ -322,7 +322,7 @@ int Run() {
     spec.output_len = absl::GetFlag(FLAGS_output_len);
     spec.range_ratio = absl::GetFlag(FLAGS_range_ratio);
     spec.seed = options.seed;
-    auto info = ModelInfo(*(*channels)[0]);
+    auto info = FetchModelInfo(*(*channels)[0]);
     if (!info.ok()) {
       std::cerr << "seqboat_load: " << info.status().message() << "\n";
       return 1;
