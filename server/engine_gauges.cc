@@ -24,6 +24,38 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       });
   registry->AddGauge("seqboat_draining", "1 while draining after SIGTERM.",
                      [engine] { return engine->Stats().draining ? 1.0 : 0.0; });
+  // Prefix reuse, in vLLM's names and units: prompt tokens looked up and
+  // tokens served from a snapshot (hit rate = hits / queries).
+  registry->AddCounterReading(
+      "seqboat_prefix_cache_queries_total",
+      "Prompt tokens looked up in the prefix cache.", [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.queries);
+      });
+  registry->AddCounterReading(
+      "seqboat_prefix_cache_hits_total",
+      "Prompt tokens restored from a prefix-state snapshot.", [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.hits);
+      });
+  registry->AddCounterReading(
+      "seqboat_prefix_cache_evictions_total",
+      "Snapshots evicted to stay within the budget.", [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.evicted);
+      });
+  registry->AddGauge(
+      "seqboat_prefix_cache_bytes",
+      "Host bytes held by prefix-state snapshots.", [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.bytes);
+      });
+  registry->AddGauge(
+      "seqboat_prefix_cache_budget_bytes",
+      "The prefix cache's byte budget (0: off).", [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.budget_bytes);
+      });
+  registry->AddGauge(
+      "seqboat_prefix_cache_snapshots", "Prefix-state snapshots held.",
+      [engine] {
+        return static_cast<double>(engine->Stats().prefix_cache.snapshots);
+      });
   // SeqBoat blocks: tokens seen and tokens whose attention unit ran; the
   // activation rate of a block is the ratio of their rates.
   auto per_block = [engine](const std::string& counter) {

@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, cuda_weights, "bf16",
 ABSL_FLAG(bool, cuda_graphs, true,
           "Record decode steps as CUDA graphs per batch bucket.");
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
+ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
+          "Host memory for prefix-state snapshots (a conversation's next turn "
+          "resumes from the end of the last one); 0 disables prefix reuse.");
 ABSL_FLAG(int32_t, max_queue, 256,
           "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int32_t, step_token_budget, 512,
@@ -92,6 +95,11 @@ absl::Status CheckFlags() {
   }
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir is required");
+  }
+  if (absl::GetFlag(FLAGS_prefix_cache_bytes) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefix_cache_bytes must be >= 0, got ",
+                     absl::GetFlag(FLAGS_prefix_cache_bytes)));
   }
   const int32_t port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -257,6 +265,7 @@ int Run() {
   options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
+  options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   options.on_step = [&metrics](absl::Duration time, int32_t batch) {
     metrics.OnStep(time, batch);
   };

@@ -159,6 +159,18 @@ void MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
   families_.push_back(std::move(family));
 }
 
+void MetricsRegistry::AddCounterReading(const std::string& name,
+                                        const std::string& help,
+                                        std::function<double()> read) {
+  auto family = std::make_unique<Family>();
+  family->name = name;
+  family->help = help;
+  family->type = "counter";
+  family->gauge = std::move(read);  // rendered like a gauge, typed counter
+  absl::MutexLock lock(&mu_);
+  families_.push_back(std::move(family));
+}
+
 void MetricsRegistry::AddLabelledReadings(
     const std::string& name, const std::string& help, const std::string& type,
     const std::string& label, std::function<LabelledReadings()> read) {

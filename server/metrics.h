@@ -77,6 +77,9 @@ class MetricsRegistry {
   // stale and nothing has to push it.
   void AddGauge(const std::string& name, const std::string& help,
                 std::function<double()> read);
+  // A counter kept elsewhere (the engine's), read when scraped.
+  void AddCounterReading(const std::string& name, const std::string& help,
+                         std::function<double()> read);
   // Values kept elsewhere (the engine's per-block counters), read when
   // scraped, one sample per value of one label. `type` is "counter" or
   // "gauge".

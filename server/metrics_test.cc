@@ -84,6 +84,16 @@ TEST(MetricsTest, GaugeIsReadAtRenderTime) {
   EXPECT_THAT(registry.Render(), HasSubstr("\ng 2.25\n"));
 }
 
+TEST(MetricsTest, CounterReadingIsTypedCounterAndReadAtRenderTime) {
+  MetricsRegistry registry;
+  double value = 3;
+  registry.AddCounterReading("c_total", "C.", [&value] { return value; });
+  EXPECT_THAT(registry.Render(), HasSubstr("# TYPE c_total counter\n"));
+  EXPECT_THAT(registry.Render(), HasSubstr("\nc_total 3\n"));
+  value = 7;
+  EXPECT_THAT(registry.Render(), HasSubstr("\nc_total 7\n"));
+}
+
 TEST(MetricsTest, LabelledReadingsAreReadAtRenderTime) {
   MetricsRegistry registry;
   MetricsRegistry::LabelledReadings now = {{"1", 10}, {"3", 4}};

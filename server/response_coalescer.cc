@@ -50,6 +50,8 @@ CoalescedEvents CoalesceEvents(std::vector<GenerationEvent> events,
       response.set_finish_reason(ToProtoFinishReason(event.finish));
       response.mutable_usage()->set_prompt_tokens(
           static_cast<uint32_t>(std::max(event.prompt_tokens, 0)));
+      response.mutable_usage()->set_cached_prompt_tokens(
+          static_cast<uint32_t>(std::max(event.cached_prompt_tokens, 0)));
       response.mutable_usage()->set_generated_tokens(
           static_cast<uint32_t>(std::max(event.generated_tokens, 0)));
       response.set_matched_stop(std::move(event.matched_stop));

@@ -129,6 +129,7 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
       static_cast<uint32_t>(std::max(limits_.max_prompt_tokens, 0)));
   response->set_backend(summary.backend);
   response->set_state_bytes_per_slot(summary.state_bytes_per_slot);
+  response->set_prefix_cache_bytes(options.prefix_cache_bytes);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -264,6 +264,7 @@ TEST(ServerE2eTest, TokenizeAndModelInfoAnswer) {
   EXPECT_EQ(info.max_new_tokens_limit(), kEndless);
   EXPECT_EQ(info.backend(), "cpu");
   EXPECT_GT(info.state_bytes_per_slot(), 0);
+  EXPECT_EQ(info.prefix_cache_bytes(), int64_t{1} << 30);  // the default
 
   v1::TokenizeRequest request;
   request.set_text("Hello, world");
@@ -288,6 +289,57 @@ TEST(ServerE2eTest, TokenizeAndModelInfoAnswer) {
   ASSERT_TRUE(stream.WaitForEnd());
   EXPECT_TRUE(stream.status().ok()) << stream.status().error_message();
   EXPECT_EQ(TokenCount(stream.messages()), 8u);
+}
+
+// A conversation's second turn resumes from the state the first one ended
+// with: its usage says so, and its tokens are those of a cold start.
+TEST(ServerE2eTest, SecondTurnResumesFromTheFirstTurnsState) {
+  std::unique_ptr<ServerProcess> server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto stub = Connect(*server);
+  auto run = [&](const std::vector<int32_t>& ids) {
+    v1::GenerateRequest request = Prompt(8);
+    request.mutable_sampling()->set_temperature(0);
+    for (int32_t id : ids) request.mutable_token_ids()->add_ids(id);
+    Stream stream(stub.get(), request);
+    EXPECT_TRUE(stream.WaitForEnd());
+    EXPECT_TRUE(stream.status().ok()) << stream.status().error_message();
+    return stream.messages();
+  };
+  auto tokens_of = [](const std::vector<v1::GenerateResponse>& messages) {
+    std::vector<int32_t> out;
+    for (const auto& m : messages) {
+      out.insert(out.end(), m.token_ids().begin(), m.token_ids().end());
+    }
+    return out;
+  };
+  std::vector<int32_t> turn1;
+  for (int i = 0; i < 30; ++i) turn1.push_back(32 + (i * 7) % 90);
+  const auto first = run(turn1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first.back().usage().cached_prompt_tokens(), 0u);
+  std::vector<int32_t> turn2 = turn1;
+  const std::vector<int32_t> answer = tokens_of(first);
+  ASSERT_EQ(answer.size(), 8u);
+  turn2.insert(turn2.end(), answer.begin(), answer.end());
+  for (int i = 0; i < 10; ++i) turn2.push_back(40 + i);
+  const auto second = run(turn2);
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(second.back().usage().prompt_tokens(), turn2.size());
+  EXPECT_EQ(second.back().usage().cached_prompt_tokens(), 30u + 8u - 1u);
+
+  // The same prompt on a server without the cache: the same tokens.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> cold = ServerProcess::Start(
+      "server/seqboat_server",
+      {"--model_dir=tests/data/tiny_mamba", "--host=127.0.0.1", "--port=0",
+       "--prefix_cache_bytes=0"},
+      absl::Seconds(60));
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  stub = Connect(**cold);
+  const auto fresh = run(turn2);
+  ASSERT_FALSE(fresh.empty());
+  EXPECT_EQ(fresh.back().usage().cached_prompt_tokens(), 0u);
+  EXPECT_EQ(tokens_of(fresh), tokens_of(second));
 }
 
 // SIGTERM: new work is refused with UNAVAILABLE, a short stream finishes
