@@ -125,6 +125,7 @@ def run_chat(a, target, out_json, label, history_len, concurrency, seed, turns=N
             f"--chat_user_len={a.user_len}", f"--output_len={output_len or a.output_len}",
             "--ignore_eos=true", "--temperature=0", f"--seed={seed}", "--progress=false",
             f"--request_timeout_s={a.timeout}", f"--label={label}",
+            f"--chat_lockstep={'true' if a.lockstep else 'false'}",
             f"--result_json={out_json}"]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout)
     if res.returncode != 0:
@@ -246,6 +247,10 @@ def main():
                     help="conversations per run at least (run one after another when more "
                     "than the concurrency)")
     ap.add_argument("--turns", type=int, default=4, help="turns per conversation")
+    ap.add_argument("--lockstep", action=argparse.BooleanOptionalAction, default=True,
+                    help="turn N of every conversation starts together (seqboat_load "
+                         "--chat_lockstep), so a turn's TTFT is not mixed with other "
+                         "conversations' earlier, longer prefills")
     ap.add_argument("--user_len", type=int, default=64, help="user message tokens per turn")
     ap.add_argument("--output_len", type=int, default=128, help="answer tokens per turn")
     ap.add_argument("--cache_flag", default="prefix_cache_bytes",

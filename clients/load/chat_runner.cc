@@ -107,6 +107,9 @@ absl::StatusOr<ChatRunResult> RunChat(
 
   Clock::time_point next_progress = origin + std::chrono::seconds(1);
   int32_t conversations_done = 0;
+  // Lockstep: turns and conversations held until the in-flight ones end.
+  std::vector<int32_t> held_turns;
+  int32_t held_conversations = 0;
   while (conversations_done < spec.conversations) {
     std::deque<Ended> ended;
     {
@@ -133,13 +136,29 @@ absl::StatusOr<ChatRunResult> RunChat(
             NextChatPrompt(std::move(prompts[ci]), e.outcome.token_ids,
                            ChatUserMessage(spec, c, turn + 1));
         turn_of[ci] = turn + 1;
-        start_turn(c);
+        if (options.lockstep) {
+          held_turns.push_back(c);
+        } else {
+          start_turn(c);
+        }
       } else {
         prompts[ci] = {};
         ++conversations_done;
-        if (next_conversation < spec.conversations) start_conversation();
+        if (next_conversation + held_conversations < spec.conversations) {
+          if (options.lockstep) {
+            ++held_conversations;
+          } else {
+            start_conversation();
+          }
+        }
       }
       result.turns.push_back({c, turn, std::move(e.outcome.record)});
+    }
+    // Nothing started above in lockstep, so in_flight is exact here.
+    if (options.lockstep && progress.in_flight == 0) {
+      for (int32_t c : held_turns) start_turn(c);
+      held_turns.clear();
+      for (; held_conversations > 0; --held_conversations) start_conversation();
     }
     progress.conversations_done = conversations_done;
     if (on_progress && Clock::now() >= next_progress) {

@@ -25,6 +25,9 @@ struct ChatRunOptions {
   float temperature = 0;
   bool ignore_eos = true;
   std::string request_id_prefix = "chat";
+  // Turns advance together: the next turn of any conversation (and a new
+  // conversation) starts only once nothing is in flight.
+  bool lockstep = false;
 };
 
 absl::Status ValidateChatRunOptions(const ChatRunOptions& options);

@@ -30,6 +30,8 @@ class FakeServer final : public v1::TextGeneration::Service {
  public:
   // Requests whose id is here fail with INVALID_ARGUMENT after one token.
   std::vector<std::string> fail_ids;
+  // Requests whose id contains this take 60 ms instead of 5.
+  std::string slow;
 
   grpc::Status Generate(
       grpc::ServerContext*, const v1::GenerateRequest* request,
@@ -57,7 +59,9 @@ class FakeServer final : public v1::TextGeneration::Service {
       seen_.push_back(seen);
     }
     // Long enough for the driver's conversations to overlap.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool is_slow =
+        !slow.empty() && seen.request_id.find(slow) != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(is_slow ? 60 : 5));
     const bool fail = std::find(fail_ids.begin(), fail_ids.end(),
                                 seen.request_id) != fail_ids.end();
     // Two messages: the first token, then the rest with the usage.
@@ -83,6 +87,14 @@ class FakeServer final : public v1::TextGeneration::Service {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
     return status;
+  }
+
+  // Request ids in the order they arrived.
+  std::vector<std::string> Arrivals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const Seen& s : seen_) out.push_back(s.request_id);
+    return out;
   }
 
   std::map<std::string, Seen> ById() {
@@ -186,6 +198,42 @@ TEST_F(ChatRunnerTest, EachTurnSendsThePreviousPromptAnswerAndUserMessage) {
     EXPECT_EQ(r.request.output_tokens, 6);
     EXPECT_EQ(r.request.chunk_tokens, (std::vector<int64_t>{1, 5}));
   }
+}
+
+// Conversation 0 is slow. Free-running, conversation 1 goes through all its
+// turns meanwhile; in lockstep its turn t + 1 waits for conversation 0's
+// turn t, so arrivals come in turn order within each pair.
+TEST_F(ChatRunnerTest, LockstepStartsATurnOnlyWhenTheOneBeforeEndedEverywhere) {
+  fake_.slow = "-c0-";
+  Start();
+  ChatRunOptions options = Options();
+  options.spec.conversations = 4;
+  auto turn_of = [](const std::string& id) { return id.back() - '0'; };
+
+  auto free_running = RunChat(channels_, options, nullptr);
+  ASSERT_TRUE(free_running.ok()) << free_running.status();
+  std::vector<std::string> arrivals = fake_.Arrivals();
+  ASSERT_EQ(arrivals.size(), 12u);
+  // c1's last turn arrived before c0's second.
+  const auto pos = [&](const std::string& id) {
+    return std::find(arrivals.begin(), arrivals.end(), id) - arrivals.begin();
+  };
+  EXPECT_LT(pos(Id(1, 2)), pos(Id(0, 1)));
+
+  options.lockstep = true;
+  options.request_id_prefix = "l";
+  auto lockstep = RunChat(channels_, options, nullptr);
+  ASSERT_TRUE(lockstep.ok()) << lockstep.status();
+  ASSERT_EQ(lockstep->turns.size(), 12u);
+  arrivals = fake_.Arrivals();
+  arrivals.erase(arrivals.begin(), arrivals.begin() + 12);
+  ASSERT_EQ(arrivals.size(), 12u);
+  // Two conversations at a time, three turns each: 0 0 1 1 2 2 | 0 0 1 1 2 2.
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    EXPECT_EQ(turn_of(arrivals[i]), static_cast<int>((i % 6) / 2))
+        << arrivals[i];
+  }
+  EXPECT_LE(fake_.max_running(), 2);
 }
 
 TEST_F(ChatRunnerTest, AFailedTurnEndsOnlyItsConversation) {

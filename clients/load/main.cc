@@ -73,6 +73,11 @@ ABSL_FLAG(int32_t, chat_user_len, 64,
 ABSL_FLAG(int32_t, chat_conversations, 0,
           "Chat: conversations in all; a new one starts when one ends "
           "(0: --concurrency, all at once).");
+ABSL_FLAG(bool, chat_lockstep, false,
+          "Chat: a turn starts only when every conversation in flight has "
+          "finished the one before, so turn N of all of them runs together "
+          "(per-turn figures not mixed with other conversations' earlier, "
+          "longer prefills).");
 ABSL_FLAG(uint64_t, seed, 0, "Seeds prompts, arrivals and sampling.");
 ABSL_FLAG(double, temperature, 0, "Sampling temperature (0: greedy).");
 ABSL_FLAG(bool, ignore_eos, true,
@@ -178,6 +183,7 @@ int RunChatWorkload() {
   options.request_timeout_s = absl::GetFlag(FLAGS_request_timeout_s);
   options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
   options.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  options.lockstep = absl::GetFlag(FLAGS_chat_lockstep);
   ChatSpec& spec = options.spec;
   spec.conversations = absl::GetFlag(FLAGS_chat_conversations) > 0
                            ? absl::GetFlag(FLAGS_chat_conversations)
