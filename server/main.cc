@@ -64,6 +64,9 @@ ABSL_FLAG(int32_t, max_new_tokens_limit, 4096,
           "Largest max_new_tokens a request may ask for.");
 ABSL_FLAG(int32_t, max_prompt_tokens, 32768,
           "Longest prompt accepted, in tokens.");
+ABSL_FLAG(int32_t, max_prompt_bytes, 0,
+          "Longest text accepted by Generate and Tokenize, in bytes, checked "
+          "before tokenizing; 0: 16 bytes per token of --max_prompt_tokens.");
 ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = BLAS default.");
 ABSL_FLAG(int32_t, drain_grace_seconds, 30,
           "On SIGTERM, how long running requests may take to finish before "
@@ -95,6 +98,11 @@ absl::Status CheckFlags() {
   }
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir is required");
+  }
+  if (absl::GetFlag(FLAGS_max_prompt_bytes) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_prompt_bytes must be >= 0, got ",
+                     absl::GetFlag(FLAGS_max_prompt_bytes)));
   }
   if (absl::GetFlag(FLAGS_prefix_cache_bytes) < 0) {
     return absl::InvalidArgumentError(
@@ -284,6 +292,11 @@ int Run() {
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
   limits.max_prompt_tokens = options.max_prompt_tokens;
+  limits.max_prompt_bytes =
+      absl::GetFlag(FLAGS_max_prompt_bytes) > 0
+          ? absl::GetFlag(FLAGS_max_prompt_bytes)
+          : static_cast<int32_t>(std::min<int64_t>(
+                int64_t{16} * options.max_prompt_tokens, 1 << 30));
   TextGenerationService service(engine->get(), limits, &metrics);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -308,10 +321,11 @@ int Run() {
 
   const ModelSummary& summary = (*engine)->summary();
   spdlog::info(
-      "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots, "
-      "queue {}, port {}",
+      "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots "
+      "of {} state bytes each, queue {}, prefix cache {} bytes, port {}",
       summary.name, summary.layer_kinds.size(), summary.vocab_size,
-      summary.backend, options.max_slots, options.max_queue, bound_port);
+      summary.backend, options.max_slots, summary.state_bytes_per_slot,
+      options.max_queue, options.prefix_cache_bytes, bound_port);
   std::cout << "listening on " << HostPort(host, bound_port) << std::endl;
 
   // Also watches for a lost device: the engine then refuses all work, so the

@@ -35,6 +35,10 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(
   switch (proto.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (proto.text().empty()) return Invalid("text", "must not be empty");
+      if (absl::Status s = CheckTextBytes("text", proto.text(), limits);
+          !s.ok()) {
+        return s;
+      }
       if (!vocabulary.encode) {
         return absl::InternalError("no tokenizer to encode text prompts");
       }
@@ -168,6 +172,11 @@ absl::StatusOr<StoppingParams> StoppingFromProto(
     }
     params.stop_strings.push_back(stop);
   }
+  if (proto.stop_token_ids_size() > kMaxStopTokenIds) {
+    return Invalid("stopping.stop_token_ids",
+                   absl::StrCat("has ", proto.stop_token_ids_size(),
+                                " ids, the limit is ", kMaxStopTokenIds));
+  }
   for (int i = 0; i < proto.stop_token_ids_size(); ++i) {
     absl::Status status =
         CheckTokenId(absl::StrCat("stopping.stop_token_ids[", i, "]"),
@@ -180,6 +189,16 @@ absl::StatusOr<StoppingParams> StoppingFromProto(
 }
 
 }  // namespace
+
+absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
+                            const ValidationLimits& limits) {
+  if (text.size() <= static_cast<size_t>(limits.max_prompt_bytes)) {
+    return absl::OkStatus();
+  }
+  return Invalid(field,
+                 absl::StrCat("is ", text.size(), " bytes, the limit is ",
+                              limits.max_prompt_bytes));
+}
 
 absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
                                          const Vocabulary& vocabulary,

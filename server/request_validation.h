@@ -19,6 +19,7 @@ namespace seqboat {
 
 // Fixed bounds of the public API (see generate.proto).
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxStopTokenIds = 256;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxRequestIdBytes = 256;
@@ -30,7 +31,13 @@ struct ValidationLimits {
   int32_t max_new_tokens_default = 256;  // used when the field is unset
   int32_t max_new_tokens_limit = 4096;   // larger values are rejected
   int32_t max_prompt_tokens = 1 << 20;   // after tokenizing
+  // Text longer than this is refused before it costs a tokenization.
+  int32_t max_prompt_bytes = 16 << 20;
 };
+
+// INVALID_ARGUMENT naming `field` when `text` is over the byte limit.
+absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
+                            const ValidationLimits& limits);
 
 // What validation needs to know about the model's vocabulary. Kept to plain
 // callables so validation can be tested without loading a model; the service

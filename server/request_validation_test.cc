@@ -289,6 +289,48 @@ TEST(RequestValidationTest, RejectsStopTokenIdsOutsideVocabulary) {
   }
 }
 
+// A million ids once slowed every other stream (a linear search per token):
+// the list is capped like the stop strings.
+TEST(RequestValidationTest, CapsStopTokenIds) {
+  v1::GenerateRequest most = TextRequest();
+  for (int i = 0; i < kMaxStopTokenIds; ++i) {
+    most.mutable_stopping()->add_stop_token_ids(i % kVocab);
+  }
+  EXPECT_TRUE(Convert(most).ok());
+  v1::GenerateRequest over = most;
+  over.mutable_stopping()->add_stop_token_ids(1);
+  ExpectInvalid(over, "stopping.stop_token_ids");
+  v1::GenerateRequest flood = TextRequest();
+  for (int i = 0; i < 1000000; ++i) {
+    flood.mutable_stopping()->add_stop_token_ids(1);
+  }
+  ExpectInvalid(flood, "the limit is 256");
+}
+
+// A 4 MiB text was tokenized in full before the token limit was checked.
+TEST(RequestValidationTest, TextOverTheByteLimitIsRefusedBeforeTokenizing) {
+  ValidationLimits limits;
+  limits.max_prompt_bytes = 10;
+  Vocabulary vocabulary;
+  vocabulary.size = kVocab;
+  int encoded = 0;
+  vocabulary.encode = [&encoded](absl::string_view text) {
+    ++encoded;
+    return absl::StatusOr<std::vector<int32_t>>(
+        std::vector<int32_t>(text.size(), 1));
+  };
+  v1::GenerateRequest proto = TextRequest(std::string(11, 'a'));
+  absl::StatusOr<Request> r = RequestFromProto(proto, vocabulary, limits, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("text is 11 bytes, the limit is 10"));
+  EXPECT_EQ(encoded, 0);
+  proto.set_text(std::string(10, 'a'));
+  EXPECT_TRUE(RequestFromProto(proto, vocabulary, limits, {}).ok());
+  EXPECT_EQ(encoded, 1);
+}
+
 TEST(RequestValidationTest, RejectsTooManyTopLogprobs) {
   v1::GenerateRequest proto = TextRequest();
   proto.mutable_logprobs()->set_enabled(true);

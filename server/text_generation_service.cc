@@ -98,7 +98,22 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
     v1::TokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const Tokenizer& tokenizer = engine_.tokenizer();
+  // Bounded like a Generate prompt: the input before tokenizing, the reply
+  // after (a default client refuses messages over 4 MiB).
+  if (absl::Status s = CheckTextBytes("text", request->text(), limits_);
+      !s.ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 std::string(s.message())));
+    return reactor;
+  }
   std::vector<int32_t> ids = tokenizer.Encode(request->text());
+  if (ids.size() > static_cast<size_t>(limits_.max_prompt_tokens)) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("text is ", ids.size(), " tokens, the limit is ",
+                     limits_.max_prompt_tokens)));
+    return reactor;
+  }
   response->mutable_token_ids()->Add(ids.begin(), ids.end());
   for (int32_t id : ids) {
     // proto3 strings must be valid UTF-8 or clients refuse the message, so a

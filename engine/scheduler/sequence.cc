@@ -26,7 +26,10 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
       sampler_(request_.sampling, tokenizer.vocab_size(), request_.logprobs,
                request_.top_logprobs),
       detok_(tokenizer, StartsText(request_.prompt, tokenizer)),
-      stops_(request_.stopping.stop_strings) {
+      stops_(request_.stopping.stop_strings),
+      // A set: the check runs on the engine thread for every token.
+      stop_ids_(request_.stopping.stop_token_ids.begin(),
+                request_.stopping.stop_token_ids.end()) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
 }
 
@@ -51,10 +54,8 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   event.token_ids.push_back(token);
   if (logprobs != nullptr) event.logprobs.push_back(std::move(*logprobs));
 
-  const auto& stop_ids = request_.stopping.stop_token_ids;
-  const bool is_eos =
-      (token == eos_ && !request_.stopping.ignore_eos) ||
-      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+  const bool is_eos = (token == eos_ && !request_.stopping.ignore_eos) ||
+                      stop_ids_.contains(token);
   if (is_eos) {
     Finish(event, FinishReason::kEos);
     return event;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "engine/backend/sample_row.h"
 #include "engine/request.h"
 #include "engine/sampling/sampler.h"
@@ -76,6 +77,7 @@ class Sequence {
   Sampler sampler_;
   IncrementalDetokenizer detok_;
   StopChecker stops_;
+  absl::flat_hash_set<int32_t> stop_ids_;
   int32_t prefilled_ = 0;
   int32_t cached_ = 0;
   int32_t snapshot_at_ = -1;

@@ -282,6 +282,18 @@ TEST(ServerE2eTest, TokenizeAndModelInfoAnswer) {
     EXPECT_LT(id, info.vocab_size());
   }
 
+  // Bounded before tokenizing (16 bytes per token of --max_prompt_tokens):
+  // a huge input is refused, not tokenized into a reply no client takes.
+  {
+    v1::TokenizeRequest huge;
+    huge.set_text(std::string(16 * 32768 + 1, 'a'));
+    v1::TokenizeResponse ignored;
+    grpc::ClientContext huge_ctx;
+    grpc::Status refused = stub->Tokenize(&huge_ctx, huge, &ignored);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused.error_message(), HasSubstr("bytes, the limit is"));
+  }
+
   // The ids Tokenize returns are accepted as a prompt.
   v1::GenerateRequest generate = Prompt(8);
   generate.mutable_token_ids()->mutable_ids()->CopyFrom(response.token_ids());
