@@ -1,0 +1,203 @@
+"""`--source falcon-mamba`: HF FalconMamba checkpoints -> canonical mamba1 blocks.
+
+The converted directory, run by the float64 reference, must give transformers'
+own forward; every layout save_pretrained writes converts alike; every bad
+input is an error that names its culprit, exits 1 and leaves no output behind.
+(tests/python/parity/test_hf_falcon_mamba_parity.py runs the C++ engine.)
+"""
+
+import json
+import types
+
+import pytest
+import torch
+
+from weights import canonical, safetensors_io
+from weights.reference.model import ReferenceModel
+
+import hf_layouts
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+
+transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
+from transformers import FalconMambaConfig, FalconMambaForCausalLM  # noqa: E402
+
+# MambaCache marks its tensors with torch._dynamo, which Debian's torch 1.13 lacks.
+if not hasattr(torch, "_dynamo"):
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+
+TOKENS = [256, 70, 97, 108, 99, 111, 110, 32, 77, 97, 109, 98, 97, 10, 0, 255, 200, 7, 256,
+          65, 66, 67, 68, 69, 70, 71, 72, 73]
+
+
+def make_model(seed=0, tied=True, use_bias=False, **over):
+    torch.manual_seed(seed)
+    kw = dict(vocab_size=257, hidden_size=32, state_size=6, num_hidden_layers=3,
+              intermediate_size=80, conv_kernel=3, time_step_rank=5, use_bias=use_bias,
+              use_conv_bias=True, layer_norm_epsilon=1e-5, mixer_rms_eps=1e-3,
+              tie_word_embeddings=tied, pad_token_id=None, bos_token_id=None, eos_token_id=256)
+    kw.update(over)
+    model = FalconMambaForCausalLM(FalconMambaConfig(**kw)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            # Norms and D start at 1, biases at 0: move them so a converter that
+            # dropped or swapped one would show.
+            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
+                p.add_(0.2 * torch.randn_like(p))
+    return model
+
+
+def hf_float64_logits(model, tokens):
+    """transformers' forward in float64. Its mixer rounds A, B, the scan input
+    and every RMS norm to fp32, and it returns the logits as fp32 (~1e-6 on
+    the logits); hence the tolerance."""
+    with torch.no_grad():
+        return model.double()(torch.tensor([tokens]), use_cache=False).logits[0].double()
+
+
+@pytest.mark.parametrize("tied,use_bias", [(True, False), (False, True)])
+def test_converted_model_matches_transformers(tmp_path, capsys, tied, use_bias):
+    model = make_model(seed=1, tied=tied, use_bias=use_bias)
+    src = hf_layouts.save(model, tmp_path / "hf")
+    out = tmp_path / "out"
+    code, err = run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
+    want = hf_float64_logits(model, TOKENS)
+    assert ref.std() > 0.1
+    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+
+    conf = json.loads((out / "config.json").read_text())
+    b = conf["blocks"][0]
+    assert [x["kind"] for x in conf["blocks"]] == ["mamba1"] * 3
+    assert b["norm"] == {"type": "rmsnorm", "eps": 1e-5}
+    assert b["dt_bc_norm"] == {"type": "rmsnorm", "eps": 1e-3, "affine": False}
+    assert (b["d_inner"], b["d_state"], b["d_conv"], b["dt_rank"]) == (80, 6, 3, 5)
+    assert b["in_proj_bias"] == b["out_proj_bias"] == use_bias and b["conv_bias"]
+    assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
+    t, meta = safetensors_io.load_file(out / "model.safetensors")
+    assert ("lm_head.weight" in t) == (not tied)
+    assert meta["converter"].endswith("/falcon-mamba")
+
+
+def test_mixer_norm_is_what_separates_it_from_mamba(tmp_path, capsys):
+    """The same tensors read as a plain Mamba (no dt/B/C norms) give other
+    logits: the norms are doing their part of the comparison above."""
+    model = make_model(seed=2)
+    src = hf_layouts.save(model, tmp_path / "hf")
+    out = tmp_path / "out"
+    assert run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"],
+               capsys)[0] == 0
+    m = ReferenceModel.load(out, torch.float64)
+    with_norm = m.forward(TOKENS)
+    for blk in m.config["blocks"]:
+        del blk["dt_bc_norm"]
+    assert (m.forward(TOKENS) - with_norm).abs().max() > 1e-2
+
+
+def test_defaults_expand_and_auto_rank(tmp_path, capsys):
+    """Absent fields take FalconMambaConfig's defaults; intermediate_size wins
+    over a contradicting expand (falcon-mamba-7b ships expand 16 beside
+    intermediate_size 8192)."""
+    model = make_model(seed=3, time_step_rank="auto", eos_token_id=11, bos_token_id=0)
+    src = hf_layouts.save(model, tmp_path / "hf")
+
+    def strip(c):
+        for key in ("mixer_rms_eps", "use_bias", "use_conv_bias", "tie_word_embeddings",
+                    "time_step_rank"):
+            c.pop(key, None)
+        c["expand"] = 16
+    edit_config(src, strip)
+    tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
+    (src / "tokenizer.json").write_text(json.dumps(tok))
+    out = tmp_path / "out"
+    code, err = run(["--source", "falcon-mamba", str(src), str(out)], capsys)
+    assert code == 0, err
+    assert json.loads((out / "tokenizer.json").read_text()) == tok
+    conf = json.loads((out / "config.json").read_text())
+    b = conf["blocks"][0]
+    assert b["dt_bc_norm"]["eps"] == 1e-6 and b["d_inner"] == 80 and b["dt_rank"] == 2
+    assert (conf["eos_token_id"], conf["bos_token_id"]) == (11, 0)
+
+    def no_inner(c):
+        del c["intermediate_size"]
+        c["expand"] = 2
+    edit_config(src, no_inner)
+    out2 = tmp_path / "out2"
+    code, err = run(["--source", "falcon-mamba", str(src), str(out2), "--byte-tokenizer"],
+                    capsys)
+    assert code == 1, err
+    assert "backbone.layers.0.mixer.A_log" in err and "expected [64, 6]" in err
+
+
+@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
+def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
+    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "falcon-mamba", layout)
+
+
+def test_truncated_pytorch_bin(tmp_path):
+    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "falcon-mamba")
+
+
+def test_dtype_option_and_cli_exit_status(tmp_path):
+    src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
+    out = tmp_path / "bf16"
+    proc = run_process(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer",
+                        "--dtype", "bf16"])
+    assert proc.returncode == 0, proc.stderr
+    assert "3 mamba1 blocks" in proc.stdout
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    for name in ("blocks.0.in_proj.weight", "blocks.0.x_proj.weight", "embed.weight"):
+        assert t[name].dtype == torch.bfloat16, name
+    for name in ("blocks.0.A", "blocks.0.D", "blocks.0.dt_proj.bias"):
+        assert t[name].dtype == torch.float32, name
+    canonical.load_model_dir(out)
+
+    proc = run_process(["--source", "falcon-mamba", str(src), str(tmp_path / "w"),
+                        "--byte-tokenizer", "--window", "8"])
+    assert proc.returncode == 1 and "--window does not apply" in proc.stderr
+
+
+CORRUPT = {
+    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
+        "backbone.layers.2.mixer.dt_proj.bias")),
+        ["missing tensor", "backbone.layers.2.mixer.dt_proj.bias"]),
+    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
+        {"backbone.layers.1.mixer.x_proj.weight": torch.zeros(16, 80)})),
+        ["backbone.layers.1.mixer.x_proj.weight", "[16, 80]", "[17, 80]"]),
+    # The norms' all-ones buffers are not persistent: a file holding one is
+    # not what transformers writes.
+    "norm_buffer": (lambda s: edit_tensors(s, lambda t: t.update(
+        {"backbone.layers.0.mixer.b_c_rms": torch.ones(6)})),
+        ["unknown tensor", "backbone.layers.0.mixer.b_c_rms"]),
+    "lm_head_missing": (lambda s: (edit_config(s, lambda c: c.update(tie_word_embeddings=False))),
+                        ["missing tensor 'lm_head.weight'"]),
+    "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
+        {"backbone.layers.0.mixer.D": torch.ones(80, dtype=torch.int32)})),
+        ["backbone.layers.0.mixer.D", "not floating point"]),
+    "plain_mamba": (lambda s: edit_config(s, lambda c: c.update(
+        model_type="mamba", architectures=["MambaForCausalLM"])),
+        ["unknown architecture", "'mamba'", "falcon_mamba"]),
+    "bias_missing": (lambda s: edit_config(s, lambda c: c.update(use_bias=True)),
+                     ["missing tensor", "backbone.layers.0.mixer.in_proj.bias"]),
+    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
+                   ["hidden_act", "gelu"]),
+    "mixer_eps": (lambda s: edit_config(s, lambda c: c.update(mixer_rms_eps=0)),
+                  ["mixer_rms_eps", "positive number"]),
+    "rank": (lambda s: edit_config(s, lambda c: c.update(time_step_rank="big")),
+             ["time_step_rank"]),
+    "bias_flag": (lambda s: edit_config(s, lambda c: c.update(use_conv_bias="yes")),
+                  ["use_conv_bias", "true or false"]),
+    "eos": (lambda s: edit_config(s, lambda c: c.update(eos_token_id=300)),
+            ["eos_token_id", "vocab_size 257"]),
+    **hf_layouts.BROKEN_FILES,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
+    src = hf_layouts.save(make_model(), tmp_path / "hf")
+    corrupt, needles = CORRUPT[case]
+    corrupt(src)
+    out = tmp_path / "out"
+    code, err = run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, *needles)
