@@ -45,33 +45,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   WeightStore& ws = *model->weights_;
   const int64_t d = cfg.d_model, v = cfg.vocab_size;
 
-  // rmsnorm (Mamba, Llama), layernorm with or without affine (SeqBoat's
-  // enwik8 LM) or none (post-norm stacks); scalenorm has no op here yet.
-  if (cfg.final_norm.has_value() &&
-      cfg.final_norm->type == NormType::kScaleNorm) {
-    return absl::InvalidArgumentError(
-        "config.json: field \"final_norm\": scalenorm is not supported by "
-        "this build");
-  }
   auto embed = ws.F32("embed.weight", {v, d});
   if (!embed.ok()) return embed.status();
   auto embed_dev = backend.UploadMatrix(*embed, v, d);
   if (!embed_dev.ok()) return embed_dev.status();
   model->embed_ = *embed_dev;
-  if (cfg.final_norm.has_value() && cfg.final_norm->affine) {
-    auto fn = ws.F32("final_norm.weight", {d});
-    if (!fn.ok()) return fn.status();
-    auto dev = backend.UploadVector(*fn, d);
-    if (!dev.ok()) return dev.status();
-    model->final_norm_ = *dev;
-    if (cfg.final_norm->type == NormType::kLayerNorm) {
-      auto fb = ws.F32("final_norm.bias", {d});
-      if (!fb.ok()) return fb.status();
-      auto bias = backend.UploadVector(*fb, d);
-      if (!bias.ok()) return bias.status();
-      model->final_norm_bias_ = *bias;
-    }
-  }
+  // The final norm binds as a block's pre-norm does: rmsnorm, layernorm with
+  // or without affine (SeqBoat's enwik8 LM), scalenorm (SeqBoat pre-norm
+  // stacks) or none (post-norm stacks).
+  RETURN_IF_ERROR(model->final_norm_.Bind(cfg.final_norm, "final_",
+                                          static_cast<int>(d), ws, backend));
   if (cfg.tie_embeddings) {
     model->head_ = model->embed_;
   } else {
@@ -225,15 +208,10 @@ absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
   auto* u = static_cast<float*>(normed_.get());
   auto* out = static_cast<float*>(logits_.get());
   be.GatherRows(r, d, logit_rows, m, g);
-  const std::optional<NormConfig>& fn = config_.final_norm;
-  const float* h = u;
-  if (!fn.has_value()) {
-    h = g;
-  } else if (fn->type == NormType::kLayerNorm) {
-    be.LayerNorm(g, m, d, final_norm_, final_norm_bias_,
-                 static_cast<float>(fn->eps), u);
-  } else {  // rmsnorm, rmsnorm_t5: the same in fp32
-    be.RmsNorm(g, m, d, final_norm_, static_cast<float>(fn->eps), u);
+  const float* h = g;
+  if (config_.final_norm.has_value()) {
+    final_norm_.Apply(be, g, m, u);
+    h = u;
   }
   be.Gemm(h, d, m, head_, nullptr, out, v, false);
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/layers/layer.h"
+#include "engine/layers/pre_norm.h"
 #include "engine/model/config.h"
 #include "engine/model/weight_store.h"
 #include "engine/state/slot_arena.h"
@@ -81,9 +82,8 @@ class Model {
   std::unique_ptr<WeightStore> weights_;  // keeps the mmap the matrices alias
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SlotArena> arena_;
-  Matrix embed_;                            // [V, D]; the head when tied
-  const float* final_norm_ = nullptr;       // weight, when affine
-  const float* final_norm_bias_ = nullptr;  // layernorm's bias
+  Matrix embed_;  // [V, D]; the head when tied
+  PreNorm final_norm_;
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;
   std::vector<int> buckets_;

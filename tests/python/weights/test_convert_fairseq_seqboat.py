@@ -239,10 +239,9 @@ CASES = {
                                  share_decoder_input_output_embed=False, decoder_chunk_size=9,
                                  max_target_positions=50),
 }
-# The engine runs only an rmsnorm final norm (engine/model/model.cc); the
-# LayerNorm / ScaleNorm / absent final norms of the other cases are checked
-# against the reference only.
-ENGINE_CASES = ("rmsnorm_rotary", "rmsnorm_simple_relu2")
+# Every case runs on the engine too: LayerNorm with and without affine, ScaleNorm
+# and RMSNorm final norms, and none (post-norm).
+ENGINE_CASES = sorted(CASES)
 
 
 def converted(tmp_path, capsys, case):
