@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "base/json_reader.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/unicode_chars.h"
 
 namespace seqboat {
@@ -40,39 +40,6 @@ struct Candidate {
 };
 
 }  // namespace
-
-absl::Status BpeModel::ParseVocab(const json& model) {
-  auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) {
-    return FieldError("model.vocab", "must be an object of token -> id");
-  }
-  int32_t max_id = -1;
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    int64_t id;
-    if (!IntInRange(it.value(), 0, kMaxTokenId, &id)) {
-      return FieldError(
-          absl::StrCat("model.vocab[\"", it.key(), "\"]"),
-          absl::StrCat("id must be an integer in [0, ", kMaxTokenId, "]"));
-    }
-    if (it.key().empty()) {
-      return FieldError("model.vocab", "contains an empty token");
-    }
-    vocab_.emplace(it.key(), static_cast<int32_t>(id));
-    if (id > max_id) max_id = static_cast<int32_t>(id);
-  }
-  tokens_.resize(static_cast<size_t>(max_id + 1));
-  std::vector<bool> used(tokens_.size(), false);
-  for (const auto& [token, id] : vocab_) {
-    if (used[id]) {
-      return FieldError(
-          absl::StrCat("model.vocab[\"", token, "\"]"),
-          absl::StrCat("id ", id, " is used by \"", tokens_[id], "\" too"));
-    }
-    used[id] = true;
-    tokens_[id] = token;
-  }
-  return absl::OkStatus();
-}
 
 absl::Status BpeModel::ParseMerges(const json& model) {
   auto merges = model.find("merges");
@@ -127,7 +94,7 @@ absl::Status BpeModel::ParseMerges(const json& model) {
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const json& model) {
   auto bpe = std::unique_ptr<BpeModel>(new BpeModel());
-  RETURN_IF_ERROR(bpe->ParseVocab(model));
+  RETURN_IF_ERROR(ParseVocabObject(model, &bpe->vocab_, &bpe->tokens_));
   RETURN_IF_ERROR(bpe->ParseMerges(model));
 
   std::string unk;

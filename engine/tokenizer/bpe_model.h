@@ -21,14 +21,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/tokenizer/token_model.h"
 #include "nlohmann/json.hpp"
 
 namespace seqboat {
 
-class BpeModel {
+class BpeModel final : public TokenModel {
  public:
-  // Ids above this are rejected: they would only inflate vocab_size.
-  static constexpr int32_t kMaxTokenId = (1 << 24) - 1;
   // Words longer than this (bytes) are not cached.
   static constexpr size_t kMaxCachedWordBytes = 256;
   // The cache starts over once it holds this many words.
@@ -39,15 +38,15 @@ class BpeModel {
   static absl::StatusOr<std::unique_ptr<BpeModel>> Parse(
       const nlohmann::json& model);
 
-  // Appends the ids of one pre-tokenized word.
-  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  void EncodeWord(std::string_view word,
+                  std::vector<int32_t>* ids) const override;
 
   // -1 when `token` is not in the vocabulary.
   int32_t TokenToId(std::string_view token) const;
-  // The vocabulary string of `id` ("" for ids the vocabulary lacks).
-  const std::string& IdToToken(int32_t id) const;
-  // One past the largest vocabulary id.
-  int32_t id_limit() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::string& IdToToken(int32_t id) const override;
+  int32_t id_limit() const override {
+    return static_cast<int32_t>(tokens_.size());
+  }
   bool byte_fallback() const { return byte_fallback_; }
 
  private:
@@ -56,7 +55,6 @@ class BpeModel {
     int32_t new_id;
   };
   BpeModel() = default;
-  absl::Status ParseVocab(const nlohmann::json& model);
   absl::Status ParseMerges(const nlohmann::json& model);
   std::vector<int32_t> Tokenize(std::string_view word) const;
   const Merge* FindMerge(int32_t left, int32_t right) const;

@@ -1,11 +1,10 @@
-#include "engine/tokenizer/hf_bpe_tokenizer.h"
-
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"

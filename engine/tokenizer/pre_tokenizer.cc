@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
-#include "base/json_reader.h"
 #include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/unicode_chars.h"
 
@@ -227,11 +227,13 @@ absl::Status PreTokenizer::ParseInto(const json& value,
                         "must be \"always\", \"first\" or \"never\"");
     }
     RETURN_IF_ERROR(OptionalBool(value, "split", where, &step.split));
+  } else if (type == "WhitespaceSplit") {
+    step.kind = Step::kWhitespaceSplit;
   } else {
     return FieldError(absl::StrCat(where, ".type"),
                       absl::StrCat("unsupported pre-tokenizer \"", type,
                                    "\" (supported: ByteLevel, Split, "
-                                   "Metaspace, Sequence)"));
+                                   "Metaspace, WhitespaceSplit, Sequence)"));
   }
   steps->push_back(std::move(step));
   return absl::OkStatus();
@@ -296,6 +298,27 @@ void PreTokenizer::Apply(const Step& step, std::vector<Piece>* pieces) {
           begin = hit;
         }
         out.push_back({text.substr(begin), piece.at_start && begin == 0});
+        break;
+      }
+      case Step::kWhitespaceSplit: {
+        const std::string_view text = piece.text;
+        size_t begin = 0;
+        for (size_t pos = 0; pos < text.size();) {
+          char32_t cp;
+          const size_t len = NextChar(text, pos, &cp);
+          if (cp != kInvalidChar && IsUnicodeWhitespace(cp)) {
+            if (pos > begin) {
+              out.push_back({std::string(text.substr(begin, pos - begin)),
+                             piece.at_start && begin == 0});
+            }
+            begin = pos + len;
+          }
+          pos += len;
+        }
+        if (begin < text.size()) {
+          out.push_back(
+              {std::string(text.substr(begin)), piece.at_start && begin == 0});
+        }
         break;
       }
     }

@@ -4,6 +4,8 @@
 //              GPT-2's byte -> character mapping.
 //   Split      {pattern: Regex | String, behavior: "Isolated", invert: false}
 //   Metaspace  {replacement, prepend_scheme: always | first | never, split}
+//   WhitespaceSplit  words between runs of Unicode White_Space, which is
+//              dropped (the word-level models of fairseq dictionaries)
 //   Sequence   of the above (Llama 3: Split + ByteLevel without regex).
 // RE2 has no lookaround. The GPT-2 family's `\s+(?!\S)|\s+` tail is handled
 // by hand (a whitespace run followed by a non-space gives back its last
@@ -58,7 +60,7 @@ class PreTokenizer {
     bool at_start;
   };
   struct Step {
-    enum Kind { kSplit, kByteLevel, kMetaspace } kind;
+    enum Kind { kSplit, kByteLevel, kMetaspace, kWhitespaceSplit } kind;
     std::unique_ptr<RegexSplitter> splitter;  // kSplit; kByteLevel with regex
     bool add_prefix_space = false;            // kByteLevel
     std::string replacement;                  // kMetaspace

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
-#include "base/json_reader.h"
 #include "engine/tokenizer/normalizer.h"
 
 namespace seqboat {
@@ -105,8 +105,13 @@ absl::Status TokenDecoder::ParseInto(const json& value,
 }
 
 absl::StatusOr<TokenDecoder> TokenDecoder::Parse(const json& value,
-                                                 const std::string& where) {
+                                                 const std::string& where,
+                                                 bool null_joins_words) {
   TokenDecoder decoder;
+  if (value.is_null() && null_joins_words) {
+    decoder.steps_.push_back({Step::kJoinWords});
+    return decoder;
+  }
   bool fused = false;
   RETURN_IF_ERROR(ParseInto(value, where, &fused, &decoder.steps_));
   return decoder;
@@ -155,6 +160,9 @@ std::string TokenDecoder::Decode(std::string_view token,
       case Step::kMetaspace:
         text = ReplaceAll(text, step.pattern,
                           at_text_start && step.drop_first ? "" : " ");
+        break;
+      case Step::kJoinWords:
+        if (!at_text_start) text.insert(0, " ");
         break;
     }
   }

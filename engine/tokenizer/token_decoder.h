@@ -8,8 +8,9 @@
 //                        {content " ", start <= 1, stop 0}, which removes one
 //                        leading space from the start of the text
 //   Metaspace            "▁" -> " ", dropped from the first token
-// A null decoder (Hugging Face would join tokens with spaces) and other
-// decoders are rejected naming the field.
+// A null decoder makes Hugging Face join the tokens with spaces: accepted
+// only where the caller asks for it (word-level models, whose tokens are
+// whole words); other decoders are rejected naming the field.
 #ifndef SEQBOAT_ENGINE_TOKENIZER_TOKEN_DECODER_H_
 #define SEQBOAT_ENGINE_TOKENIZER_TOKEN_DECODER_H_
 
@@ -24,8 +25,12 @@ namespace seqboat {
 
 class TokenDecoder {
  public:
+  // null_joins_words: a null `value` is Hugging Face's join with spaces
+  // (each token but the text's first gets a leading space) instead of an
+  // error.
   static absl::StatusOr<TokenDecoder> Parse(const nlohmann::json& value,
-                                            const std::string& where);
+                                            const std::string& where,
+                                            bool null_joins_words = false);
 
   // The bytes `token` (a vocabulary or added-token string) contributes to
   // the text; `at_text_start`: it is the first non-special token of the text.
@@ -39,7 +44,8 @@ class TokenDecoder {
       kByteFallback,
       kStrip,
       kStripStart,
-      kMetaspace
+      kMetaspace,
+      kJoinWords
     } kind;
     std::string pattern;     // kReplace; kMetaspace: the replacement character
     std::string content;     // kReplace

@@ -7,11 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/eos_override.h"
-#include "engine/tokenizer/hf_bpe_tokenizer.h"
-#include "base/json_reader.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace seqboat {
@@ -119,15 +119,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
         ByteTokenizer::Create(*std::move(added));
     if (!tok.ok()) return tok.status();
     result = *std::move(tok);
-  } else if (type_name == "BPE") {
-    absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> tok =
-        HfBpeTokenizer::Create(root, *std::move(added), options);
+  } else if (type_name == "BPE" || type_name == "WordLevel") {
+    absl::StatusOr<std::unique_ptr<HfTokenizer>> tok =
+        HfTokenizer::Create(root, *std::move(added), options);
     if (!tok.ok()) return tok.status();
     result = *std::move(tok);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("model.type: unsupported tokenizer model \"", type_name,
-                     "\" (supported: \"Bytes\", \"BPE\")"));
+                     "\" (supported: \"Bytes\", \"BPE\", \"WordLevel\")"));
   }
   if (options.eos_token_id >= 0) {
     return WithEosOverride(std::move(result), options.eos_token_id);

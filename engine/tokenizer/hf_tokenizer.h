@@ -1,12 +1,13 @@
-// A Hugging Face tokenizer.json with a BPE model behind the Tokenizer
-// interface: byte-level BPE (GPT-2, GPT-NeoX, Llama 3) and SentencePiece-style
-// BPE with byte fallback (Llama 1/2, Mistral). Encode follows Hugging Face's
-// pipeline: added tokens split the text, each remaining piece is normalized,
-// added tokens marked `normalized` are matched in the normalized text, the
-// rest is pre-tokenized into words and each word is merged by the model; the
-// post-processor's special tokens (BOS) go around the result.
-#ifndef SEQBOAT_ENGINE_TOKENIZER_HF_BPE_TOKENIZER_H_
-#define SEQBOAT_ENGINE_TOKENIZER_HF_BPE_TOKENIZER_H_
+// A Hugging Face tokenizer.json with a BPE or WordLevel model behind the
+// Tokenizer interface: byte-level BPE (GPT-2, GPT-NeoX, Llama 3),
+// SentencePiece-style BPE with byte fallback (Llama 1/2, Mistral), and the
+// word-level vocabularies of fairseq dictionaries. Encode follows Hugging
+// Face's pipeline: added tokens split the text, each remaining piece is
+// normalized, added tokens marked `normalized` are matched in the normalized
+// text, the rest is pre-tokenized into words and each word is merged by the
+// model; the post-processor's special tokens (BOS) go around the result.
+#ifndef SEQBOAT_ENGINE_TOKENIZER_HF_TOKENIZER_H_
+#define SEQBOAT_ENGINE_TOKENIZER_HF_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -16,22 +17,25 @@
 
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/added_token_matcher.h"
-#include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/post_processor.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/token_decoder.h"
+#include "engine/tokenizer/token_model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace seqboat {
 
-class HfBpeTokenizer : public Tokenizer {
+class HfTokenizer : public Tokenizer {
  public:
-  // `root` is the whole tokenizer.json; `added` its parsed added_tokens.
+  // `root` is the whole tokenizer.json, its model.type "BPE" or
+  // "WordLevel"; `added` its parsed added_tokens. A WordLevel file may leave
+  // "decoder" null: the words are then joined with spaces, as Hugging Face
+  // joins them.
   // EOS is the first special token among "<|endoftext|>", "</s>",
   // "<|end_of_text|>", "<|eot_id|>", "<eos>" (in that order of preference).
-  static absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> Create(
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Create(
       const nlohmann::json& root, std::vector<AddedToken> added,
       const TokenizerOptions& options);
 
@@ -43,11 +47,11 @@ class HfBpeTokenizer : public Tokenizer {
   bool IsSpecial(int32_t id) const override;
 
  private:
-  HfBpeTokenizer() = default;
+  HfTokenizer() = default;
   void EncodeNormalized(std::string_view text, bool at_text_start,
                         std::vector<int32_t>* ids) const;
 
-  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<TokenModel> model_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   Normalizer normalizer_;
   TokenDecoder decoder_;
@@ -63,4 +67,4 @@ class HfBpeTokenizer : public Tokenizer {
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_TOKENIZER_HF_BPE_TOKENIZER_H_
+#endif  // SEQBOAT_ENGINE_TOKENIZER_HF_TOKENIZER_H_

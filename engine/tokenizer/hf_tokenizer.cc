@@ -1,10 +1,12 @@
-#include "engine/tokenizer/hf_bpe_tokenizer.h"
+#include "engine/tokenizer/hf_tokenizer.h"
 
 #include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/json_reader.h"
+#include "engine/tokenizer/bpe_model.h"
+#include "engine/tokenizer/word_level_model.h"
 
 namespace seqboat {
 namespace {
@@ -22,14 +24,23 @@ const json& FieldOrNull(const json& root, const char* key) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::Create(
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(
     const json& root, std::vector<AddedToken> added,
     const TokenizerOptions& options) {
-  auto tok = std::unique_ptr<HfBpeTokenizer>(new HfBpeTokenizer());
-  absl::StatusOr<std::unique_ptr<BpeModel>> model =
-      BpeModel::Parse(root["model"]);
-  if (!model.ok()) return model.status();
-  tok->model_ = *std::move(model);
+  auto tok = std::unique_ptr<HfTokenizer>(new HfTokenizer());
+  const json& model_json = root["model"];
+  const bool word_level = model_json.value("type", "") == "WordLevel";
+  if (word_level) {
+    absl::StatusOr<std::unique_ptr<WordLevelModel>> model =
+        WordLevelModel::Parse(model_json);
+    if (!model.ok()) return model.status();
+    tok->model_ = *std::move(model);
+  } else {
+    absl::StatusOr<std::unique_ptr<BpeModel>> model =
+        BpeModel::Parse(model_json);
+    if (!model.ok()) return model.status();
+    tok->model_ = *std::move(model);
+  }
 
   absl::StatusOr<Normalizer> normalizer =
       Normalizer::Parse(FieldOrNull(root, "normalizer"), "normalizer");
@@ -40,7 +51,8 @@ absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::Create(
   if (!pre.ok()) return pre.status();
   tok->pre_tokenizer_ = *std::move(pre);
   absl::StatusOr<TokenDecoder> decoder =
-      TokenDecoder::Parse(FieldOrNull(root, "decoder"), "decoder");
+      TokenDecoder::Parse(FieldOrNull(root, "decoder"), "decoder",
+                          /*null_joins_words=*/word_level);
   if (!decoder.ok()) return decoder.status();
   tok->decoder_ = *std::move(decoder);
   absl::StatusOr<SpecialAffixes> affixes =
@@ -53,10 +65,10 @@ absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::Create(
   int32_t limit = tok->model_->id_limit();
   for (size_t i = 0; i < added.size(); ++i) {
     const std::string where = absl::StrCat("added_tokens[", i, "]");
-    if (added[i].id < 0 || added[i].id > BpeModel::kMaxTokenId) {
-      return FieldError(absl::StrCat(where, ".id"),
-                        absl::StrCat(added[i].id, " is outside [0, ",
-                                     BpeModel::kMaxTokenId, "]"));
+    if (added[i].id < 0 || added[i].id > kMaxTokenId) {
+      return FieldError(
+          absl::StrCat(where, ".id"),
+          absl::StrCat(added[i].id, " is outside [0, ", kMaxTokenId, "]"));
     }
     if (added[i].single_word) {
       return FieldError(absl::StrCat(where, ".single_word"),
@@ -110,8 +122,12 @@ absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::Create(
 
   tok->token_bytes_.resize(static_cast<size_t>(limit));
   for (int32_t id = 0; id < limit; ++id) {
-    tok->token_bytes_[id] =
-        tok->decoder_.Decode(tok->token_text_[id], /*at_text_start=*/false);
+    // Special tokens are control, not text: their content as it stands,
+    // without the space a word-joining decoder would put before a word.
+    tok->token_bytes_[id] = tok->special_[id]
+                                ? tok->token_text_[id]
+                                : tok->decoder_.Decode(tok->token_text_[id],
+                                                       /*at_text_start=*/false);
   }
   for (std::string_view eos : kEosPreference) {
     for (const AddedToken& a : added) {
@@ -123,14 +139,14 @@ absl::StatusOr<std::unique_ptr<HfBpeTokenizer>> HfBpeTokenizer::Create(
   return tok;
 }
 
-void HfBpeTokenizer::EncodeNormalized(std::string_view text, bool at_text_start,
-                                      std::vector<int32_t>* ids) const {
+void HfTokenizer::EncodeNormalized(std::string_view text, bool at_text_start,
+                                   std::vector<int32_t>* ids) const {
   std::vector<std::string> words;
   pre_tokenizer_->Split(text, at_text_start, &words);
   for (const std::string& word : words) model_->EncodeWord(word, ids);
 }
 
-std::vector<int32_t> HfBpeTokenizer::Encode(std::string_view text) const {
+std::vector<int32_t> HfTokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> ids(affixes_.prefix);
   std::vector<AddedTokenMatcher::Piece> raw;
   raw_matcher_.Split(text, &raw);
@@ -157,18 +173,18 @@ std::vector<int32_t> HfBpeTokenizer::Encode(std::string_view text) const {
   return ids;
 }
 
-std::string HfBpeTokenizer::TokenBytes(int32_t id) const {
+std::string HfTokenizer::TokenBytes(int32_t id) const {
   if (id < 0 || id >= vocab_size_) return "";
   return token_bytes_[id];
 }
 
-std::string HfBpeTokenizer::DecodeToken(int32_t id, bool at_text_start) const {
+std::string HfTokenizer::DecodeToken(int32_t id, bool at_text_start) const {
   if (id < 0 || id >= vocab_size_) return "";
   if (!at_text_start) return token_bytes_[id];
   return decoder_.Decode(token_text_[id], /*at_text_start=*/true);
 }
 
-bool HfBpeTokenizer::IsSpecial(int32_t id) const {
+bool HfTokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && id < vocab_size_ && special_[id];
 }
 
