@@ -46,11 +46,17 @@ class EngineImpl final : public Engine {
       return absl::InvalidArgumentError("prompt is empty");
     const int32_t limit =
         std::min(tokenizer_->vocab_size(), model_->vocab_size());
+    const std::optional<int64_t>& pad = model_->config().embed.padding_idx;
     for (size_t i = 0; i < request.prompt.size(); ++i) {
       const int32_t id = request.prompt[i];
       if (id < 0 || id >= limit) {
         return absl::InvalidArgumentError(absl::StrCat(
             "prompt token ", i, " is ", id, ", outside [0, ", limit, ")"));
+      }
+      if (pad.has_value() && id == *pad) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt token ", i, " is the padding id ", id,
+                         ", which the model never takes as input"));
       }
     }
     if (!request.sink)
@@ -208,6 +214,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
   auto model = Model::Load(options.model_dir, *backend, limits);
   if (!model.ok()) return model.status();
+  for (const std::string& warning : (*model)->config().warnings) {
+    spdlog::warn("{}/config.json: {}", options.model_dir, warning);
+  }
   // The model's config.json names its EOS; it wins over the tokenizer's guess.
   TokenizerOptions tokenizer_options;
   if ((*model)->config().eos_token_id.has_value()) {

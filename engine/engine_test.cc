@@ -1,14 +1,18 @@
 #include "engine/engine.h"
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "engine/testing/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -233,6 +237,37 @@ TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
   absl::Status s = engine->Submit(Greedy({1, 2, 9999}, 3, c));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("prompt token 2"), std::string::npos) << s;
+}
+
+TEST(EngineTest, ThePaddingIdIsRefusedInPrompts) {
+  // tiny_mamba with embedding row 7 declared padding, as a fairseq
+  // checkpoint declares row 1.
+  const std::string dir = testing::TempDir() + "/padded_mamba";
+  std::filesystem::create_directories(dir);
+  for (const char* file : {"model.safetensors", "tokenizer.json"}) {
+    std::filesystem::copy_file(
+        std::string(kTinyMamba) + "/" + file, dir + "/" + file,
+        std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ifstream in(std::string(kTinyMamba) + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+  const std::string null_pad = "\"padding_idx\": null";
+  ASSERT_NE(config.find(null_pad), std::string::npos);
+  config.replace(config.find(null_pad), null_pad.size(), "\"padding_idx\": 7");
+  std::ofstream(dir + "/config.json") << config;
+
+  EventCollector refused, served;
+  auto engine =
+      Engine::Create(Options(2, 8, 64, dir.c_str()), MakeCpuBackend(1));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::Status s = (*engine)->Submit(Greedy({5, 6, 7, 8}, 3, refused));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt token 2 is the padding id 7"),
+            std::string::npos)
+      << s;
+  ASSERT_TRUE((*engine)->Submit(Greedy({5, 6, 8}, 3, served)).ok());
+  EXPECT_EQ(served.done.get_future().get().finish, FinishReason::kLength);
 }
 
 // The CPU backend whose steps fail while `fail` is set, as a device's would;

@@ -270,8 +270,7 @@ absl::Status OptionalSize(ObjectReader& r, const char* key,
   return absl::OkStatus();
 }
 
-absl::Status ParseSeqBoat(ObjectReader& r,
-                          std::vector<std::string>* /*warnings*/,
+absl::Status ParseSeqBoat(ObjectReader& r, std::vector<std::string>* warnings,
                           std::any* params) {
   SeqBoatConfig c;
   RETURN_IF_ERROR(r.OptionalBool("prenorm", true, &c.prenorm));
@@ -313,6 +312,16 @@ absl::Status ParseSeqBoat(ObjectReader& r,
   if (c.pos == SeqBoatPos::kSimpleBias && !c.rel_pos_max) {
     return r.Error("rel_pos_max",
                    "must be a positive integer for pos \"simple_bias\"");
+  }
+  if (c.ema_truncation.has_value()) {
+    // Exact O(1) decoding of a truncated kernel needs a ring of the last T
+    // inputs per channel, not a constant-size state (MODELS.md 2.1).
+    const int64_t t = *c.ema_truncation;
+    warnings->push_back(
+        absl::StrCat(r.context(), ": ema_truncation ", t,
+                     ": trained with EMA kernels cut to ", t,
+                     " taps; they run uncut here, so a stream past ", t,
+                     " tokens is no longer exactly the trained model"));
   }
   *params = c;
   return absl::OkStatus();

@@ -31,7 +31,8 @@ struct SeqBoatConfig {
   SeqBoatPos pos = SeqBoatPos::kRopeInterleaved;
   double rope_theta = 10000.0;         // rope_interleaved only
   std::optional<int64_t> rel_pos_max;  // M, required for simple_bias
-  // Informational: the FIR length used in training; the engine runs the IIR.
+  // The FIR length used in training; the engine runs the IIR, and parsing
+  // leaves a warning saying so.
   std::optional<int64_t> ema_truncation;
 };
 

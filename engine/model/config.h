@@ -25,8 +25,10 @@
 namespace seqboat {
 
 struct EmbedConfig {
-  double scale = 1.0;                  // embeddings are multiplied by this
-  std::optional<int64_t> padding_idx;  // informational; in [0, vocab_size)
+  double scale = 1.0;  // embeddings are multiplied by this
+  // In [0, vocab_size): the id fairseq pads batches with, whose embedding row
+  // training never read; Engine::Submit refuses it in a prompt.
+  std::optional<int64_t> padding_idx;
 };
 
 struct ModelConfig {
