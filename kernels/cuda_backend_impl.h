@@ -73,6 +73,10 @@ class CudaBackend final : public Backend {
   void MambaConv(const MambaConvParams& p) override;
   void MambaScan(const MambaScanParams& p) override;
 
+  // Mamba-2 (mamba2_ops.cc).
+  void Mamba2Scan(const Mamba2ScanParams& p) override;
+  void GatedRmsNorm(const GatedRmsNormParams& p) override;
+
   // Attention over a sink + rolling-window KV cache (attention_ops.cc).
   void SinkAttention(const SinkAttentionParams& p) override;
   void SinkCacheAppend(const SinkAppendParams& p) override;

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/attention_params.h"
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/s4d_params.h"
 #include "engine/backend/sample_row.h"
@@ -127,6 +128,12 @@ class Backend {
   // segment's tokens (MODELS.md §1.3/1.4; arguments in mamba_params.h).
   virtual void MambaConv(const MambaConvParams& p) = 0;
   virtual void MambaScan(const MambaScanParams& p) = 0;
+  // Mamba-2's multi-head scan over each segment's tokens (MODELS.md §7.4;
+  // arguments and math in mamba2_params.h / mamba2_math.h). Its conv over
+  // xBC is MambaConv.
+  virtual void Mamba2Scan(const Mamba2ScanParams& p) = 0;
+  // y ⊙ SiLU(z) normalised per column group and scaled (MODELS.md §7.5).
+  virtual void GatedRmsNorm(const GatedRmsNormParams& p) = 0;
 
   // --- attention over a sink + rolling-window KV cache (MODELS.md §3.4) ----
   // Arguments and contracts in attention_params.h. SinkAttention reads the

@@ -2,6 +2,7 @@
 
 #include "engine/layers/attention.h"
 #include "engine/layers/mamba1.h"
+#include "engine/layers/mamba2.h"
 #include "engine/layers/mlp.h"
 #include "engine/layers/moe.h"
 #include "engine/layers/s4d.h"
@@ -11,8 +12,8 @@ namespace seqboat {
 namespace {
 
 const BlockKind* const kBlockKinds[] = {
-    &kMamba1Block, &kSeqBoatBlock, &kAttentionBlock,
-    &kMlpBlock,    &kMoeBlock,     &kS4dBlock,
+    &kMamba1Block, &kMamba2Block, &kSeqBoatBlock, &kAttentionBlock,
+    &kMlpBlock,    &kMoeBlock,    &kS4dBlock,
 };
 
 constexpr std::string_view kUnsupported[] = {"s4_local"};

@@ -387,7 +387,7 @@ TEST(ModelConfigTest, LoadFromFile) {
 
 TEST(ModelConfigTest, Names) {
   for (std::string_view name :
-       {"mamba1", "seqboat", "attention", "mlp", "moe", "s4d"}) {
+       {"mamba1", "mamba2", "seqboat", "attention", "mlp", "moe", "s4d"}) {
     const BlockKind* kind = FindBlockKind(name);
     ASSERT_NE(kind, nullptr) << name;
     EXPECT_EQ(kind->name, name);

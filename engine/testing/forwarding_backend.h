@@ -92,6 +92,10 @@ class ForwardingBackend : public Backend {
   }
   void MambaConv(const MambaConvParams& p) override { inner_->MambaConv(p); }
   void MambaScan(const MambaScanParams& p) override { inner_->MambaScan(p); }
+  void Mamba2Scan(const Mamba2ScanParams& p) override { inner_->Mamba2Scan(p); }
+  void GatedRmsNorm(const GatedRmsNormParams& p) override {
+    inner_->GatedRmsNorm(p);
+  }
   void SinkAttention(const SinkAttentionParams& p) override {
     inner_->SinkAttention(p);
   }
