@@ -20,9 +20,9 @@ BYTE_VOCAB = 264      # 256 bytes + EOS, padded to a multiple of 8
 BYTE_EOS = 256
 
 # Tensors whose recurrence role needs full precision regardless of the model dtype:
-# mamba1's dt bias, A and D (s4d.D matches ".D"), s4d's recurrence, and seqboat's
-# derived MD-EMA coefficients and configurator temperature.
-FP32_SUFFIXES = ("dt_proj.bias", ".A", ".D", "s4d.dA", "s4d.C",
+# mamba1's and mamba2's dt bias, A and D (s4d.D matches ".D"), s4d's recurrence, and
+# seqboat's derived MD-EMA coefficients and configurator temperature.
+FP32_SUFFIXES = ("dt_proj.bias", ".dt_bias", ".A", ".D", "s4d.dA", "s4d.C",
                  "ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip", "router.temperature")
 
 # Kept fp32 by converters whatever the model dtype, but not required: MODELS.md
@@ -62,6 +62,18 @@ def mamba_config(*, name, vocab_size, d_model, n_layers, d_inner, d_state, d_con
                         final_norm={"type": "rmsnorm", "eps": eps, "affine": True},
                         eos_token_id=eos_token_id, bos_token_id=bos_token_id,
                         blocks=[json.loads(json.dumps(block)) for _ in range(n_layers)])
+
+
+def mamba2_block(*, n_heads, head_dim, d_state, n_groups, d_conv, eps=1e-5,
+                 in_proj_bias=False, out_proj_bias=False, conv_bias=True, dt_min=0.0,
+                 dt_max=None, gated_norm_eps=1e-5):
+    """A canonical mamba2 block dict (d_inner = n_heads * head_dim; dt_max None is
+    unbounded, since JSON has no infinity)."""
+    return {"kind": "mamba2", "norm": {"type": "rmsnorm", "eps": eps},
+            "n_heads": n_heads, "head_dim": head_dim, "d_state": d_state,
+            "n_groups": n_groups, "d_conv": d_conv, "in_proj_bias": in_proj_bias,
+            "out_proj_bias": out_proj_bias, "conv_bias": conv_bias,
+            "dt_min": dt_min, "dt_max": dt_max, "gated_norm_eps": gated_norm_eps}
 
 
 def model_config(*, name, vocab_size, d_model, tie_embeddings, final_norm, eos_token_id,
@@ -109,6 +121,29 @@ def mamba1_shapes(p, b, d_model):
     shapes[p + "dt_proj.bias"] = (E,)
     shapes[p + "A"] = (E, N)
     shapes[p + "D"] = (E,)
+    shapes[p + "out_proj.weight"] = (d_model, E)
+    if b["out_proj_bias"]:
+        shapes[p + "out_proj.bias"] = (d_model,)
+    return shapes
+
+
+def mamba2_shapes(p, b, d_model):
+    """Canonical tensors of a mamba2 block, norm excluded: in_proj rows are
+    [z (E) ; xBC (E + 2GN) ; dt (H)], the conv runs over xBC."""
+    H, P, N, G, K = (b[k] for k in ("n_heads", "head_dim", "d_state", "n_groups", "d_conv"))
+    E = H * P
+    conv = E + 2 * G * N
+    rows = E + conv + H
+    shapes = {p + "in_proj.weight": (rows, d_model)}
+    if b["in_proj_bias"]:
+        shapes[p + "in_proj.bias"] = (rows,)
+    shapes[p + "conv.weight"] = (conv, K)
+    if b["conv_bias"]:
+        shapes[p + "conv.bias"] = (conv,)
+    shapes[p + "dt_bias"] = (H,)
+    shapes[p + "A"] = (H,)
+    shapes[p + "D"] = (H,)
+    shapes[p + "gated_norm.weight"] = (E,)
     shapes[p + "out_proj.weight"] = (d_model, E)
     if b["out_proj_bias"]:
         shapes[p + "out_proj.bias"] = (d_model,)
@@ -220,6 +255,7 @@ NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 # excluded. Each layer kind registers itself here (one entry per kind).
 BLOCK_SHAPES = {
     "mamba1": mamba1_shapes,
+    "mamba2": mamba2_shapes,
     "seqboat": seqboat_shapes,
     "attention": attention_shapes,
     "mlp": mlp_shapes,

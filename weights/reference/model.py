@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from weights import canonical
 from weights.reference import attention
 from weights.reference import mamba
+from weights.reference import mamba2
 from weights.reference import mlp as mlp_ref
 from weights.reference import moe as moe_ref
 from weights.reference import s4d as s4d_ref
@@ -21,6 +22,7 @@ from weights.reference.norms import apply_norm
 # Block kind -> full-sequence forward. One entry per kind.
 BLOCK_FORWARD = {
     "mamba1": mamba.mamba1_block,
+    "mamba2": mamba2.mamba2_block,
     "mlp": mlp_ref.mlp_block,
     "moe": moe_ref.moe_block,
     "s4d": s4d_ref.s4d_block,

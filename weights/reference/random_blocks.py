@@ -1,13 +1,14 @@
-"""Random canonical models whose stack mixes block kinds (mamba1 with mlp, moe, s4d).
+"""Random canonical models whose stack mixes block kinds (mamba1, mamba2, mlp, moe, s4d).
 
     write_random_model(out_dir, config, seed)
 
 mamba1 blocks get weights from make_random_model's initialiser (one block at a
-time); mlp, moe and s4d blocks get their own below. Scales keep activations in
-a realistic range: Linear weights uniform(+-1/sqrt(fan_in)), norms and biases
-perturbed away from their usual constants so a parity test notices if any is
-ignored; s4d follows S4D-Lin (A = -1/2 + i pi n, dt log-uniform in
-[1e-3, 1e-1], ZOH, B folded into C) computed in float64 and stored fp32.
+time); mamba2, mlp, moe and s4d blocks get their own below. Scales keep
+activations in a realistic range: Linear weights uniform(+-1/sqrt(fan_in)),
+norms and biases perturbed away from their usual constants so a parity test
+notices if any is ignored; s4d follows S4D-Lin (A = -1/2 + i pi n, dt
+log-uniform in [1e-3, 1e-1], ZOH, B folded into C) computed in float64 and
+stored fp32; mamba2 follows mamba_ssm's Mamba2 initialisation.
 """
 
 import math
@@ -84,7 +85,35 @@ def s4d_tensors(p, b, D, seed):
     return t
 
 
-RANDOM_BLOCK = {"mlp": mlp_tensors, "moe": moe_tensors, "s4d": s4d_tensors}
+def mamba2_tensors(p, b, D, seed):
+    """mamba_ssm's Mamba2 initialisation: Δ log-uniform in [1e-3, 1e-1] through the
+    inverse softplus into dt_bias, A = -uniform(1, 16), D and the gated norm's
+    weight near 1; the projections and conv uniform(+-1/sqrt(fan_in))."""
+    g, uniform, normal = _gen(seed)
+    H, P = b["n_heads"], b["head_dim"]
+    E = H * P
+    t = _norm_tensors(p, b.get("norm"), D, normal)
+    for name, shape in canonical.mamba2_shapes(p, b, D).items():
+        leaf = name[len(p):]
+        if leaf == "dt_bias":
+            dt = torch.exp(torch.rand(shape, generator=g, dtype=torch.float64)
+                           * (math.log(1e-1) - math.log(1e-3)) + math.log(1e-3))
+            t[name] = dt + torch.log(-torch.expm1(-dt))
+        elif leaf == "A":
+            t[name] = -(1 + 15 * torch.rand(shape, generator=g, dtype=torch.float64))
+        elif leaf in ("D", "gated_norm.weight"):
+            t[name] = 1.0 + normal(shape, 0.2)
+        elif leaf.startswith("conv."):
+            t[name] = uniform(shape, 1 / math.sqrt(b["d_conv"]))
+        elif leaf.startswith("out_proj."):
+            t[name] = uniform(shape, 1 / math.sqrt(E))
+        else:
+            t[name] = uniform(shape, 1 / math.sqrt(D))
+    return t
+
+
+RANDOM_BLOCK = {"mlp": mlp_tensors, "moe": moe_tensors, "s4d": s4d_tensors,
+                "mamba2": mamba2_tensors}
 
 
 def random_tensors(config, seed=0, dtype=torch.float32):

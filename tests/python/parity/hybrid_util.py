@@ -1,4 +1,4 @@
-"""Helpers of the mlp / moe / s4d parity tests: block dicts, random mixed-kind
+"""Helpers of the mamba2 / mlp / moe / s4d parity tests: block dicts, random mixed-kind
 models, and running the engine's logits tool and the float64 reference."""
 
 
@@ -14,6 +14,14 @@ TOKENS = 256
 def mamba1(**kw):
     b = dict(kind="mamba1", norm={"type": "rmsnorm", "eps": 1e-5}, d_inner=64, d_state=8,
              d_conv=4, dt_rank=4, in_proj_bias=False, out_proj_bias=False, conv_bias=True)
+    b.update(kw)
+    return b
+
+
+def mamba2(**kw):
+    b = dict(kind="mamba2", norm={"type": "rmsnorm", "eps": 1e-5}, n_heads=4, head_dim=16,
+             d_state=12, n_groups=1, d_conv=4, in_proj_bias=False, out_proj_bias=False,
+             conv_bias=True, dt_min=0.0, dt_max=None, gated_norm_eps=1e-5)
     b.update(kw)
     return b
 
