@@ -96,11 +96,15 @@ SEQBOAT_HD int64_t KeyPosition(int64_t t, int64_t tk, int sinks, int window) {
 }
 
 // --- RoPE, HF half-split layout (§3.2)
-// ------------------------------------------ θ_i = theta^(-2i/d_h) in fp32, as
-// HF computes inv_freq.
+// ------------------------------------------ theta^(2i/d_h) and its inverse
+// θ_i in fp32, as HF computes pos_freqs and inv_freq (rope_scaling variants
+// start from these; engine/layers/rope.h).
+SEQBOAT_HD float RopePosFreq(int i, int head_dim, float theta) {
+  return powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+}
+
 SEQBOAT_HD float RopeInvFreq(int i, int head_dim, float theta) {
-  return 1.0f /
-         powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  return 1.0f / RopePosFreq(i, head_dim, theta);
 }
 
 // Pair (x[i], x[i + d_h/2]) rotated by the angle whose cos/sin are given.

@@ -1,9 +1,12 @@
 #include "engine/layers/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "engine/backend/attention_math.h"
 #include "engine/layers/weight_fetch.h"
@@ -30,6 +33,18 @@ absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
   }
   if (c.sinks < 0 || c.window < 0 || c.sinks + c.window < 1) {
     return bad("sinks and window must be >= 0 with sinks + window >= 1");
+  }
+  if (!rope && c.rope_scaling.type != RopeScalingType::kNone) {
+    return bad("rope_scaling needs pos \"rope_half\"");
+  }
+  if (rope) {
+    RETURN_IF_ERROR(CheckRopeScaling(c.rope_scaling, c.rope_theta));
+  }
+  if (rope && c.rope_scaling.type == RopeScalingType::kDynamic &&
+      c.sinks + c.window + 1 > c.rope_scaling.max_position_embeddings) {
+    return bad(
+        "dynamic rope_scaling needs sinks + window + 1 <= "
+        "max_position_embeddings");
   }
   return absl::OkStatus();
 }
@@ -156,25 +171,16 @@ class Attention final : public Layer {
   int QDim() const { return cache_.n_heads * cache_.head_dim; }
   int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
 
-  // cos/sin of every cache position 0 .. S + W (the query's at most), angle
-  // p·θ_i in fp32 as HF computes it. Positions are bounded, so this table is
-  // exact for streams of any length.
+  // Every cache position 0 .. S + W (the query's at most). Positions are
+  // bounded, so this table is exact for streams of any length.
   absl::Status BuildRopeTable(Backend& be) {
     const int half = cache_.head_dim / 2;
     const int64_t positions = am::CacheRows(cache_.sinks, cache_.window) + 1;
-    std::vector<float> cos_t(positions * half), sin_t(positions * half);
-    const float theta = static_cast<float>(c_.rope_theta);
-    for (int64_t p = 0; p < positions; ++p) {
-      for (int i = 0; i < half; ++i) {
-        const float angle =
-            static_cast<float>(p) * am::RopeInvFreq(i, cache_.head_dim, theta);
-        cos_t[p * half + i] = std::cos(angle);
-        sin_t[p * half + i] = std::sin(angle);
-      }
-    }
-    auto c = be.UploadVector(cos_t.data(), positions * half);
+    const RopeTable table = MakeRopeTable(c_.rope_scaling, cache_.head_dim,
+                                          c_.rope_theta, positions);
+    auto c = be.UploadVector(table.cos.data(), positions * half);
     if (!c.ok()) return c.status();
-    auto s = be.UploadVector(sin_t.data(), positions * half);
+    auto s = be.UploadVector(table.sin.data(), positions * half);
     if (!s.ok()) return s.status();
     rope_cos_ = *c;
     rope_sin_ = *s;
@@ -213,6 +219,105 @@ absl::Status NullOnly(ObjectReader& r, const char* key, absl::string_view why) {
   const nlohmann::json* v = r.Get(key);
   if (v == nullptr || v->is_null()) return absl::OkStatus();
   return r.Invalid(key, absl::StrCat("null (", why, ")"), *v);
+}
+
+// A finite number >= 1.
+absl::Status ParseFactor(ObjectReader& r, const char* key, double* out) {
+  const nlohmann::json* v = r.Get(key);
+  if (v == nullptr) return r.Missing(key, "a finite number >= 1");
+  if (!v->is_number() || !(v->get<double>() >= 1.0) ||
+      !std::isfinite(v->get<double>())) {
+    return r.Invalid(key, "a finite number >= 1", *v);
+  }
+  *out = v->get<double>();
+  return absl::OkStatus();
+}
+
+// config.json's "rope_scaling" (null or an object; see RopeScaling). Keys the
+// type does not use are errors, not warnings: each one would change the
+// frequencies in the code that wrote it.
+absl::Status ParseRopeScaling(ObjectReader& parent, double rope_theta,
+                              RopeScaling* out) {
+  *out = RopeScaling();
+  const nlohmann::json* value = parent.Get("rope_scaling");
+  if (value == nullptr || value->is_null()) return absl::OkStatus();
+  if (!value->is_object()) {
+    return parent.Invalid("rope_scaling", "null or a rope_scaling object",
+                          *value);
+  }
+  ObjectReader r(*value, parent.source(),
+                 absl::StrCat(parent.context(), ": rope_scaling"));
+  int type = 0;
+  RETURN_IF_ERROR(
+      ParseChoice(r, "type", {"linear", "dynamic", "llama3", "yarn"}, &type));
+  constexpr RopeScalingType kTypes[] = {
+      RopeScalingType::kLinear, RopeScalingType::kDynamic,
+      RopeScalingType::kLlama3, RopeScalingType::kYarn};
+  RopeScaling s;
+  s.type = kTypes[type];
+  std::vector<std::string> fields = {"type", "factor"};
+  switch (s.type) {
+    case RopeScalingType::kDynamic:
+      fields.push_back("max_position_embeddings");
+      break;
+    case RopeScalingType::kLlama3:
+      fields.insert(fields.end(), {"low_freq_factor", "high_freq_factor",
+                                   "original_max_position_embeddings"});
+      break;
+    case RopeScalingType::kYarn:
+      fields.insert(fields.end(),
+                    {"original_max_position_embeddings", "beta_fast",
+                     "beta_slow", "attention_factor"});
+      break;
+    case RopeScalingType::kLinear:
+    case RopeScalingType::kNone:
+      break;
+  }
+  for (const auto& item : value->items()) {
+    if (std::find(fields.begin(), fields.end(), item.key()) == fields.end()) {
+      return r.Error(
+          item.key().c_str(),
+          absl::StrCat("is not used by type \"", RopeScalingTypeName(s.type),
+                       "\" (its fields: ", absl::StrJoin(fields, ", "), ")"));
+    }
+  }
+  RETURN_IF_ERROR(ParseFactor(r, "factor", &s.factor));
+  if (s.type == RopeScalingType::kDynamic) {
+    RETURN_IF_ERROR(
+        r.PositiveInt("max_position_embeddings", &s.max_position_embeddings));
+  }
+  if (s.type == RopeScalingType::kLlama3) {
+    RETURN_IF_ERROR(r.PositiveNumber("low_freq_factor", &s.low_freq_factor));
+    RETURN_IF_ERROR(r.PositiveNumber("high_freq_factor", &s.high_freq_factor));
+    if (!(s.high_freq_factor > s.low_freq_factor)) {
+      return r.Invalid(
+          "high_freq_factor",
+          absl::StrCat("greater than low_freq_factor = ", s.low_freq_factor),
+          *r.Get("high_freq_factor"));
+    }
+  }
+  if (s.type == RopeScalingType::kLlama3 || s.type == RopeScalingType::kYarn) {
+    RETURN_IF_ERROR(r.PositiveInt("original_max_position_embeddings",
+                                  &s.original_max_position_embeddings));
+  }
+  if (s.type == RopeScalingType::kYarn) {
+    if (!(rope_theta > 1.0)) {
+      return parent.Invalid("rope_theta",
+                            "greater than 1 with yarn rope_scaling (its "
+                            "correction range divides by ln rope_theta)",
+                            *parent.Get("rope_theta"));
+    }
+    RETURN_IF_ERROR(r.PositiveNumber("beta_fast", &s.beta_fast));
+    RETURN_IF_ERROR(r.PositiveNumber("beta_slow", &s.beta_slow));
+    if (s.beta_slow > s.beta_fast) {
+      return r.Invalid("beta_slow",
+                       absl::StrCat("at most beta_fast = ", s.beta_fast),
+                       *r.Get("beta_slow"));
+    }
+    RETURN_IF_ERROR(r.PositiveNumber("attention_factor", &s.attention_factor));
+  }
+  *out = s;
+  return absl::OkStatus();
 }
 
 absl::Status ParseAttention(ObjectReader& r,
@@ -265,8 +370,11 @@ absl::Status ParseAttention(ObjectReader& r,
     // Informational without RoPE; still reject garbage.
     RETURN_IF_ERROR(r.PositiveNumber("rope_theta", &c.rope_theta));
   }
-  RETURN_IF_ERROR(NullOnly(r, "rope_scaling",
-                           "RoPE scaling is not supported by this build"));
+  if (c.pos == AttentionPos::kRopeHalf) {
+    RETURN_IF_ERROR(ParseRopeScaling(r, c.rope_theta, &c.rope_scaling));
+  } else {
+    RETURN_IF_ERROR(NullOnly(r, "rope_scaling", "there is no RoPE to scale"));
+  }
   RETURN_IF_ERROR(NullOnly(
       r, "rel_bias", "relative-position bias is not supported by this build"));
 
@@ -276,6 +384,20 @@ absl::Status ParseAttention(ObjectReader& r,
     return r.Invalid("window",
                      ">= 1 when sinks is 0 (the cache would hold no token)",
                      *r.Get("window"));
+  }
+  if (c.rope_scaling.type == RopeScalingType::kDynamic &&
+      c.sinks + c.window + 1 > c.rope_scaling.max_position_embeddings) {
+    // Past that length transformers would rescale θ by the length of the
+    // forward pass, which a rolling cache has no single value for.
+    return r.Invalid(
+        "window",
+        absl::StrCat("at most rope_scaling.max_position_embeddings - sinks - "
+                     "1 = ",
+                     c.rope_scaling.max_position_embeddings - c.sinks - 1,
+                     " with dynamic rope_scaling (queries sit at cache "
+                     "positions up to sinks + window, which must stay where "
+                     "dynamic NTK leaves RoPE unscaled)"),
+        *r.Get("window"));
   }
   // One slot's K and V must stay addressable; far beyond any real model.
   constexpr int64_t kMaxCacheFloats = int64_t{1} << 36;

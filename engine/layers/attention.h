@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/layers/block.h"
+#include "engine/layers/rope.h"
 
 namespace seqboat {
 
@@ -30,6 +31,7 @@ struct AttentionConfig {
   bool o_bias = false;
   AttentionPos pos = AttentionPos::kRopeHalf;
   double rope_theta = 10000.0;  // "rope_half" only
+  RopeScaling rope_scaling;     // "rope_half" only; type kNone for null
   int64_t sinks = 0;            // S >= 0
   int64_t window = 0;           // W >= 0
 };

@@ -96,8 +96,7 @@ TEST(AttentionConfigTest, BadFieldsAreNamed) {
       {"pos", "t5_bucket", "not supported for attention blocks"},
       {"pos", "alibi", "\"rope_half\" or \"none\""},
       {"rope_theta", 0, "a positive finite number"},
-      {"rope_scaling", json{{"type", "linear"}, {"factor", 2.0}},
-       "RoPE scaling is not supported"},
+      {"rope_scaling", "linear", "null or a rope_scaling object"},
       {"rel_bias", json{{"buckets", 32}}, "relative-position bias"},
       {"sinks", -1, "an integer in [0, "},
       {"sinks", 1.5, "an integer in [0, "},
@@ -112,6 +111,141 @@ TEST(AttentionConfigTest, BadFieldsAreNamed) {
                              HasSubstr(c.says)))
         << c.field << " = " << c.value.dump();
   }
+}
+
+TEST(AttentionConfigTest, ParsesEveryRopeScalingType) {
+  const json cases[] = {
+      {{"type", "linear"}, {"factor", 4}},
+      {{"type", "dynamic"}, {"factor", 2.0}, {"max_position_embeddings", 4096}},
+      {{"type", "llama3"},
+       {"factor", 8.0},
+       {"low_freq_factor", 1.0},
+       {"high_freq_factor", 4.0},
+       {"original_max_position_embeddings", 8192}},
+      {{"type", "yarn"},
+       {"factor", 4.0},
+       {"original_max_position_embeddings", 32768},
+       {"beta_fast", 32.0},
+       {"beta_slow", 1.0},
+       {"attention_factor", 1.25}},
+  };
+  const RopeScalingType types[] = {
+      RopeScalingType::kLinear, RopeScalingType::kDynamic,
+      RopeScalingType::kLlama3, RopeScalingType::kYarn};
+  for (int i = 0; i < 4; ++i) {
+    json j = Base();
+    j["blocks"][0]["rope_scaling"] = cases[i];
+    auto c = ParseModelConfig(j.dump());
+    ASSERT_TRUE(c.ok()) << c.status();
+    const RopeScaling& s = c->blocks[0].As<AttentionConfig>()->rope_scaling;
+    EXPECT_EQ(s.type, types[i]);
+    EXPECT_DOUBLE_EQ(s.factor, cases[i]["factor"].get<double>());
+  }
+  json j = Base();
+  j["blocks"][0]["rope_scaling"] = cases[3];
+  const RopeScaling s =
+      ParseModelConfig(j.dump())->blocks[0].As<AttentionConfig>()->rope_scaling;
+  EXPECT_EQ(s.original_max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(s.beta_fast, 32.0);
+  EXPECT_DOUBLE_EQ(s.beta_slow, 1.0);
+  EXPECT_DOUBLE_EQ(s.attention_factor, 1.25);
+}
+
+struct BadScaling {
+  json value;
+  const char* says;
+};
+
+TEST(AttentionConfigTest, BadRopeScalingIsNamed) {
+  const json llama3 = {{"type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  const json yarn = {{"type", "yarn"},
+                     {"factor", 4.0},
+                     {"original_max_position_embeddings", 32768},
+                     {"beta_fast", 32.0},
+                     {"beta_slow", 1.0},
+                     {"attention_factor", 1.25}};
+  auto with = [](json base, const char* key, json value) {
+    base[key] = std::move(value);
+    return base;
+  };
+  auto without = [](json base, const char* key) {
+    base.erase(key);
+    return base;
+  };
+  const BadScaling cases[] = {
+      {json{{"type", "longrope"}, {"factor", 2.0}},
+       "rope_scaling: field \"type\" must be one of \"linear\", "
+       "\"dynamic\", \"llama3\", \"yarn\", got \"longrope\""},
+      {json{{"factor", 2.0}}, "rope_scaling: missing field \"type\""},
+      {json{{"type", "linear"}}, "rope_scaling: missing field \"factor\""},
+      {json{{"type", "linear"}, {"factor", 0.5}},
+       "rope_scaling: field \"factor\" must be a finite number >= 1, got 0.5"},
+      {json{{"type", "linear"}, {"factor", "2"}},
+       "field \"factor\" must be a finite number >= 1"},
+      {json{{"type", "linear"}, {"factor", 2.0}, {"rope_type", "linear"}},
+       "rope_scaling: field \"rope_type\" is not used by type \"linear\""},
+      {json{{"type", "dynamic"}, {"factor", 2.0}},
+       "rope_scaling: missing field \"max_position_embeddings\""},
+      {without(llama3, "low_freq_factor"),
+       "rope_scaling: missing field \"low_freq_factor\""},
+      {with(llama3, "high_freq_factor", 1.0),
+       "field \"high_freq_factor\" must be greater than low_freq_factor"},
+      {with(llama3, "original_max_position_embeddings", 0),
+       "field \"original_max_position_embeddings\" must be"},
+      {with(yarn, "mscale", 0.7),
+       "field \"mscale\" is not used by type \"yarn\""},
+      {without(yarn, "attention_factor"), "missing field \"attention_factor\""},
+      {with(yarn, "beta_slow", 64.0),
+       "field \"beta_slow\" must be at most beta_fast"},
+      {with(yarn, "beta_fast", -1), "field \"beta_fast\" must be"},
+  };
+  for (const BadScaling& c : cases) {
+    const std::string error =
+        ErrorAfter([&](json& b) { b["rope_scaling"] = c.value; });
+    EXPECT_THAT(error,
+                AllOf(HasSubstr("blocks[0] (attention)"), HasSubstr(c.says)))
+        << c.value.dump();
+  }
+}
+
+TEST(AttentionConfigTest, RopeScalingNeedsRope) {
+  EXPECT_THAT(ErrorAfter([](json& b) {
+                b["pos"] = "none";
+                b["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+              }),
+              AllOf(HasSubstr("field \"rope_scaling\""),
+                    HasSubstr("there is no RoPE to scale")));
+  EXPECT_THAT(
+      ErrorAfter([](json& b) {
+        b["rope_theta"] = 1.0;
+        b["rope_scaling"] = {{"type", "yarn"},
+                             {"factor", 4.0},
+                             {"original_max_position_embeddings", 64},
+                             {"beta_fast", 32.0},
+                             {"beta_slow", 1.0},
+                             {"attention_factor", 1.1}};
+      }),
+      AllOf(HasSubstr("field \"rope_theta\""), HasSubstr("greater than 1")));
+}
+
+// Cache positions reach sinks + window; dynamic NTK must never engage there.
+TEST(AttentionConfigTest, DynamicScalingBoundsTheCache) {
+  auto dynamic = [](int64_t window) {
+    return [window](json& b) {
+      b["rope_scaling"] = {{"type", "dynamic"},
+                           {"factor", 2.0},
+                           {"max_position_embeddings", 2048}};
+      b["window"] = window;
+    };
+  };
+  EXPECT_EQ(ErrorAfter(dynamic(2043)), "");
+  EXPECT_THAT(ErrorAfter(dynamic(2044)),
+              AllOf(HasSubstr("field \"window\""), HasSubstr("= 2043"),
+                    HasSubstr("dynamic")));
 }
 
 TEST(AttentionConfigTest, EmptyCacheIsRejected) {

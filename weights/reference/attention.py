@@ -1,14 +1,18 @@
 """PyTorch reference of the `attention` block with an attention-sink KV cache.
 
-Written from MODELS.md 3.1-3.4 and 4.2 only, as StreamingLLM's evaluation path
-states it: keys are cached before RoPE; after every token the cache is trimmed to
-its first S and last W entries; at each step every cached key is rotated with its
-index in the cache (0, 1, ..., n-1) and the query with n, the number of entries
-cached before it. This module replays that rule literally for every query
+Written from MODELS.md 3.1-3.4, 4.2 and 10 (rope_scaling) only, as StreamingLLM's
+evaluation path states it: keys are cached before RoPE; after every token the
+cache is trimmed to its first S and last W entries; at each step every cached key
+is rotated with its index in the cache (0, 1, ..., n-1) and the query with n, the
+number of entries cached before it. This module replays that rule literally for every query
 position of a whole sequence (a list of cached stream indices, O(T * (S+W))), in
-the caller's dtype. It shares nothing with the engine's closed-form positions or
-its ring buffer, so agreement between the two is evidence.
+the caller's dtype. It shares nothing with the engine's closed-form positions, its
+ring buffer or its fp32 frequency arithmetic, so agreement between the two is
+evidence. Each step is one forward pass over positions 0..n, which is the length
+dynamic NTK scaling reads.
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -16,12 +20,59 @@ import torch.nn.functional as F
 from weights.reference.norms import apply_norm
 
 
-def rope_half(x, positions, head_dim, theta):
-    """HF Llama half-split RoPE (MODELS.md 3.2). x: [n, H, d_h]; positions: [n]."""
+def rope_inv_freq(head_dim, theta, scaling, dtype, seq_len):
+    """(inv_freq [head_dim/2], attention scaling) of RoPE with the block's
+    `rope_scaling` (None or its canonical object), by the formulas of MODELS.md
+    10.0-10.4. seq_len: positions spanned by the forward pass, which only
+    dynamic NTK reads."""
+    d = head_dim
+    i = torch.arange(0, d // 2, dtype=dtype)
+    plain = 1.0 / theta ** (2 * i / d)
+    kind = None if scaling is None else scaling["type"]
+    if kind is None:
+        return plain, 1.0
+    factor = scaling["factor"]
+    if kind == "linear":
+        return plain / factor, 1.0
+    if kind == "dynamic":
+        L_max = scaling["max_position_embeddings"]
+        if seq_len <= L_max:
+            return plain, 1.0
+        theta = theta * (factor * seq_len / L_max - (factor - 1)) ** (d / (d - 2))
+        return 1.0 / theta ** (2 * i / d), 1.0
+    if kind == "llama3":
+        L = scaling["original_max_position_embeddings"]
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        wavelen = 2 * math.pi / plain
+        s = (L / wavelen - low) / (high - low)
+        blended = (1 - s) * plain / factor + s * plain
+        return torch.where(wavelen < L / high, plain,
+                           torch.where(wavelen > L / low, plain / factor, blended)), 1.0
+    if kind == "yarn":
+        L = scaling["original_max_position_embeddings"]
+
+        def correction_dim(rotations):
+            return d * math.log(L / (2 * math.pi * rotations)) / (2 * math.log(theta))
+
+        low = max(math.floor(correction_dim(scaling["beta_fast"])), 0)
+        high = min(math.ceil(correction_dim(scaling["beta_slow"])), d - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((i - low) / (high - low)).clamp(0, 1)
+        return plain * (ramp / factor + (1 - ramp)), scaling["attention_factor"]
+    raise ValueError(f"attention reference: rope_scaling type {kind!r} not implemented")
+
+
+def rope_half(x, positions, head_dim, theta, scaling=None):
+    """HF Llama half-split RoPE (MODELS.md 3.2) with the block's rope_scaling
+    (10). x: [n, H, d_h]; positions: [n], one forward pass."""
     half = head_dim // 2
-    inv_freq = 1.0 / theta ** (torch.arange(0, half, dtype=x.dtype) * 2 / head_dim)
+    dynamic = scaling is not None and scaling["type"] == "dynamic"
+    seq_len = int(positions.max()) + 1 if dynamic else None
+    inv_freq, attn_scale = rope_inv_freq(head_dim, theta, scaling, x.dtype, seq_len)
     angle = positions.to(x.dtype)[:, None] * inv_freq[None, :]          # [n, half]
-    cos, sin = torch.cos(angle)[:, None, :], torch.sin(angle)[:, None, :]
+    cos = (torch.cos(angle) * attn_scale)[:, None, :]
+    sin = (torch.sin(angle) * attn_scale)[:, None, :]
     a, b = x[..., :half], x[..., half:]
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
@@ -59,9 +110,10 @@ def attention_mixer(x, p, blk):
         kk, vv = k[idx], v[idx]                    # [n+1, Hkv, dh]
         qq = q[t:t + 1]                            # [1, Hq, dh]
         if rope:
-            theta = blk["rope_theta"]
-            kk = rope_half(kk, torch.arange(n + 1), dh, theta)     # index in the cache
-            qq = rope_half(qq, torch.tensor([n]), dh, theta)       # query: n
+            # One forward pass over the cache and the query: positions 0..n.
+            theta, scaling = blk["rope_theta"], blk.get("rope_scaling")
+            kk = rope_half(kk, torch.arange(n + 1), dh, theta, scaling)   # index in the cache
+            qq = rope_half(qq, torch.tensor([n]), dh, theta, scaling)     # query: n
         kk, vv = kk[:, kv_head], vv[:, kv_head]    # [n+1, Hq, dh]
         scores = torch.einsum("hd,khd->hk", qq[0], kk) / dh ** 0.5
         # Softmax in fp32 at least (float64 stays float64).

@@ -36,6 +36,26 @@ MODELS = {
                         qkv_bias=True, o_bias=True),
         attention_block(n_heads=6, n_kv_heads=2, head_dim=6, sinks=1, window=9,
                         qkv_bias=True, o_bias=True)], tie_embeddings=False),
+    # Every rope_scaling type, with eviction. Pairs of head_dim 8 at θ 1e4 have
+    # wavelengths 6, 63, 628 and 6283: llama3 (64 / 4 .. 64 / 1) keeps the
+    # first, blends the second and divides the last two; yarn's correction
+    # range over 64 positions is pairs 0 .. 2. dynamic's bound is exactly
+    # sinks + window + 1, so it must act as plain RoPE.
+    "scaled_rope": dict(blocks=[
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16,
+                        rope_scaling={"type": "linear", "factor": 2.5}),
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16,
+                        rope_scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 64}),
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16,
+                        rope_scaling={"type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 64,
+                                      "beta_fast": 32.0, "beta_slow": 1.0,
+                                      "attention_factor": 1.3}),
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16,
+                        rope_scaling={"type": "dynamic", "factor": 4.0,
+                                      "max_position_embeddings": 21})]),
     # A hybrid stack: mamba1 and multi-query attention interleaved.
     "mixed_mamba": dict(blocks=[
         mamba_block(),
@@ -71,7 +91,8 @@ def test_step_by_step_logits_match_full_sequence_reference(tmp_path, engine_logi
     assert expected.std() > 0.1
 
 
-@pytest.mark.parametrize("name", ["gqa_rope_sinks", "mixed_mamba", "sliding_window"])
+@pytest.mark.parametrize("name", ["gqa_rope_sinks", "mixed_mamba", "sliding_window",
+                                  "scaled_rope"])
 @pytest.mark.parametrize("chunk", [7, 64, 256])
 def test_chunked_prefill_equals_token_by_token(tmp_path, engine_logits, name, chunk):
     model = tmp_path / "model"
@@ -142,7 +163,8 @@ def test_chunk_longer_than_cache_evicts_like_decode(tmp_path, engine_logits):
     ("n_kv_heads", 3, "n_kv_heads"),
     ("head_dim", 7, "head_dim"),
     ("window", 0, "window"),          # with sinks 0: an empty cache
-    ("rope_scaling", {"type": "linear", "factor": 2.0}, "rope_scaling"),
+    ("rope_scaling", {"type": "longrope", "factor": 2.0}, "type"),
+    ("rope_scaling", {"type": "linear"}, "factor"),
     ("pos", "t5_bucket", "pos"),
     ("rel_bias", {"buckets": 32}, "rel_bias"),
     ("sinks", -1, "sinks"),
