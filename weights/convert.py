@@ -4,7 +4,7 @@
         [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
         [--name NAME] [--sinks S] [--window W]
 
-SOURCE: hf-mamba, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, fairseq-seqboat.
+SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, fairseq-seqboat.
 
 --sinks / --window (hf-llama, hf-jamba) set the attention-sink cache of every
 attention block: S pinned first tokens plus the W most recent ones (MODELS.md
@@ -26,11 +26,11 @@ import sys
 
 from weights import canonical, safetensors_io
 from weights.converters import (fairseq_seqboat, hf_falcon_mamba, hf_jamba, hf_llama, hf_mamba,
-                                mamba_ssm, sink_cache)
+                                hf_mamba2, mamba_ssm, sink_cache)
 from weights.converters.convert_error import ConvertError
 
 CONVERTER_VERSION = "seqboat-convert@1"
-SOURCES = {hf_mamba.NAME: hf_mamba, mamba_ssm.NAME: mamba_ssm,
+SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: mamba_ssm,
            hf_falcon_mamba.NAME: hf_falcon_mamba, hf_llama.NAME: hf_llama,
            hf_jamba.NAME: hf_jamba, fairseq_seqboat.NAME: fairseq_seqboat}
 

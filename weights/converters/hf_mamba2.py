@@ -1,0 +1,180 @@
+"""Hugging Face `Mamba2ForCausalLM` checkpoint (save_pretrained layout) -> canonical.
+
+Reads config.json (MODELS.md 7.10) and the weights in any layout save_pretrained
+writes: model.safetensors or pytorch_model.bin, single or sharded
+(weights/converters/hf_checkpoint.py). A field absent from config.json takes
+Mamba2Config's default (transformers 4.48.3), as transformers itself would; note
+that n_groups then defaults to 8 and tie_word_embeddings to false (MODELS.md
+7.13).
+
+What the engine computes is mamba_ssm's Mamba-2: for n_groups > 1 head h reads
+B/C group h // (H/G) and the gated RMSNorm is per group, which is what
+mamba_ssm, and so Mamba-Codestral, runs; transformers 4.48.3 tiles heads over
+groups in prefill and normalises ungrouped, so for G > 1 the engine follows the
+checkpoint's own code rather than transformers (G = 1, every state-spaces
+model, is the same under both).
+
+Refused, naming the field or tensor: another architecture, hidden_act other
+than silu, rms_norm false, norm_before_gate true, num_heads * head_dim other
+than int(expand * hidden_size), n_groups not dividing num_heads, a
+time_step_limit that is not [lo >= 0, hi >= lo], and any tensor that is
+missing, unknown or mis-shaped.
+"""
+
+import math
+
+import torch
+
+from weights import canonical
+from weights.converters.convert_error import ConvertError
+from weights.converters.hf_checkpoint import check_tensors, load_tensors
+from weights.converters.hf_config import canonical_config, load_config, positive_number
+from weights.converters.mamba_common import positive_int
+
+NAME = "hf-mamba2"
+EMBED = "backbone.embeddings.weight"
+
+# Mamba2Config's defaults (transformers 4.48.3 configuration_mamba2.py).
+DEFAULTS = {"num_heads": 128, "head_dim": 64, "vocab_size": 32768, "hidden_size": 4096,
+            "state_size": 128, "num_hidden_layers": 64, "expand": 2, "conv_kernel": 4,
+            "n_groups": 8, "chunk_size": 256}
+
+
+def _int(cfg, key):
+    """cfg[key], or Mamba2Config's default when absent, as a positive integer."""
+    return positive_int({key: cfg.get(key, DEFAULTS[key])}, key)
+
+
+def _bool(cfg, key, default):
+    v = cfg.get(key, default)
+    if not isinstance(v, bool):
+        raise ConvertError(f"config: field {key!r} must be true or false, got {v!r}")
+    return v
+
+
+def _time_step_limit(cfg):
+    """(dt_min, dt_max or None for unbounded) from time_step_limit, which JSON
+    spells [0.0, Infinity] by default."""
+    v = cfg.get("time_step_limit", [0.0, math.inf])
+    ok = (isinstance(v, (list, tuple)) and len(v) == 2
+          and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+          and not any(math.isnan(x) for x in v) and math.isfinite(v[0]) and 0 <= v[0] <= v[1])
+    if not ok:
+        raise ConvertError(f"config: field 'time_step_limit' must be [lo, hi] with "
+                           f"0 <= lo <= hi, got {v!r}")
+    return float(v[0]), (None if math.isinf(v[1]) else float(v[1]))
+
+
+def read_dims(cfg):
+    """Canonical dimensions and block fields from an HF Mamba-2 config dict."""
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") != "mamba2" or (archs and "Mamba2ForCausalLM" not in archs):
+        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
+                           f"architectures={archs!r}); expected mamba2 / Mamba2ForCausalLM")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config: hidden_act {cfg['hidden_act']!r} unsupported (only silu)")
+    # transformers ignores rms_norm and always normalises; mamba_ssm's rmsnorm=False
+    # means no norm at all, so a checkpoint saying so was not trained with one.
+    if not _bool(cfg, "rms_norm", True):
+        raise ConvertError("config: field 'rms_norm' false (no gated norm) is unsupported")
+    if _bool(cfg, "norm_before_gate", False):
+        raise ConvertError("config: field 'norm_before_gate' true is unsupported (only the "
+                           "gate before the norm, as every released checkpoint)")
+    D = _int(cfg, "hidden_size")
+    expand = positive_number(cfg, "expand", DEFAULTS["expand"])
+    E = int(expand * D)
+    H, P = _int(cfg, "num_heads"), _int(cfg, "head_dim")
+    if H * P != E:
+        raise ConvertError(f"config: fields 'num_heads' {H} x 'head_dim' {P} = {H * P} must "
+                           f"equal int(expand * hidden_size) = {E}")
+    G = _int(cfg, "n_groups")
+    if H % G:
+        raise ConvertError(f"config: field 'n_groups' {G} does not divide num_heads {H}")
+    _int(cfg, "chunk_size")         # only rounding depends on it (MODELS.md 7.13)
+    bias = _bool(cfg, "use_bias", False)
+    dt_min, dt_max = _time_step_limit(cfg)
+    eps = positive_number(cfg, "layer_norm_epsilon", 1e-5)
+    return {"vocab_size": _int(cfg, "vocab_size"), "d_model": D,
+            "n_layers": _int(cfg, "num_hidden_layers"), "n_heads": H, "head_dim": P,
+            "d_state": _int(cfg, "state_size"), "n_groups": G, "d_conv": _int(cfg, "conv_kernel"),
+            "in_proj_bias": bias, "out_proj_bias": bias,
+            "conv_bias": _bool(cfg, "use_conv_bias", True), "dt_min": dt_min, "dt_max": dt_max,
+            "eps": eps}
+
+
+def source_shapes(dims, embed_name):
+    """{source tensor name: shape} the checkpoint must hold (lm_head.weight handled apart)."""
+    V, D, H, P, N, G, K = (dims[k] for k in ("vocab_size", "d_model", "n_heads", "head_dim",
+                                             "d_state", "n_groups", "d_conv"))
+    E = H * P
+    conv = E + 2 * G * N
+    rows = E + conv + H
+    s = {embed_name: (V, D), "backbone.norm_f.weight": (D,)}
+    for i in range(dims["n_layers"]):
+        p = f"backbone.layers.{i}."
+        s[p + "norm.weight"] = (D,)
+        s[p + "mixer.in_proj.weight"] = (rows, D)
+        if dims["in_proj_bias"]:
+            s[p + "mixer.in_proj.bias"] = (rows,)
+        s[p + "mixer.conv1d.weight"] = (conv, 1, K)
+        if dims["conv_bias"]:
+            s[p + "mixer.conv1d.bias"] = (conv,)
+        s[p + "mixer.dt_bias"] = (H,)
+        s[p + "mixer.A_log"] = (H,)
+        s[p + "mixer.D"] = (H,)
+        s[p + "mixer.norm.weight"] = (E,)
+        s[p + "mixer.out_proj.weight"] = (D, E)
+        if dims["out_proj_bias"]:
+            s[p + "mixer.out_proj.bias"] = (D,)
+    return s
+
+
+def map_tensors(tensors, dims, embed_name, tied, dtype):
+    """Source tensors -> canonical tensors (matrices in `dtype`; A, D, dt_bias fp32)."""
+    check_tensors(tensors, source_shapes(dims, embed_name), embed_name, tied)
+
+    def mat(name):
+        return tensors[name].to(dtype).contiguous()
+
+    out = {"embed.weight": mat(embed_name), "final_norm.weight": mat("backbone.norm_f.weight")}
+    if not tied:
+        out["lm_head.weight"] = mat("lm_head.weight")
+    for i in range(dims["n_layers"]):
+        s, c = f"backbone.layers.{i}.mixer.", f"blocks.{i}."
+        out[c + "norm.weight"] = mat(f"backbone.layers.{i}.norm.weight")
+        out[c + "in_proj.weight"] = mat(s + "in_proj.weight")
+        if dims["in_proj_bias"]:
+            out[c + "in_proj.bias"] = mat(s + "in_proj.bias")
+        out[c + "conv.weight"] = mat(s + "conv1d.weight").squeeze(1).contiguous()
+        if dims["conv_bias"]:
+            out[c + "conv.bias"] = mat(s + "conv1d.bias")
+        # Softplus stays a run-time step on dt + dt_bias (MODELS.md 7.12).
+        out[c + "dt_bias"] = tensors[s + "dt_bias"].float().contiguous()
+        # Both references compute -exp(A_log) in fp32 on every call; do it once.
+        out[c + "A"] = -torch.exp(tensors[s + "A_log"].float())
+        out[c + "D"] = tensors[s + "D"].float().contiguous()
+        out[c + "gated_norm.weight"] = mat(s + "norm.weight")
+        out[c + "out_proj.weight"] = mat(s + "out_proj.weight")
+        if dims["out_proj_bias"]:
+            out[c + "out_proj.bias"] = mat(s + "out_proj.bias")
+    return out
+
+
+def blocks(dims):
+    """The canonical mamba2 blocks; HF uses layer_norm_epsilon for the block norm
+    and the gated norm alike."""
+    return [canonical.mamba2_block(
+        n_heads=dims["n_heads"], head_dim=dims["head_dim"], d_state=dims["d_state"],
+        n_groups=dims["n_groups"], d_conv=dims["d_conv"], eps=dims["eps"],
+        in_proj_bias=dims["in_proj_bias"], out_proj_bias=dims["out_proj_bias"],
+        conv_bias=dims["conv_bias"], dt_min=dims["dt_min"], dt_max=dims["dt_max"],
+        gated_norm_eps=dims["eps"]) for _ in range(dims["n_layers"])]
+
+
+def convert(src, dtype):
+    """Return (canonical config, canonical tensors) for an HF Mamba-2 directory."""
+    cfg = load_config(src)
+    dims = read_dims(cfg)
+    tied = _bool(cfg, "tie_word_embeddings", False)
+    tensors = map_tensors(load_tensors(src), dims, EMBED, tied, dtype)
+    return canonical_config(cfg, src, dims, tied, blocks(dims)), tensors
