@@ -18,13 +18,14 @@ def max_positions(cfg):
     return positive_int(cfg, "max_position_embeddings")
 
 
-def cache_size(max_pos, default_window, sinks=None, window=None, bound_explicit_window=False):
-    """(S, W): S defaults to DEFAULT_SINKS; W to default_window, shortened so that
+def cache_size(max_pos, default_window, sinks=None, window=None, bound_explicit_window=False,
+               default_sinks=DEFAULT_SINKS):
+    """(S, W): S defaults to default_sinks; W to default_window, shortened so that
     S + W + 1 <= max_pos (a query never sees more keys than the model was trained
     on). bound_explicit_window: an explicit window must meet the same bound, for
     models that rotate a query at cache position min(t, S + W), which must stay a
     trained position; otherwise an explicit window is taken as given."""
-    S = DEFAULT_SINKS if sinks is None else sinks
+    S = default_sinks if sinks is None else sinks
     if isinstance(S, bool) or not isinstance(S, int) or S < 0:
         raise ConvertError(f"--sinks must be a non-negative integer, got {S!r}")
     if window is None:

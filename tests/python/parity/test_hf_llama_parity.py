@@ -13,6 +13,19 @@ With a small window the engine must instead follow StreamingLLM's sink rule,
 checked against the float64 reference (weights/reference/attention.py) on the
 converted directory; transformers' full attention then differs visibly, which
 shows that the window is in effect.
+
+Every rope_scaling type transformers 4.48.3 offers for Llama, except longrope,
+is checked the same way (prompt and generation within the cache, so only the
+frequencies and yarn's attention factor are under test). head_dim 16 at θ 1e4
+has wavelengths 6 .. 19869 positions, so each type moves several pairs:
+llama3 (original length 256, low 1, high 4) keeps pairs 0-2, blends pair 3 and
+divides the rest; yarn (factor 4 over max_position_embeddings 512) ramps over
+pairs 0-4. dynamic leaves RoPE plain while a forward pass spans at most
+max_position_embeddings positions, which holds for this prompt and its
+generation in transformers and always in the engine (its cache positions stay
+below sinks + window + 1 <= max_position_embeddings). For a longer stream
+transformers would raise θ for every position of a pass longer than 512; the
+engine keeps plain RoPE over its rolling window (README).
 """
 
 import types
@@ -36,14 +49,23 @@ if not hasattr(torch, "_dynamo"):
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
 
-def make_hf_model(seed, bias, tied):
+ROPE_SCALING = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+    "yarn": {"rope_type": "yarn", "factor": 4.0},
+}
+
+
+def make_hf_model(seed, bias, tied, rope_scaling=None):
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
                       max_position_embeddings=512, attention_bias=bias, mlp_bias=bias,
                       tie_word_embeddings=tied, initializer_range=0.15,
-                      bos_token_id=None, eos_token_id=256)
+                      bos_token_id=None, eos_token_id=256, rope_scaling=rope_scaling)
     model = LlamaForCausalLM(cfg).eval()
     model.config._attn_implementation = "eager"
     with torch.no_grad():
@@ -71,6 +93,19 @@ def prompt_ids(n=128):
 def test_save_pretrained_checkpoint_matches_transformers(tmp_path, bias, tied, seed, repo_root,
                                                          engine_logits, engine_generate):
     model = make_hf_model(seed=seed, bias=bias, tied=tied)
+    assert_engine_matches_transformers(model, "hf-llama", prompt_ids(), tmp_path, repo_root,
+                                       engine_logits, engine_generate)
+
+
+@pytest.mark.parametrize("kind", sorted(ROPE_SCALING))
+def test_rope_scaling_matches_transformers(tmp_path, kind, repo_root, engine_logits,
+                                           engine_generate):
+    model = make_hf_model(seed=5, bias=False, tied=False, rope_scaling=ROPE_SCALING[kind])
+    rot = model.model.rotary_emb
+    plain = 1.0 / 10000.0 ** (torch.arange(0, 16, 2).float() / 16)
+    # The premise: the type changes the numbers (dynamic only past 512 positions).
+    if kind != "dynamic":
+        assert not torch.equal(rot.inv_freq, plain) or rot.attention_scaling != 1.0
     assert_engine_matches_transformers(model, "hf-llama", prompt_ids(), tmp_path, repo_root,
                                        engine_logits, engine_generate)
 
