@@ -11,23 +11,30 @@ attention block: S pinned first tokens plus the W most recent ones (MODELS.md
 3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba 4 and 4092 (a
 4096-key cache), the window shortened when the model's max_position_embeddings
 is smaller; see weights/converters/hf_llama.py and hf_jamba.py.
-For fairseq-seqboat SRC is the checkpoint .pt file (or its directory); see
+For fairseq-seqboat SRC is the checkpoint .pt file (or its directory), and
+the dict.txt beside it becomes tokenizer.json; see
 weights/converters/fairseq_seqboat.py.
 
+The tokenizer: --byte-tokenizer, else --tokenizer FILE, else SRC/tokenizer.json,
+else what the source keeps beside its weights (fairseq's dict.txt).
+
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
-message on stderr). OUT is written to a temporary directory and renamed only
-when complete; an existing OUT is never overwritten.
+message on stderr). A checkpoint that converts but will not run exactly as
+trained gets a warning on stderr ("convert: warning: ..."). OUT is written to a
+temporary directory and renamed only when complete; an existing OUT is never
+overwritten.
 """
 
 import argparse
 import json
 import os
 import sys
+import warnings
 
 from weights import canonical, safetensors_io
 from weights.converters import (fairseq_seqboat, hf_falcon_mamba, hf_jamba, hf_llama, hf_mamba,
                                 hf_mamba2, mamba_ssm, sink_cache)
-from weights.converters.convert_error import ConvertError
+from weights.converters.convert_error import ConvertError, ConvertWarning
 
 CONVERTER_VERSION = "seqboat-convert@1"
 SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: mamba_ssm,
@@ -66,8 +73,13 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
         tok_path = tokenizer or os.path.join(src, "tokenizer.json")
         with open(tok_path) as f:
             json.load(f)                     # fail now, not in the engine, if it is not JSON
+    elif hasattr(module, "default_tokenizer") and \
+            (tok_json := module.default_tokenizer(src, config)) is not None:
+        pass
     else:
-        raise ConvertError(f"{src} has no tokenizer.json; pass --byte-tokenizer or --tokenizer FILE")
+        beside = " or dict.txt beside it" if hasattr(module, "default_tokenizer") else ""
+        raise ConvertError(f"{src} has no tokenizer.json{beside}; pass --byte-tokenizer or "
+                           "--tokenizer FILE")
     meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
     canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path)
     return config
@@ -83,7 +95,8 @@ def main(argv=None):
     tok = ap.add_mutually_exclusive_group()
     tok.add_argument("--byte-tokenizer", action="store_true",
                      help="write the byte-level tokenizer.json (ids 0..255 bytes, 256 EOS)")
-    tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json)")
+    tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json, or "
+                     "the dict.txt beside a fairseq checkpoint)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
     ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba: attention sinks kept per "
                     f"layer (default {sink_cache.DEFAULT_SINKS})")
@@ -93,12 +106,19 @@ def main(argv=None):
                     "max_position_embeddings)")
     a = ap.parse_args(argv)
     try:
-        cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer, a.name,
-                      sinks=a.sinks, window=a.window)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvertWarning)
+            cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer,
+                          a.name, sinks=a.sinks, window=a.window)
     except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
             OSError, json.JSONDecodeError) as e:
         print(f"convert: error: {e}", file=sys.stderr)
         return 1
+    for w in caught:
+        if issubclass(w.category, ConvertWarning):
+            print(f"convert: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     kinds = {}
     for b in cfg["blocks"]:
         kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1

@@ -162,7 +162,8 @@ std::string TokenDecoder::Decode(std::string_view token,
                           at_text_start && step.drop_first ? "" : " ");
         break;
       case Step::kJoinWords:
-        if (!at_text_start) text.insert(0, " ");
+        // An id without a word (a hole in the vocabulary) adds no space.
+        if (!at_text_start && !text.empty()) text.insert(0, " ");
         break;
     }
   }

@@ -18,13 +18,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// <pad> is left out of the vocabulary, so no text can name it; it stays a
-// special added token for decoding.
+// Id 1, <pad>, is left out of the vocabulary and the added tokens alike, so
+// no text can produce it.
 constexpr char kFairseqJson[] = R"({
   "version": "1.0",
   "added_tokens": [
     {"id": 0, "content": "<s>", "special": true},
-    {"id": 1, "content": "<pad>", "special": true},
     {"id": 2, "content": "</s>", "special": true},
     {"id": 3, "content": "<unk>", "special": true}],
   "normalizer": {"type": "Replace", "pattern": {"String": "\n"},
@@ -75,13 +74,13 @@ TEST(WordLevelTokenizerTest, TextNeverBecomesThePaddingId) {
     options.parse_special = parse_special;
     auto tok = MustParse(kFairseqJson, options);
     ASSERT_NE(tok, nullptr);
-    const std::vector<int32_t> ids = tok->Encode("<pad> the <pad>");
+    EXPECT_THAT(tok->Encode("<pad> the <pad>"), ElementsAre(2, 3, 4, 3))
+        << parse_special;
+    // Special tokens written out still name their ids when asked to.
     if (parse_special) {
-      // Hugging Face's default: special added tokens written out are theirs.
-      EXPECT_THAT(ids, ElementsAre(2, 1, 4, 1));
+      EXPECT_THAT(tok->Encode("</s>the"), ElementsAre(2, 2, 4));
     } else {
-      // What the server runs: the word is not in the vocabulary.
-      EXPECT_THAT(ids, ElementsAre(2, 3, 4, 3));
+      EXPECT_THAT(tok->Encode("</s>the"), ElementsAre(2, 3));
     }
   }
 }
@@ -91,13 +90,14 @@ TEST(WordLevelTokenizerTest, WordsDecodeJoinedWithSpaces) {
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->TokenBytes(5), " 72");
   EXPECT_EQ(tok->DecodeToken(5, /*at_text_start=*/true), "72");
-  EXPECT_EQ(tok->TokenBytes(1), "<pad>");
-  for (int32_t id : {0, 1, 2, 3}) EXPECT_TRUE(tok->IsSpecial(id)) << id;
+  EXPECT_EQ(tok->TokenBytes(2), "</s>");
+  EXPECT_EQ(tok->TokenBytes(1), "");
+  for (int32_t id : {0, 2, 3}) EXPECT_TRUE(tok->IsSpecial(id)) << id;
   EXPECT_FALSE(tok->IsSpecial(4));
 
   IncrementalDetokenizer fresh(*tok, /*at_text_start=*/true);
   std::string text;
-  for (int32_t id : {2, 4, 7, 2, 5}) text += fresh.Push(id);
+  for (int32_t id : {2, 4, 7, 2, 1, 5}) text += fresh.Push(id);
   text += fresh.Flush();
   EXPECT_EQ(text, "the é 72");
   // A continuation of a prompt starts with its separating space.

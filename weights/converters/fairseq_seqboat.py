@@ -25,6 +25,20 @@ fairseq dictionary's pad); final norm only with normalize_before, without
 tensors when no_affine_final_norm; output projection tied with
 share_decoder_input_output_embed. EOS is the dictionary's 2.
 
+Tokenizer: fairseq's dict.txt beside the checkpoint becomes a tokenizer.json
+that gives every symbol the id fairseq gave it (fairseq_dictionary.py): words
+split on whitespace, a newline read as </s>, each prompt starting with </s>
+(<s> with add_bos_token), and no text ever producing the padding id. The
+config's bos_token_id records that first id.
+
+truncation_length: fairseq computes each EMA as a convolution whose kernel
+keeps only the first truncation_length taps (2048 by default). The engine runs
+the recurrence, i.e. the untruncated kernel (MODELS.md 2.1): identical while a
+stream is at most truncation_length tokens long, and from then on each EMA
+also sees the inputs further back, with the weight the kernel's tail gives
+them. The converter measures that weight and warns (ConvertWarning) when some
+channel's tail holds at least TRUNCATION_TAIL_WARN of its kernel.
+
 Only the configuration the engine runs converts: local working memory
 (decoder_chunk_size > 0 = window w), softmax or relu2 attention, rotary
 (interleaved RoPE, theta 10000) or simple relative bias (not local_pos), silu,
@@ -42,12 +56,18 @@ import zipfile
 
 import torch
 
+import warnings
+
 from weights import canonical
-from weights.converters.convert_error import ConvertError
+from weights.converters import fairseq_dictionary
+from weights.converters.convert_error import ConvertError, ConvertWarning
 
 NAME = "fairseq-seqboat"
 FAIRSEQ_PAD, FAIRSEQ_EOS = 1, 2
 NORM_EPS = 1e-5            # SequenceNorm's eps for every norm type (MODELS.md 2.2)
+# Fraction of a channel's EMA kernel weight beyond truncation_length taps from
+# which the difference between training and serving is worth a warning.
+TRUNCATION_TAIL_WARN = 1e-3
 CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt", "model.pt")
 
 # Defaults of base_lm_architecture (fairseq/models/seqboat_lm.py) for fields a
@@ -60,8 +80,10 @@ ARG_DEFAULTS = {
     "no_scale_embedding": False, "no_affine_final_norm": False,
     "share_decoder_input_output_embed": False, "activation_fn": "silu",
     "attention_activation_fn": "softmax", "truncation_length": 2048, "local_pos": False,
-    "max_target_positions": 1024,
+    "max_target_positions": 1024, "add_bos_token": False,
 }
+# Task-level fields a Hydra-era checkpoint keeps under cfg.task, not cfg.model.
+TASK_FIELDS = ("add_bos_token", "tokens_per_sample")
 
 _ALLOWED_GLOBALS = {
     ("collections", "OrderedDict"), ("argparse", "Namespace"),
@@ -168,19 +190,28 @@ def load_checkpoint(path):
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
         raise ConvertError(f"{path}: not a fairseq checkpoint (no 'model' state dict)")
     args = ckpt.get("args")
+    task = {}
     if args is None:
         cfg = plain_config(ckpt.get("cfg"))
         if isinstance(cfg, dict):
             args = plain_config(cfg.get("model"))
+            task = plain_config(cfg.get("task"))
     if isinstance(args, argparse.Namespace):
         args = vars(args)
     if not isinstance(args, dict):
         raise ConvertError(f"{path}: no hyper-parameters ('args' or 'cfg.model')")
+    if isinstance(task, argparse.Namespace):
+        task = vars(task)
+    args = dict(args)
+    if isinstance(task, dict):
+        for key in TASK_FIELDS:
+            if key in task and key not in args:
+                args[key] = task[key]
     sd = ckpt["model"]
     for k, v in sd.items():
         if not isinstance(v, torch.Tensor):
             raise ConvertError(f"{path}: model entry {k!r} is not a tensor")
-    return dict(sd), dict(args)
+    return dict(sd), args
 
 
 def plain_config(value):
@@ -253,6 +284,9 @@ def read_dims(args):
     if pos == "rope_interleaved" and z % 2:
         raise ConvertError(f"args: decoder_z_dim {z} must be even for rotary")
     trunc = a.get("truncation_length")
+    context = a.get("tokens_per_sample")
+    if isinstance(context, bool) or not isinstance(context, int) or context <= 0:
+        context = None
     return {"d_model": D, "n_layers": pos_int("decoder_layers"), "z": z,
             "v": pos_int("decoder_hidden_dim"), "ne": pos_int("decoder_n_dim"), "window": w,
             "attn_fn": attn_fn, "pos": pos, "norm_type": norm_type,
@@ -261,7 +295,9 @@ def read_dims(args):
             "final_affine": not a["no_affine_final_norm"],
             "tied": bool(a["share_decoder_input_output_embed"]),
             "max_pos": pos_int("max_target_positions"),
-            "truncation": trunc if isinstance(trunc, int) and trunc > 0 else None}
+            "truncation": trunc if isinstance(trunc, int) and trunc > 0 else None,
+            "context": context,
+            "bos": fairseq_dictionary.BOS if a["add_bos_token"] else FAIRSEQ_EOS}
 
 
 def _norm_shapes(prefix, norm_type, D):
@@ -389,7 +425,8 @@ def canonical_config(dims, name, V, M):
         name=name, vocab_size=V, d_model=dims["d_model"], embed_scale=dims["embed_scale"],
         padding_idx=FAIRSEQ_PAD if V > 1 else None, tie_embeddings=dims["tied"],
         final_norm=final, eos_token_id=FAIRSEQ_EOS if V > FAIRSEQ_EOS else None,
-        bos_token_id=None, blocks=[dict(block, norm=dict(norm)) for _ in range(dims["n_layers"])])
+        bos_token_id=dims["bos"] if V > dims["bos"] else None,
+        blocks=[dict(block, norm=dict(norm)) for _ in range(dims["n_layers"])])
 
 
 def convert(src, dtype):
@@ -398,6 +435,63 @@ def convert(src, dtype):
     sd, args = load_checkpoint(path)
     dims = read_dims(args)
     tensors, V, M = map_tensors(sd, dims, dtype)
+    warn_truncation(tensors, dims)
     name = os.path.splitext(os.path.basename(os.path.normpath(src)))[0]
     return canonical_config(dims, name, V, M), tensors
+
+
+def truncation_tail(tensors, n_layers, T):
+    """(fraction, block, channel): the largest share of a channel's EMA kernel
+    weight that lies at taps >= T, over every block and channel.
+
+    The kernel of channel d is k_l = sum_n eta g phi^l (MODELS.md 2.1); each
+    mode's weight |eta g| phi^l sums to |eta g| / (1 - phi), of which
+    |eta g| phi^T / (1 - phi) lies at l >= T. The share is taken over the
+    modes' weights, so cancellation between modes does not hide a tail.
+    """
+    best = (0.0, 0, 0)
+    for i in range(n_layers):
+        p = f"blocks.{i}.ema."
+        phi = tensors[p + "decay"].double()
+        w = (tensors[p + "out_coef"].double() * tensors[p + "in_coef"].double()).abs()
+        w = w / (1.0 - phi).clamp_min(1e-300)
+        total = w.sum(1)
+        share = (w * phi.clamp_min(0.0) ** T).sum(1) / total.clamp_min(1e-300)
+        d = int(share.argmax())
+        if float(share[d]) > best[0]:
+            best = (float(share[d]), i, d)
+    return best
+
+
+def warn_truncation(tensors, dims):
+    T = dims["truncation"]
+    if T is None:
+        return
+    share, block, channel = truncation_tail(tensors, dims["n_layers"], T)
+    if share < TRUNCATION_TAIL_WARN:
+        return
+    trained = f" (trained on {dims['context']}-token samples)" if dims["context"] else ""
+    warnings.warn(
+        f"truncation_length {T}: the checkpoint{trained} was trained with EMA kernels cut "
+        f"to {T} taps, and the engine runs them uncut. Streams up to {T} tokens get exactly "
+        f"the trained model; after that each EMA also weighs inputs more than {T} tokens "
+        f"back, which training never did: up to {100 * share:.2g}% of a channel's kernel "
+        f"weight (block {block}, channel {channel}).", ConvertWarning, stacklevel=2)
+
+
+def default_tokenizer(src, config):
+    """The tokenizer.json dict of the dict.txt beside the checkpoint, or None
+    when there is none. The dictionary must fit the embedding: a symbol
+    without a row is an error; rows without a symbol are never produced."""
+    path = os.path.join(os.path.dirname(os.path.abspath(checkpoint_path(src))),
+                        fairseq_dictionary.FILE_NAME)
+    if not os.path.isfile(path):
+        return None
+    symbols = fairseq_dictionary.read_symbols(path)
+    V = config["vocab_size"]
+    if len(symbols) > V:
+        raise ConvertError(f"{path}: {len(symbols)} symbols (4 specials and "
+                           f"{len(symbols) - 4} lines), but decoder.embed_tokens.weight has "
+                           f"{V} rows")
+    return fairseq_dictionary.tokenizer_json(symbols, bos=config["bos_token_id"])
 

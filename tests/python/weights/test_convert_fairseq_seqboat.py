@@ -31,6 +31,7 @@ from convert_cli import assert_clean_failure, run, run_process
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ENGINE_LOGITS = os.path.join(ROOT, "bazel-bin", "tests", "parity", "engine_logits")
+TOKENIZE_TOOL = os.path.join(ROOT, "bazel-bin", "engine", "tokenizer", "tokenize_tool")
 VOCAB = 260          # fairseq-style dictionary size; >= 257 so the byte tokenizer fits
 T = 96
 
@@ -463,6 +464,171 @@ def test_cli_exit_status(tmp_path):
     t, _ = safetensors_io.load_file(out / "model.safetensors")
     assert t["blocks.0.gau.in_proj.weight"].dtype == torch.bfloat16
     assert t["blocks.0.ema.decay"].dtype == torch.float32      # derived recurrence stays fp32
-    # A model without a tokenizer needs one named: the fairseq dictionary is not converted.
+    # Without dict.txt beside the checkpoint a tokenizer must be named.
     proc = run_process(base + [str(tmp_path / "out2")])
-    assert proc.returncode == 1 and "tokenizer" in proc.stderr
+    assert proc.returncode == 1 and "no tokenizer.json or dict.txt" in proc.stderr
+
+
+# ---- the fairseq dictionary -------------------------------------------------------
+
+def dictionary_lines(n):
+    """n dict.txt lines, as fairseq-preprocess writes them: symbol, count;
+    byte-number symbols as enwik8's, padding words at the end."""
+    words = [str(b) for b in range(n - 3)] + ["é", "the", "madeupword0000"]
+    return [f"{w} {1000 - i}" for i, w in enumerate(words)]
+
+
+def fairseq_prompt(symbols, text, bos=2):
+    """The ids fairseq's language-model inference feeds for `text`: every line
+    but the last ends with </s>, as the binarizer ended the training lines;
+    words split on whitespace (tokenize_line), unknown ones <unk>; the
+    leading </s> (bos) that build_dataset_for_inference prepends. One
+    deliberate difference: the word <pad> is <unk>, not the padding id."""
+    index = {s: i for i, s in enumerate(symbols) if i != 1}
+    ids = [bos]
+    lines = text.split("\n")
+    for k, line in enumerate(lines):
+        ids += [index.get(w, 3) for w in line.split()]
+        if k + 1 < len(lines):
+            ids.append(2)
+    return ids
+
+
+def converted_with_dictionary(tmp_path, capsys, lines, **over):
+    a = make_args(**over)
+    (tmp_path / "ckpt").mkdir()
+    save_checkpoint(tmp_path / "ckpt" / "checkpoint_best.pt", make_state_dict(a, seed=8), a)
+    (tmp_path / "ckpt" / "dict.txt").write_text("".join(l + "\n" for l in lines),
+                                                encoding="utf-8")
+    out = tmp_path / "out"
+    return run(["--source", "fairseq-seqboat", str(tmp_path / "ckpt"), str(out)], capsys), out
+
+
+def test_dictionary_becomes_a_tokenizer_with_fairseq_ids(tmp_path, capsys):
+    tokenizers = pytest.importorskip("tokenizers")
+    lines = dictionary_lines(VOCAB - 4 - 2)      # two embedding rows without a symbol
+    (code, err), out = converted_with_dictionary(tmp_path, capsys, lines)
+    assert code == 0, err
+    symbols = ["<s>", "<pad>", "</s>", "<unk>"] + [l.rsplit(" ", 1)[0] for l in lines]
+    tok = json.loads((out / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    assert all(vocab[s] == i for i, s in enumerate(symbols) if i != 1)
+    # No text can produce the padding id: it is neither a word nor an added token.
+    assert "<pad>" not in vocab and 1 not in vocab.values()
+    assert [(t["id"], t["content"], t["special"]) for t in tok["added_tokens"]] == \
+        [(0, "<s>", True), (2, "</s>", True), (3, "<unk>", True)]
+    conf = json.loads((out / "config.json").read_text())
+    assert (conf["bos_token_id"], conf["eos_token_id"], conf["embed"]["padding_idx"]) == (2, 2, 1)
+
+    text = "12 7 the\n250  é\tzzz 3\n\n<pad> 99 </s> 5 madeupword0000 THE\n0"
+    want = fairseq_prompt(symbols, text)
+    assert 1 not in want
+    hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    hf.encode_special_tokens = True          # the server's parse_special off
+    assert hf.encode(text).ids == want
+    assert all(hf.id_to_token(i) == s for i, s in enumerate(symbols) if i != 1)
+
+    if not os.path.exists(TOKENIZE_TOOL):
+        pytest.fail(f"{TOKENIZE_TOOL} is missing: run `bazel build //engine/tokenizer:all`")
+    text_path = tmp_path / "prompt.txt"
+    text_path.write_bytes(text.encode())
+    got = subprocess.run([TOKENIZE_TOOL, "encode", str(out / "tokenizer.json"), str(text_path)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert [int(x) for x in got] == want
+    # Generated words come back joined with single spaces; specials print nothing.
+    ids_path = tmp_path / "ids.txt"
+    ids_path.write_text(" ".join(map(str, want)))
+    streamed = subprocess.run([TOKENIZE_TOOL, "stream", str(out / "tokenizer.json"),
+                               str(ids_path)], capture_output=True, text=True,
+                              check=True).stdout.split("\n")[:-1]
+    text_out = b"".join(b"" if l == "-" else bytes.fromhex(l) for l in streamed).decode()
+    assert text_out == hf.decode(want) == "12 7 the 250 é 3 99 5 madeupword0000 0"
+
+
+def test_add_bos_token_starts_prompts_with_bos(tmp_path, capsys):
+    (code, err), out = converted_with_dictionary(tmp_path, capsys, dictionary_lines(20),
+                                                 add_bos_token=True)
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["bos_token_id"] == 0
+    tok = json.loads((out / "tokenizer.json").read_text())
+    assert tok["post_processor"]["special_tokens"] == {
+        "<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}
+
+
+def test_explicit_tokenizer_wins_over_the_dictionary(tmp_path, capsys):
+    a = make_args()
+    (tmp_path / "ckpt").mkdir()
+    ckpt = save_checkpoint(tmp_path / "ckpt" / "model.pt", make_state_dict(a, seed=8), a)
+    (tmp_path / "ckpt" / "dict.txt").write_text("a 1\n")
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert code == 0, err
+    assert json.loads((out / "tokenizer.json").read_text())["model"]["type"] == "Bytes"
+    assert json.loads((out / "config.json").read_text())["bos_token_id"] is None
+
+
+BAD_DICTIONARIES = {
+    "too_many_symbols": ([f"w{i} 1" for i in range(VOCAB - 3)],
+                         ["dict.txt", f"{VOCAB + 1} symbols", f"has {VOCAB} rows"]),
+    "no_count": (["a 1", "b", "c 3"], ["dict.txt:2", "'b'", "<symbol> <count>"]),
+    "bad_count": (["a 1", "b x"], ["dict.txt:2", "'b x'"]),
+    "blank_line": (["a 1", ""], ["dict.txt:2"]),
+    "duplicate": (["a 1", "b 2", "a 3"], ["dict.txt:3", "'a'", "repeats id 4"]),
+    "special_without_overwrite": (["</s> 5"], ["dict.txt:1", "'</s>'", "repeats id 2"]),
+    "overwrite_word": (["a 1", "a 2 #fairseq:overwrite"], ["dict.txt:2", "overwrites id 4"]),
+    "overwrite_eos": (["a 1", "</s> 2 #fairseq:overwrite"], ["dict.txt:2", "overwrites id 2"]),
+    "overwrite_unk": (["<unk> 2 #fairseq:overwrite"], ["dict.txt:1", "overwrites id 3"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DICTIONARIES))
+def test_bad_dictionary_is_a_clean_error(tmp_path, capsys, case):
+    lines, needles = BAD_DICTIONARIES[case]
+    (code, err), out = converted_with_dictionary(tmp_path, capsys, lines)
+    assert_clean_failure(out, code, err, *needles)
+
+
+def test_overwritten_special_keeps_its_name(tmp_path, capsys):
+    (code, err), out = converted_with_dictionary(
+        tmp_path, capsys, ["a 5", "<pad> 3 #fairseq:overwrite", "b 1"])
+    assert code == 0, err
+    tok = json.loads((out / "tokenizer.json").read_text())
+    # Text "<pad>" takes the new id, as in fairseq; id 1 stays the padding
+    # id, which no text produces.
+    assert tok["model"]["vocab"]["<pad>"] == 5 and 1 not in tok["model"]["vocab"].values()
+    assert 1 not in [t["id"] for t in tok["added_tokens"]]
+
+
+# ---- truncation_length ------------------------------------------------------------
+
+def test_short_truncation_warns_with_the_kernel_tail(tmp_path, capsys):
+    a = make_args(truncation_length=16, tokens_per_sample=512)
+    ckpt = save_checkpoint(tmp_path / "c.pt", make_state_dict(a, seed=3), a)
+    out = tmp_path / "out"
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert code == 0, err
+    assert "convert: warning: truncation_length 16" in err
+    assert "trained on 512-token samples" in err and "Streams up to 16 tokens" in err
+    assert json.loads((out / "config.json").read_text())["blocks"][0]["ema_truncation"] == 16
+
+    # The same weights trained with the default 2048 taps: these decays leave
+    # nothing of the kernel that far out, so there is nothing to warn about.
+    a2 = make_args(truncation_length=2048)
+    ckpt2 = save_checkpoint(tmp_path / "c2.pt", make_state_dict(a2, seed=3), a2)
+    code, err = run(["--source", "fairseq-seqboat", str(ckpt2), str(tmp_path / "out2"),
+                     "--byte-tokenizer"], capsys)
+    assert code == 0 and "warning" not in err, err
+
+
+def test_truncation_tail_measure():
+    from weights.converters.fairseq_seqboat import truncation_tail
+    # One channel, two modes: a fast one (phi 0.5) and a slow one (phi 0.99)
+    # with equal |eta g|; their weights are 1/(1-phi) = 2 and 100.
+    t = {"blocks.0.ema.decay": torch.tensor([[0.5, 0.99]]),
+         "blocks.0.ema.in_coef": torch.tensor([[1.0, 1.0]]),
+         "blocks.0.ema.out_coef": torch.tensor([[1.0, -1.0]])}
+    share, block, channel = truncation_tail(t, 1, 10)
+    want = (2 * 0.5 ** 10 + 100 * 0.99 ** 10) / 102
+    assert (block, channel) == (0, 0) and abs(share - want) < 1e-6
