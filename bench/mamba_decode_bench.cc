@@ -1,9 +1,12 @@
 // Decode throughput of the CPU backend on the 130M Mamba shape (random
 // weights), printed next to this machine's limits measured in the same run:
 // the BLAS GEMM rate at the step's exact shapes and the memory bandwidth.
+// --kind=mamba2 runs state-spaces/mamba2-130m's shape instead (d_model 768,
+// 24 layers, head_dim 64, d_state 128), whose state per sequence is ~7x
+// Mamba-1's.
 //
 //   bazel run -c opt //bench:mamba_decode_bench --
-//   [--batches=1,8,32,128]
+//   [--kind=mamba1|mamba2] [--batches=1,8,32,128]
 #include <cblas.h>
 #include <omp.h>
 
@@ -23,12 +26,15 @@
 #include "bench/random_model.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/layers/mamba1.h"
+#include "engine/layers/mamba2.h"
 #include "engine/model/model.h"
 
 ABSL_FLAG(std::string, model_dir, "",
           "existing canonical model; empty makes the 130M shape");
+ABSL_FLAG(std::string, kind, "mamba1",
+          "mamba1 or mamba2: which 130M shape to make");
 ABSL_FLAG(std::string, scratch_dir, "/tmp/seqboat-bench-mamba130m",
-          "where the random model goes");
+          "where the random model goes (with -mamba2 appended for mamba2)");
 ABSL_FLAG(std::string, batches, "1,8,32,128", "decode batch sizes");
 ABSL_FLAG(int, steps, 12, "timed decode steps per batch size");
 ABSL_FLAG(int, prefill_tokens, 2048, "prompt length for the prefill figure");
@@ -57,6 +63,12 @@ StepShapes ShapesOf(const ModelConfig& cfg) {
   StepShapes s;
   const int d = static_cast<int>(cfg.d_model);
   for (const BlockConfig& b : cfg.blocks) {
+    if (const Mamba2Config* m2 = b.As<Mamba2Config>()) {
+      const int e = static_cast<int>(m2->d_inner());
+      s.mats.push_back({static_cast<int>(m2->in_proj_rows()), d});
+      s.mats.push_back({d, e});
+      continue;
+    }
     const Mamba1Config* m = b.As<Mamba1Config>();
     const int e = m->d_inner, r = m->dt_rank, n = m->d_state;
     s.mats.push_back({2 * e, d});
@@ -115,9 +127,19 @@ int Run() {
   const int max_b = *std::max_element(batches.begin(), batches.end());
   std::string dir = absl::GetFlag(FLAGS_model_dir);
   if (dir.empty()) {
-    dir = absl::GetFlag(FLAGS_scratch_dir);
-    std::printf("writing a random 130M-shape Mamba to %s ...\n", dir.c_str());
-    if (absl::Status s = WriteRandomMamba({}, dir); !s.ok()) {
+    const std::string kind = absl::GetFlag(FLAGS_kind);
+    if (kind != "mamba1" && kind != "mamba2") {
+      std::fprintf(stderr, "--kind must be mamba1 or mamba2, got %s\n",
+                   kind.c_str());
+      return 1;
+    }
+    const bool two = kind == "mamba2";
+    dir = absl::GetFlag(FLAGS_scratch_dir) + (two ? "-mamba2" : "");
+    std::printf("writing a random 130M-shape %s to %s ...\n",
+                two ? "Mamba-2" : "Mamba", dir.c_str());
+    if (absl::Status s =
+            two ? WriteRandomMamba2({}, dir) : WriteRandomMamba({}, dir);
+        !s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
