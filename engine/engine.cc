@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -214,8 +215,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
   auto model = Model::Load(options.model_dir, *backend, limits);
   if (!model.ok()) return model.status();
+  std::set<std::string> logged;
   for (const std::string& warning : (*model)->config().warnings) {
-    spdlog::warn("{}/config.json: {}", options.model_dir, warning);
+    if (logged.insert(warning).second) {
+      spdlog::warn("{}/config.json: {}", options.model_dir, warning);
+    }
   }
   // The model's config.json names its EOS; it wins over the tokenizer's guess.
   TokenizerOptions tokenizer_options;

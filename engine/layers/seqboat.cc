@@ -316,12 +316,12 @@ absl::Status ParseSeqBoat(ObjectReader& r, std::vector<std::string>* warnings,
   if (c.ema_truncation.has_value()) {
     // Exact O(1) decoding of a truncated kernel needs a ring of the last T
     // inputs per channel, not a constant-size state (MODELS.md 2.1).
+    // Worded without the block so that a stack of such blocks says it once.
     const int64_t t = *c.ema_truncation;
-    warnings->push_back(
-        absl::StrCat(r.context(), ": ema_truncation ", t,
-                     ": trained with EMA kernels cut to ", t,
-                     " taps; they run uncut here, so a stream past ", t,
-                     " tokens is no longer exactly the trained model"));
+    warnings->push_back(absl::StrCat(
+        "seqboat ema_truncation ", t, ": trained with EMA kernels cut to ", t,
+        " taps; they run uncut here, so a stream past ", t,
+        " tokens is no longer exactly the trained model"));
   }
   *params = c;
   return absl::OkStatus();

@@ -425,8 +425,8 @@ TEST(SeqBoatConfigTest, ParsesTheCanonicalFields) {
   EXPECT_EQ(c->rel_pos_max, 5);
   EXPECT_EQ(c->ema_truncation, 2048);
   ASSERT_EQ(cfg->warnings.size(), 1u);
-  EXPECT_NE(cfg->warnings[0].find("blocks[0] (seqboat): ema_truncation 2048: "
-                                  "trained with EMA kernels cut to 2048 taps"),
+  EXPECT_NE(cfg->warnings[0].find("seqboat ema_truncation 2048: trained with "
+                                  "EMA kernels cut to 2048 taps"),
             std::string::npos)
       << cfg->warnings[0];
 }
