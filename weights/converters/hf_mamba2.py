@@ -52,15 +52,14 @@ def _bool(cfg, key, default):
     return v
 
 
-def _time_step_limit(cfg):
-    """(dt_min, dt_max or None for unbounded) from time_step_limit, which JSON
+def time_step_limit(v, field="time_step_limit"):
+    """(dt_min, dt_max or None for unbounded) from a [lo, hi] pair, which JSON
     spells [0.0, Infinity] by default."""
-    v = cfg.get("time_step_limit", [0.0, math.inf])
     ok = (isinstance(v, (list, tuple)) and len(v) == 2
           and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
           and not any(math.isnan(x) for x in v) and math.isfinite(v[0]) and 0 <= v[0] <= v[1])
     if not ok:
-        raise ConvertError(f"config: field 'time_step_limit' must be [lo, hi] with "
+        raise ConvertError(f"config: field '{field}' must be [lo, hi] with "
                            f"0 <= lo <= hi, got {v!r}")
     return float(v[0]), (None if math.isinf(v[1]) else float(v[1]))
 
@@ -92,7 +91,7 @@ def read_dims(cfg):
         raise ConvertError(f"config: field 'n_groups' {G} does not divide num_heads {H}")
     _int(cfg, "chunk_size")         # only rounding depends on it (MODELS.md 7.13)
     bias = _bool(cfg, "use_bias", False)
-    dt_min, dt_max = _time_step_limit(cfg)
+    dt_min, dt_max = time_step_limit(cfg.get("time_step_limit", [0.0, math.inf]))
     eps = positive_number(cfg, "layer_norm_epsilon", 1e-5)
     return {"vocab_size": _int(cfg, "vocab_size"), "d_model": D,
             "n_layers": _int(cfg, "num_hidden_layers"), "n_heads": H, "head_dim": P,
@@ -162,13 +161,14 @@ def map_tensors(tensors, dims, embed_name, tied, dtype):
 
 def blocks(dims):
     """The canonical mamba2 blocks; HF uses layer_norm_epsilon for the block norm
-    and the gated norm alike."""
+    and the gated norm alike, mamba_ssm a gated_norm_eps of its own."""
     return [canonical.mamba2_block(
         n_heads=dims["n_heads"], head_dim=dims["head_dim"], d_state=dims["d_state"],
         n_groups=dims["n_groups"], d_conv=dims["d_conv"], eps=dims["eps"],
         in_proj_bias=dims["in_proj_bias"], out_proj_bias=dims["out_proj_bias"],
         conv_bias=dims["conv_bias"], dt_min=dims["dt_min"], dt_max=dims["dt_max"],
-        gated_norm_eps=dims["eps"]) for _ in range(dims["n_layers"])]
+        gated_norm_eps=dims.get("gated_norm_eps", dims["eps"]))
+        for _ in range(dims["n_layers"])]
 
 
 def convert(src, dtype):

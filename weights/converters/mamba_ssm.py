@@ -1,14 +1,16 @@
 """Original `state-spaces/mamba` checkpoint (config.json + pytorch_model.bin) -> canonical.
 
-Field set per MODELS.md 1.6. Only pure Mamba-1 stacks convert: ssm_cfg.layer
-other than Mamba1, d_intermediate > 0 (gated MLP per block) and attention
-layers are rejected, as are non-RMSNorm models.
+Field set per MODELS.md 1.6. Only pure Mamba-1 or Mamba-2 stacks convert (a
+Mamba-2 config, ssm_cfg.layer "Mamba2", goes to mamba2_ssm.py): another
+ssm_cfg.layer, d_intermediate > 0 (gated MLP per block) and attention layers
+are rejected, as are non-RMSNorm models.
 """
 
 import json
 import math
 import os
 
+from weights.converters import mamba2_ssm
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import load_bin
 from weights.converters.mamba_common import canonical_config, map_tensors, positive_int
@@ -32,7 +34,8 @@ def read_dims(cfg):
     if unknown:
         raise ConvertError(f"config: unknown ssm_cfg fields {unknown}")
     if ssm.get("layer", "Mamba1") != "Mamba1":
-        raise ConvertError(f"config: ssm_cfg.layer {ssm['layer']!r} unsupported (only Mamba1)")
+        raise ConvertError(f"config: ssm_cfg.layer {ssm['layer']!r} unsupported (only Mamba1 "
+                           "and Mamba2)")
     if cfg.get("d_intermediate", 0):
         raise ConvertError("config: d_intermediate > 0 (gated MLP blocks) is unsupported")
     if cfg.get("attn_layer_idx"):
@@ -63,6 +66,8 @@ def load_tensors(src):
 def convert(src, dtype):
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
+    if isinstance(cfg.get("ssm_cfg"), dict) and cfg["ssm_cfg"].get("layer") == "Mamba2":
+        return mamba2_ssm.convert(cfg, src, load_tensors(src), dtype)
     dims = read_dims(cfg)
     tied = bool(cfg.get("tie_embeddings", True))
     eps = float(cfg.get("norm_epsilon", 1e-5))   # mamba_ssm's MixerModel default

@@ -177,7 +177,7 @@ def test_hf_bad_config(tmp_path, capsys, edit, needle):
 
 
 @pytest.mark.parametrize("edit, needle", [
-    ({"ssm_cfg": {"layer": "Mamba2"}}, "Mamba2"),
+    ({"ssm_cfg": {"layer": "Mamba3"}}, "Mamba3"),
     ({"d_intermediate": 64}, "d_intermediate"),
     ({"attn_layer_idx": [1]}, "attn_layer_idx"),
     ({"ssm_cfg": {"headdim": 8}}, "unknown ssm_cfg"),

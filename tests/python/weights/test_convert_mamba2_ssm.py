@@ -1,0 +1,112 @@
+"""`--source mamba-ssm` on original state-spaces/mamba Mamba-2 checkpoints
+(config.json with ssm_cfg.layer "Mamba2" + pytorch_model.bin, the layout of
+state-spaces/mamba2-*): the converted directory, run by the float64 reference,
+gives transformers' float64 forward of the same weights (n_groups = 1, where
+transformers is right); absent mixer fields take mamba_ssm's defaults; bad
+configs are errors naming the field, with nothing written.
+"""
+
+import json
+import types
+
+import pytest
+import torch
+
+from weights.converters import mamba2_ssm
+from weights.reference.model import ReferenceModel
+
+from convert_cli import assert_clean_failure, run
+
+transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
+from transformers import Mamba2Config, Mamba2ForCausalLM  # noqa: E402
+
+if not hasattr(torch, "_dynamo"):
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+
+TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
+          68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85]
+
+# The 130m release's config.json (MODELS.md 7.9).
+RELEASED_130M = {"d_model": 768, "d_intermediate": 0, "n_layer": 24, "vocab_size": 50277,
+                 "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [], "attn_cfg": {},
+                 "rms_norm": True, "residual_in_fp32": True, "fused_add_norm": True,
+                 "pad_vocab_size_multiple": 16, "tie_embeddings": True}
+
+
+def write_checkpoint(path, seed=0):
+    """A Mamba2ForCausalLM (head_dim 12, d_state 20) saved as mamba_ssm saves its
+    model: its state dict under mamba_ssm's names, with lm_head.weight (tied),
+    and a mamba_ssm config.json. Returns the transformers model."""
+    torch.manual_seed(seed)
+    model = Mamba2ForCausalLM(Mamba2Config(
+        vocab_size=264, hidden_size=48, expand=2, num_heads=8, head_dim=12, state_size=20,
+        n_groups=1, num_hidden_layers=2, conv_kernel=4, chunk_size=16, use_bias=False,
+        use_conv_bias=True, layer_norm_epsilon=1e-5, tie_word_embeddings=True)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
+                p.add_(0.2 * torch.randn_like(p))
+    path.mkdir()
+    state = {k.replace("backbone.embeddings.", "backbone.embedding."): v.clone()
+             for k, v in model.state_dict().items()}
+    state["lm_head.weight"] = state["backbone.embedding.weight"].clone()
+    torch.save(state, path / "pytorch_model.bin")
+    (path / "config.json").write_text(json.dumps(
+        {"d_model": 48, "d_intermediate": 0, "n_layer": 2, "vocab_size": 264,
+         "ssm_cfg": {"layer": "Mamba2", "d_state": 20, "headdim": 12, "chunk_size": 16},
+         "rms_norm": True, "residual_in_fp32": True, "fused_add_norm": True,
+         "pad_vocab_size_multiple": 8, "tie_embeddings": True}))
+    return model
+
+
+def test_converted_model_matches_transformers(tmp_path, capsys):
+    model = write_checkpoint(tmp_path / "ssm", seed=3)
+    out = tmp_path / "out"
+    code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
+    with torch.no_grad():
+        want = model.double()(torch.tensor([TOKENS])).logits[0].double()
+    assert ref.std() > 0.3
+    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    conf = json.loads((out / "config.json").read_text())
+    assert [b["kind"] for b in conf["blocks"]] == ["mamba2", "mamba2"]
+    assert conf["blocks"][0]["gated_norm_eps"] == 1e-5 and conf["tie_embeddings"]
+
+
+def test_released_config_takes_mamba_ssm_defaults():
+    dims = mamba2_ssm.read_dims(RELEASED_130M)
+    assert dims == {"vocab_size": 50288, "d_model": 768, "n_layers": 24, "n_heads": 24,
+                    "head_dim": 64, "d_state": 128, "n_groups": 1, "d_conv": 4,
+                    "in_proj_bias": False, "out_proj_bias": False, "conv_bias": True,
+                    "dt_min": 0.0, "dt_max": None, "eps": 1e-5, "gated_norm_eps": 1e-5}
+    grouped = mamba2_ssm.read_dims(dict(RELEASED_130M, ssm_cfg={
+        "layer": "Mamba2", "ngroups": 8, "dt_limit": [0.001, 0.1], "bias": True}))
+    assert (grouped["n_groups"], grouped["dt_min"], grouped["dt_max"]) == (8, 0.001, 0.1)
+    assert grouped["in_proj_bias"] and grouped["out_proj_bias"]
+
+
+@pytest.mark.parametrize("ssm_cfg, needle", [
+    ({"foo": 1}, "unknown ssm_cfg fields ['foo']"),
+    ({"d_ssm": 48}, "ssm_cfg.d_ssm 48"),
+    ({"D_has_hdim": True}, "ssm_cfg.D_has_hdim"),
+    ({"rmsnorm": False}, "ssm_cfg.rmsnorm"),
+    ({"norm_before_gate": True}, "ssm_cfg.norm_before_gate"),
+    ({"learnable_init_states": True}, "ssm_cfg.learnable_init_states"),
+    ({"activation": "relu"}, "ssm_cfg.activation 'relu'"),
+    ({"headdim": 7}, "ssm_cfg.headdim 7 does not divide d_inner 96"),
+    ({"ngroups": 3}, "ssm_cfg.ngroups 3 does not divide the 8 heads"),
+    ({"dt_limit": [0.1]}, "ssm_cfg.dt_limit"),
+    ({"d_state": 21}, "backbone.layers.0.mixer.conv1d.bias"),
+])
+def test_bad_config_is_a_clean_error(tmp_path, capsys, ssm_cfg, needle):
+    write_checkpoint(tmp_path / "ssm")
+    path = tmp_path / "ssm" / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["ssm_cfg"].update(ssm_cfg)
+    path.write_text(json.dumps(cfg))
+    out = tmp_path / "out"
+    code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, needle)
