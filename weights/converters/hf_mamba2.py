@@ -14,6 +14,10 @@ groups in prefill and normalises ungrouped, so for G > 1 the engine follows the
 checkpoint's own code rather than transformers (G = 1, every state-spaces
 model, is the same under both).
 
+A time_step_limit other than the default (0, inf) converts with a warning:
+the engine clamps dt in prefill and decode alike, as transformers' torch path
+does, where mamba_ssm clamps it in prefill only (MODELS.md 7.7).
+
 Refused, naming the field or tensor: another architecture, hidden_act other
 than silu, rms_norm false, norm_before_gate true, num_heads * head_dim other
 than int(expand * hidden_size), n_groups not dividing num_heads, a
@@ -22,11 +26,12 @@ missing, unknown or mis-shaped.
 """
 
 import math
+import warnings
 
 import torch
 
 from weights import canonical
-from weights.converters.convert_error import ConvertError
+from weights.converters.convert_error import ConvertError, ConvertWarning
 from weights.converters.hf_checkpoint import check_tensors, load_tensors
 from weights.converters.hf_config import canonical_config, load_config, positive_number
 from weights.converters.mamba_common import positive_int
@@ -61,7 +66,14 @@ def time_step_limit(v, field="time_step_limit"):
     if not ok:
         raise ConvertError(f"config: field '{field}' must be [lo, hi] with "
                            f"0 <= lo <= hi, got {v!r}")
-    return float(v[0]), (None if math.isinf(v[1]) else float(v[1]))
+    lo, hi = float(v[0]), (None if math.isinf(v[1]) else float(v[1]))
+    if lo != 0.0 or hi is not None:
+        warnings.warn(
+            f"{field} {list(v)} is not the default (0, inf): the engine clamps dt in prefill "
+            "and decode alike, as transformers' torch path does, while mamba_ssm and "
+            "transformers' CUDA path clamp it in prefill only (MODELS.md 7.7), so decode may "
+            "differ from what those ran", ConvertWarning, stacklevel=2)
+    return lo, hi
 
 
 def read_dims(cfg):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from weights.converters import mamba2_ssm
+from weights.converters.convert_error import ConvertWarning
 from weights.reference.model import ReferenceModel
 
 from convert_cli import assert_clean_failure, run
@@ -81,8 +82,9 @@ def test_released_config_takes_mamba_ssm_defaults():
                     "head_dim": 64, "d_state": 128, "n_groups": 1, "d_conv": 4,
                     "in_proj_bias": False, "out_proj_bias": False, "conv_bias": True,
                     "dt_min": 0.0, "dt_max": None, "eps": 1e-5, "gated_norm_eps": 1e-5}
-    grouped = mamba2_ssm.read_dims(dict(RELEASED_130M, ssm_cfg={
-        "layer": "Mamba2", "ngroups": 8, "dt_limit": [0.001, 0.1], "bias": True}))
+    with pytest.warns(ConvertWarning, match="ssm_cfg.dt_limit"):
+        grouped = mamba2_ssm.read_dims(dict(RELEASED_130M, ssm_cfg={
+            "layer": "Mamba2", "ngroups": 8, "dt_limit": [0.001, 0.1], "bias": True}))
     assert (grouped["n_groups"], grouped["dt_min"], grouped["dt_max"]) == (8, 0.001, 0.1)
     assert grouped["in_proj_bias"] and grouped["out_proj_bias"]
 
