@@ -36,9 +36,10 @@ struct GenerateStream::State {
   bool finish_started ABSL_GUARDED_BY(mu) = false;
   // How the call will end once the in-flight write (if any) completes.
   std::optional<grpc::Status> finish_status ABSL_GUARDED_BY(mu);
-  // The message being written. Only the thread that set write_in_flight or
-  // finish_started touches it until the write completes.
+  // The message being written, and its bytes. Only the thread that set
+  // write_in_flight or finish_started touches them until the write completes.
   v1::GenerateResponse out;
+  grpc::ByteBuffer out_bytes;
 
   // For the per-request log line.
   int64_t events = 0;
@@ -46,6 +47,24 @@ struct GenerateStream::State {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   uint32_t generated_tokens = 0;
 };
+
+grpc::ByteBuffer SerializeToByteBuffer(
+    const google::protobuf::Message& message) {
+  grpc::Slice slice(message.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+bool ParseFromByteBuffer(const grpc::ByteBuffer& bytes,
+                         google::protobuf::Message* message) {
+  std::vector<grpc::Slice> slices;
+  if (!bytes.Dump(&slices).ok()) return false;
+  std::string wire;
+  wire.reserve(bytes.Length());
+  for (const grpc::Slice& slice : slices) {
+    wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return message->ParseFromString(wire);
+}
 
 GenerateStream::GenerateStream(std::string request_id,
                                std::shared_ptr<RequestControl> control,
@@ -144,12 +163,13 @@ void GenerateStream::Pump(std::shared_ptr<State> state) {
   // gRPC calls happen outside the lock: a reaction may run inline and take it.
   // The reactor cannot be deleted meanwhile, since OnDone needs the write or
   // finish started here to complete first.
+  if (op != Op::kFinish) state->out_bytes = SerializeToByteBuffer(state->out);
   switch (op) {
     case Op::kWrite:
-      reactor->StartWrite(&state->out);
+      reactor->StartWrite(&state->out_bytes);
       break;
     case Op::kWriteAndFinish:
-      reactor->StartWriteAndFinish(&state->out, grpc::WriteOptions(),
+      reactor->StartWriteAndFinish(&state->out_bytes, grpc::WriteOptions(),
                                    grpc::Status::OK);
       break;
     case Op::kFinish:

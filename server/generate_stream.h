@@ -25,8 +25,19 @@
 
 namespace seqboat {
 
-class GenerateStream final
-    : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// A message's wire bytes, for raw (ByteBuffer) methods.
+grpc::ByteBuffer SerializeToByteBuffer(
+    const google::protobuf::Message& message);
+
+// Parses a raw method's request; false when the bytes are not a valid
+// message (a malformed field, a string that is not UTF-8).
+bool ParseFromByteBuffer(const grpc::ByteBuffer& bytes,
+                         google::protobuf::Message* message);
+
+// Writes GenerateResponse messages serialized by hand: the service takes
+// Generate as a raw method so that a request that does not parse is answered
+// INVALID_ARGUMENT by the service, not UNIMPLEMENTED by gRPC.
+class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `request_id` is echoed in every message; `control` is the request's.
   // `on_done`, if set, runs once the call is over (from OnDone). `metrics`,

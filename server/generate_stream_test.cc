@@ -26,11 +26,16 @@ struct Accepted {
 
 // Stands in for the engine: each Generate call's sink is queued for the test
 // to drive by hand. request_id "reject" fails the call up front instead.
-class HandoffService final : public v1::TextGeneration::CallbackService {
+class HandoffService final
+    : public v1::TextGeneration::WithRawCallbackMethod_Generate<
+          v1::TextGeneration::CallbackService> {
  public:
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* /*context*/,
-      const v1::GenerateRequest* request) override {
+      const grpc::ByteBuffer* bytes) override {
+    auto parsed = std::make_unique<v1::GenerateRequest>();
+    EXPECT_TRUE(ParseFromByteBuffer(*bytes, parsed.get()));
+    const v1::GenerateRequest* request = parsed.get();
     auto control = std::make_shared<RequestControl>();
     auto* stream = new GenerateStream(request->request_id(), control);
     if (request->request_id() == "reject") {

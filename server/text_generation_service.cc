@@ -44,6 +44,10 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+constexpr char kUnparsable[] =
+    "the request could not be parsed (a malformed field, or a string that "
+    "is not valid UTF-8) as seqboat.v1.";
+
 }  // namespace
 
 TextGenerationService::TextGenerationService(Engine* engine,
@@ -59,8 +63,19 @@ uint64_t TextGenerationService::NextRandom() {
   return absl::Uniform<uint64_t>(rng_);
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* proto) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
+  v1::GenerateRequest parsed;
+  const v1::GenerateRequest* proto = &parsed;
+  if (!ParseFromByteBuffer(*bytes, &parsed)) {
+    active_streams_.fetch_add(1);
+    auto* stream = new GenerateStream(
+        "", std::make_shared<RequestControl>(),
+        [this] { active_streams_.fetch_sub(1); }, metrics_);
+    stream->Fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat(kUnparsable, "GenerateRequest")));
+    return stream;
+  }
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("req-%016x", NextRandom());
   fallbacks.seed = NextRandom();
@@ -94,25 +109,38 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TextGenerationService::Generate(
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
-    grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
-    v1::TokenizeResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes,
+    grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::TokenizeRequest request;
+  if (!ParseFromByteBuffer(*bytes, &request)) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat(kUnparsable, "TokenizeRequest")));
+    return reactor;
+  }
+  v1::TokenizeResponse response;
+  grpc::Status status = TokenizeParsed(request, &response);
+  if (status.ok()) *reply = SerializeToByteBuffer(response);
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+grpc::Status TextGenerationService::TokenizeParsed(
+    const v1::TokenizeRequest& request, v1::TokenizeResponse* response) {
   const Tokenizer& tokenizer = engine_.tokenizer();
   // Bounded like a Generate prompt: the input before tokenizing, the reply
   // after (a default client refuses messages over 4 MiB).
-  if (absl::Status s = CheckTextBytes("text", request->text(), limits_);
+  if (absl::Status s = CheckTextBytes("text", request.text(), limits_);
       !s.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 std::string(s.message())));
-    return reactor;
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        std::string(s.message()));
   }
-  std::vector<int32_t> ids = tokenizer.Encode(request->text());
+  std::vector<int32_t> ids = tokenizer.Encode(request.text());
   if (ids.size() > static_cast<size_t>(limits_.max_prompt_tokens)) {
-    reactor->Finish(grpc::Status(
+    return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("text is ", ids.size(), " tokens, the limit is ",
-                     limits_.max_prompt_tokens)));
-    return reactor;
+                     limits_.max_prompt_tokens));
   }
   response->mutable_token_ids()->Add(ids.begin(), ids.end());
   for (int32_t id : ids) {
@@ -120,8 +148,7 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
     // piece holding part of a character shows U+FFFD for the missing part.
     response->add_pieces(tokenizer.TokenBytes(id));
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(

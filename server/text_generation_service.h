@@ -20,7 +20,14 @@
 
 namespace seqboat {
 
-class TextGenerationService final : public v1::TextGeneration::CallbackService {
+// Generate and Tokenize are raw methods (ByteBuffer in, parsed here): gRPC
+// answers a request it cannot parse UNIMPLEMENTED with no message, which
+// tells a client the method does not exist; this says INVALID_ARGUMENT.
+using TextGenerationBase = v1::TextGeneration::WithRawCallbackMethod_Generate<
+    v1::TextGeneration::WithRawCallbackMethod_Tokenize<
+        v1::TextGeneration::CallbackService>>;
+
+class TextGenerationService final : public TextGenerationBase {
  public:
   // `engine` must outlive the service. `limits.max_prompt_tokens` and
   // `limits.max_new_tokens_limit` should match the engine's options.
@@ -29,12 +36,12 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
   TextGenerationService(Engine* engine, ValidationLimits limits,
                         ServingMetrics* metrics = nullptr);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
-      const v1::GenerateRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
@@ -45,6 +52,8 @@ class TextGenerationService final : public v1::TextGeneration::CallbackService {
  private:
   // Random values for unset seeds and request ids.
   uint64_t NextRandom();
+  grpc::Status TokenizeParsed(const v1::TokenizeRequest& request,
+                              v1::TokenizeResponse* response);
 
   Engine& engine_;
   const ValidationLimits limits_;

@@ -1,6 +1,7 @@
 #include "server/text_generation_service.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 
 #include <chrono>
 #include <deque>
@@ -106,14 +107,13 @@ class TextGenerationServiceTest : public ::testing::Test {
     limits.max_prompt_tokens = 64;
     service_ = std::make_unique<TextGenerationService>(&engine_, limits);
     grpc::ServerBuilder builder;
-    int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
+                             &port_);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     stub_ = v1::TextGeneration::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
                             grpc::InsecureChannelCredentials()));
   }
   void TearDown() override { server_->Shutdown(); }
@@ -129,6 +129,7 @@ class TextGenerationServiceTest : public ::testing::Test {
   }
 
   FakeEngine engine_;
+  int port_ = 0;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::TextGeneration::Stub> stub_;
@@ -304,6 +305,60 @@ TEST_F(TextGenerationServiceTest, SlowReaderGetsCoalescedMessages) {
   EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(last.usage().generated_tokens(), static_cast<uint32_t>(kEvents));
   EXPECT_LT(messages, kEvents / 2);
+}
+
+// Bytes that are not a valid request (a string field that is not UTF-8, a
+// truncated field) used to be answered UNIMPLEMENTED with no message.
+TEST_F(TextGenerationServiceTest, UnparsableRequestsAreInvalidArgument) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                     grpc::InsecureChannelCredentials());
+  auto bytes = [](const std::string& wire) {
+    grpc::Slice slice(wire);
+    return grpc::ByteBuffer(&slice, 1);
+  };
+  // Field 2 (text) of GenerateRequest / field 1 of TokenizeRequest, holding
+  // bytes that are not UTF-8; then a length running past the end.
+  const std::string bad_utf8_generate = std::string("\x12\x02\xff\xfe", 4);
+  const std::string truncated = std::string("\x12\x10ab", 4);
+  for (const std::string& wire : {bad_utf8_generate, truncated}) {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+            channel.get(),
+            grpc::internal::RpcMethod(
+                "/seqboat.v1.TextGeneration/Generate",
+                grpc::internal::RpcMethod::SERVER_STREAMING),
+            &ctx, bytes(wire)));
+    grpc::ByteBuffer msg;
+    EXPECT_FALSE(reader->Read(&msg));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("could not be parsed (a malformed field, or a "
+                          "string that is not valid UTF-8) as "
+                          "seqboat.v1.GenerateRequest"));
+  }
+  const std::string bad_utf8_tokenize = std::string("\x0a\x02\xc3\x28", 4);
+  for (const std::string& wire : {bad_utf8_tokenize, truncated}) {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer reply;
+    const grpc::Status status =
+        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+            channel.get(),
+            grpc::internal::RpcMethod("/seqboat.v1.TextGeneration/Tokenize",
+                                      grpc::internal::RpcMethod::NORMAL_RPC),
+            &ctx, bytes(wire), &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("seqboat.v1.TokenizeRequest"));
+  }
+  // The server goes on serving well-formed calls.
+  v1::TokenizeRequest ok;
+  ok.set_text("hi");
+  v1::TokenizeResponse response;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub_->Tokenize(&ctx, ok, &response).ok());
+  EXPECT_EQ(response.token_ids_size(), 2);
 }
 
 TEST_F(TextGenerationServiceTest, TokenizeReturnsIdsAndPieces) {
