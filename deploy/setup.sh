@@ -8,7 +8,7 @@ PACKAGES=(
   bazel-bootstrap build-essential git clang-format
   # C++ dependencies, all linked from the system
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
-  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev
   libgtest-dev libgmock-dev libopenblas-dev libopenblas-openmp-dev libre2-dev libicu-dev
   # python: references, converters, training
   python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio

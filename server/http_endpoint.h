@@ -1,19 +1,20 @@
 // The HTTP side port: /metrics (Prometheus text format), /healthz (the
-// process is up) and /readyz (it should get traffic), served by cpp-httplib
-// on its own threads so a slow scrape never touches gRPC or the engine.
+// process is up) and /readyz (it should get traffic). Served by libmicrohttpd
+// from one event-driven thread of its own, so idle, half-sent or slow
+// connections cost a socket each, never a worker: probes are answered at
+// once however many of them are held open. Requests are bounded (headers by
+// a per-connection memory limit, bodies refused unread, idle connections
+// closed), and nothing here touches gRPC or the engine.
 #ifndef SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 #define SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 
-namespace httplib {
-class Server;
-}
+struct MHD_Daemon;
 
 namespace seqboat {
 
@@ -35,8 +36,8 @@ class HttpEndpoint {
  private:
   HttpEndpoint() = default;
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  Handlers handlers_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
 
