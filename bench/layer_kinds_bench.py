@@ -42,7 +42,7 @@ def main():
         sys.exit(f"{binary} missing: bazel build //bench:stack_bench")
     d = a.d_model
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in ("mamba1", "seqboat", "attention", "s4d", "mlp", "moe"):
+        for kind in ("mamba1", "mamba2", "seqboat", "attention", "s4d", "mlp", "moe"):
             out = os.path.join(tmp, kind)
             write_model(out, [block(kind, d) for _ in range(4)], d)
             run(binary, out, f"{kind} x4", a.long_context)

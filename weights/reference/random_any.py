@@ -27,6 +27,11 @@ def _block(kind, d):
         return {"kind": kind, "norm": norm, "d_inner": 2 * d, "d_state": 16, "d_conv": 4,
                 "dt_rank": math.ceil(d / 16), "in_proj_bias": False, "out_proj_bias": False,
                 "conv_bias": True}
+    if kind == "mamba2":
+        return {"kind": kind, "norm": norm, "n_heads": 2 * d // 64, "head_dim": 64,
+                "d_state": 128, "n_groups": 1, "d_conv": 4, "in_proj_bias": False,
+                "out_proj_bias": False, "conv_bias": True, "dt_min": 0.0, "dt_max": None,
+                "gated_norm_eps": 1e-5}
     if kind == "seqboat":
         return {"kind": kind, "norm": {"type": "layernorm", "eps": 1e-5, "affine": True},
                 "prenorm": True, "ema_dim": 16, "z_dim": 128, "v_dim": 2 * d, "window": 1024,
@@ -59,9 +64,11 @@ def tensor_for(name, shape, g):
         return torch.ones(shape)
     if leaf.endswith(".bias") or leaf in ("gau.qk_beta", "gau.rel_pos_bias"):
         return torch.zeros(shape)
+    if leaf == "A" and len(shape) == 1:        # mamba2: one per head
+        return -torch.linspace(1.0, 16.0, shape[0])
     if leaf == "A":
         return -torch.arange(1, shape[1] + 1, dtype=torch.float32).repeat(shape[0], 1)
-    if leaf == "dt_proj.bias":
+    if leaf in ("dt_proj.bias", "dt_bias"):
         return torch.full(shape, math.log(math.expm1(0.01)))
     if leaf == "ema.decay":
         return torch.full(shape, 0.9)
