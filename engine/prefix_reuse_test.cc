@@ -198,7 +198,7 @@ TEST(PrefixReuseTest, EveryBlockKindAloneIsExact) {
     CheckTwoTurns(SliceBlock(i), 5);
   }
   EXPECT_EQ(seen, (std::set<std::string>{"mamba1", "seqboat", "attention",
-                                         "moe", "s4d", "mlp"}));
+                                         "moe", "s4d", "mlp", "mamba2"}));
 }
 
 TEST(PrefixReuseTest, PromptSnapshotServesARepeatAndAnExtension) {

@@ -1,5 +1,5 @@
 // Whole models on CUDA against the CPU backend: every layer kind (tiny_hybrid
-// holds all six), greedy decoding of the bundled models, bf16 weights within
+// holds all seven), greedy decoding of the bundled models, bf16 weights within
 // their stated tolerance, and recorded decode steps equal to eager ones.
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 """Regenerates this directory: a tiny random model whose stack holds every block
-kind the engine runs (mamba1, seqboat, attention with sinks, top-1 moe, s4d, mlp).
+kind the engine runs (mamba1, seqboat, attention with sinks, top-1 moe, s4d, mlp,
+mamba2 with two B/C groups).
 
     .venv/bin/python tests/data/tiny_hybrid/make.py
 """
@@ -24,6 +25,7 @@ BLOCKS = [
     block("s4d", D, modes=8),
     block("mlp", D, d_ff=64),
     block("mamba1", D, d_inner=64, d_state=8, dt_rank=2),
+    block("mamba2", D, n_heads=4, head_dim=16, d_state=8, n_groups=2),
 ]
 
 

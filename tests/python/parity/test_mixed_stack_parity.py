@@ -1,5 +1,5 @@
 """A stack holding every block kind (tests/data/tiny_hybrid: mamba1, seqboat,
-attention with sinks, top-1 moe, s4d, mlp) decodes step by step to the float64
+attention with sinks, top-1 moe, s4d, mlp, mamba2) decodes step by step to the float64
 full-sequence reference, and chunked prefill equals token-by-token decode."""
 
 
@@ -30,7 +30,7 @@ def test_every_kind_in_one_stack_matches_the_reference(tmp_path, repo_root, engi
                                                        tokens, reference):
     kinds = [b["kind"] for b in __import__("json").loads(
         (repo_root / "tests/data/tiny_hybrid/config.json").read_text())["blocks"]]
-    assert {"mamba1", "seqboat", "attention", "moe", "s4d", "mlp"} <= set(kinds)
+    assert {"mamba1", "seqboat", "attention", "moe", "s4d", "mlp", "mamba2"} <= set(kinds)
     got = run_engine(engine_logits, repo_root / "tests/data/tiny_hybrid", tokens, tmp_path / "a.npy", 1)
     assert reference.std() > 0.5
     assert np.abs(got - reference).max() <= 1e-4
