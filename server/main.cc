@@ -28,6 +28,7 @@
 #include "server/backend_choice.h"
 #include "server/engine_gauges.h"
 #include "server/http_endpoint.h"
+#include "server/idle_trim.h"
 #include "server/metrics.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
@@ -331,11 +332,21 @@ int Run() {
   // Also watches for a lost device: the engine then refuses all work, so the
   // replica leaves the load balancer and exits non-zero for its supervisor
   // to restart it, rather than failing every request while looking healthy.
+  // And returns freed heap to the system once nothing is running, so RSS
+  // comes back near its baseline after a burst.
+  IdleTrimmer trimmer;
   int sig = 0;
   std::string fault;
   while (sig == 0 && fault.empty()) {
     sig = WaitForSignal(signals, absl::Seconds(1));
-    fault = (*engine)->Stats().fault;
+    const EngineStats stats = (*engine)->Stats();
+    fault = stats.fault;
+    const bool idle = stats.running == 0 && stats.waiting == 0 &&
+                      service.active_streams() == 0;
+    if (trimmer.Poll(idle)) {
+      spdlog::debug("idle: returned freed memory, RSS now {} MiB",
+                    ResidentBytes() >> 20);
+    }
   }
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
