@@ -40,6 +40,14 @@ absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
   if (rope) {
     RETURN_IF_ERROR(CheckRopeScaling(c.rope_scaling, c.rope_theta));
   }
+  if (!rope && c.rotary_dim != 0) {
+    return bad("rotary_dim needs pos \"rope_half\"");
+  }
+  if (rope && c.rotary_dim != 0 &&
+      (c.rotary_dim < 2 || c.rotary_dim % 2 != 0 ||
+       c.rotary_dim > c.head_dim)) {
+    return bad("rotary_dim must be even with 2 <= rotary_dim <= head_dim");
+  }
   if (rope && c.rope_scaling.type == RopeScalingType::kDynamic &&
       c.sinks + c.window + 1 > c.rope_scaling.max_position_embeddings) {
     return bad(
@@ -63,6 +71,8 @@ class Attention final : public Layer {
     cache_.sinks = static_cast<int>(c_.sinks);
     cache_.window = static_cast<int>(c_.window);
     cache_.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    rotary_dim_ =
+        static_cast<int>(c_.rotary_dim == 0 ? c_.head_dim : c_.rotary_dim);
   }
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
@@ -80,13 +90,27 @@ class Attention final : public Layer {
         RETURN_IF_ERROR(vec("norm.bias", d, &norm_b_));
       }
     }
-    RETURN_IF_ERROR(mat("attn.q.weight", qd, d, &wq_));
-    RETURN_IF_ERROR(mat("attn.k.weight", kd, d, &wk_));
+    if (PartialRotary()) {
+      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q.weight", cache_.n_heads, d,
+                                       ws, be, &host_q_, &wq_, nullptr));
+      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k.weight", cache_.n_kv_heads,
+                                       d, ws, be, &host_k_, &wk_, nullptr));
+    } else {
+      RETURN_IF_ERROR(mat("attn.q.weight", qd, d, &wq_));
+      RETURN_IF_ERROR(mat("attn.k.weight", kd, d, &wk_));
+    }
     RETURN_IF_ERROR(mat("attn.v.weight", kd, d, &wv_));
     RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
     if (c_.qkv_bias) {
-      RETURN_IF_ERROR(vec("attn.q.bias", qd, &bq_));
-      RETURN_IF_ERROR(vec("attn.k.bias", kd, &bk_));
+      if (PartialRotary()) {
+        RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q.bias", cache_.n_heads, 1,
+                                         ws, be, &host_bq_, nullptr, &bq_));
+        RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k.bias", cache_.n_kv_heads,
+                                         1, ws, be, &host_bk_, nullptr, &bk_));
+      } else {
+        RETURN_IF_ERROR(vec("attn.q.bias", qd, &bq_));
+        RETURN_IF_ERROR(vec("attn.k.bias", kd, &bk_));
+      }
       RETURN_IF_ERROR(vec("attn.v.bias", kd, &bv_));
     }
     if (c_.o_bias) {
@@ -170,14 +194,51 @@ class Attention final : public Layer {
  private:
   int QDim() const { return cache_.n_heads * cache_.head_dim; }
   int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
+  bool PartialRotary() const { return rope_ && rotary_dim_ < cache_.head_dim; }
+
+  // A q or k projection ([heads * head_dim, cols] weight, or its bias with
+  // cols = 1) with each head's output channels in the backends' RoPE order
+  // (RopeSourceChannel). q and k share the order, so scores are unchanged,
+  // and v and o keep the checkpoint's. The reordered copy lives in *host,
+  // which backends that alias host memory read from.
+  absl::Status FetchRopeOrdered(const std::string& name, int heads,
+                                int64_t cols, WeightStore& ws, Backend& be,
+                                std::vector<float>* host, Matrix* matrix,
+                                const float** vector) {
+    const int dh = cache_.head_dim;
+    const int64_t rows = static_cast<int64_t>(heads) * dh;
+    std::vector<int64_t> shape = {rows};
+    if (matrix != nullptr) shape.push_back(cols);
+    auto src = ws.F32(name, shape);
+    if (!src.ok()) return src.status();
+    host->resize(rows * cols);
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int e = 0; e < dh; ++e) {
+        const int64_t from = h * dh + RopeSourceChannel(e, dh, rotary_dim_);
+        std::copy(*src + from * cols, *src + (from + 1) * cols,
+                  host->data() + (h * dh + e) * cols);
+      }
+    }
+    if (matrix != nullptr) {
+      auto dev = be.UploadMatrix(host->data(), rows, cols);
+      if (!dev.ok()) return dev.status();
+      *matrix = *dev;
+      return absl::OkStatus();
+    }
+    auto dev = be.UploadVector(host->data(), rows);
+    if (!dev.ok()) return dev.status();
+    *vector = *dev;
+    return absl::OkStatus();
+  }
 
   // Every cache position 0 .. S + W (the query's at most). Positions are
   // bounded, so this table is exact for streams of any length.
   absl::Status BuildRopeTable(Backend& be) {
     const int half = cache_.head_dim / 2;
     const int64_t positions = am::CacheRows(cache_.sinks, cache_.window) + 1;
-    const RopeTable table = MakeRopeTable(c_.rope_scaling, cache_.head_dim,
-                                          c_.rope_theta, positions);
+    const RopeTable table =
+        MakeRopeTable(c_.rope_scaling, cache_.head_dim, rotary_dim_,
+                      c_.rope_theta, positions);
     auto c = be.UploadVector(table.cos.data(), positions * half);
     if (!c.ok()) return c.status();
     auto s = be.UploadVector(table.sin.data(), positions * half);
@@ -191,11 +252,14 @@ class Attention final : public Layer {
   const std::optional<NormConfig> norm_;
   const int d_model_;
   const bool rope_;  // "rope_half"
+  int rotary_dim_ = 0;
   SinkCacheDims cache_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
   Matrix wq_, wk_, wv_, wo_;
   const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *bo_ = nullptr;
   const float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
+  // Partial rotary only: q and k in RoPE order (FetchRopeOrdered).
+  std::vector<float> host_q_, host_k_, host_bq_, host_bk_;
   void* state_ = nullptr;
 };
 
@@ -320,6 +384,27 @@ absl::Status ParseRopeScaling(ObjectReader& parent, double rope_theta,
   return absl::OkStatus();
 }
 
+// config.json's optional "rotary_dim" (see AttentionConfig); null or absent
+// rotates every channel.
+absl::Status ParseRotaryDim(ObjectReader& r, int64_t head_dim, int64_t* out) {
+  *out = head_dim;
+  const nlohmann::json* v = r.Get("rotary_dim");
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  const std::string expected =
+      absl::StrCat("an even integer in [2, head_dim = ", head_dim, "] or null");
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned() &&
+       v->get<uint64_t>() > static_cast<uint64_t>(head_dim))) {
+    return r.Invalid("rotary_dim", expected, *v);
+  }
+  const int64_t rotary_dim = v->get<int64_t>();
+  if (rotary_dim < 2 || rotary_dim > head_dim || rotary_dim % 2 != 0) {
+    return r.Invalid("rotary_dim", expected, *v);
+  }
+  *out = rotary_dim;
+  return absl::OkStatus();
+}
+
 absl::Status ParseAttention(ObjectReader& r,
                             std::vector<std::string>* /*warnings*/,
                             std::any* params) {
@@ -372,8 +457,10 @@ absl::Status ParseAttention(ObjectReader& r,
   }
   if (c.pos == AttentionPos::kRopeHalf) {
     RETURN_IF_ERROR(ParseRopeScaling(r, c.rope_theta, &c.rope_scaling));
+    RETURN_IF_ERROR(ParseRotaryDim(r, c.head_dim, &c.rotary_dim));
   } else {
     RETURN_IF_ERROR(NullOnly(r, "rope_scaling", "there is no RoPE to scale"));
+    RETURN_IF_ERROR(NullOnly(r, "rotary_dim", "there is no RoPE"));
   }
   RETURN_IF_ERROR(NullOnly(
       r, "rel_bias", "relative-position bias is not supported by this build"));

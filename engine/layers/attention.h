@@ -32,8 +32,15 @@ struct AttentionConfig {
   AttentionPos pos = AttentionPos::kRopeHalf;
   double rope_theta = 10000.0;  // "rope_half" only
   RopeScaling rope_scaling;     // "rope_half" only; type kNone for null
-  int64_t sinks = 0;            // S >= 0
-  int64_t window = 0;           // W >= 0
+  // config.json's optional "rotary_dim" ("rope_half" only; null or absent:
+  // head_dim): RoPE rotates channels [0, rotary_dim) of each head, pairing
+  // channel j with j + rotary_dim/2 at frequencies θ^(-2j/rotary_dim), and
+  // passes the others unchanged (transformers' partial_rotary_factor:
+  // rotary_dim = int(head_dim * factor), e.g. Bamba's 64 of 128). Even,
+  // 2 <= rotary_dim <= head_dim. 0 here means head_dim.
+  int64_t rotary_dim = 0;
+  int64_t sinks = 0;   // S >= 0
+  int64_t window = 0;  // W >= 0
 };
 
 extern const BlockKind kAttentionBlock;

@@ -135,13 +135,13 @@ absl::Status CheckRopeScaling(const RopeScaling& s, double rope_theta) {
   return absl::OkStatus();
 }
 
-std::vector<float> RopeInvFreqs(const RopeScaling& s, int head_dim,
+std::vector<float> RopeInvFreqs(const RopeScaling& s, int rotary_dim,
                                 double rope_theta) {
-  const int half = head_dim / 2;
+  const int half = rotary_dim / 2;
   std::vector<float> inv_freq(half);
   const float theta = static_cast<float>(rope_theta);
   for (int i = 0; i < half; ++i) {
-    inv_freq[i] = attention_math::RopeInvFreq(i, head_dim, theta);
+    inv_freq[i] = attention_math::RopeInvFreq(i, rotary_dim, theta);
   }
   switch (s.type) {
     case RopeScalingType::kLinear:
@@ -151,7 +151,7 @@ std::vector<float> RopeInvFreqs(const RopeScaling& s, int head_dim,
       Llama3(s, &inv_freq);
       break;
     case RopeScalingType::kYarn:
-      Yarn(s, head_dim, rope_theta, &inv_freq);
+      Yarn(s, rotary_dim, rope_theta, &inv_freq);
       break;
     case RopeScalingType::kDynamic:
     case RopeScalingType::kNone:
@@ -166,22 +166,33 @@ float RopeAttentionScaling(const RopeScaling& s) {
              : 1.0f;
 }
 
-RopeTable MakeRopeTable(const RopeScaling& s, int head_dim, double rope_theta,
-                        int64_t positions) {
+RopeTable MakeRopeTable(const RopeScaling& s, int head_dim, int rotary_dim,
+                        double rope_theta, int64_t positions) {
   const int half = head_dim / 2;
-  const std::vector<float> inv_freq = RopeInvFreqs(s, head_dim, rope_theta);
+  const std::vector<float> inv_freq = RopeInvFreqs(s, rotary_dim, rope_theta);
+  const int rotated = static_cast<int>(inv_freq.size());
   const float scale = RopeAttentionScaling(s);
   RopeTable table;
-  table.cos.resize(positions * half);
-  table.sin.resize(positions * half);
+  // Passed pairs: x·1 - y·0 is x exactly.
+  table.cos.assign(positions * half, 1.0f);
+  table.sin.assign(positions * half, 0.0f);
   for (int64_t p = 0; p < positions; ++p) {
-    for (int i = 0; i < half; ++i) {
+    for (int i = 0; i < rotated; ++i) {
       const float angle = static_cast<float>(p) * inv_freq[i];
       table.cos[p * half + i] = std::cos(angle) * scale;
       table.sin[p * half + i] = std::sin(angle) * scale;
     }
   }
   return table;
+}
+
+int RopeSourceChannel(int e, int head_dim, int rotary_dim) {
+  const int half = head_dim / 2, rotated = rotary_dim / 2;
+  const int passed = (head_dim - rotary_dim) / 2;  // passed pairs
+  const bool second = e >= half;
+  const int i = second ? e - half : e;
+  if (i < rotated) return second ? rotated + i : i;
+  return rotary_dim + (second ? passed : 0) + (i - rotated);
 }
 
 }  // namespace seqboat

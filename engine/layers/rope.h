@@ -12,6 +12,14 @@
 // sinks + window (attention_math.h), so the table has a fixed size whatever
 // the stream's length; that is also why dynamic NTK reduces to plain RoPE here
 // (see RopeScalingType::kDynamic).
+//
+// Partial rotary (rotary_dim < head_dim, e.g. Bamba, GPT-NeoX): the checkpoint
+// rotates channels [0, rotary_dim) of each head with the half-split pairing
+// (j, j + rotary_dim/2) and frequencies over rotary_dim, and passes the rest.
+// The backends' RoPE always pairs (i, i + head_dim/2) and reads one table row
+// of head_dim/2 entries, so the layer stores q and k with their channels
+// reordered by RopeSourceChannel (a shared reordering of both leaves every
+// q·k unchanged) and the table holds cos 1, sin 0 for the pairs that pass.
 #ifndef SEQBOAT_ENGINE_LAYERS_ROPE_H_
 #define SEQBOAT_ENGINE_LAYERS_ROPE_H_
 
@@ -84,8 +92,10 @@ struct RopeScaling {
 // yarn, whose correction range divides by ln θ.
 absl::Status CheckRopeScaling(const RopeScaling& s, double rope_theta);
 
-// inv_freq_i for i in [0, head_dim / 2), fp32.
-std::vector<float> RopeInvFreqs(const RopeScaling& s, int head_dim,
+// inv_freq_i for i in [0, rotary_dim / 2), fp32: the frequencies over the
+// rotated channels (rotary_dim = head_dim for full RoPE), as transformers
+// computes them from int(head_dim * partial_rotary_factor).
+std::vector<float> RopeInvFreqs(const RopeScaling& s, int rotary_dim,
                                 double rope_theta);
 
 // What cos and sin are multiplied by: yarn's attention_factor, 1 otherwise.
@@ -93,13 +103,23 @@ float RopeAttentionScaling(const RopeScaling& s);
 
 // cos and sin of p·inv_freq_i (fp32 angle, as transformers forms it), times
 // RopeAttentionScaling, for positions p in [0, positions): [positions,
-// head_dim / 2] each, row-major.
+// head_dim / 2] each, row-major. Pairs i >= rotary_dim / 2 pass unrotated
+// (cos 1, sin 0, unscaled: transformers scales only the rotated channels).
+// rotary_dim: even, in [2, head_dim].
 struct RopeTable {
   std::vector<float> cos;
   std::vector<float> sin;
 };
-RopeTable MakeRopeTable(const RopeScaling& s, int head_dim, double rope_theta,
-                        int64_t positions);
+RopeTable MakeRopeTable(const RopeScaling& s, int head_dim, int rotary_dim,
+                        double rope_theta, int64_t positions);
+
+// The checkpoint's channel (half-split pairs within [0, rotary_dim), the
+// rest passed) that the backends' channel e of a head holds, so that their
+// pair (i, i + head_dim/2) for i < rotary_dim/2 is the checkpoint's pair
+// (i, i + rotary_dim/2); the passed channels fill the remaining pairs in
+// order. The identity when rotary_dim = head_dim. head_dim and rotary_dim
+// even, 0 <= e < head_dim.
+int RopeSourceChannel(int e, int head_dim, int rotary_dim);
 
 }  // namespace seqboat
 

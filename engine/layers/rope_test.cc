@@ -108,7 +108,7 @@ TEST(RopeTest, TableHoldsScaledCosSinPerPosition) {
   const RopeScaling s = Yarn();
   const float m = RopeAttentionScaling(s);
   const std::vector<float> f = RopeInvFreqs(s, 8, 10000.0);
-  const RopeTable t = MakeRopeTable(s, 8, 10000.0, 5);
+  const RopeTable t = MakeRopeTable(s, 8, 8, 10000.0, 5);
   ASSERT_EQ(t.cos.size(), 20u);
   ASSERT_EQ(t.sin.size(), 20u);
   for (int i = 0; i < 4; ++i) {
@@ -117,6 +117,44 @@ TEST(RopeTest, TableHoldsScaledCosSinPerPosition) {
     EXPECT_EQ(t.cos[3 * 4 + i], std::cos(3.0f * f[i]) * m);
     EXPECT_EQ(t.sin[3 * 4 + i], std::sin(3.0f * f[i]) * m);
   }
+}
+
+// Bamba's shape scaled down: d_h 16, half of it rotated. The rotated pairs
+// take the frequencies of a 8-channel RoPE (transformers' inv_freq over
+// int(head_dim * partial_rotary_factor)); the passed pairs are the identity,
+// unscaled even under yarn, which scales only the rotated channels.
+TEST(RopeTest, PartialRotaryRotatesTheFirstPairsOnly) {
+  const RopeScaling s = Yarn();
+  const float m = RopeAttentionScaling(s);
+  const std::vector<float> f = RopeInvFreqs(s, 8, 10000.0);
+  ASSERT_EQ(f.size(), 4u);
+  const RopeTable t = MakeRopeTable(s, 16, 8, 10000.0, 6);
+  ASSERT_EQ(t.cos.size(), 48u);
+  for (int p = 0; p < 6; ++p) {
+    for (int i = 0; i < 8; ++i) {
+      if (i < 4) {
+        EXPECT_EQ(t.cos[p * 8 + i], std::cos(p * f[i]) * m) << p << " " << i;
+        EXPECT_EQ(t.sin[p * 8 + i], std::sin(p * f[i]) * m) << p << " " << i;
+      } else {
+        EXPECT_EQ(t.cos[p * 8 + i], 1.0f) << p << " " << i;
+        EXPECT_EQ(t.sin[p * 8 + i], 0.0f) << p << " " << i;
+      }
+    }
+  }
+}
+
+// The backends pair channel i with i + d_h/2. With d_h 12 and 4 channels
+// rotated, the checkpoint's pairs (0, 2) and (1, 3) must sit at (0, 6) and
+// (1, 7), and channels 4..11 fill pairs 2..5.
+TEST(RopeTest, SourceChannelsLineUpTheCheckpointsPairs) {
+  std::vector<int> got;
+  for (int e = 0; e < 12; ++e) got.push_back(RopeSourceChannel(e, 12, 4));
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 4, 5, 6, 7, 2, 3, 8, 9, 10, 11}));
+  for (int e = 0; e < 16; ++e) EXPECT_EQ(RopeSourceChannel(e, 16, 16), e);
+  // Nothing rotated but a pair: still a permutation.
+  std::vector<int> seen(10, 0);
+  for (int e = 0; e < 10; ++e) ++seen[RopeSourceChannel(e, 10, 2)];
+  EXPECT_EQ(seen, std::vector<int>(10, 1));
 }
 
 std::string Problem(const RopeScaling& s, double rope_theta) {

@@ -56,7 +56,39 @@ TEST(AttentionConfigTest, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(a->rope_theta, 500000.0);
   EXPECT_EQ(a->sinks, 4);
   EXPECT_EQ(a->window, 2000);
+  EXPECT_EQ(a->rotary_dim, 4);  // absent: every channel
   EXPECT_TRUE(c->warnings.empty());
+}
+
+TEST(AttentionConfigTest, RotaryDimRotatesPartOfEachHead) {
+  json j = Base();
+  j["blocks"][0]["head_dim"] = 16;
+  j["blocks"][0]["rotary_dim"] = 8;
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->blocks[0].As<AttentionConfig>()->rotary_dim, 8);
+  j["blocks"][0]["rotary_dim"] = nullptr;
+  c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->blocks[0].As<AttentionConfig>()->rotary_dim, 16);
+
+  for (const json& bad : {json(0), json(3), json(18), json(-2), json(8.0),
+                          json("8"), json(1ull << 63)}) {
+    EXPECT_THAT(ErrorAfter([&](json& b) {
+                  b["head_dim"] = 16;
+                  b["rotary_dim"] = bad;
+                }),
+                AllOf(HasSubstr("field \"rotary_dim\""),
+                      HasSubstr("an even integer in [2, head_dim = 16]")))
+        << bad.dump();
+  }
+  EXPECT_THAT(
+      ErrorAfter([](json& b) {
+        b["pos"] = "none";
+        b["rope_scaling"] = nullptr;
+        b["rotary_dim"] = 2;
+      }),
+      AllOf(HasSubstr("field \"rotary_dim\""), HasSubstr("there is no RoPE")));
 }
 
 TEST(AttentionConfigTest, SlidingWindowWithoutPositionsOrSinks) {

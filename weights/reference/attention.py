@@ -1,6 +1,7 @@
 """PyTorch reference of the `attention` block with an attention-sink KV cache.
 
-Written from MODELS.md 3.1-3.4, 4.2 and 10 (rope_scaling) only, as StreamingLLM's
+Written from MODELS.md 3.1-3.4, 4.2, 9.3 (partial rotary) and 10 (rope_scaling)
+only, as StreamingLLM's
 evaluation path states it: keys are cached before RoPE; after every token the
 cache is trimmed to its first S and last W entries; at each step every cached key
 is rotated with its index in the cache (0, 1, ..., n-1) and the query with n, the
@@ -63,18 +64,20 @@ def rope_inv_freq(head_dim, theta, scaling, dtype, seq_len):
     raise ValueError(f"attention reference: rope_scaling type {kind!r} not implemented")
 
 
-def rope_half(x, positions, head_dim, theta, scaling=None):
+def rope_half(x, positions, rotary_dim, theta, scaling=None):
     """HF Llama half-split RoPE (MODELS.md 3.2) with the block's rope_scaling
-    (10). x: [n, H, d_h]; positions: [n], one forward pass."""
-    half = head_dim // 2
+    (10) on the first rotary_dim channels of each head; the rest pass unchanged
+    (partial rotary, 9.3: the pairs and frequencies are those of a rotary_dim
+    RoPE). x: [n, H, d_h]; positions: [n], one forward pass."""
+    half = rotary_dim // 2
     dynamic = scaling is not None and scaling["type"] == "dynamic"
     seq_len = int(positions.max()) + 1 if dynamic else None
-    inv_freq, attn_scale = rope_inv_freq(head_dim, theta, scaling, x.dtype, seq_len)
+    inv_freq, attn_scale = rope_inv_freq(rotary_dim, theta, scaling, x.dtype, seq_len)
     angle = positions.to(x.dtype)[:, None] * inv_freq[None, :]          # [n, half]
     cos = (torch.cos(angle) * attn_scale)[:, None, :]
     sin = (torch.sin(angle) * attn_scale)[:, None, :]
-    a, b = x[..., :half], x[..., half:]
-    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    a, b, rest = x[..., :half], x[..., half:rotary_dim], x[..., rotary_dim:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
 
 
 def cached_after(cache, sinks, window):
@@ -112,8 +115,9 @@ def attention_mixer(x, p, blk):
         if rope:
             # One forward pass over the cache and the query: positions 0..n.
             theta, scaling = blk["rope_theta"], blk.get("rope_scaling")
-            kk = rope_half(kk, torch.arange(n + 1), dh, theta, scaling)   # index in the cache
-            qq = rope_half(qq, torch.tensor([n]), dh, theta, scaling)     # query: n
+            rd = blk.get("rotary_dim") or dh
+            kk = rope_half(kk, torch.arange(n + 1), rd, theta, scaling)   # index in the cache
+            qq = rope_half(qq, torch.tensor([n]), rd, theta, scaling)     # query: n
         kk, vv = kk[:, kv_head], vv[:, kv_head]    # [n+1, Hq, dh]
         scores = torch.einsum("hd,khd->hk", qq[0], kk) / dh ** 0.5
         # Softmax in fp32 at least (float64 stays float64).

@@ -18,13 +18,17 @@ from weights.reference.make_random_model import random_mamba_tensors
 
 def attention_block(*, n_heads, n_kv_heads, head_dim, sinks, window, pos="rope_half",
                     rope_theta=10000.0, rope_scaling=None, qkv_bias=False, o_bias=False,
-                    norm="rmsnorm", eps=1e-5):
+                    norm="rmsnorm", eps=1e-5, rotary_dim=None):
     """A canonical attention block config (MODELS.md 6.1; rope_scaling as
-    engine/layers/rope.h documents it)."""
-    return {"kind": "attention", "norm": {"type": norm, "eps": eps},
-            "n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim,
-            "qkv_bias": qkv_bias, "o_bias": o_bias, "pos": pos, "rope_theta": rope_theta,
-            "rope_scaling": rope_scaling, "sinks": sinks, "window": window, "rel_bias": None}
+    engine/layers/rope.h documents it, rotary_dim as engine/layers/attention.h
+    does: written only when given)."""
+    blk = {"kind": "attention", "norm": {"type": norm, "eps": eps},
+           "n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim,
+           "qkv_bias": qkv_bias, "o_bias": o_bias, "pos": pos, "rope_theta": rope_theta,
+           "rope_scaling": rope_scaling, "sinks": sinks, "window": window, "rel_bias": None}
+    if rotary_dim is not None:
+        blk["rotary_dim"] = rotary_dim
+    return blk
 
 
 def mamba_block(*, d_inner=64, d_state=8, d_conv=4, dt_rank=4, eps=1e-5):

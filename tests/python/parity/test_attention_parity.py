@@ -56,6 +56,19 @@ MODELS = {
         attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16,
                         rope_scaling={"type": "dynamic", "factor": 4.0,
                                       "max_position_embeddings": 21})]),
+    # Partial rotary (Bamba, GPT-NeoX): 4 of head_dim 12 rotated, pairs (j, j + 2),
+    # which the engine must line up with its (i, i + 6) pairing; then half of 16
+    # under yarn, whose attention factor scales the rotated channels only, with
+    # biases on q and k (reordered alike).
+    "partial_rotary": dict(blocks=[
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=12, sinks=4, window=16,
+                        rotary_dim=4),
+        attention_block(n_heads=2, n_kv_heads=2, head_dim=16, sinks=2, window=20,
+                        rotary_dim=8, qkv_bias=True,
+                        rope_scaling={"type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 64,
+                                      "beta_fast": 32.0, "beta_slow": 1.0,
+                                      "attention_factor": 1.3})]),
     # A hybrid stack: mamba1 and multi-query attention interleaved.
     "mixed_mamba": dict(blocks=[
         mamba_block(),
@@ -92,7 +105,7 @@ def test_step_by_step_logits_match_full_sequence_reference(tmp_path, engine_logi
 
 
 @pytest.mark.parametrize("name", ["gqa_rope_sinks", "mixed_mamba", "sliding_window",
-                                  "scaled_rope"])
+                                  "scaled_rope", "partial_rotary"])
 @pytest.mark.parametrize("chunk", [7, 64, 256])
 def test_chunked_prefill_equals_token_by_token(tmp_path, engine_logits, name, chunk):
     model = tmp_path / "model"
@@ -165,6 +178,8 @@ def test_chunk_longer_than_cache_evicts_like_decode(tmp_path, engine_logits):
     ("window", 0, "window"),          # with sinks 0: an empty cache
     ("rope_scaling", {"type": "longrope", "factor": 2.0}, "type"),
     ("rope_scaling", {"type": "linear"}, "factor"),
+    ("rotary_dim", 7, "rotary_dim"),  # odd: no pairing
+    ("rotary_dim", 10, "rotary_dim"),
     ("pos", "t5_bucket", "pos"),
     ("rel_bias", {"buckets": 32}, "rel_bias"),
     ("sinks", -1, "sinks"),
