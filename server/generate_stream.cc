@@ -224,7 +224,8 @@ void GenerateStream::OnDone() {
             : "0",
         absl::ToDoubleMilliseconds(absl::Now() - state_->start));
     if (state_->metrics != nullptr) {
-      state_->metrics->OnCallDone(state_->finish_status.has_value()
+      state_->metrics->OnCallDone(Frontend::kGrpc,
+                                  state_->finish_status.has_value()
                                       ? state_->finish_status->error_code()
                                       : grpc::StatusCode::OK);
     }

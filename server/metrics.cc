@@ -77,7 +77,8 @@ double Counter::Value(const std::vector<std::string>& label_values) const {
   return it == values_.end() ? 0.0 : it->second;
 }
 
-Histogram::Histogram(std::vector<double> upper_bounds)
+Histogram::Histogram(std::vector<double> upper_bounds,
+                     std::vector<std::string> label_names)
     : upper_bounds_([&] {
         std::sort(upper_bounds.begin(), upper_bounds.end());
         upper_bounds.erase(
@@ -91,33 +92,55 @@ Histogram::Histogram(std::vector<double> upper_bounds)
             upper_bounds.end());
         return upper_bounds;
       }()),
-      counts_(upper_bounds_.size() + 1, 0) {}
+      label_names_(std::move(label_names)) {
+  // Without labels the one series shows its zero buckets from the start.
+  if (label_names_.empty()) Declare({});
+}
 
-void Histogram::Observe(double value) {
-  if (std::isnan(value)) return;
+void Histogram::Declare(const std::vector<std::string>& label_values) {
+  if (label_values.size() != label_names_.size()) return;
+  absl::MutexLock lock(&mu_);
+  Cells& cells = cells_[label_values];
+  if (cells.counts.empty()) cells.counts.assign(upper_bounds_.size() + 1, 0);
+}
+
+void Histogram::Observe(const std::vector<std::string>& label_values,
+                        double value) {
+  if (std::isnan(value) || label_values.size() != label_names_.size()) return;
   // Prometheus buckets are "less than or equal": lower_bound finds the first
   // bound >= value.
   const size_t bucket = static_cast<size_t>(
       std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
       upper_bounds_.begin());
   absl::MutexLock lock(&mu_);
-  ++counts_[bucket];
-  sum_ += value;
-  ++count_;
+  Cells& cells = cells_[label_values];
+  if (cells.counts.empty()) cells.counts.assign(upper_bounds_.size() + 1, 0);
+  ++cells.counts[bucket];
+  cells.sum += value;
+  ++cells.count;
 }
 
-Histogram::Snapshot Histogram::Read() const {
+Histogram::Snapshot Histogram::SnapshotOf(const Cells& cells) const {
   Snapshot s;
   s.upper_bounds = upper_bounds_;
-  absl::MutexLock lock(&mu_);
   uint64_t running = 0;
-  for (uint64_t c : counts_) {
+  for (uint64_t c : cells.counts) {
     running += c;
     s.cumulative_counts.push_back(running);
   }
-  s.sum = sum_;
-  s.count = count_;
+  s.sum = cells.sum;
+  s.count = cells.count;
   return s;
+}
+
+Histogram::Snapshot Histogram::Read(
+    const std::vector<std::string>& label_values) const {
+  absl::MutexLock lock(&mu_);
+  auto it = cells_.find(label_values);
+  if (it != cells_.end()) return SnapshotOf(it->second);
+  Cells empty;
+  empty.counts.assign(upper_bounds_.size() + 1, 0);
+  return SnapshotOf(empty);
 }
 
 Counter* MetricsRegistry::AddCounter(const std::string& name,
@@ -136,12 +159,14 @@ Counter* MetricsRegistry::AddCounter(const std::string& name,
 
 Histogram* MetricsRegistry::AddHistogram(const std::string& name,
                                          const std::string& help,
-                                         std::vector<double> upper_bounds) {
+                                         std::vector<double> upper_bounds,
+                                         std::vector<std::string> label_names) {
   auto family = std::make_unique<Family>();
   family->name = name;
   family->help = help;
   family->type = "histogram";
-  family->histogram.reset(new Histogram(std::move(upper_bounds)));
+  family->histogram.reset(
+      new Histogram(std::move(upper_bounds), std::move(label_names)));
   Histogram* histogram = family->histogram.get();
   absl::MutexLock lock(&mu_);
   families_.push_back(std::move(family));
@@ -203,16 +228,26 @@ std::string MetricsRegistry::Render() const {
                         FormatMetricValue(value), "\n");
       }
     } else if (f->histogram != nullptr) {
-      const Histogram::Snapshot s = f->histogram->Read();
-      for (size_t i = 0; i <= s.upper_bounds.size(); ++i) {
-        const std::string le = i < s.upper_bounds.size()
-                                   ? FormatMetricValue(s.upper_bounds[i])
-                                   : "+Inf";
-        absl::StrAppend(&out, f->name, "_bucket{le=\"", le, "\"} ",
-                        s.cumulative_counts[i], "\n");
+      const Histogram& h = *f->histogram;
+      absl::MutexLock histogram_lock(&h.mu_);
+      for (const auto& [values, cells] : h.cells_) {
+        const Histogram::Snapshot s = h.SnapshotOf(cells);
+        // `le` goes after the histogram's own labels.
+        std::string labels = Labels(h.label_names_, values);
+        labels =
+            labels.empty() ? "{" : labels.substr(0, labels.size() - 1) + ",";
+        for (size_t i = 0; i <= s.upper_bounds.size(); ++i) {
+          const std::string le = i < s.upper_bounds.size()
+                                     ? FormatMetricValue(s.upper_bounds[i])
+                                     : "+Inf";
+          absl::StrAppend(&out, f->name, "_bucket", labels, "le=\"", le, "\"} ",
+                          s.cumulative_counts[i], "\n");
+        }
+        const std::string own = Labels(h.label_names_, values);
+        absl::StrAppend(&out, f->name, "_sum", own, " ",
+                        FormatMetricValue(s.sum), "\n", f->name, "_count", own,
+                        " ", s.count, "\n");
       }
-      absl::StrAppend(&out, f->name, "_sum ", FormatMetricValue(s.sum), "\n",
-                      f->name, "_count ", s.count, "\n");
     } else if (f->gauge) {
       absl::StrAppend(&out, f->name, " ", FormatMetricValue(f->gauge()), "\n");
     } else if (f->readings) {

@@ -36,10 +36,18 @@ class Counter {
   std::map<std::vector<std::string>, double> values_ ABSL_GUARDED_BY(mu_);
 };
 
-// Cumulative buckets with fixed upper bounds, plus sum and count.
+// Cumulative buckets with fixed upper bounds, plus sum and count, per
+// combination of label values (like Counter).
 class Histogram {
  public:
-  void Observe(double value);
+  // `label_values` must have one entry per label name given at creation; a
+  // mismatch is ignored (never aborts).
+  void Observe(const std::vector<std::string>& label_values, double value);
+  // Shorthand for a histogram without labels.
+  void Observe(double value) { Observe({}, value); }
+  // Makes the series exist (all zero) before its first observation, so a
+  // rate() over it starts at the process start.
+  void Declare(const std::vector<std::string>& label_values);
 
   struct Snapshot {
     std::vector<double> upper_bounds;         // ascending, without +Inf
@@ -47,18 +55,25 @@ class Histogram {
     double sum = 0;
     uint64_t count = 0;
   };
-  Snapshot Read() const;
+  Snapshot Read(const std::vector<std::string>& label_values = {}) const;
 
  private:
   friend class MetricsRegistry;
-  explicit Histogram(std::vector<double> upper_bounds);
+  Histogram(std::vector<double> upper_bounds,
+            std::vector<std::string> label_names);
+
+  struct Cells {
+    // Per-bucket (not cumulative) counts; the last one is the +Inf bucket.
+    std::vector<uint64_t> counts;
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot SnapshotOf(const Cells& cells) const;
 
   const std::vector<double> upper_bounds_;
+  const std::vector<std::string> label_names_;
   mutable absl::Mutex mu_;
-  // Per-bucket (not cumulative) counts; the last one is the +Inf bucket.
-  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);
-  double sum_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::vector<std::string>, Cells> cells_ ABSL_GUARDED_BY(mu_);
 };
 
 class MetricsRegistry {
@@ -72,7 +87,8 @@ class MetricsRegistry {
   Counter* AddCounter(const std::string& name, const std::string& help,
                       std::vector<std::string> label_names = {});
   Histogram* AddHistogram(const std::string& name, const std::string& help,
-                          std::vector<double> upper_bounds);
+                          std::vector<double> upper_bounds,
+                          std::vector<std::string> label_names = {});
   // A gauge read when scraped (e.g. from the engine's stats), so it is never
   // stale and nothing has to push it.
   void AddGauge(const std::string& name, const std::string& help,

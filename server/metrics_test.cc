@@ -68,6 +68,29 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeAndInclusive) {
             "h_seconds_count 5\n");
 }
 
+TEST(MetricsTest, LabelledHistogramRendersEachCombinationWithLeLast) {
+  MetricsRegistry registry;
+  Histogram* h = registry.AddHistogram("l_seconds", "L.", {1.0}, {"side"});
+  h->Declare({"b"});
+  h->Observe({"a"}, 0.5);
+  h->Observe({"a"}, 2.0);
+  h->Observe({}, 0.5);          // wrong arity: ignored
+  h->Observe({"a", "x"}, 0.5);  // likewise
+  EXPECT_EQ(h->Read({"a"}).count, 2u);
+  EXPECT_EQ(h->Read({"b"}).count, 0u);
+  EXPECT_EQ(registry.Render(),
+            "# HELP l_seconds L.\n"
+            "# TYPE l_seconds histogram\n"
+            "l_seconds_bucket{side=\"a\",le=\"1\"} 1\n"
+            "l_seconds_bucket{side=\"a\",le=\"+Inf\"} 2\n"
+            "l_seconds_sum{side=\"a\"} 2.5\n"
+            "l_seconds_count{side=\"a\"} 2\n"
+            "l_seconds_bucket{side=\"b\",le=\"1\"} 0\n"
+            "l_seconds_bucket{side=\"b\",le=\"+Inf\"} 0\n"
+            "l_seconds_sum{side=\"b\"} 0\n"
+            "l_seconds_count{side=\"b\"} 0\n");
+}
+
 TEST(MetricsTest, HistogramDropsNaN) {
   MetricsRegistry registry;
   Histogram* h = registry.AddHistogram("n", "N.", {1.0});

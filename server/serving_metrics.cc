@@ -59,6 +59,10 @@ std::string StatusCodeName(grpc::StatusCode code) {
   }
 }
 
+std::string FrontendLabel(Frontend frontend) {
+  return frontend == Frontend::kHttp ? "http" : "grpc";
+}
+
 std::string FinishReasonLabel(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength:
@@ -78,31 +82,33 @@ std::string FinishReasonLabel(FinishReason reason) {
 ServingMetrics::ServingMetrics(MetricsRegistry* registry)
     : calls_(registry->AddCounter(
           "seqboat_requests_total",
-          "Generate calls ended, by gRPC status code (refused ones included).",
-          {"code"})),
+          "Generation calls ended, by gRPC status code (refused ones "
+          "included; HTTP calls by the code of the same meaning) and "
+          "frontend.",
+          {"code", "frontend"})),
       success_(registry->AddCounter(
           "seqboat_request_success_total",
           "Requests the engine finished without error, by finish reason.",
-          {"finished_reason"})),
+          {"finished_reason", "frontend"})),
       prompt_tokens_(registry->AddCounter(
           "seqboat_prompt_tokens_total",
-          "Prompt tokens of requests the engine finished.")),
-      generation_tokens_(
-          registry->AddCounter("seqboat_generation_tokens_total",
-                               "Tokens generated and handed to the streams.")),
+          "Prompt tokens of requests the engine finished.", {"frontend"})),
+      generation_tokens_(registry->AddCounter(
+          "seqboat_generation_tokens_total",
+          "Tokens generated and handed to the streams.", {"frontend"})),
       ttft_(registry->AddHistogram(
           "seqboat_time_to_first_token_seconds",
-          "From the call's arrival to its first generated token.",
-          kTtftBuckets)),
+          "From the call's arrival to its first generated token.", kTtftBuckets,
+          {"frontend"})),
       itl_(registry->AddHistogram(
           "seqboat_inter_token_latency_seconds",
           "Between successive token events of one request (one per engine "
           "step).",
-          kItlBuckets)),
+          kItlBuckets, {"frontend"})),
       e2e_(registry->AddHistogram(
           "seqboat_e2e_request_latency_seconds",
           "From the call's arrival to the engine's final event.",
-          kRequestBuckets)),
+          kRequestBuckets, {"frontend"})),
       queue_(registry->AddHistogram(
           "seqboat_request_queue_time_seconds",
           "From the request's arrival to getting a state slot.",
@@ -118,20 +124,34 @@ ServingMetrics::ServingMetrics(MetricsRegistry* registry)
           ExponentialBuckets(1, 2, 11))),
       prompt_len_(registry->AddHistogram("seqboat_request_prompt_tokens",
                                          "Prompt length of finished requests.",
-                                         ExponentialBuckets(1, 2, 16))),
+                                         ExponentialBuckets(1, 2, 16),
+                                         {"frontend"})),
       generation_len_(
           registry->AddHistogram("seqboat_request_generation_tokens",
                                  "Generated tokens of finished requests.",
-                                 ExponentialBuckets(1, 2, 16))) {}
+                                 ExponentialBuckets(1, 2, 16), {"frontend"})) {
+  // Both frontends' series exist from the start, at zero, so a rate() over
+  // them starts at the process start rather than at the first request.
+  for (Frontend frontend : {Frontend::kGrpc, Frontend::kHttp}) {
+    const std::vector<std::string> label = {FrontendLabel(frontend)};
+    prompt_tokens_->Add(label, 0);
+    generation_tokens_->Add(label, 0);
+    for (Histogram* h : {ttft_, itl_, e2e_, prompt_len_, generation_len_}) {
+      h->Declare(label);
+    }
+  }
+}
 
 void ServingMetrics::OnEvent(RequestTimeline& timeline,
                              const GenerationEvent& event, absl::Time now) {
+  const std::vector<std::string> frontend = {FrontendLabel(timeline.frontend)};
   if (!event.token_ids.empty()) {
-    generation_tokens_->Increment(static_cast<double>(event.token_ids.size()));
+    generation_tokens_->Add(frontend,
+                            static_cast<double>(event.token_ids.size()));
     if (!timeline.has_token) {
-      ttft_->Observe(absl::ToDoubleSeconds(now - timeline.start));
+      ttft_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
     } else {
-      itl_->Observe(absl::ToDoubleSeconds(now - timeline.last_token));
+      itl_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.last_token));
     }
     timeline.has_token = true;
     timeline.last_token = now;
@@ -139,15 +159,15 @@ void ServingMetrics::OnEvent(RequestTimeline& timeline,
   const bool final_event =
       event.finish != FinishReason::kNone || !event.status.ok();
   if (!final_event || !event.status.ok()) return;
-  success_->Add({FinishReasonLabel(event.finish)});
-  prompt_tokens_->Increment(event.prompt_tokens);
-  prompt_len_->Observe(event.prompt_tokens);
-  generation_len_->Observe(event.generated_tokens);
-  e2e_->Observe(absl::ToDoubleSeconds(now - timeline.start));
+  success_->Add({FinishReasonLabel(event.finish), frontend[0]});
+  prompt_tokens_->Add(frontend, event.prompt_tokens);
+  prompt_len_->Observe(frontend, event.prompt_tokens);
+  generation_len_->Observe(frontend, event.generated_tokens);
+  e2e_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
 }
 
-void ServingMetrics::OnCallDone(grpc::StatusCode code) {
-  calls_->Add({StatusCodeName(code)});
+void ServingMetrics::OnCallDone(Frontend frontend, grpc::StatusCode code) {
+  calls_->Add({StatusCodeName(code), FrontendLabel(frontend)});
 }
 
 void ServingMetrics::OnStep(absl::Duration step_time, int32_t batch) {

@@ -21,9 +21,14 @@
 
 namespace seqboat {
 
+// Which API a request came through; the per-request series carry it as
+// their `frontend` label ("grpc" or "http"), so both share one set of names.
+enum class Frontend { kGrpc, kHttp };
+
 // What the metrics need to remember about one request between its events.
 struct RequestTimeline {
-  absl::Time start;  // when the Generate call arrived
+  Frontend frontend = Frontend::kGrpc;
+  absl::Time start;  // when the call arrived
   absl::Time last_token = absl::InfinitePast();
   bool has_token = false;
 };
@@ -37,9 +42,9 @@ class ServingMetrics {
   // One engine event of a request, seen at `now`.
   void OnEvent(RequestTimeline& timeline, const GenerationEvent& event,
                absl::Time now);
-  // The Generate call ended with `code` (including calls refused before
-  // reaching the engine).
-  void OnCallDone(grpc::StatusCode code);
+  // The call ended with `code` (including calls refused before reaching the
+  // engine). HTTP calls report the gRPC code of the same meaning.
+  void OnCallDone(Frontend frontend, grpc::StatusCode code);
   // Engine observers (see EngineOptions::on_step and on_admit).
   void OnStep(absl::Duration step_time, int32_t batch);
   void OnAdmit(absl::Duration queue_time);
@@ -64,6 +69,8 @@ class ServingMetrics {
   Histogram* generation_len_;
 };
 
+// "grpc" or "http".
+std::string FrontendLabel(Frontend frontend);
 // "OK", "CANCELLED", ... as in the gRPC status code documentation.
 std::string StatusCodeName(grpc::StatusCode code);
 // "length", "stop_string", "eos" or "cancelled".

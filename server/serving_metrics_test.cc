@@ -35,52 +35,82 @@ TEST(ServingMetricsTest, RequestTimingsFromEvents) {
   last.prompt_tokens = 7;
   last.generated_tokens = 4;
   metrics.OnEvent(timeline, last, t0 + absl::Milliseconds(1500));
-  metrics.OnCallDone(grpc::StatusCode::OK);
+  metrics.OnCallDone(Frontend::kGrpc, grpc::StatusCode::OK);
 
-  EXPECT_EQ(metrics.generation_tokens().Value({}), 4);
+  EXPECT_EQ(metrics.generation_tokens().Value({"grpc"}), 4);
+  EXPECT_EQ(metrics.generation_tokens().Value({"http"}), 0);
   const std::string text = registry.Render();
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "seqboat_time_to_first_token_seconds_sum{frontend=\"grpc\"} 0.25\n"));
   EXPECT_THAT(text,
-              HasSubstr("seqboat_time_to_first_token_seconds_sum 0.25\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_time_to_first_token_seconds_count 1\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_inter_token_latency_seconds_count 2\n"));
+              HasSubstr("seqboat_time_to_first_token_seconds_count{frontend="
+                        "\"grpc\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_inter_token_latency_seconds_count{frontend="
+                        "\"grpc\"} 2\n"));
   EXPECT_THAT(
       text,
       HasSubstr(
-          "seqboat_inter_token_latency_seconds_bucket{le=\"0.025\"} 1\n"));
+          "seqboat_inter_token_latency_seconds_bucket{frontend=\"grpc\",le="
+          "\"0.025\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_inter_token_latency_seconds_bucket{frontend="
+                        "\"grpc\",le=\"0.05\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_e2e_request_latency_seconds_sum{frontend="
+                        "\"grpc\"} 1.5\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_prompt_tokens_total{frontend=\"grpc\"} 7\n"));
   EXPECT_THAT(
       text,
-      HasSubstr("seqboat_inter_token_latency_seconds_bucket{le=\"0.05\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_e2e_request_latency_seconds_sum 1.5\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_prompt_tokens_total 7\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_generation_tokens_total 4\n"));
+      HasSubstr("seqboat_generation_tokens_total{frontend=\"grpc\"} 4\n"));
   EXPECT_THAT(
       text,
       HasSubstr(
-          "seqboat_request_success_total{finished_reason=\"length\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("seqboat_requests_total{code=\"OK\"} 1\n"));
+          "seqboat_request_success_total{finished_reason=\"length\",frontend="
+          "\"grpc\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("seqboat_requests_total{code=\"OK\",frontend=\"grpc\"} 1\n"));
+  // The other frontend's series exist at zero.
+  EXPECT_THAT(text, HasSubstr("seqboat_generation_tokens_total{frontend="
+                              "\"http\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("seqboat_time_to_first_token_seconds_count{"
+                              "frontend=\"http\"} 0\n"));
 }
 
 TEST(ServingMetricsTest, ErrorEndsCountNoSuccessButKeepStreamedTokens) {
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);
   RequestTimeline timeline;
+  timeline.frontend = Frontend::kHttp;
   timeline.start = absl::FromUnixSeconds(0);
   metrics.OnEvent(timeline, Tokens(3), absl::FromUnixSeconds(1));
   GenerationEvent failed;
   failed.finish = FinishReason::kCancelled;
   failed.status = absl::DeadlineExceededError("deadline passed");
   metrics.OnEvent(timeline, failed, absl::FromUnixSeconds(2));
-  metrics.OnCallDone(grpc::StatusCode::DEADLINE_EXCEEDED);
-  metrics.OnCallDone(grpc::StatusCode::RESOURCE_EXHAUSTED);
+  metrics.OnCallDone(Frontend::kHttp, grpc::StatusCode::DEADLINE_EXCEEDED);
+  metrics.OnCallDone(Frontend::kGrpc, grpc::StatusCode::RESOURCE_EXHAUSTED);
 
   const std::string text = registry.Render();
-  EXPECT_THAT(text, HasSubstr("seqboat_generation_tokens_total 3\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("seqboat_generation_tokens_total{frontend=\"http\"} 3\n"));
   EXPECT_THAT(text, Not(HasSubstr("seqboat_request_success_total{")));
-  EXPECT_THAT(text, HasSubstr("seqboat_e2e_request_latency_seconds_count 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_e2e_request_latency_seconds_count{frontend="
+                        "\"http\"} 0\n"));
   EXPECT_THAT(
-      text, HasSubstr("seqboat_requests_total{code=\"DEADLINE_EXCEEDED\"} 1"));
+      text,
+      HasSubstr("seqboat_requests_total{code=\"DEADLINE_EXCEEDED\",frontend="
+                "\"http\"} 1"));
   EXPECT_THAT(
-      text, HasSubstr("seqboat_requests_total{code=\"RESOURCE_EXHAUSTED\"} 1"));
+      text,
+      HasSubstr("seqboat_requests_total{code=\"RESOURCE_EXHAUSTED\",frontend="
+                "\"grpc\"} 1"));
 }
 
 TEST(ServingMetricsTest, EngineObservers) {
@@ -102,6 +132,8 @@ TEST(ServingMetricsTest, EngineObservers) {
 TEST(ServingMetricsTest, Names) {
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::UNAVAILABLE), "UNAVAILABLE");
   EXPECT_EQ(FinishReasonLabel(FinishReason::kStopString), "stop_string");
+  EXPECT_EQ(FrontendLabel(Frontend::kGrpc), "grpc");
+  EXPECT_EQ(FrontendLabel(Frontend::kHttp), "http");
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ absl::StatusOr<std::pair<int, std::string>> HttpGet(const Replica& replica,
                                                     const std::string& path);
 
 // The value of the sample named exactly `series` (name plus labels as
-// rendered, e.g. seqboat_requests_total{code="OK"}); nullopt if absent.
+// rendered, e.g. seqboat_requests_total{code="OK",frontend="grpc"}); nullopt if
+// absent.
 std::optional<double> SampleValue(const std::string& metrics_text,
                                   const std::string& series);
 

@@ -114,12 +114,15 @@ TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
   for (int i = 0; i < kReplicas; ++i) {
     const std::string text = Metrics(replicas_[i]);
     const double ok =
-        SampleValue(text, "seqboat_requests_total{code=\"OK\"}").value_or(0);
+        SampleValue(text,
+                    "seqboat_requests_total{code=\"OK\",frontend=\"grpc\"}")
+            .value_or(0);
     // Per-stream balancing spreads 60 streams over all three.
     EXPECT_GT(ok, 0) << "replica " << i << " served no stream";
     ok_calls += ok;
     generated +=
-        SampleValue(text, "seqboat_generation_tokens_total").value_or(-1);
+        SampleValue(text, "seqboat_generation_tokens_total{frontend=\"grpc\"}")
+            .value_or(-1);
   }
   EXPECT_EQ(ok_calls, kRequests);
   EXPECT_EQ(generated, static_cast<double>(client_tokens));
@@ -159,7 +162,8 @@ TEST_F(LbTest, KillingAReplicaFailsOnlyTheStreamsItServed) {
       on_survivors.insert(id);
     }
     survivors_ok += SampleValue(Metrics(replicas_[i]),
-                                "seqboat_requests_total{code=\"OK\"}")
+                                "seqboat_requests_total{code=\"OK\","
+                                "frontend=\"grpc\"}")
                         .value_or(0);
   }
   int failed = 0;
