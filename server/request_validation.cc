@@ -5,13 +5,20 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
 
 namespace seqboat {
 namespace {
 
+constexpr char kFieldPayload[] = "type.seqboat/invalid_field";
+
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
+  absl::Status status =
+      absl::InvalidArgumentError(absl::StrCat(field, " ", what));
+  status.SetPayload(kFieldPayload, absl::Cord(field));
+  return status;
 }
 
 // Float checks written as "!(in range)" so NaN is rejected too.
@@ -189,6 +196,11 @@ absl::StatusOr<StoppingParams> StoppingFromProto(
 }
 
 }  // namespace
+
+std::string InvalidField(const absl::Status& status) {
+  absl::optional<absl::Cord> field = status.GetPayload(kFieldPayload);
+  return field.has_value() ? std::string(*field) : std::string();
+}
 
 absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
                             const ValidationLimits& limits) {

@@ -57,6 +57,12 @@ struct RequestFallbacks {
   uint64_t seed = 0;       // used when sampling.seed is unset
 };
 
+// The field an INVALID_ARGUMENT from this unit names, as written at the
+// start of its message ("sampling.top_p", "stopping.stop[2]",
+// "token_ids.ids[0]"), or "" for any other status. Front ends that speak
+// another API's names (the OpenAI one) map it to their own.
+std::string InvalidField(const absl::Status& status);
+
 // Validates `proto` and builds the engine request (without sink, control or
 // deadline, which belong to the call). Returns INVALID_ARGUMENT naming the
 // field on the first problem found.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,12 @@ void ExpectInvalid(const v1::GenerateRequest& proto, const std::string& field) {
   ASSERT_FALSE(request.ok()) << "accepted: " << proto.DebugString();
   EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(request.status().message()), HasSubstr(field));
+  // The field is also carried apart from the message, and the message starts
+  // with it.
+  const std::string named = InvalidField(request.status());
+  EXPECT_FALSE(named.empty()) << request.status();
+  EXPECT_TRUE(absl::StartsWith(request.status().message(), named + " "))
+      << request.status();
 }
 
 TEST(RequestValidationTest, DefaultsFilledIn) {
@@ -181,6 +188,20 @@ TEST(RequestValidationTest, RejectsTokenIdsOutsideVocabulary) {
     EXPECT_THAT(std::string(request.status().message()),
                 HasSubstr("token_ids.ids[1] must be in [0, 100)"));
   }
+}
+
+TEST(RequestValidationTest, InvalidFieldNamesTheIndexedField) {
+  v1::GenerateRequest proto;
+  proto.mutable_token_ids()->add_ids(5);
+  proto.mutable_token_ids()->add_ids(kVocab);
+  EXPECT_EQ(InvalidField(Convert(proto).status()), "token_ids.ids[1]");
+  proto = TextRequest();
+  proto.mutable_stopping()->add_stop("ok");
+  proto.mutable_stopping()->add_stop("");
+  EXPECT_EQ(InvalidField(Convert(proto).status()), "stopping.stop[1]");
+  // Statuses that name no field.
+  EXPECT_EQ(InvalidField(absl::InvalidArgumentError("text is bad")), "");
+  EXPECT_EQ(InvalidField(absl::OkStatus()), "");
 }
 
 TEST(RequestValidationTest, RejectsSpecialOnlyPrompt) {
