@@ -4,13 +4,15 @@
         [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
         [--name NAME] [--sinks S] [--window W]
 
-SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, fairseq-seqboat.
+SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, hf-bamba,
+fairseq-seqboat.
 
---sinks / --window (hf-llama, hf-jamba) set the attention-sink cache of every
-attention block: S pinned first tokens plus the W most recent ones (MODELS.md
-3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba 4 and 4092 (a
-4096-key cache), the window shortened when the model's max_position_embeddings
-is smaller; see weights/converters/hf_llama.py and hf_jamba.py.
+--sinks / --window (hf-llama, hf-jamba, hf-bamba) set the attention-sink cache of
+every attention block: S pinned first tokens plus the W most recent ones
+(MODELS.md 3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba and
+hf-bamba 4 and 4092 (a 4096-key cache), the window shortened when the model's
+max_position_embeddings is smaller; see weights/converters/hf_llama.py,
+hf_jamba.py and hf_bamba.py.
 For fairseq-seqboat SRC is the checkpoint .pt file (or its directory), and
 the dict.txt beside it becomes tokenizer.json; see
 weights/converters/fairseq_seqboat.py.
@@ -32,22 +34,23 @@ import sys
 import warnings
 
 from weights import canonical, safetensors_io
-from weights.converters import (fairseq_seqboat, hf_falcon_mamba, hf_jamba, hf_llama, hf_mamba,
-                                hf_mamba2, mamba_ssm, sink_cache)
+from weights.converters import (fairseq_seqboat, hf_bamba, hf_falcon_mamba, hf_jamba, hf_llama,
+                                hf_mamba, hf_mamba2, mamba_ssm, sink_cache)
 from weights.converters.convert_error import ConvertError, ConvertWarning
 
 CONVERTER_VERSION = "seqboat-convert@1"
 SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: mamba_ssm,
            hf_falcon_mamba.NAME: hf_falcon_mamba, hf_llama.NAME: hf_llama,
-           hf_jamba.NAME: hf_jamba, fairseq_seqboat.NAME: fairseq_seqboat}
+           hf_jamba.NAME: hf_jamba, hf_bamba.NAME: hf_bamba,
+           fairseq_seqboat.NAME: fairseq_seqboat}
 
 
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
             **serving):
     """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
 
-    `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama
-    and hf-jamba);
+    `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama,
+    hf-jamba and hf-bamba);
     None values mean the source's default.
     """
     if source not in SOURCES:
@@ -98,11 +101,11 @@ def main(argv=None):
     tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json, or "
                      "the dict.txt beside a fairseq checkpoint)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
-    ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba: attention sinks kept per "
-                    f"layer (default {sink_cache.DEFAULT_SINKS})")
-    ap.add_argument("--window", type=int, help="hf-llama, hf-jamba: recent tokens kept per "
-                    f"layer (default {hf_llama.DEFAULT_WINDOW} for hf-llama, "
-                    f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba, capped by "
+    ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba, hf-bamba: attention sinks "
+                    f"kept per layer (default {sink_cache.DEFAULT_SINKS})")
+    ap.add_argument("--window", type=int, help="hf-llama, hf-jamba, hf-bamba: recent tokens "
+                    f"kept per layer (default {hf_llama.DEFAULT_WINDOW} for hf-llama, "
+                    f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba and hf-bamba, capped by "
                     "max_position_embeddings)")
     a = ap.parse_args(argv)
     try:

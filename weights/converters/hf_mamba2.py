@@ -113,31 +113,59 @@ def read_dims(cfg):
             "eps": eps}
 
 
-def source_shapes(dims, embed_name):
-    """{source tensor name: shape} the checkpoint must hold (lm_head.weight handled apart)."""
-    V, D, H, P, N, G, K = (dims[k] for k in ("vocab_size", "d_model", "n_heads", "head_dim",
-                                             "d_state", "n_groups", "d_conv"))
+def mixer_shapes(p, dims):
+    """{source tensor name: shape} of one Mamba-2 mixer whose names start with
+    `p` (transformers' Mamba2Mixer; BambaMixer has the same tensors)."""
+    D, H, P, N, G, K = (dims[k] for k in ("d_model", "n_heads", "head_dim", "d_state",
+                                          "n_groups", "d_conv"))
     E = H * P
     conv = E + 2 * G * N
     rows = E + conv + H
+    s = {p + "in_proj.weight": (rows, D), p + "conv1d.weight": (conv, 1, K),
+         p + "dt_bias": (H,), p + "A_log": (H,), p + "D": (H,), p + "norm.weight": (E,),
+         p + "out_proj.weight": (D, E)}
+    if dims["in_proj_bias"]:
+        s[p + "in_proj.bias"] = (rows,)
+    if dims["conv_bias"]:
+        s[p + "conv1d.bias"] = (conv,)
+    if dims["out_proj_bias"]:
+        s[p + "out_proj.bias"] = (D,)
+    return s
+
+
+def source_shapes(dims, embed_name):
+    """{source tensor name: shape} the checkpoint must hold (lm_head.weight handled apart)."""
+    V, D = dims["vocab_size"], dims["d_model"]
     s = {embed_name: (V, D), "backbone.norm_f.weight": (D,)}
     for i in range(dims["n_layers"]):
         p = f"backbone.layers.{i}."
         s[p + "norm.weight"] = (D,)
-        s[p + "mixer.in_proj.weight"] = (rows, D)
-        if dims["in_proj_bias"]:
-            s[p + "mixer.in_proj.bias"] = (rows,)
-        s[p + "mixer.conv1d.weight"] = (conv, 1, K)
-        if dims["conv_bias"]:
-            s[p + "mixer.conv1d.bias"] = (conv,)
-        s[p + "mixer.dt_bias"] = (H,)
-        s[p + "mixer.A_log"] = (H,)
-        s[p + "mixer.D"] = (H,)
-        s[p + "mixer.norm.weight"] = (E,)
-        s[p + "mixer.out_proj.weight"] = (D, E)
-        if dims["out_proj_bias"]:
-            s[p + "mixer.out_proj.bias"] = (D,)
+        s.update(mixer_shapes(p + "mixer.", dims))
     return s
+
+
+def map_mixer(tensors, s, c, dims, dtype):
+    """The canonical tensors (prefix `c`) of the Mamba-2 mixer whose source
+    names start with `s`: matrices in `dtype`; A, D, dt_bias fp32."""
+    def mat(name):
+        return tensors[s + name].to(dtype).contiguous()
+
+    out = {c + "in_proj.weight": mat("in_proj.weight"),
+           c + "conv.weight": mat("conv1d.weight").squeeze(1).contiguous()}
+    if dims["in_proj_bias"]:
+        out[c + "in_proj.bias"] = mat("in_proj.bias")
+    if dims["conv_bias"]:
+        out[c + "conv.bias"] = mat("conv1d.bias")
+    # Softplus stays a run-time step on dt + dt_bias (MODELS.md 7.12).
+    out[c + "dt_bias"] = tensors[s + "dt_bias"].float().contiguous()
+    # Both references compute -exp(A_log) in fp32 on every call; do it once.
+    out[c + "A"] = -torch.exp(tensors[s + "A_log"].float())
+    out[c + "D"] = tensors[s + "D"].float().contiguous()
+    out[c + "gated_norm.weight"] = mat("norm.weight")
+    out[c + "out_proj.weight"] = mat("out_proj.weight")
+    if dims["out_proj_bias"]:
+        out[c + "out_proj.bias"] = mat("out_proj.bias")
+    return out
 
 
 def map_tensors(tensors, dims, embed_name, tied, dtype):
@@ -151,36 +179,26 @@ def map_tensors(tensors, dims, embed_name, tied, dtype):
     if not tied:
         out["lm_head.weight"] = mat("lm_head.weight")
     for i in range(dims["n_layers"]):
-        s, c = f"backbone.layers.{i}.mixer.", f"blocks.{i}."
-        out[c + "norm.weight"] = mat(f"backbone.layers.{i}.norm.weight")
-        out[c + "in_proj.weight"] = mat(s + "in_proj.weight")
-        if dims["in_proj_bias"]:
-            out[c + "in_proj.bias"] = mat(s + "in_proj.bias")
-        out[c + "conv.weight"] = mat(s + "conv1d.weight").squeeze(1).contiguous()
-        if dims["conv_bias"]:
-            out[c + "conv.bias"] = mat(s + "conv1d.bias")
-        # Softplus stays a run-time step on dt + dt_bias (MODELS.md 7.12).
-        out[c + "dt_bias"] = tensors[s + "dt_bias"].float().contiguous()
-        # Both references compute -exp(A_log) in fp32 on every call; do it once.
-        out[c + "A"] = -torch.exp(tensors[s + "A_log"].float())
-        out[c + "D"] = tensors[s + "D"].float().contiguous()
-        out[c + "gated_norm.weight"] = mat(s + "norm.weight")
-        out[c + "out_proj.weight"] = mat(s + "out_proj.weight")
-        if dims["out_proj_bias"]:
-            out[c + "out_proj.bias"] = mat(s + "out_proj.bias")
+        out[f"blocks.{i}.norm.weight"] = mat(f"backbone.layers.{i}.norm.weight")
+        out.update(map_mixer(tensors, f"backbone.layers.{i}.mixer.", f"blocks.{i}.", dims,
+                             dtype))
     return out
 
 
-def blocks(dims):
-    """The canonical mamba2 blocks; HF uses layer_norm_epsilon for the block norm
-    and the gated norm alike, mamba_ssm a gated_norm_eps of its own."""
-    return [canonical.mamba2_block(
+def block(dims):
+    """The canonical mamba2 block; HF uses one eps for the block norm and the
+    gated norm alike, mamba_ssm a gated_norm_eps of its own."""
+    return canonical.mamba2_block(
         n_heads=dims["n_heads"], head_dim=dims["head_dim"], d_state=dims["d_state"],
         n_groups=dims["n_groups"], d_conv=dims["d_conv"], eps=dims["eps"],
         in_proj_bias=dims["in_proj_bias"], out_proj_bias=dims["out_proj_bias"],
         conv_bias=dims["conv_bias"], dt_min=dims["dt_min"], dt_max=dims["dt_max"],
         gated_norm_eps=dims.get("gated_norm_eps", dims["eps"]))
-        for _ in range(dims["n_layers"])]
+
+
+def blocks(dims):
+    """The canonical mamba2 blocks."""
+    return [block(dims) for _ in range(dims["n_layers"])]
 
 
 def convert(src, dtype):

@@ -1,5 +1,5 @@
 """The attention-sink cache size that the HF attention converters (hf_llama,
-hf_jamba) write into every attention block: `sinks` S first tokens plus the
+hf_jamba, hf_bamba) write into every attention block: `sinks` S first tokens plus the
 `window` W most recent ones. It is a serving choice, not part of the checkpoint
 (MODELS.md 3.4), so it comes from the --sinks / --window options.
 """
