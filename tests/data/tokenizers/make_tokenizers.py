@@ -4,16 +4,25 @@ Run from the repository root with the project venv:
   .venv/bin/python tests/data/tokenizers/make_tokenizers.py
 Training is deterministic for a fixed `tokenizers` version (pinned in
 weights/requirements.txt) and the same fortune files, so rerunning gives the
-same files. Four tokenizers covering the families the C++ loader supports:
+same files. Five tokenizers covering the families the C++ loader supports:
   byte_bpe.json    GPT-2 style: ByteLevel pre-tokenizer with the GPT-2
                    regex, ByteLevel decoder, merges in the "a b" form.
-  neox_bpe.json    GPT-NeoX-20B style (the Mamba checkpoints' tokenizer):
-                   byte_bpe.json's pipeline behind an NFC normalizer, with
-                   <|endoftext|> and <|padding|>. Its training text adds the
+  neox_bpe.json    GPT-NeoX-20B style (the tokenizer of the Mamba and Mamba-2
+                   checkpoints): byte_bpe.json's pipeline behind an NFC
+                   normalizer, with <|endoftext|> and <|padding|> first and,
+                   after the vocabulary, GPT-NeoX's added tokens for runs of
+                   2 to 24 spaces (normalized, not special), written in the
+                   older JSON form that file has (no use_regex, no
+                   byte_fallback / ignore_merges). Its training text adds the
                    test texts, so composed characters get merged tokens and a
                    wrong normalization shows in the ids.
   llama3_bpe.json  Llama 3 style: Split(Llama 3 regex) + ByteLevel(no regex),
                    ignore_merges, a BOS template post-processor.
+  qwen2_bpe.json   Qwen2 / Qwen2.5 style, as transformers' Qwen2Converter
+                   builds it: NFC, Split(Qwen2 regex: digits one at a time) +
+                   ByteLevel(no regex), BPE with empty affixes, no BOS;
+                   <|endoftext|>, <|im_start|>, <|im_end|> special and
+                   Qwen2.5's <tool_call> / </tool_call> not.
   llama_bpe.json   Llama 1/2 / Mistral style: SentencePiece-like BPE with
                    byte_fallback, Prepend/Replace normalizer, no pre-tokenizer,
                    Replace/ByteFallback/Fuse/Strip decoder, BOS template.
@@ -29,6 +38,10 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models,
 HERE = os.path.dirname(os.path.abspath(__file__))
 LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# transformers' tokenization_qwen2.PRETOKENIZE_REGEX.
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
     r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
@@ -64,11 +77,17 @@ def byte_bpe(lines):
     return tok
 
 
-def neox_bpe(lines):
+def test_text_lines():
+    """The lines of the test texts, for training text that covers them."""
     extra = []
     for name in ("multilingual.txt", "normalization.txt"):
         with open(os.path.join(HERE, name), encoding="utf-8", newline="") as f:
             extra.extend(f.read().split("\n"))
+    return extra
+
+
+def neox_bpe(lines):
+    extra = test_text_lines()
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -79,6 +98,52 @@ def neox_bpe(lines):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False)
     tok.train_from_iterator(lines + extra * 200, trainer)
+    add_test_tokens(tok)
+    # GPT-NeoX-20B ids 50254..50276: 24 spaces down to 2, matched before
+    # pre-tokenization (normalized text, longest first).
+    tok.add_tokens([AddedToken(" " * n, normalized=True, special=False)
+                    for n in range(24, 1, -1)])
+    return tok
+
+
+def as_published_neox(data):
+    """The key set of GPT-NeoX-20B's tokenizer.json, written before
+    `tokenizers` had use_regex, byte_fallback and ignore_merges; readers must
+    take their defaults (true, false, false)."""
+    for part in ("pre_tokenizer", "post_processor", "decoder"):
+        data[part].pop("use_regex", None)
+    for key in ("byte_fallback", "ignore_merges"):
+        data["model"].pop(key, None)
+    return data
+
+
+def qwen2_bpe(lines):
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.normalizer = normalizers.NFC()
+    pre = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    trainer_tok.pre_tokenizer = pre
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False)
+    trainer_tok.train_from_iterator(lines + test_text_lines() * 200, trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+    # transformers' Qwen2Converter: the vocabulary and merges of the
+    # tiktoken-style file, special tokens after them.
+    tok = Tokenizer(models.BPE(
+        vocab=trained["vocab"], merges=[tuple(m) for m in trained["merges"]],
+        dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
+        fuse_unk=False, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                            for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False)
+                    for t in ("<tool_call>", "</tool_call>")])
     add_test_tokens(tok)
     return tok
 
@@ -146,8 +211,10 @@ def llama_bpe(lines):
     return tok
 
 
-def save(tok, name, string_merges=False):
+def save(tok, name, string_merges=False, edit=None):
     data = json.loads(tok.to_str())
+    if edit is not None:
+        data = edit(data)
     if string_merges:
         # The older "a b" form, still found in many published files.
         data["model"]["merges"] = [" ".join(m) for m in data["model"]["merges"]]
@@ -162,8 +229,9 @@ def save(tok, name, string_merges=False):
 def main():
     lines = training_text()
     save(byte_bpe(lines), "byte_bpe.json", string_merges=True)
-    save(neox_bpe(lines), "neox_bpe.json", string_merges=True)
+    save(neox_bpe(lines), "neox_bpe.json", string_merges=True, edit=as_published_neox)
     save(llama3_bpe(lines), "llama3_bpe.json")
+    save(qwen2_bpe(lines), "qwen2_bpe.json")
     save(llama_bpe(lines), "llama_bpe.json")
 
 

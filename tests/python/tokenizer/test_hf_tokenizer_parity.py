@@ -9,6 +9,14 @@ side does not turn special-token text into ids (parse_special off), which is
 Hugging Face with `encode_special_tokens = True`; with --parse_special it is
 Hugging Face's default.
 
+The files stand for the families the converters serve (make_tokenizers.py):
+neox_bpe.json is GPT-NeoX-20B's layout (the Mamba and Mamba-2 checkpoints),
+with its added tokens for runs of spaces and the older key set of that file;
+llama3_bpe.json Llama 3's (its pre-tokenizer regex, ignore_merges, a BOS
+template); qwen2_bpe.json Qwen2's as transformers' converter writes it
+(digits split one by one, empty BPE affixes, special and non-special added
+tokens after the vocabulary).
+
 Streaming: the ids of the whole file go through the C++ IncrementalDetokenizer
 from the start of a text. After k pushes the streamed text S_k is compared with
 D_k = `decode(ids[:k])` (skip_special_tokens, as the detokenizer skips
@@ -39,8 +47,9 @@ from tokenizers import Tokenizer
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "tokenizers"
 TOOL = ROOT / "bazel-bin" / "engine" / "tokenizer" / "tokenize_tool"
-TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json", "neox_bpe.json"]
-BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json"}
+TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json", "neox_bpe.json",
+              "qwen2_bpe.json"]
+BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json", "qwen2_bpe.json"}
 NEOX = "neox_bpe.json"  # its normalizer is NFC
 
 
