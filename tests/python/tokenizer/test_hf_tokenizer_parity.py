@@ -176,6 +176,18 @@ def test_streamed_text_equals_decode_of_every_complete_prefix(tool, name, tmp_pa
     check_stream(tool, name, hf, read_text(), tmp_path, lossless=name in BYTE_LEVEL)
 
 
+def test_llama3_ids_depend_on_ignore_merges():
+    # The premise of llama3_bpe.json's parity: some words of the text are
+    # whole tokens that its merges would split, as in Llama 3's own vocabulary.
+    data = json.loads(read_text("llama3_bpe.json"))
+    assert data["model"]["ignore_merges"] is True
+    whole = Tokenizer.from_str(json.dumps(data))
+    data["model"]["ignore_merges"] = False
+    merged = Tokenizer.from_str(json.dumps(data))
+    lines = read_text().split("\n")
+    assert sum(whole.encode(l).ids != merged.encode(l).ids for l in lines) >= 3
+
+
 def test_neox_normalizer_is_nfc():
     # The C++ tests and the cases below rely on it.
     assert json.loads(read_text(NEOX))["normalizer"] == {"type": "NFC"}
