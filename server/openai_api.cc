@@ -1,0 +1,738 @@
+#include "server/openai_api.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
+#include "engine/tokenizer/utf8.h"
+#include "server/response_coalescer.h"
+
+namespace seqboat {
+namespace {
+
+using json = nlohmann::json;
+// Output keeps OpenAI's field order, which is what people read in curl.
+using ojson = nlohmann::ordered_json;
+
+std::string Dump(const ojson& value) {
+  // The replace handler keeps a stray invalid byte from throwing; text from
+  // the engine is complete UTF-8 and token texts go through TokenText.
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ojson NullIfEmpty(const std::string& s) {
+  return s.empty() ? ojson(nullptr) : ojson(s);
+}
+
+OpenAiError Invalid(std::string param, std::string message,
+                    std::string code = "") {
+  OpenAiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+OpenAiError Unsupported(const std::string& param, const std::string& message) {
+  return Invalid(param, message, "unsupported_value");
+}
+
+// The parameters a completions request may carry: OpenAI's own, and the
+// sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
+// ignore_eos, stop_token_ids).
+const std::set<std::string, std::less<>>& KnownParameters() {
+  static const auto* known =
+      new std::set<std::string, std::less<>>{"model",
+                                             "prompt",
+                                             "max_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "repetition_penalty",
+                                             "seed",
+                                             "stop",
+                                             "stop_token_ids",
+                                             "ignore_eos",
+                                             "stream",
+                                             "stream_options",
+                                             "logprobs",
+                                             "n",
+                                             "best_of",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "echo",
+                                             "suffix",
+                                             "logit_bias",
+                                             "user"};
+  return *known;
+}
+
+// A JSON integer that fits int64 (unsigned values beyond it do not).
+bool Int64Of(const json& v, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return false;
+    }
+    *out = static_cast<int64_t>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+    return true;
+  }
+  return false;
+}
+
+// Null counts as absent, as OpenAI's SDKs send it for unset fields.
+const json* Field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<OpenAiError> ReadNumber(const json& body, const char* key,
+                                      std::optional<double>* out) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) {
+    return Invalid(key,
+                   absl::StrCat(key, " must be a number, got ", BriefJson(*v)));
+  }
+  *out = v->get<double>();
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadBool(const json& body, const char* key,
+                                    bool* out) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    return Invalid(
+        key, absl::StrCat(key, " must be a boolean, got ", BriefJson(*v)));
+  }
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadInt(const json& body, const char* key,
+                                   std::optional<int64_t>* out) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  int64_t value = 0;
+  if (!Int64Of(*v, &value)) {
+    return Invalid(
+        key, absl::StrCat(key, " must be an integer, got ", BriefJson(*v)));
+  }
+  *out = value;
+  return std::nullopt;
+}
+
+// Token ids of a prompt or stop_token_ids: integers within int32 (the
+// vocabulary check is validation's).
+std::optional<OpenAiError> ReadIds(const json& array, const std::string& name,
+                                   std::vector<int32_t>* out) {
+  for (size_t i = 0; i < array.size(); ++i) {
+    int64_t id = 0;
+    if (!Int64Of(array[i], &id) || id < std::numeric_limits<int32_t>::min() ||
+        id > std::numeric_limits<int32_t>::max()) {
+      return Invalid(name, absl::StrCat(name, "[", i,
+                                        "] must be an integer token id, got ",
+                                        BriefJson(array[i])));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadPrompt(const json& body,
+                                      v1::GenerateRequest* generate) {
+  const json* prompt = Field(body, "prompt");
+  if (prompt == nullptr) return std::nullopt;  // validation names it
+  if (prompt->is_string()) {
+    generate->set_text(prompt->get<std::string>());
+    return std::nullopt;
+  }
+  if (!prompt->is_array()) {
+    return Invalid("prompt",
+                   "prompt must be a string, an array of token ids, or an "
+                   "array holding one of those");
+  }
+  if (prompt->empty()) {
+    return Invalid("prompt", "prompt must not be empty");
+  }
+  const json* one = prompt;
+  // A batch form ([text] or [[ids]]) holding a single prompt is that prompt.
+  if ((*prompt)[0].is_string() || (*prompt)[0].is_array()) {
+    if (prompt->size() > 1) {
+      return Unsupported(
+          "prompt",
+          absl::StrCat("prompt holds ", prompt->size(),
+                       " prompts; this server takes one per request"));
+    }
+    one = &(*prompt)[0];
+    if (one->is_string()) {
+      generate->set_text(one->get<std::string>());
+      return std::nullopt;
+    }
+    if (one->empty()) return Invalid("prompt", "prompt must not be empty");
+  }
+  std::vector<int32_t> ids;
+  if (auto e = ReadIds(*one, "prompt", &ids)) return e;
+  generate->mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadStop(const json& body,
+                                    v1::StoppingCriteria* stopping) {
+  const json* stop = Field(body, "stop");
+  if (stop == nullptr) return std::nullopt;
+  if (stop->is_string()) {
+    stopping->add_stop(stop->get<std::string>());
+    return std::nullopt;
+  }
+  if (!stop->is_array()) {
+    return Invalid("stop", "stop must be a string or an array of strings");
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    if (!(*stop)[i].is_string()) {
+      return Invalid("stop",
+                     absl::StrCat("stop[", i, "] must be a string, got ",
+                                  BriefJson((*stop)[i])));
+    }
+    stopping->add_stop((*stop)[i].get<std::string>());
+  }
+  return std::nullopt;
+}
+
+// The parameters OpenAI has and the engine does not: accepted at the value
+// that means "off", refused otherwise.
+std::optional<OpenAiError> ReadUnsupported(const json& body) {
+  std::optional<int64_t> n;
+  if (auto e = ReadInt(body, "n", &n)) return e;
+  if (n.has_value() && *n != 1) {
+    return Unsupported("n", absl::StrCat("n must be 1, got ", *n,
+                                         ": this server samples one "
+                                         "completion per request"));
+  }
+  std::optional<int64_t> best_of;
+  if (auto e = ReadInt(body, "best_of", &best_of)) return e;
+  if (best_of.has_value() && *best_of != 1) {
+    return Unsupported("best_of",
+                       absl::StrCat("best_of must be 1, got ", *best_of));
+  }
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    std::optional<double> value;
+    if (auto e = ReadNumber(body, penalty, &value)) return e;
+    if (value.has_value() && *value != 0.0) {
+      return Unsupported(
+          penalty, absl::StrCat(penalty, " must be 0, got ", *value,
+                                ": not supported; repetition_penalty is"));
+    }
+  }
+  bool echo = false;
+  if (auto e = ReadBool(body, "echo", &echo)) return e;
+  if (echo) return Unsupported("echo", "echo is not supported");
+  if (const json* suffix = Field(body, "suffix")) {
+    if (!suffix->is_string() || !suffix->get<std::string>().empty()) {
+      return Unsupported("suffix", "suffix is not supported");
+    }
+  }
+  if (const json* bias = Field(body, "logit_bias")) {
+    if (!bias->is_object() || !bias->empty()) {
+      return Unsupported("logit_bias", "logit_bias is not supported");
+    }
+  }
+  if (const json* user = Field(body, "user"); user && !user->is_string()) {
+    return Invalid("user", "user must be a string");
+  }
+  return std::nullopt;
+}
+
+// The proto's field names (request_validation's) to OpenAI's parameters.
+struct FieldName {
+  const char* proto;
+  const char* openai;
+};
+constexpr FieldName kFieldNames[] = {
+    {"text", "prompt"},
+    {"token_ids.ids", "prompt"},
+    {"prompt", "prompt"},
+    {"sampling.temperature", "temperature"},
+    {"sampling.top_k", "top_k"},
+    {"sampling.top_p", "top_p"},
+    {"sampling.min_p", "min_p"},
+    {"sampling.repetition_penalty", "repetition_penalty"},
+    {"sampling.seed", "seed"},
+    {"stopping.max_new_tokens", "max_tokens"},
+    {"stopping.stop_token_ids", "stop_token_ids"},
+    {"stopping.stop", "stop"},
+    {"stopping.ignore_eos", "ignore_eos"},
+    {"logprobs.top_n", "logprobs"},
+};
+
+}  // namespace
+
+std::string ErrorBody(const OpenAiError& error) {
+  ojson inner;
+  inner["message"] = error.message;
+  inner["type"] = error.type;
+  inner["param"] = NullIfEmpty(error.param);
+  inner["code"] = NullIfEmpty(error.code);
+  ojson body;
+  body["error"] = std::move(inner);
+  return Dump(body);
+}
+
+OpenAiError ErrorFromStatus(const absl::Status& status) {
+  OpenAiError e;
+  e.message = std::string(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument: {
+      e.http_status = 400;
+      const std::string field = InvalidField(status);
+      if (field.empty()) break;
+      const std::string base = field.substr(0, field.find('['));
+      for (const FieldName& name : kFieldNames) {
+        if (base != name.proto) continue;
+        e.param = name.openai;
+        // "token_ids.ids[3] must ..." reads "prompt[3] must ...".
+        std::string renamed =
+            absl::StrCat(name.openai, field.substr(base.size()));
+        if (absl::StartsWith(e.message, field)) {
+          e.message = renamed + e.message.substr(field.size());
+        }
+        break;
+      }
+      break;
+    }
+    case absl::StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "server_overloaded";
+      e.code = "queue_full";
+      break;
+    case absl::StatusCode::kUnavailable:
+      e.http_status = 503;
+      e.type = "service_unavailable";
+      break;
+    case absl::StatusCode::kNotFound:
+      e.http_status = 404;
+      break;
+    case absl::StatusCode::kCancelled:
+      // Nobody reads it (the client went away); 499 as nginx logs it.
+      e.http_status = 499;
+      e.type = "cancelled";
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      e.http_status = 504;
+      e.type = "timeout";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+absl::StatusCode StatusCodeForHttpStatus(int http_status) {
+  switch (http_status) {
+    case 200:
+      return absl::StatusCode::kOk;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 429:
+      return absl::StatusCode::kResourceExhausted;
+    case 499:
+      return absl::StatusCode::kCancelled;
+    case 503:
+      return absl::StatusCode::kUnavailable;
+    case 504:
+      return absl::StatusCode::kDeadlineExceeded;
+    default:
+      return http_status >= 400 && http_status < 500
+                 ? absl::StatusCode::kInvalidArgument
+                 : absl::StatusCode::kInternal;
+  }
+}
+
+bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
+                            const ValidationLimits& limits,
+                            CompletionRequest* out, OpenAiError* error) {
+  auto fail = [error](OpenAiError e) {
+    *error = std::move(e);
+    return false;
+  };
+  json parsed;
+  if (absl::Status s = ParseJson(body, "the request body", &parsed); !s.ok()) {
+    return fail(Invalid("", std::string(s.message())));
+  }
+  if (!parsed.is_object()) {
+    return fail(Invalid("", "the request body must be a JSON object"));
+  }
+  for (const auto& [key, value] : parsed.items()) {
+    if (KnownParameters().count(key) == 0) {
+      return fail(Invalid(key,
+                          absl::StrCat("Unrecognized request argument "
+                                       "supplied: ",
+                                       key),
+                          "unknown_parameter"));
+    }
+  }
+  *out = CompletionRequest();
+  v1::GenerateRequest& generate = out->generate;
+
+  if (const json* model = Field(parsed, "model")) {
+    if (!model->is_string()) {
+      return fail(Invalid("model", "model must be a string"));
+    }
+    if (model->get<std::string>() != model_id) {
+      return fail(Invalid(
+          "model",
+          absl::StrCat("The model `", model->get<std::string>(),
+                       "` does not exist; this server serves `", model_id, "`"),
+          "model_not_found"));
+    }
+  }
+  if (auto e = ReadUnsupported(parsed)) return fail(*e);
+  if (auto e = ReadPrompt(parsed, &generate)) return fail(*e);
+
+  std::optional<int64_t> max_tokens;
+  if (auto e = ReadInt(parsed, "max_tokens", &max_tokens)) return fail(*e);
+  if (max_tokens.has_value()) {
+    if (*max_tokens < 1 || *max_tokens > std::numeric_limits<uint32_t>::max()) {
+      return fail(Invalid(
+          "max_tokens",
+          absl::StrCat("max_tokens must be in [1, ",
+                       limits.max_new_tokens_limit, "], got ", *max_tokens)));
+    }
+    generate.mutable_stopping()->set_max_new_tokens(
+        static_cast<uint32_t>(*max_tokens));
+  }
+  // Floats go to the proto as they are; validation checks their ranges (an
+  // out-of-float value arrives as inf and is refused there).
+  struct FloatField {
+    const char* name;
+    void (v1::SamplingParams::*set)(float);
+  };
+  for (const FloatField& f :
+       {FloatField{"temperature", &v1::SamplingParams::set_temperature},
+        FloatField{"top_p", &v1::SamplingParams::set_top_p},
+        FloatField{"min_p", &v1::SamplingParams::set_min_p},
+        FloatField{"repetition_penalty",
+                   &v1::SamplingParams::set_repetition_penalty}}) {
+    std::optional<double> value;
+    if (auto e = ReadNumber(parsed, f.name, &value)) return fail(*e);
+    if (value.has_value()) {
+      (generate.mutable_sampling()->*f.set)(static_cast<float>(*value));
+    }
+  }
+  std::optional<int64_t> top_k;
+  if (auto e = ReadInt(parsed, "top_k", &top_k)) return fail(*e);
+  if (top_k.has_value()) {
+    // vLLM's clients send -1 for "off", which is 0 here.
+    int64_t k = *top_k == -1 ? 0 : *top_k;
+    if (k < std::numeric_limits<int32_t>::min()) {
+      return fail(
+          Invalid("top_k", absl::StrCat("top_k must be >= 0, got ", k)));
+    }
+    // Beyond the vocabulary is the whole vocabulary.
+    k = std::min<int64_t>(k, std::numeric_limits<int32_t>::max());
+    generate.mutable_sampling()->set_top_k(static_cast<int32_t>(k));
+  }
+  if (const json* seed = Field(parsed, "seed")) {
+    // Any 64-bit integer; a negative one is taken modulo 2^64.
+    if (seed->is_number_unsigned()) {
+      generate.mutable_sampling()->set_seed(seed->get<uint64_t>());
+    } else if (seed->is_number_integer()) {
+      generate.mutable_sampling()->set_seed(
+          static_cast<uint64_t>(seed->get<int64_t>()));
+    } else {
+      return fail(Invalid("seed", absl::StrCat("seed must be an integer, got ",
+                                               BriefJson(*seed))));
+    }
+  }
+  if (auto e = ReadStop(parsed, generate.mutable_stopping())) return fail(*e);
+  if (const json* ids = Field(parsed, "stop_token_ids")) {
+    if (!ids->is_array()) {
+      return fail(Invalid("stop_token_ids",
+                          "stop_token_ids must be an array of token ids"));
+    }
+    std::vector<int32_t> stop_ids;
+    if (auto e = ReadIds(*ids, "stop_token_ids", &stop_ids)) return fail(*e);
+    generate.mutable_stopping()->mutable_stop_token_ids()->Add(stop_ids.begin(),
+                                                               stop_ids.end());
+  }
+  bool ignore_eos = false;
+  if (auto e = ReadBool(parsed, "ignore_eos", &ignore_eos)) return fail(*e);
+  generate.mutable_stopping()->set_ignore_eos(ignore_eos);
+
+  // The completions API's logprobs: how many alternatives besides the
+  // chosen token (0 gives the chosen token's alone).
+  if (const json* logprobs = Field(parsed, "logprobs")) {
+    int64_t n = 0;
+    if (logprobs->is_boolean() || !Int64Of(*logprobs, &n)) {
+      return fail(
+          Invalid("logprobs",
+                  absl::StrCat("logprobs must be an integer (the number of "
+                               "alternatives to return with each token), got ",
+                               BriefJson(*logprobs))));
+    }
+    if (n < 0 || n > std::numeric_limits<uint32_t>::max()) {
+      return fail(
+          Invalid("logprobs", absl::StrCat("logprobs must be in [0, ",
+                                           kMaxTopLogprobs, "], got ", n)));
+    }
+    generate.mutable_logprobs()->set_enabled(true);
+    generate.mutable_logprobs()->set_top_n(static_cast<uint32_t>(n));
+  }
+
+  if (auto e = ReadBool(parsed, "stream", &out->stream)) return fail(*e);
+  if (const json* options = Field(parsed, "stream_options")) {
+    if (!out->stream) {
+      return fail(Invalid("stream_options",
+                          "stream_options is only allowed when stream is "
+                          "true"));
+    }
+    if (!options->is_object()) {
+      return fail(
+          Invalid("stream_options", "stream_options must be an object"));
+    }
+    for (const auto& [key, value] : options->items()) {
+      if (key != "include_usage") {
+        return fail(
+            Invalid("stream_options",
+                    absl::StrCat("stream_options.", key, " is not supported"),
+                    "unknown_parameter"));
+      }
+    }
+    if (auto e = ReadBool(*options, "include_usage", &out->include_usage)) {
+      e->param = "stream_options";
+      e->message = "stream_options." + e->message;
+      return fail(*e);
+    }
+  }
+  return true;
+}
+
+std::string OpenAiFinishReason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStopString:
+    case FinishReason::kEos:
+      return "stop";
+    case FinishReason::kCancelled:
+    case FinishReason::kNone:
+      break;
+  }
+  return "";
+}
+
+std::string TokenText(const std::string& bytes) {
+  if (Utf8Lossy(bytes) == bytes) return bytes;
+  std::string out = "bytes:";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned char c : bytes) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+CompletionRenderer::CompletionRenderer(CompletionContext context)
+    : context_(std::move(context)) {}
+
+namespace {
+
+// The characters a token's bytes begin in the completion text: its lead
+// bytes (non-continuation bytes) are what a str's length counts.
+int64_t CharactersIn(const std::string& bytes) {
+  int64_t n = 0;
+  for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+ojson Header(const CompletionContext& context) {
+  ojson chunk;
+  chunk["id"] = context.id;
+  chunk["object"] = "text_completion";
+  chunk["created"] = context.created;
+  chunk["model"] = context.model;
+  return chunk;
+}
+
+ojson Usage(const v1::Usage& usage) {
+  ojson out;
+  out["prompt_tokens"] = usage.prompt_tokens();
+  out["completion_tokens"] = usage.generated_tokens();
+  out["total_tokens"] =
+      static_cast<uint64_t>(usage.prompt_tokens()) + usage.generated_tokens();
+  ojson details;
+  details["cached_tokens"] = usage.cached_prompt_tokens();
+  out["prompt_tokens_details"] = std::move(details);
+  return out;
+}
+
+// The final event that ended a request without error but without a normal
+// finish (the server cancelled it while draining) reads as this error.
+absl::Status CancelledByServer() {
+  return absl::UnavailableError(
+      "the request was cancelled: the server is shutting down");
+}
+
+}  // namespace
+
+ojson CompletionRenderer::Choice(const v1::GenerateResponse& run,
+                                 bool final_chunk) {
+  ojson choice;
+  choice["index"] = 0;
+  choice["text"] = run.text();
+  if (context_.logprobs) {
+    ojson tokens = ojson::array(), token_logprobs = ojson::array(),
+          top_logprobs = ojson::array(), offsets = ojson::array();
+    for (int i = 0; i < run.logprobs_size(); ++i) {
+      const v1::TokenLogprobs& lp = run.logprobs(i);
+      const std::string bytes =
+          context_.token_bytes ? context_.token_bytes(lp.chosen().token_id())
+                               : std::string();
+      const std::string text = TokenText(bytes);
+      tokens.push_back(text);
+      token_logprobs.push_back(lp.chosen().logprob());
+      // The chosen token and up to N alternatives, as OpenAI returns them.
+      ojson top = ojson::object();
+      top[text] = lp.chosen().logprob();
+      for (const v1::TokenLogprob& alt : lp.top()) {
+        const std::string alt_text = TokenText(
+            context_.token_bytes ? context_.token_bytes(alt.token_id())
+                                 : std::string());
+        if (!top.contains(alt_text)) top[alt_text] = alt.logprob();
+      }
+      top_logprobs.push_back(std::move(top));
+      offsets.push_back(text_offset_);
+      text_offset_ += CharactersIn(bytes);
+    }
+    ojson logprobs;
+    logprobs["tokens"] = std::move(tokens);
+    logprobs["token_logprobs"] = std::move(token_logprobs);
+    logprobs["top_logprobs"] = std::move(top_logprobs);
+    logprobs["text_offset"] = std::move(offsets);
+    choice["logprobs"] = std::move(logprobs);
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = nullptr;
+  if (final_chunk) {
+    switch (run.finish_reason()) {
+      case v1::FINISH_REASON_LENGTH:
+        choice["finish_reason"] = "length";
+        break;
+      case v1::FINISH_REASON_STOP_STRING:
+      case v1::FINISH_REASON_EOS:
+        choice["finish_reason"] = "stop";
+        break;
+      default:
+        break;
+    }
+    // vLLM's extension: which stop string ended it.
+    choice["stop_reason"] = NullIfEmpty(run.matched_stop());
+  }
+  return choice;
+}
+
+std::string CompletionRenderer::StreamEvents(
+    std::vector<GenerationEvent> events) {
+  if (ended_ || events.empty()) return "";
+  CoalescedEvents run = CoalesceEvents(std::move(events), context_.id);
+  absl::Status error = run.error;
+  if (error.ok() && run.ended &&
+      run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+    error = CancelledByServer();
+  }
+  std::string out;
+  const bool finished_ok = run.ended && error.ok();
+  const bool has_output = !run.response.text().empty() ||
+                          (context_.logprobs && run.response.logprobs_size());
+  if (has_output || finished_ok) {
+    ojson chunk = Header(context_);
+    chunk["choices"] = ojson::array({Choice(run.response, finished_ok)});
+    if (context_.include_usage) chunk["usage"] = nullptr;
+    absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+  }
+  if (!run.ended) return out;
+  ended_ = true;
+  if (!error.ok()) {
+    final_code_ = error.code();
+    absl::StrAppend(&out, "data: ", ErrorBody(ErrorFromStatus(error)), "\n\n");
+  } else if (context_.include_usage) {
+    ojson chunk = Header(context_);
+    chunk["choices"] = ojson::array();
+    chunk["usage"] = Usage(run.response.usage());
+    absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+  }
+  absl::StrAppend(&out, "data: [DONE]\n\n");
+  return out;
+}
+
+void CompletionRenderer::Add(GenerationEvent event) {
+  if (ended_) return;
+  ended_ = event.finish != FinishReason::kNone || !event.status.ok();
+  pending_.push_back(std::move(event));
+}
+
+std::pair<int, std::string> CompletionRenderer::Finish() {
+  CoalescedEvents run = CoalesceEvents(std::move(pending_), context_.id);
+  pending_.clear();
+  absl::Status error = run.error;
+  if (!run.ended) {
+    error = absl::InternalError("the request ended without a final event");
+  } else if (error.ok() &&
+             run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+    error = CancelledByServer();
+  }
+  if (!error.ok()) {
+    final_code_ = error.code();
+    OpenAiError e = ErrorFromStatus(error);
+    return {e.http_status, ErrorBody(e)};
+  }
+  ojson body = Header(context_);
+  body["choices"] = ojson::array({Choice(run.response, true)});
+  body["usage"] = Usage(run.response.usage());
+  return {200, Dump(body)};
+}
+
+namespace {
+
+ojson Model(const std::string& model_id, int64_t created) {
+  ojson model;
+  model["id"] = model_id;
+  model["object"] = "model";
+  model["created"] = created;
+  model["owned_by"] = "seqboat";
+  return model;
+}
+
+}  // namespace
+
+std::string ModelBody(const std::string& model_id, int64_t created) {
+  return Dump(Model(model_id, created));
+}
+
+std::string ModelListBody(const std::string& model_id, int64_t created) {
+  ojson list;
+  list["object"] = "list";
+  list["data"] = ojson::array({Model(model_id, created)});
+  return Dump(list);
+}
+
+}  // namespace seqboat

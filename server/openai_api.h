@@ -1,0 +1,131 @@
+// The OpenAI completions API's JSON, mapped onto seqboat's own request and
+// events: a /v1/completions body becomes a v1::GenerateRequest (which
+// request_validation then checks, as for gRPC), engine events become
+// completion objects and SSE chunks, and statuses become OpenAI's error
+// object with its HTTP status. No I/O and no engine here, so every mapping
+// is testable on its own; server/openai_server serves it.
+#ifndef SEQBOAT_SERVER_OPENAI_API_H_
+#define SEQBOAT_SERVER_OPENAI_API_H_
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/request.h"
+#include "seqboat/v1/generate.pb.h"
+#include "server/request_validation.h"
+
+namespace seqboat {
+
+// OpenAI's error object and the HTTP status it goes with.
+struct OpenAiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" is rendered as null
+  std::string code;   // "" is rendered as null
+};
+
+// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+std::string ErrorBody(const OpenAiError& error);
+
+// A status from validation or the engine as OpenAI's error: INVALID_ARGUMENT
+// is 400 with the field renamed to the OpenAI parameter it came from
+// ("stopping.max_new_tokens must be ..." becomes "max_tokens must be ...",
+// param "max_tokens"), RESOURCE_EXHAUSTED (queue full) 429, UNAVAILABLE
+// (draining, device lost) 503, NOT_FOUND 404, anything else 500.
+OpenAiError ErrorFromStatus(const absl::Status& status);
+
+// The status code of the same meaning as an HTTP status (400 is
+// INVALID_ARGUMENT, 429 RESOURCE_EXHAUSTED...), for the metrics both front
+// ends share.
+absl::StatusCode StatusCodeForHttpStatus(int http_status);
+
+// What one POST /v1/completions asks for.
+struct CompletionRequest {
+  // The prompt and every engine parameter, for RequestFromProto.
+  v1::GenerateRequest generate;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses a /v1/completions body: JSON syntax, the type of every field, the
+// model name (absent, or `model_id`), and the parameters the engine has no
+// equivalent for (n > 1, non-zero presence/frequency penalties, best_of,
+// echo, suffix, logit_bias: refused naming the parameter). Unknown fields
+// are refused, as OpenAI does. Ranges are left to RequestFromProto, except
+// where the JSON value cannot be represented in the proto's field (a
+// negative max_tokens), which `limits` words as validation would. On failure
+// returns false and fills *error.
+bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
+                            const ValidationLimits& limits,
+                            CompletionRequest* out, OpenAiError* error);
+
+// What is fixed for one completion's responses.
+struct CompletionContext {
+  std::string id;       // "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool logprobs = false;       // the request asked for logprobs
+  bool include_usage = false;  // streaming: a usage chunk before [DONE]
+  // The text of a token for logprobs: valid UTF-8 as is, otherwise
+  // "bytes:\xNN..." as OpenAI writes partial characters.
+  std::function<std::string(int32_t)> token_bytes;
+};
+
+// Renders a request's events as OpenAI completion objects. Events may be
+// fed in runs (whatever piled up since the last call, as GenerateStream
+// coalesces them), so a slow reader gets fewer, larger chunks.
+class CompletionRenderer {
+ public:
+  explicit CompletionRenderer(CompletionContext context);
+
+  // SSE bytes for a run of events: one "data: {chunk}\n\n" when the run
+  // carries text, logprobs or the finish; at the end, the usage chunk (when
+  // asked for) and "data: [DONE]\n\n". An error ends the stream with
+  // "data: {\"error\": ...}\n\n" and [DONE]. After the end, returns "".
+  std::string StreamEvents(std::vector<GenerationEvent> events);
+
+  // Non-streaming: remembers the events; once the final one arrived,
+  // Finish() gives the HTTP status and body (the completion object, or the
+  // error object when the request failed).
+  void Add(GenerationEvent event);
+  bool ended() const { return ended_; }
+  std::pair<int, std::string> Finish();
+
+  // The gRPC status code the call ends with, for the metrics: OK, or the
+  // error's.
+  absl::StatusCode final_code() const { return final_code_; }
+
+ private:
+  // choices[0] for one run of tokens (advancing the logprobs' text
+  // offset); with the finish reason when `final_chunk`.
+  nlohmann::ordered_json Choice(const v1::GenerateResponse& run,
+                                bool final_chunk);
+
+  const CompletionContext context_;
+  int64_t text_offset_ = 0;  // characters of completion before the next token
+  bool ended_ = false;
+  absl::StatusCode final_code_ = absl::StatusCode::kOk;
+  std::vector<GenerationEvent> pending_;
+};
+
+// OpenAI's finish_reason: "stop" (a stop string, EOS or a stop token id) or
+// "length"; "" for none.
+std::string OpenAiFinishReason(FinishReason reason);
+
+// Byte strings that are not valid UTF-8 as "bytes:\xNN..." (OpenAI's form
+// for a token that holds part of a character); valid ones unchanged.
+std::string TokenText(const std::string& bytes);
+
+// The /v1/models list and one model object.
+std::string ModelListBody(const std::string& model_id, int64_t created);
+std::string ModelBody(const std::string& model_id, int64_t created);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_OPENAI_API_H_

@@ -1,0 +1,493 @@
+#include "server/openai_api.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/request_validation.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+constexpr char kModel[] = "tiny";
+
+ValidationLimits Limits() {
+  ValidationLimits limits;
+  limits.max_new_tokens_default = 16;
+  limits.max_new_tokens_limit = 64;
+  limits.max_prompt_tokens = 8;
+  return limits;
+}
+
+// One id per byte, as the byte tokenizer does; 256 is EOS (special).
+Vocabulary Bytes() {
+  Vocabulary v;
+  v.size = 257;
+  v.encode =
+      [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    return std::vector<int32_t>(text.begin(), text.end());
+  };
+  v.is_special = [](int32_t id) { return id == 256; };
+  return v;
+}
+
+CompletionRequest Parse(const std::string& body) {
+  CompletionRequest out;
+  OpenAiError error;
+  EXPECT_TRUE(ParseCompletionRequest(body, kModel, Limits(), &out, &error))
+      << body << ": " << error.message;
+  return out;
+}
+
+OpenAiError ParseError(const std::string& body) {
+  CompletionRequest out;
+  OpenAiError error;
+  EXPECT_FALSE(ParseCompletionRequest(body, kModel, Limits(), &out, &error))
+      << "accepted: " << body;
+  return error;
+}
+
+// Parsing, then validation as the server runs it; the error as sent.
+OpenAiError ValidationError(const std::string& body) {
+  CompletionRequest parsed = Parse(body);
+  absl::StatusOr<Request> request =
+      RequestFromProto(parsed.generate, Bytes(), Limits(), {"id", 1});
+  EXPECT_FALSE(request.ok()) << "accepted: " << body;
+  return ErrorFromStatus(request.status());
+}
+
+TEST(OpenAiParseTest, MapsEveryParameter) {
+  CompletionRequest r = Parse(R"({
+    "model": "tiny", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5,
+    "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.2,
+    "seed": 99, "stop": ["\n", "END"], "logprobs": 3, "stream": true,
+    "stream_options": {"include_usage": true}, "ignore_eos": true,
+    "stop_token_ids": [256], "n": 1, "best_of": 1, "presence_penalty": 0,
+    "frequency_penalty": 0.0, "echo": false, "suffix": null,
+    "logit_bias": {}, "user": "someone"})");
+  const v1::GenerateRequest& g = r.generate;
+  EXPECT_EQ(g.text(), "Hello");
+  EXPECT_EQ(g.stopping().max_new_tokens(), 7u);
+  EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
+  EXPECT_EQ(g.sampling().top_k(), 40);
+  EXPECT_FLOAT_EQ(g.sampling().min_p(), 0.05f);
+  EXPECT_FLOAT_EQ(g.sampling().repetition_penalty(), 1.2f);
+  EXPECT_EQ(g.sampling().seed(), 99u);
+  EXPECT_THAT(g.stopping().stop(), ElementsAre("\n", "END"));
+  EXPECT_THAT(g.stopping().stop_token_ids(), ElementsAre(256));
+  EXPECT_TRUE(g.stopping().ignore_eos());
+  EXPECT_TRUE(g.logprobs().enabled());
+  EXPECT_EQ(g.logprobs().top_n(), 3u);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(OpenAiParseTest, NullAndAbsentLeaveTheDefaults) {
+  CompletionRequest r = Parse(R"({"prompt": "Hi", "max_tokens": null,
+    "temperature": null, "stop": null, "logprobs": null, "seed": null,
+    "model": null, "stream": null})");
+  const v1::GenerateRequest& g = r.generate;
+  EXPECT_FALSE(g.stopping().has_max_new_tokens());
+  EXPECT_FALSE(g.sampling().has_temperature());
+  EXPECT_FALSE(g.sampling().has_seed());
+  EXPECT_FALSE(g.logprobs().enabled());
+  EXPECT_EQ(g.stopping().stop_size(), 0);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+}
+
+TEST(OpenAiParseTest, PromptForms) {
+  EXPECT_EQ(Parse(R"({"prompt": "a"})").generate.text(), "a");
+  EXPECT_EQ(Parse(R"({"prompt": ["a"]})").generate.text(), "a");
+  EXPECT_THAT(Parse(R"({"prompt": [1, 2]})").generate.token_ids().ids(),
+              ElementsAre(1, 2));
+  EXPECT_THAT(Parse(R"({"prompt": [[3]]})").generate.token_ids().ids(),
+              ElementsAre(3));
+  EXPECT_EQ(
+      Parse(R"({"stop": "x", "prompt": "a"})").generate.stopping().stop(0),
+      "x");
+}
+
+TEST(OpenAiParseTest, TopKMinusOneIsOffAndNegativeSeedWraps) {
+  EXPECT_EQ(
+      Parse(R"({"prompt": "a", "top_k": -1})").generate.sampling().top_k(), 0);
+  EXPECT_EQ(Parse(R"({"prompt": "a", "seed": -1})").generate.sampling().seed(),
+            UINT64_MAX);
+  EXPECT_EQ(Parse(R"({"prompt": "a", "seed": 18446744073709551615})")
+                .generate.sampling()
+                .seed(),
+            UINT64_MAX);
+}
+
+TEST(OpenAiParseTest, LogprobsZeroAsksForTheChosenTokenOnly) {
+  const v1::GenerateRequest g =
+      Parse(R"({"prompt": "a", "logprobs": 0})").generate;
+  EXPECT_TRUE(g.logprobs().enabled());
+  EXPECT_EQ(g.logprobs().top_n(), 0u);
+}
+
+TEST(OpenAiParseTest, RefusesMalformedBodies) {
+  OpenAiError e = ParseError("{\"prompt\": ");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_THAT(e.message, HasSubstr("not valid JSON"));
+  EXPECT_EQ(e.param, "");
+  EXPECT_THAT(ParseError("[1, 2]").message, HasSubstr("JSON object"));
+  EXPECT_THAT(ParseError(R"({"prompt": "a", "prompt": "b"})").message,
+              HasSubstr("duplicate key \"prompt\""));
+  EXPECT_THAT(ParseError("\"\xff\"").message, HasSubstr("not valid JSON"));
+}
+
+TEST(OpenAiParseTest, RefusesUnknownParametersByName) {
+  OpenAiError e = ParseError(R"({"prompt": "a", "temprature": 1})");
+  EXPECT_EQ(e.param, "temprature");
+  EXPECT_EQ(e.code, "unknown_parameter");
+  EXPECT_THAT(e.message, HasSubstr("temprature"));
+  e = ParseError(
+      R"({"prompt": "a", "stream": true,
+          "stream_options": {"continuous_usage_stats": true}})");
+  EXPECT_EQ(e.param, "stream_options");
+}
+
+TEST(OpenAiParseTest, RefusesAnotherModel) {
+  OpenAiError e = ParseError(R"({"model": "gpt-4", "prompt": "a"})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "model");
+  EXPECT_EQ(e.code, "model_not_found");
+  EXPECT_THAT(e.message, HasSubstr("gpt-4"));
+  EXPECT_THAT(e.message, HasSubstr("tiny"));
+}
+
+TEST(OpenAiParseTest, RefusesWhatTheEngineCannotDoNamingTheParameter) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (const Case& c : {
+           Case{R"({"prompt": "a", "n": 2})", "n"},
+           Case{R"({"prompt": "a", "n": 0})", "n"},
+           Case{R"({"prompt": "a", "best_of": 3})", "best_of"},
+           Case{R"({"prompt": "a", "presence_penalty": 0.5})",
+                "presence_penalty"},
+           Case{R"({"prompt": "a", "frequency_penalty": -1})",
+                "frequency_penalty"},
+           Case{R"({"prompt": "a", "echo": true})", "echo"},
+           Case{R"({"prompt": "a", "suffix": "end"})", "suffix"},
+           Case{R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
+           Case{R"({"prompt": ["a", "b"]})", "prompt"},
+       }) {
+    OpenAiError e = ParseError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.code, "unsupported_value") << c.body;
+    EXPECT_THAT(e.message, HasSubstr(c.param)) << c.body;
+  }
+}
+
+TEST(OpenAiParseTest, RefusesWrongTypesNamingTheParameter) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (const Case& c : {
+           Case{R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+           Case{R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens"},
+           Case{R"({"prompt": "a", "max_tokens": -3})", "max_tokens"},
+           Case{R"({"prompt": "a", "top_k": 2.5})", "top_k"},
+           Case{R"({"prompt": "a", "seed": "7"})", "seed"},
+           Case{R"({"prompt": "a", "stop": 5})", "stop"},
+           Case{R"({"prompt": "a", "stop": ["x", 5]})", "stop"},
+           Case{R"({"prompt": "a", "logprobs": true})", "logprobs"},
+           Case{R"({"prompt": "a", "logprobs": -1})", "logprobs"},
+           Case{R"({"prompt": "a", "stream": "yes"})", "stream"},
+           Case{R"({"prompt": "a", "stream_options": {}})", "stream_options"},
+           Case{R"({"prompt": "a", "stream": true,
+                    "stream_options": {"include_usage": 1}})",
+                "stream_options"},
+           Case{R"({"prompt": 5})", "prompt"},
+           Case{R"({"prompt": []})", "prompt"},
+           Case{R"({"prompt": [1, "a"]})", "prompt"},
+           Case{R"({"prompt": [4294967296]})", "prompt"},
+           Case{R"({"model": 5, "prompt": "a"})", "model"},
+       }) {
+    OpenAiError e = ParseError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_THAT(e.message, HasSubstr(c.param)) << c.body;
+  }
+  EXPECT_EQ(ParseError(R"({"prompt": "a", "max_tokens": -3})").message,
+            "max_tokens must be in [1, 64], got -3");
+}
+
+TEST(OpenAiValidationTest, RangesAreValidationsNamedAsOpenAiParameters) {
+  OpenAiError e = ValidationError(R"({"prompt": "a", "top_p": 1.5})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "top_p");
+  EXPECT_EQ(e.message, "top_p must be in (0, 1], got 1.5");
+  e = ValidationError(R"({"prompt": "a", "max_tokens": 65})");
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_EQ(e.message, "max_tokens must be in [1, 64], got 65");
+  e = ValidationError(R"({"prompt": [65, 300]})");
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.message, "prompt[1] must be in [0, 257), got 300");
+  e = ValidationError(R"({"prompt": ""})");
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.message, "prompt must not be empty");
+  e = ValidationError(R"({"prompt": "a long prompt"})");
+  EXPECT_EQ(e.message, "prompt is 13 tokens, the limit is 8");
+  e = ValidationError(R"({})");
+  EXPECT_EQ(e.param, "prompt");
+  e = ValidationError(R"({"prompt": "a", "stop": ["x", ""]})");
+  EXPECT_EQ(e.param, "stop");
+  EXPECT_EQ(e.message, "stop[1] must not be empty");
+  e = ValidationError(R"({"prompt": "a", "logprobs": 21})");
+  EXPECT_EQ(e.param, "logprobs");
+  EXPECT_EQ(e.message, "logprobs must be <= 20, got 21");
+  for (const char* field : {"temperature", "min_p", "repetition_penalty"}) {
+    e = ValidationError(
+        absl::StrCat(R"({"prompt": "a", ")", field, R"(": -1})"));
+    EXPECT_EQ(e.param, field);
+    EXPECT_THAT(e.message, ::testing::StartsWith(field));
+  }
+  e = ValidationError(R"({"prompt": "a", "temperature": 1e300})");
+  EXPECT_EQ(e.param, "temperature");
+  e = ValidationError(R"({"prompt": "a", "stop_token_ids": [999]})");
+  EXPECT_EQ(e.param, "stop_token_ids");
+  EXPECT_EQ(e.message, "stop_token_ids[0] must be in [0, 257), got 999");
+}
+
+TEST(OpenAiErrorTest, StatusesMapToHttpStatusesAndTypes) {
+  EXPECT_EQ(
+      ErrorFromStatus(absl::ResourceExhaustedError("queue full")).http_status,
+      429);
+  OpenAiError e = ErrorFromStatus(absl::UnavailableError("draining"));
+  EXPECT_EQ(e.http_status, 503);
+  EXPECT_EQ(e.message, "draining");
+  EXPECT_EQ(ErrorFromStatus(absl::InternalError("x")).http_status, 500);
+  EXPECT_EQ(ErrorFromStatus(absl::InternalError("x")).type, "server_error");
+  // A field-less INVALID_ARGUMENT (the engine's own checks) keeps its text.
+  e = ErrorFromStatus(absl::InvalidArgumentError("prompt id 5 is padding"));
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "");
+  EXPECT_EQ(e.message, "prompt id 5 is padding");
+  EXPECT_EQ(StatusCodeForHttpStatus(400), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StatusCodeForHttpStatus(413), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StatusCodeForHttpStatus(429), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(StatusCodeForHttpStatus(503), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(StatusCodeForHttpStatus(200), absl::StatusCode::kOk);
+  EXPECT_EQ(StatusCodeForHttpStatus(500), absl::StatusCode::kInternal);
+}
+
+TEST(OpenAiErrorTest, BodyIsOpenAisErrorObject) {
+  OpenAiError e;
+  e.message = "n must be 1";
+  e.param = "n";
+  EXPECT_EQ(
+      ErrorBody(e),
+      R"({"error":{"message":"n must be 1","type":"invalid_request_error",)"
+      R"("param":"n","code":null}})");
+}
+
+GenerationEvent Tokens(std::vector<int32_t> ids, std::string text) {
+  GenerationEvent e;
+  e.token_ids = std::move(ids);
+  e.text = std::move(text);
+  return e;
+}
+
+GenerationEvent Final(FinishReason reason, std::string stop = "") {
+  GenerationEvent e;
+  e.finish = reason;
+  e.matched_stop = std::move(stop);
+  e.prompt_tokens = 5;
+  e.cached_prompt_tokens = 2;
+  e.generated_tokens = 3;
+  return e;
+}
+
+CompletionContext Context(bool logprobs = false, bool include_usage = false) {
+  CompletionContext c;
+  c.id = "cmpl-1";
+  c.created = 1700000000;
+  c.model = kModel;
+  c.logprobs = logprobs;
+  c.include_usage = include_usage;
+  c.token_bytes = [](int32_t id) {
+    if (id == 200) return std::string("\xE2\x82");  // part of a character
+    return std::string(1, static_cast<char>(id));
+  };
+  return c;
+}
+
+// The JSON objects of an SSE stream's data lines, and whether it ended with
+// [DONE].
+std::vector<json> DataLines(const std::string& sse, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  for (absl::string_view event : absl::StrSplit(sse, "\n\n")) {
+    if (event.empty()) continue;
+    EXPECT_TRUE(absl::ConsumePrefix(&event, "data: ")) << event;
+    EXPECT_FALSE(*done) << "data after [DONE]";
+    if (event == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    out.push_back(json::parse(event));
+  }
+  return out;
+}
+
+TEST(CompletionRendererTest, StreamsChunksThenFinishThenDone) {
+  CompletionRenderer r(Context());
+  bool done = false;
+  std::vector<json> chunks =
+      DataLines(r.StreamEvents({Tokens({72}, "H"), Tokens({105}, "i")}), &done);
+  ASSERT_EQ(chunks.size(), 1u);  // a run is one chunk
+  EXPECT_FALSE(done);
+  EXPECT_EQ(chunks[0]["id"], "cmpl-1");
+  EXPECT_EQ(chunks[0]["object"], "text_completion");
+  EXPECT_EQ(chunks[0]["created"], 1700000000);
+  EXPECT_EQ(chunks[0]["model"], "tiny");
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "Hi");
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 0);
+  EXPECT_TRUE(chunks[0]["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(chunks[0]["choices"][0]["logprobs"].is_null());
+  EXPECT_FALSE(chunks[0].contains("usage"));
+
+  // Tokens without complete text yet make no chunk.
+  EXPECT_EQ(r.StreamEvents({Tokens({200}, "")}), "");
+
+  chunks = DataLines(
+      r.StreamEvents({Tokens({33}, "!"), Final(FinishReason::kLength)}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "!");
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(r.ended());
+  EXPECT_EQ(r.final_code(), absl::StatusCode::kOk);
+  EXPECT_EQ(r.StreamEvents({Tokens({1}, "x")}), "");
+}
+
+TEST(CompletionRendererTest, IncludeUsageAddsAUsageChunkBeforeDone) {
+  CompletionRenderer r(Context(false, /*include_usage=*/true));
+  bool done = false;
+  std::vector<json> chunks =
+      DataLines(r.StreamEvents({Tokens({72}, "H")}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_TRUE(chunks[0]["usage"].is_null());
+  chunks = DataLines(r.StreamEvents({Final(FinishReason::kStopString, "\n")}),
+                     &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "");
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks[0]["choices"][0]["stop_reason"], "\n");
+  EXPECT_EQ(chunks[1]["choices"], json::array());
+  EXPECT_EQ(chunks[1]["usage"],
+            json::parse(R"({"prompt_tokens": 5, "completion_tokens": 3,
+              "total_tokens": 8, "prompt_tokens_details": {"cached_tokens": 2}})"));
+}
+
+TEST(CompletionRendererTest, ErrorsEndTheStreamWithAnErrorObject) {
+  CompletionRenderer r(Context());
+  GenerationEvent failed;
+  failed.status = absl::InternalError("step failed");
+  bool done = false;
+  std::vector<json> chunks =
+      DataLines(r.StreamEvents({Tokens({72}, "H"), failed}), &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "H");
+  EXPECT_EQ(chunks[1]["error"]["message"], "step failed");
+  EXPECT_EQ(chunks[1]["error"]["type"], "server_error");
+  EXPECT_TRUE(done);
+  EXPECT_EQ(r.final_code(), absl::StatusCode::kInternal);
+
+  // The server cancelling a request (draining) is an error to the client.
+  CompletionRenderer cancelled(Context());
+  chunks = DataLines(cancelled.StreamEvents({Final(FinishReason::kCancelled)}),
+                     &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_THAT(chunks[0]["error"]["message"].get<std::string>(),
+              HasSubstr("shutting down"));
+  EXPECT_EQ(cancelled.final_code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(CompletionRendererTest, LogprobsInTheCompletionsForm) {
+  CompletionRenderer r(Context(/*logprobs=*/true));
+  GenerationEvent e = Tokens({72, 200}, "H");
+  e.logprobs.push_back({{72, -0.5f}, {{72, -0.5f}, {105, -1.5f}}});
+  e.logprobs.push_back({{200, -0.25f}, {}});
+  bool done = false;
+  std::vector<json> chunks = DataLines(r.StreamEvents({e}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  const json& lp = chunks[0]["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::parse(R"(["H", "bytes:\\xe2\\x82"])"));
+  EXPECT_EQ(lp["token_logprobs"], json::parse("[-0.5, -0.25]"));
+  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({"H": -0.5, "i": -1.5})"));
+  EXPECT_EQ(lp["top_logprobs"][1],
+            json::parse(R"({"bytes:\\xe2\\x82": -0.25})"));
+  EXPECT_EQ(lp["text_offset"], json::parse("[0, 1]"));
+  // Offsets go on across chunks: "H" and the lead byte of the character
+  // were two characters.
+  GenerationEvent next = Tokens({33}, "\xE2\x82\xAC!");
+  next.logprobs.push_back({{33, -1.0f}, {}});
+  chunks = DataLines(r.StreamEvents({next}), &done);
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["text_offset"],
+            json::parse("[2]"));
+}
+
+TEST(CompletionRendererTest, NonStreamingBody) {
+  CompletionRenderer r(Context());
+  r.Add(Tokens({72}, "H"));
+  EXPECT_FALSE(r.ended());
+  r.Add(Tokens({105}, "i"));
+  r.Add(Final(FinishReason::kEos));
+  EXPECT_TRUE(r.ended());
+  auto [status, body] = r.Finish();
+  EXPECT_EQ(status, 200);
+  json j = json::parse(body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], "Hi");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(j["choices"][0]["stop_reason"].is_null());
+  EXPECT_EQ(j["usage"]["total_tokens"], 8);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+
+  CompletionRenderer failing(Context());
+  GenerationEvent failed;
+  failed.status = absl::InvalidArgumentError("prompt holds padding");
+  failing.Add(failed);
+  auto [error_status, error_body] = failing.Finish();
+  EXPECT_EQ(error_status, 400);
+  EXPECT_EQ(json::parse(error_body)["error"]["message"],
+            "prompt holds padding");
+}
+
+TEST(OpenAiTextTest, TokenTextKeepsValidUtf8AndWritesBytesOtherwise) {
+  EXPECT_EQ(TokenText("abc"), "abc");
+  EXPECT_EQ(TokenText("\xE2\x82\xAC"), "\xE2\x82\xAC");
+  EXPECT_EQ(TokenText("\xE2\x82"), "bytes:\\xe2\\x82");
+  EXPECT_EQ(TokenText(""), "");
+  EXPECT_EQ(OpenAiFinishReason(FinishReason::kStopString), "stop");
+  EXPECT_EQ(OpenAiFinishReason(FinishReason::kEos), "stop");
+  EXPECT_EQ(OpenAiFinishReason(FinishReason::kLength), "length");
+}
+
+TEST(OpenAiModelsTest, ListAndModel) {
+  EXPECT_EQ(json::parse(ModelListBody("tiny", 5)),
+            json::parse(R"({"object": "list", "data": [{"id": "tiny",
+              "object": "model", "created": 5, "owned_by": "seqboat"}]})"));
+  EXPECT_EQ(json::parse(ModelBody("tiny", 5))["id"], "tiny");
+}
+
+}  // namespace
+}  // namespace seqboat
