@@ -202,6 +202,20 @@ std::string InvalidField(const absl::Status& status) {
   return field.has_value() ? std::string(*field) : std::string();
 }
 
+Vocabulary TokenizerVocabulary(const Tokenizer& tokenizer,
+                               int32_t model_vocab_size) {
+  Vocabulary v;
+  v.size = tokenizer.vocab_size();
+  if (model_vocab_size > 0) v.size = std::min(v.size, model_vocab_size);
+  v.encode =
+      [&tokenizer](
+          absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    return tokenizer.Encode(std::string_view(text.data(), text.size()));
+  };
+  v.is_special = [&tokenizer](int32_t id) { return tokenizer.IsSpecial(id); };
+  return v;
+}
+
 absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
                             const ValidationLimits& limits) {
   if (text.size() <= static_cast<size_t>(limits.max_prompt_bytes)) {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/request.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "seqboat/v1/generate.pb.h"
 
 namespace seqboat {
@@ -49,6 +50,13 @@ struct Vocabulary {
   // True for control tokens (BOS, EOS, padding...) that are not text.
   std::function<bool(int32_t)> is_special;
 };
+
+// A served model's vocabulary: `tokenizer` encodes and says which ids are
+// special; ids must index both the tokenizer and the model's embedding rows
+// (`model_vocab_size`; <= 0 means the tokenizer's alone). The tokenizer must
+// outlive the result.
+Vocabulary TokenizerVocabulary(const Tokenizer& tokenizer,
+                               int32_t model_vocab_size);
 
 // Values the server supplies when the client leaves them out. Passed in, not
 // drawn here, so the conversion stays a pure function.

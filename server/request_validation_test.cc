@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -202,6 +204,20 @@ TEST(RequestValidationTest, InvalidFieldNamesTheIndexedField) {
   // Statuses that name no field.
   EXPECT_EQ(InvalidField(absl::InvalidArgumentError("text is bad")), "");
   EXPECT_EQ(InvalidField(absl::OkStatus()), "");
+}
+
+TEST(RequestValidationTest, TokenizerVocabularyIsTheSmallerOfTheTwo) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      ParseTokenizerJson(R"({"model": {"type": "Bytes"},
+        "added_tokens": [{"id": 256, "content": "<eos>", "special": true}]})");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  Vocabulary padded = TokenizerVocabulary(**tokenizer, 300);
+  EXPECT_EQ(padded.size, 257);
+  EXPECT_EQ(TokenizerVocabulary(**tokenizer, 200).size, 200);
+  EXPECT_EQ(TokenizerVocabulary(**tokenizer, 0).size, 257);
+  EXPECT_THAT(*padded.encode("hi"), ElementsAre('h', 'i'));
+  EXPECT_TRUE(padded.is_special(256));
+  EXPECT_FALSE(padded.is_special('h'));
 }
 
 TEST(RequestValidationTest, RejectsSpecialOnlyPrompt) {

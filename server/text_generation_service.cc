@@ -16,23 +16,6 @@
 namespace seqboat {
 namespace {
 
-Vocabulary VocabularyOf(const Engine& engine) {
-  const Tokenizer& tokenizer = engine.tokenizer();
-  Vocabulary v;
-  // Ids must index both the tokenizer and the model's embedding rows.
-  v.size = tokenizer.vocab_size();
-  if (engine.summary().vocab_size > 0) {
-    v.size = std::min(v.size, engine.summary().vocab_size);
-  }
-  v.encode =
-      [&tokenizer](
-          absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
-    return tokenizer.Encode(std::string_view(text.data(), text.size()));
-  };
-  v.is_special = [&tokenizer](int32_t id) { return tokenizer.IsSpecial(id); };
-  return v;
-}
-
 // gRPC reports "no deadline" as the largest time_point, which would overflow
 // a conversion; anything a century out counts as none.
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
@@ -55,7 +38,8 @@ TextGenerationService::TextGenerationService(Engine* engine,
                                              ServingMetrics* metrics)
     : engine_(*engine),
       limits_(limits),
-      vocabulary_(VocabularyOf(*engine)),
+      vocabulary_(TokenizerVocabulary(engine->tokenizer(),
+                                      engine->summary().vocab_size)),
       metrics_(metrics) {}
 
 uint64_t TextGenerationService::NextRandom() {
