@@ -4,12 +4,20 @@ Field set per MODELS.md 1.6. Only pure Mamba-1 or Mamba-2 stacks convert (a
 Mamba-2 config, ssm_cfg.layer "Mamba2", goes to mamba2_ssm.py): another
 ssm_cfg.layer, d_intermediate > 0 (gated MLP per block) and attention layers
 are rejected, as are non-RMSNorm models.
+
+A directory with params.json and no config.json is a Mistral-format Mamba-2
+checkpoint (mistralai/Mamba-Codestral-7B-v0.1 as mistral-inference loads it,
+MODELS.md 7.9): params.json holds mistral-inference's MambaArgs, from which it
+builds mamba_ssm's MambaConfig with ssm_cfg {"ngroups": n_groups, "layer":
+"Mamba2"}, every other mixer field at mamba_ssm's default; the weights are
+consolidated.safetensors, mamba_ssm's names under the wrapper's `model.`.
 """
 
 import json
 import math
 import os
 
+from weights import safetensors_io
 from weights.converters import mamba2_ssm
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import load_bin
@@ -63,8 +71,69 @@ def load_tensors(src):
     return load_bin(path)
 
 
+# mistral-inference's MambaArgs: every field required but model_type.
+_MISTRAL_ARGS = ("dim", "n_layers", "vocab_size", "n_groups", "rms_norm", "residual_in_fp32",
+                 "fused_add_norm", "pad_vocab_size_multiple", "tie_embeddings")
+MISTRAL_WEIGHTS = "consolidated.safetensors"
+MISTRAL_PREFIX = "model."
+
+
+def mistral_config(params):
+    """The mamba_ssm config.json that mistral-inference's Mamba builds from a
+    params.json dict."""
+    where = "params.json"
+    if not isinstance(params, dict):
+        raise ConvertError(f"{where}: not a JSON object")
+    if params.get("model_type", "mamba") != "mamba":
+        raise ConvertError(f"{where}: model_type {params['model_type']!r} is not a Mamba "
+                           "model (unknown architecture)")
+    missing = [k for k in _MISTRAL_ARGS if k not in params]
+    if missing:
+        raise ConvertError(f"{where}: missing fields {missing}")
+    unknown = sorted(set(params) - set(_MISTRAL_ARGS) - {"model_type"})
+    if unknown:
+        raise ConvertError(f"{where}: unknown fields {unknown} (MambaArgs has "
+                           f"{', '.join(_MISTRAL_ARGS)}, model_type)")
+    for key in ("rms_norm", "residual_in_fp32", "fused_add_norm", "tie_embeddings"):
+        if not isinstance(params[key], bool):
+            raise ConvertError(f"{where}: field {key!r} must be true or false, "
+                               f"got {params[key]!r}")
+    positive_int(params, "pad_vocab_size_multiple", where)
+    return {"d_model": positive_int(params, "dim", where),
+            "n_layer": positive_int(params, "n_layers", where),
+            "vocab_size": positive_int(params, "vocab_size", where),
+            "ssm_cfg": {"ngroups": positive_int(params, "n_groups", where), "layer": "Mamba2"},
+            "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": params["rms_norm"],
+            "residual_in_fp32": params["residual_in_fp32"],
+            "fused_add_norm": params["fused_add_norm"],
+            "pad_vocab_size_multiple": params["pad_vocab_size_multiple"],
+            "tie_embeddings": params["tie_embeddings"]}
+
+
+def load_mistral_tensors(src):
+    """consolidated.safetensors' state dict with the wrapper's `model.` removed."""
+    path = os.path.join(src, MISTRAL_WEIGHTS)
+    if not os.path.exists(path):
+        raise ConvertError(f"{src}: params.json but no {MISTRAL_WEIGHTS} found")
+    tensors = {}
+    for name, t in safetensors_io.load_file(path)[0].items():
+        if not name.startswith(MISTRAL_PREFIX):
+            raise ConvertError(f"unknown tensor {name!r} in {MISTRAL_WEIGHTS} (mistral-inference "
+                               f"names every tensor {MISTRAL_PREFIX}...)")
+        tensors[name[len(MISTRAL_PREFIX):]] = t
+    return tensors
+
+
 def convert(src, dtype):
-    with open(os.path.join(src, "config.json")) as f:
+    config_path, params_path = (os.path.join(src, n) for n in ("config.json", "params.json"))
+    if not os.path.exists(config_path) and os.path.exists(params_path):
+        with open(params_path) as f:
+            cfg = mistral_config(json.load(f))
+        return mamba2_ssm.convert(cfg, src, load_mistral_tensors(src), dtype)
+    if not os.path.exists(config_path):
+        raise ConvertError(f"{src}: no config.json (mamba_ssm) or params.json "
+                           "(mistral-inference) found")
+    with open(config_path) as f:
         cfg = json.load(f)
     if isinstance(cfg.get("ssm_cfg"), dict) and cfg["ssm_cfg"].get("layer") == "Mamba2":
         return mamba2_ssm.convert(cfg, src, load_tensors(src), dtype)

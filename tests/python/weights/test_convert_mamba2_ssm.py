@@ -3,7 +3,9 @@
 state-spaces/mamba2-*): the converted directory, run by the float64 reference,
 gives transformers' float64 forward of the same weights (n_groups = 1, where
 transformers is right); absent mixer fields take mamba_ssm's defaults; bad
-configs are errors naming the field, with nothing written.
+configs are errors naming the field, with nothing written. Also the Mistral
+format of Mamba-Codestral (params.json + consolidated.safetensors), which must
+convert exactly as the same weights in the mamba_ssm layout do.
 """
 
 import json
@@ -12,6 +14,7 @@ import types
 import pytest
 import torch
 
+from weights import safetensors_io
 from weights.converters import mamba2_ssm
 from weights.converters.convert_error import ConvertWarning
 from weights.reference.model import ReferenceModel
@@ -112,3 +115,114 @@ def test_bad_config_is_a_clean_error(tmp_path, capsys, ssm_cfg, needle):
     code, err = run(["--source", "mamba-ssm", str(tmp_path / "ssm"), str(out),
                      "--byte-tokenizer"], capsys)
     assert_clean_failure(out, code, err, needle)
+
+
+# mistral-inference's params.json (MambaArgs) of a Codestral-shaped model scaled
+# down: mamba_ssm's mixer defaults (headdim 64, d_state 128, expand 2) with
+# n_groups 2 over 2 heads.
+MISTRAL_PARAMS = {"dim": 64, "n_layers": 2, "vocab_size": 260, "n_groups": 2, "rms_norm": True,
+                  "residual_in_fp32": True, "fused_add_norm": True,
+                  "pad_vocab_size_multiple": 8, "tie_embeddings": False, "model_type": "mamba"}
+
+
+def mamba_ssm_state(seed):
+    """A random Mamba-2 state dict under mamba_ssm's names at MISTRAL_PARAMS'
+    shapes (vocab padded to 264), lm_head untied."""
+    torch.manual_seed(seed)
+    model = Mamba2ForCausalLM(Mamba2Config(
+        vocab_size=264, hidden_size=64, expand=2, num_heads=2, head_dim=64, state_size=128,
+        n_groups=2, num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True,
+        tie_word_embeddings=False))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
+                p.add_(0.2 * torch.randn_like(p))
+    return {k.replace("backbone.embeddings.", "backbone.embedding."): v.detach().clone()
+            for k, v in model.state_dict().items()}
+
+
+def write_mistral_checkpoint(path, state, params=MISTRAL_PARAMS, edit=None):
+    """params.json + consolidated.safetensors, as mistral-inference loads them;
+    `edit` changes the file's tensors (named as in the file) first."""
+    path.mkdir()
+    (path / "params.json").write_text(json.dumps(params))
+    tensors = {"model." + k: v for k, v in state.items()}
+    if edit is not None:
+        edit(tensors)
+    safetensors_io.save_file(tensors, path / "consolidated.safetensors")
+
+
+def test_mistral_format_converts_as_its_mamba_ssm_layout(tmp_path, capsys):
+    # The same weights saved as mamba_ssm saves them, with the config.json
+    # mistral-inference builds from params.json, must convert to the same model.
+    state = mamba_ssm_state(seed=6)
+    write_mistral_checkpoint(tmp_path / "mistral", state)
+    ssm = tmp_path / "ssm"
+    ssm.mkdir()
+    torch.save(state, ssm / "pytorch_model.bin")
+    (ssm / "config.json").write_text(json.dumps(
+        {"d_model": 64, "n_layer": 2, "vocab_size": 260, "d_intermediate": 0,
+         "ssm_cfg": {"ngroups": 2, "layer": "Mamba2"}, "attn_layer_idx": [], "attn_cfg": {},
+         "rms_norm": True, "residual_in_fp32": True, "fused_add_norm": True,
+         "pad_vocab_size_multiple": 8, "tie_embeddings": False}))
+    for src in ("mistral", "ssm"):
+        code, err = run(["--source", "mamba-ssm", str(tmp_path / src),
+                         str(tmp_path / f"{src}_out"), "--byte-tokenizer", "--name", "tiny"],
+                        capsys)
+        assert code == 0, err
+    got = json.loads((tmp_path / "mistral_out" / "config.json").read_text())
+    assert got == json.loads((tmp_path / "ssm_out" / "config.json").read_text())
+    assert got["vocab_size"] == 264 and not got["tie_embeddings"]
+    assert [(b["kind"], b["n_heads"], b["head_dim"], b["d_state"], b["n_groups"],
+             b["gated_norm_eps"]) for b in got["blocks"]] == [("mamba2", 2, 64, 128, 2, 1e-5)] * 2
+    a, _ = safetensors_io.load_file(tmp_path / "mistral_out" / "model.safetensors")
+    b, _ = safetensors_io.load_file(tmp_path / "ssm_out" / "model.safetensors")
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+    # The grouped model loads and runs (the engine's G > 1 semantics are checked
+    # in tests/python/parity/test_mamba2_parity.py).
+    assert ReferenceModel.load(tmp_path / "mistral_out", torch.float64).forward(TOKENS).std() > 0
+
+
+def _params(**edit):
+    p = dict(MISTRAL_PARAMS)
+    for k, v in edit.items():
+        if v is None:
+            p.pop(k)
+        else:
+            p[k] = v
+    return p
+
+
+@pytest.mark.parametrize("params,edit,needle", [
+    (_params(n_groups=None), None, "params.json: missing fields ['n_groups']"),
+    (_params(head_dim=64), None, "params.json: unknown fields ['head_dim']"),
+    (_params(model_type="transformer"), None, "model_type 'transformer'"),
+    (_params(rms_norm=False), None, "rms_norm=false"),
+    (_params(tie_embeddings="no"), None, "'tie_embeddings' must be true or false"),
+    (_params(n_groups=3), None, "ngroups 3 does not divide the 2 heads"),
+    (_params(dim=0), None, "params.json: field 'dim' must be a positive integer"),
+    # A tensor outside the wrapper's `model.`, and one inside it that mamba_ssm lacks.
+    (MISTRAL_PARAMS, lambda t: t.update(extra=torch.zeros(1)),
+     "unknown tensor 'extra' in consolidated.safetensors"),
+    (MISTRAL_PARAMS, lambda t: t.update({"model.backbone.layers.0.mixer.x_proj.weight":
+                                         torch.zeros(2, 2)}),
+     "unknown tensor 'backbone.layers.0.mixer.x_proj.weight'"),
+    (MISTRAL_PARAMS, lambda t: t.pop("model.backbone.layers.1.mixer.A_log"),
+     "missing tensor 'backbone.layers.1.mixer.A_log'"),
+    (MISTRAL_PARAMS, lambda t: t.pop("model.lm_head.weight"), "missing tensor 'lm_head.weight'"),
+])
+def test_bad_mistral_checkpoint_is_a_clean_error(tmp_path, capsys, params, edit, needle):
+    write_mistral_checkpoint(tmp_path / "ckpt", mamba_ssm_state(seed=7), params, edit)
+    out = tmp_path / "out"
+    code, err = run(["--source", "mamba-ssm", str(tmp_path / "ckpt"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, needle)
+
+
+def test_mistral_format_without_weights(tmp_path, capsys):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "params.json").write_text(json.dumps(MISTRAL_PARAMS))
+    out = tmp_path / "out"
+    code, err = run(["--source", "mamba-ssm", str(tmp_path / "ckpt"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, "params.json but no consolidated.safetensors")
