@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   bazel-bootstrap build-essential git clang-format
+  # fuzz/run.sh: clang with its libFuzzer and sanitizer runtimes
+  clang libclang-rt-dev
   # C++ dependencies, all linked from the system
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev
