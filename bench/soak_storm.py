@@ -145,8 +145,10 @@ def main():
     peak = max(peak, rss_mib(pid))
     time.sleep(4)  # the server trims once it has been idle a poll or two
     after = rss_mib(pid)
+    cache = metric(server.http, "seqboat_prefix_cache_bytes") / (1 << 20)
     print(f"burst: {a.burst} calls in {burst_s:.1f} s; RSS baseline {baseline:.0f} MiB, "
-          f"peak {peak:.0f} MiB, after 4 s idle {after:.0f} MiB", flush=True)
+          f"peak {peak:.0f} MiB, after 4 s idle {after:.0f} MiB, of which the prefix "
+          f"cache's snapshots hold {cache:.0f} MiB (seqboat_prefix_cache_bytes)", flush=True)
 
     # 2. cancel storm
     t0 = time.time()
