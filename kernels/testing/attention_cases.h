@@ -29,9 +29,12 @@ namespace seqboat::parity {
 struct SinkConfig {
   int n_heads, n_kv_heads, head_dim, sinks, window;
   bool rope;
+  // Channels rotated (partial rotary, engine/layers/rope.h); 0: all.
+  int rotary_dim = 0;
   std::string Name() const {
     return absl::StrCat("H", n_heads, "/", n_kv_heads, " d", head_dim, " S",
-                        sinks, " W", window, rope ? " rope" : " norope");
+                        sinks, " W", window, rope ? " rope" : " norope",
+                        rotary_dim ? absl::StrCat(" rot", rotary_dim) : "");
   }
   int QDim() const { return n_heads * head_dim; }
   int KvDim() const { return n_kv_heads * head_dim; }
@@ -53,18 +56,20 @@ struct SinkConfig {
   }
 };
 
-// The layer's table: cos/sin of p·θ_i for every cache position p <= S + W.
+// The layer's table: cos/sin of p·θ_i for every cache position p <= S + W;
+// with partial rotary, the passed pairs hold cos 1, sin 0.
 inline void SinkRopeTables(const SinkConfig& c, std::vector<float>* cos_t,
                            std::vector<float>* sin_t) {
   namespace am = attention_math;
   const int half = c.head_dim / 2;
+  const int rotary = c.rotary_dim ? c.rotary_dim : c.head_dim;
   const int64_t positions = am::CacheRows(c.sinks, c.window) + 1;
-  cos_t->resize(positions * half);
-  sin_t->resize(positions * half);
+  cos_t->assign(positions * half, 1.0f);
+  sin_t->assign(positions * half, 0.0f);
   for (int64_t p = 0; p < positions; ++p) {
-    for (int i = 0; i < half; ++i) {
+    for (int i = 0; i < rotary / 2; ++i) {
       const float angle =
-          static_cast<float>(p) * am::RopeInvFreq(i, c.head_dim, 10000.0f);
+          static_cast<float>(p) * am::RopeInvFreq(i, rotary, 10000.0f);
       (*cos_t)[p * half + i] = std::cos(angle);
       (*sin_t)[p * half + i] = std::sin(angle);
     }
@@ -234,15 +239,16 @@ inline std::vector<SinkStepPlan> RandomSinkSteps(const SinkConfig& c,
 // The configurations both tests sweep over many steps.
 inline std::vector<SinkConfig> SinkSweepConfigs() {
   return {
-      {8, 2, 64, 4, 16, true},    // GQA, sinks + window
-      {8, 2, 64, 4, 16, false},   // no RoPE
-      {4, 4, 32, 0, 16, true},    // MHA sliding window
-      {4, 4, 128, 0, 16, false},  // MHA sliding window, d = 128
-      {16, 1, 64, 2, 8, true},    // MQA: two head chunks per KV head
-      {8, 1, 256, 4, 16, true},   // d = 256: two head chunks per KV head
-      {6, 3, 96, 1, 5, true},     // d = 96: lanes with half-empty pairs
-      {2, 1, 33, 2, 8, false},    // odd d without RoPE
-      {2, 2, 512, 4, 0, true},    // sinks only (window 0), d = 512
+      {8, 2, 64, 4, 16, true},       // GQA, sinks + window
+      {8, 2, 64, 4, 16, false},      // no RoPE
+      {4, 4, 32, 0, 16, true},       // MHA sliding window
+      {4, 4, 128, 0, 16, false},     // MHA sliding window, d = 128
+      {16, 1, 64, 2, 8, true},       // MQA: two head chunks per KV head
+      {8, 1, 256, 4, 16, true},      // d = 256: two head chunks per KV head
+      {6, 3, 96, 1, 5, true},        // d = 96: lanes with half-empty pairs
+      {2, 1, 33, 2, 8, false},       // odd d without RoPE
+      {2, 2, 512, 4, 0, true},       // sinks only (window 0), d = 512
+      {4, 2, 128, 4, 16, true, 64},  // Bamba: half of each head rotated
   };
 }
 
