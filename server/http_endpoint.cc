@@ -61,10 +61,9 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url,
   return Respond(connection, MHD_HTTP_NOT_FOUND, "not found\n", kText);
 }
 
-// A listening socket on host:port with SO_REUSEADDR only: the default
-// SO_REUSEPORT of some servers would let a second process bind the same port
-// and silently take half of the scrapes.
-absl::StatusOr<int> Listen(const std::string& host, int port) {
+}  // namespace
+
+absl::StatusOr<int> ListenTcp(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -111,14 +110,12 @@ int BoundPort(int fd) {
   return 0;
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     const std::string& host, int port, Handlers handlers) {
   if (!handlers.metrics || !handlers.ready) {
     return absl::InvalidArgumentError("HTTP endpoint needs both handlers");
   }
-  absl::StatusOr<int> fd = Listen(host, port);
+  absl::StatusOr<int> fd = ListenTcp(host, port);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   endpoint->handlers_ = std::move(handlers);

@@ -18,6 +18,14 @@ struct MHD_Daemon;
 
 namespace seqboat {
 
+// A listening TCP socket on `host`:`port` (0 picks a free port), with
+// SO_REUSEADDR only: the default SO_REUSEPORT of some servers would let a
+// second process bind the same port and silently take half of the traffic.
+// For libmicrohttpd daemons, which are given the socket.
+absl::StatusOr<int> ListenTcp(const std::string& host, int port);
+// The port a socket is bound to; 0 if it cannot be read.
+int BoundPort(int fd);
+
 class HttpEndpoint {
  public:
   struct Handlers {

@@ -1,0 +1,555 @@
+#include "server/openai_server.h"
+
+#include <microhttpd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/http_endpoint.h"
+#include "server/openai_api.h"
+#include "spdlog/spdlog.h"
+
+namespace seqboat {
+
+// One POST /v1/completions. Shared by the MHD callbacks (through a
+// CallHandle), the engine's sink and the disconnect watcher.
+struct OpenAiServer::Call {
+  Call(OpenAiServer* s, MHD_Connection* c)
+      : server(s), metrics(s->options_.metrics), connection(c) {
+    timeline.frontend = Frontend::kHttp;
+    timeline.start = absl::Now();
+  }
+
+  OpenAiServer* const server;  // only while MHD holds the call
+  // The sink may outlive the server; the metrics outlive the engine.
+  ServingMetrics* const metrics;
+  const std::shared_ptr<RequestControl> control =
+      std::make_shared<RequestControl>();
+
+  // Touched by the connection's MHD thread only.
+  std::string body;
+  size_t discarded = 0;  // bytes past max_body_bytes
+  bool started = false;  // the body was complete and handled
+  bool submitted = false;
+  bool stream = false;
+  int sent_status = 0;  // the HTTP status queued, 0 before one
+  std::unique_ptr<CompletionRenderer> renderer;
+  std::string out;  // SSE bytes being handed to MHD
+  size_t out_pos = 0;
+  bool stream_done = false;  // [DONE] is in `out` or sent
+  int fd = -1;
+
+  absl::Mutex mu;
+  // Null once the request is over for MHD (OnCompleted).
+  MHD_Connection* connection ABSL_GUARDED_BY(mu);
+  // MHD_suspend_connection ran and nothing resumed it yet: a resume is owed
+  // exactly when this is true, and only whoever clears it may resume.
+  bool suspended ABSL_GUARDED_BY(mu) = false;
+  std::vector<GenerationEvent> pending ABSL_GUARDED_BY(mu);
+  bool engine_done ABSL_GUARDED_BY(mu) = false;
+  bool closing ABSL_GUARDED_BY(mu) = false;  // the server is stopping
+  RequestTimeline timeline ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+using Call = OpenAiServer::Call;
+
+// What MHD keeps in a request's req_cls and in a streaming response's
+// callback: a reference to the call.
+struct CallHandle {
+  std::shared_ptr<Call> call;
+};
+
+constexpr size_t kConnectionMemoryBytes = 64 * 1024;
+constexpr size_t kStreamBlockBytes = 16 * 1024;
+constexpr unsigned kMaxConnections = 4096;
+constexpr char kJson[] = "application/json";
+
+MHD_Result Respond(MHD_Connection* connection, unsigned status,
+                   const std::string& body, const char* content_type,
+                   const char* allow = nullptr) {
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (allow != nullptr) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
+  }
+  const MHD_Result queued = MHD_queue_response(connection, status, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
+                        const char* allow = nullptr) {
+  return Respond(connection, static_cast<unsigned>(error.http_status),
+                 ErrorBody(error), kJson, allow);
+}
+
+OpenAiError HttpError(int status, std::string message, std::string type,
+                      std::string code = "") {
+  OpenAiError e;
+  e.http_status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+OpenAiError NotFound(const char* method, const std::string& path) {
+  return HttpError(404, absl::StrCat("Invalid URL (", method, " ", path, ")"),
+                   "invalid_request_error");
+}
+
+OpenAiError MethodNotAllowed(const char* method, const std::string& path,
+                             const char* allowed) {
+  return HttpError(
+      405, absl::StrCat(method, " is not allowed on ", path, "; use ", allowed),
+      "invalid_request_error");
+}
+
+bool IsGet(const char* method) {
+  return std::strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+         std::strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+}
+
+}  // namespace
+
+// The libmicrohttpd callbacks, with access to the server's internals.
+struct Handlers {
+  static MHD_Result Access(void* cls, MHD_Connection* connection,
+                           const char* url, const char* method,
+                           const char* /*version*/, const char* upload_data,
+                           size_t* upload_data_size, void** req_cls);
+  static void Completed(void* cls, MHD_Connection* connection, void** req_cls,
+                        MHD_RequestTerminationCode toe);
+  static ssize_t ReadStream(void* cls, uint64_t pos, char* buf, size_t max);
+  static void FreeStream(void* cls);
+
+  static MHD_Result Route(OpenAiServer& server, MHD_Connection* connection,
+                          const std::string& path, const char* method,
+                          void** req_cls);
+  static MHD_Result StartCompletion(OpenAiServer& server,
+                                    const std::shared_ptr<Call>& call,
+                                    MHD_Connection* connection);
+  static MHD_Result AnswerOrWait(const std::shared_ptr<Call>& call,
+                                 MHD_Connection* connection);
+  static MHD_Result Answer(Call& call, MHD_Connection* connection, int status,
+                           const std::string& body);
+  static EventSink Sink(const std::shared_ptr<Call>& call);
+};
+
+MHD_Result Handlers::Access(void* cls, MHD_Connection* connection,
+                            const char* url, const char* method,
+                            const char* /*version*/, const char* upload_data,
+                            size_t* upload_data_size, void** req_cls) {
+  OpenAiServer& server = *static_cast<OpenAiServer*>(cls);
+  auto* handle = static_cast<CallHandle*>(*req_cls);
+  if (handle == nullptr) return Route(server, connection, url, method, req_cls);
+  const std::shared_ptr<Call>& call = handle->call;
+  if (*upload_data_size > 0) {
+    // Past the limit the rest is read and dropped, so the client gets its
+    // 413 rather than a reset; far past it, the connection is closed.
+    const size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    if (call->discarded == 0 &&
+        call->body.size() + n <= server.options_.max_body_bytes) {
+      call->body.append(upload_data, n);
+      return MHD_YES;
+    }
+    call->discarded += n;
+    call->body.clear();
+    return call->discarded > 4 * server.options_.max_body_bytes ? MHD_NO
+                                                                : MHD_YES;
+  }
+  if (!call->started) {
+    call->started = true;
+    return StartCompletion(server, call, connection);
+  }
+  // Resumed while waiting for a non-streaming result.
+  return AnswerOrWait(call, connection);
+}
+
+MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
+                           const std::string& path, const char* method,
+                           void** req_cls) {
+  // Answering here, before any body is read, refuses an upload unread: MHD
+  // closes the connection instead of consuming it.
+  if (path == "/v1/completions") {
+    auto call = std::make_shared<Call>(&server, connection);
+    *req_cls = new CallHandle{call};
+    server.active_calls_.fetch_add(1);
+    if (std::strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+      return Answer(*call, connection, 405,
+                    ErrorBody(MethodNotAllowed(method, path, "POST")));
+    }
+    const char* length = MHD_lookup_connection_value(
+        connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t declared = 0;
+    if (length != nullptr && absl::SimpleAtoi(length, &declared) &&
+        declared > server.options_.max_body_bytes) {
+      return Answer(
+          *call, connection, 413,
+          ErrorBody(HttpError(413,
+                              absl::StrCat("the request body is ", declared,
+                                           " bytes, the limit is ",
+                                           server.options_.max_body_bytes),
+                              "invalid_request_error", "body_too_large")));
+    }
+    return MHD_YES;
+  }
+  const std::string& model = server.options_.model_id;
+  if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/") ||
+      path == "/health") {
+    if (!IsGet(method)) {
+      return RespondError(connection, MethodNotAllowed(method, path, "GET"),
+                          "GET, HEAD");
+    }
+    if (path == "/health") {
+      if (server.options_.ready && !server.options_.ready()) {
+        return RespondError(
+            connection,
+            HttpError(503, "the server is not ready (starting or draining)",
+                      "service_unavailable"));
+      }
+      return Respond(connection, MHD_HTTP_OK, "{\"status\":\"ok\"}", kJson);
+    }
+    if (path == "/v1/models") {
+      return Respond(connection, MHD_HTTP_OK,
+                     ModelListBody(model, server.created_), kJson);
+    }
+    const std::string id = path.substr(std::strlen("/v1/models/"));
+    if (id != model) {
+      OpenAiError e =
+          HttpError(404, absl::StrCat("The model `", id, "` does not exist"),
+                    "invalid_request_error", "model_not_found");
+      e.param = "model";
+      return RespondError(connection, e);
+    }
+    return Respond(connection, MHD_HTTP_OK, ModelBody(model, server.created_),
+                   kJson);
+  }
+  return RespondError(connection, NotFound(method, path));
+}
+
+MHD_Result Handlers::Answer(Call& call, MHD_Connection* connection, int status,
+                            const std::string& body) {
+  call.sent_status = status;
+  return Respond(connection, static_cast<unsigned>(status), body, kJson,
+                 status == 405 ? "POST" : nullptr);
+}
+
+MHD_Result Handlers::StartCompletion(OpenAiServer& server,
+                                     const std::shared_ptr<Call>& call,
+                                     MHD_Connection* connection) {
+  const OpenAiServer::Options& options = server.options_;
+  if (call->discarded > 0) {
+    return Answer(
+        *call, connection, 413,
+        ErrorBody(HttpError(413,
+                            absl::StrCat("the request body is over ",
+                                         options.max_body_bytes, " bytes"),
+                            "invalid_request_error", "body_too_large")));
+  }
+  CompletionRequest parsed;
+  OpenAiError error;
+  if (!ParseCompletionRequest(call->body, options.model_id, options.limits,
+                              &parsed, &error)) {
+    return Answer(*call, connection, error.http_status, ErrorBody(error));
+  }
+  call->body.clear();
+  call->body.shrink_to_fit();
+  RequestFallbacks fallbacks;
+  fallbacks.request_id = absl::StrFormat("cmpl-%016x", server.NextRandom());
+  fallbacks.seed = server.NextRandom();
+  absl::StatusOr<Request> request = RequestFromProto(
+      parsed.generate, server.vocabulary_, options.limits, fallbacks);
+  if (!request.ok()) {
+    spdlog::debug("rejected HTTP request: {}", request.status().ToString());
+    OpenAiError e = ErrorFromStatus(request.status());
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  CompletionContext context;
+  context.id = request->id;
+  context.created = absl::ToUnixSeconds(absl::Now());
+  context.model = options.model_id;
+  context.logprobs = request->logprobs;
+  context.include_usage = parsed.include_usage;
+  const Tokenizer& tokenizer = server.engine_.tokenizer();
+  context.token_bytes = [&tokenizer](int32_t id) {
+    return tokenizer.TokenBytes(id);
+  };
+  call->renderer = std::make_unique<CompletionRenderer>(std::move(context));
+  call->stream = parsed.stream;
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  call->fd = info != nullptr ? info->connect_fd : -1;
+
+  spdlog::debug(
+      "HTTP request {} accepted: prompt_tokens={} max_new_tokens={} seed={} "
+      "stream={}",
+      request->id, request->prompt.size(), request->stopping.max_new_tokens,
+      request->sampling.seed, call->stream);
+  request->control = call->control;
+  request->sink = Sink(call);
+  request->arrival = absl::Now();
+  server.Register(call);
+  absl::Status submitted = server.engine_.Submit(*std::move(request));
+  if (!submitted.ok()) {
+    server.Unregister(call.get());
+    OpenAiError e = ErrorFromStatus(submitted);
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  call->submitted = true;
+  if (!call->stream) return AnswerOrWait(call, connection);
+
+  MHD_Response* response = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, kStreamBlockBytes, &ReadStream, new CallHandle{call},
+      &FreeStream);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          "text/event-stream");
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  // Proxies that buffer (nginx) would hold tokens back.
+  MHD_add_response_header(response, "X-Accel-Buffering", "no");
+  call->sent_status = 200;
+  const MHD_Result queued =
+      MHD_queue_response(connection, MHD_HTTP_OK, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+MHD_Result Handlers::AnswerOrWait(const std::shared_ptr<Call>& call,
+                                  MHD_Connection* connection) {
+  std::vector<GenerationEvent> events;
+  bool closing = false;
+  {
+    absl::MutexLock lock(&call->mu);
+    events.swap(call->pending);
+    closing = call->closing;
+    if (!call->engine_done && !closing) {
+      // Under the lock, so the sink's resume cannot come before it.
+      call->suspended = true;
+      MHD_suspend_connection(connection);
+    }
+  }
+  for (GenerationEvent& event : events) call->renderer->Add(std::move(event));
+  if (!call->renderer->ended()) {
+    if (!closing) return MHD_YES;
+    OpenAiError e = ErrorFromStatus(absl::UnavailableError(
+        "the request was cancelled: the server is shutting down"));
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  auto [status, body] = call->renderer->Finish();
+  return Answer(*call, connection, status, body);
+}
+
+EventSink Handlers::Sink(const std::shared_ptr<Call>& call) {
+  return [call](GenerationEvent event) {
+    absl::MutexLock lock(&call->mu);
+    if (call->engine_done) return;
+    call->engine_done =
+        event.finish != FinishReason::kNone || !event.status.ok();
+    if (call->metrics != nullptr) {
+      call->metrics->OnEvent(call->timeline, event, absl::Now());
+    }
+    if (call->connection == nullptr) return;  // nobody will read it
+    call->pending.push_back(std::move(event));
+    // Resuming takes MHD's own short lock and signals its event loop; it
+    // never waits on the network. Done under the call's lock so that a
+    // server being destroyed never sees a connection neither suspended nor
+    // resumed.
+    if (call->suspended) {
+      call->suspended = false;
+      MHD_resume_connection(call->connection);
+    }
+  };
+}
+
+ssize_t Handlers::ReadStream(void* cls, uint64_t /*pos*/, char* buf,
+                             size_t max) {
+  Call& call = *static_cast<CallHandle*>(cls)->call;
+  while (call.out_pos == call.out.size()) {
+    call.out.clear();
+    call.out_pos = 0;
+    if (call.stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+    std::vector<GenerationEvent> events;
+    {
+      absl::MutexLock lock(&call.mu);
+      events.swap(call.pending);
+      if (events.empty()) {
+        if (call.closing) return MHD_CONTENT_READER_END_WITH_ERROR;
+        call.suspended = true;
+        MHD_suspend_connection(call.connection);
+        return 0;
+      }
+    }
+    // Everything that piled up becomes one chunk.
+    call.out = call.renderer->StreamEvents(std::move(events));
+    call.stream_done = call.renderer->ended();
+  }
+  const size_t n = std::min(max, call.out.size() - call.out_pos);
+  std::memcpy(buf, call.out.data() + call.out_pos, n);
+  call.out_pos += n;
+  return static_cast<ssize_t>(n);
+}
+
+void Handlers::FreeStream(void* cls) { delete static_cast<CallHandle*>(cls); }
+
+void Handlers::Completed(void* cls, MHD_Connection* /*connection*/,
+                         void** req_cls, MHD_RequestTerminationCode toe) {
+  auto* handle = static_cast<CallHandle*>(*req_cls);
+  if (handle == nullptr) return;
+  *req_cls = nullptr;
+  OpenAiServer& server = *static_cast<OpenAiServer*>(cls);
+  std::shared_ptr<Call> call = std::move(handle->call);
+  delete handle;
+  // Set by the watcher only, when it found the client gone.
+  const bool client_gone = call->control->cancelled.load();
+  {
+    absl::MutexLock lock(&call->mu);
+    call->connection = nullptr;
+    call->suspended = false;
+    call->pending.clear();
+    // The client went away (or the server is closing it): stop generating.
+    if (call->submitted && !call->engine_done) call->control->cancelled = true;
+  }
+  if (call->submitted) server.Unregister(call.get());
+  // The code the call counts under: the answer it got, or CANCELLED when
+  // it did not get all of it (the client went away).
+  const bool complete = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+  absl::StatusCode code = absl::StatusCode::kCancelled;
+  if (!call->submitted) {
+    if (call->sent_status != 0) {
+      code = StatusCodeForHttpStatus(call->sent_status);
+    }
+  } else if (complete && !client_gone) {
+    code = call->stream ? call->renderer->final_code()
+                        : StatusCodeForHttpStatus(call->sent_status);
+  }
+  if (server.options_.metrics != nullptr) {
+    server.options_.metrics->OnCallDone(Frontend::kHttp,
+                                        static_cast<grpc::StatusCode>(code));
+  }
+  server.active_calls_.fetch_sub(1);
+}
+
+OpenAiServer::OpenAiServer(Engine* engine, Options options)
+    : engine_(*engine),
+      options_(std::move(options)),
+      vocabulary_(TokenizerVocabulary(engine->tokenizer(),
+                                      engine->summary().vocab_size)),
+      created_(absl::ToUnixSeconds(absl::Now())) {}
+
+absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
+    Engine* engine, Options options) {
+  if (options.model_id.empty()) {
+    return absl::InvalidArgumentError("the OpenAI server needs a model id");
+  }
+  absl::StatusOr<int> fd = ListenTcp(options.host, options.port);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<OpenAiServer> server(
+      new OpenAiServer(engine, std::move(options)));
+  server->listen_fd_ = *fd;
+  server->port_ = BoundPort(*fd);
+  const Options& o = server->options_;
+  const unsigned timeout = static_cast<unsigned>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(o.idle_timeout)));
+  server->daemon_ = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+          MHD_ALLOW_SUSPEND_RESUME,
+      0, nullptr, nullptr, &Handlers::Access, server.get(),
+      MHD_OPTION_LISTEN_SOCKET, *fd, MHD_OPTION_THREAD_POOL_SIZE,
+      static_cast<unsigned>(std::max(1, o.threads)),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemoryBytes,
+      MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
+      kMaxConnections, MHD_OPTION_NOTIFY_COMPLETED, &Handlers::Completed,
+      server.get(), MHD_OPTION_END);
+  if (server->daemon_ == nullptr) {
+    close(*fd);
+    server->listen_fd_ = -1;
+    return absl::InternalError(absl::StrCat(
+        "cannot start the OpenAI HTTP server on ", o.host, ":", o.port));
+  }
+  server->watcher_ = std::thread([s = server.get()] { s->WatchDisconnects(); });
+  return server;
+}
+
+OpenAiServer::~OpenAiServer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    // MHD aborts when stopped with a connection suspended, so every waiting
+    // call is resumed, and marked so that it does not wait again.
+    for (const std::shared_ptr<Call>& call : calls_) {
+      absl::MutexLock call_lock(&call->mu);
+      call->closing = true;
+      if (call->suspended) {
+        call->suspended = false;
+        MHD_resume_connection(call->connection);
+      }
+    }
+  }
+  if (watcher_.joinable()) watcher_.join();
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+  // MHD_stop_daemon does not close a socket it was given.
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+void OpenAiServer::Register(const std::shared_ptr<Call>& call) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    absl::MutexLock call_lock(&call->mu);
+    call->closing = true;
+  }
+  calls_.push_back(call);
+}
+
+void OpenAiServer::Unregister(const Call* call) {
+  absl::MutexLock lock(&mu_);
+  calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
+                              [call](const std::shared_ptr<Call>& c) {
+                                return c.get() == call;
+                              }),
+               calls_.end());
+}
+
+void OpenAiServer::WatchDisconnects() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    for (const std::shared_ptr<Call>& call : calls_) {
+      absl::MutexLock call_lock(&call->mu);
+      // Only a suspended connection's socket is certain to stay open while
+      // it is looked at; an active one MHD watches itself.
+      if (!call->suspended || call->engine_done || call->fd < 0) continue;
+      char byte;
+      const ssize_t n =
+          recv(call->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT | MSG_NOSIGNAL);
+      const bool gone = n == 0 || (n < 0 && errno != EAGAIN &&
+                                   errno != EWOULDBLOCK && errno != EINTR);
+      if (gone && !call->control->cancelled.exchange(true)) {
+        spdlog::debug("HTTP client went away; cancelling its request");
+      }
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.disconnect_poll);
+  }
+}
+
+uint64_t OpenAiServer::NextRandom() {
+  absl::MutexLock lock(&rng_mu_);
+  return absl::Uniform<uint64_t>(rng_);
+}
+
+}  // namespace seqboat

@@ -1,0 +1,427 @@
+#include "server/openai_server.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/metrics.h"
+#include "server/serving_metrics.h"
+
+namespace seqboat {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// An Engine that queues accepted requests for the test to drive by hand and
+// answers Submit with a status the test chooses.
+class FakeEngine final : public Engine {
+ public:
+  FakeEngine() {
+    auto tokenizer = ParseTokenizerJson(R"({"model": {"type": "Bytes"},
+      "added_tokens": [{"id": 256, "content": "<|endoftext|>",
+                        "special": true}]})");
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    summary_.name = "fake";
+    summary_.vocab_size = 257;
+    summary_.eos_token_id = 256;
+  }
+
+  absl::Status Submit(Request request) override {
+    absl::MutexLock lock(&mu_);
+    if (!submit_status_.ok()) return submit_status_;
+    accepted_.push_back(std::move(request));
+    return absl::OkStatus();
+  }
+  void BeginDrain() override {}
+  void Shutdown() override {}
+  EngineStats Stats() const override { return {}; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const ModelSummary& summary() const override { return summary_; }
+  const EngineOptions& options() const override { return options_; }
+
+  void set_submit_status(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    submit_status_ = std::move(status);
+  }
+  // Waits for the next accepted request.
+  Request Take() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::deque<Request>* q) { return !q->empty(); }, &accepted_),
+        absl::Seconds(10));
+    EXPECT_FALSE(accepted_.empty()) << "no request reached the engine";
+    if (accepted_.empty()) return Request();
+    Request r = std::move(accepted_.front());
+    accepted_.pop_front();
+    return r;
+  }
+
+ private:
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelSummary summary_;
+  EngineOptions options_;
+  absl::Mutex mu_;
+  absl::Status submit_status_ ABSL_GUARDED_BY(mu_);
+  std::deque<Request> accepted_ ABSL_GUARDED_BY(mu_);
+};
+
+GenerationEvent Tokens(std::vector<int32_t> ids) {
+  GenerationEvent e;
+  for (int32_t id : ids) e.text += static_cast<char>(id);
+  e.token_ids = std::move(ids);
+  return e;
+}
+
+GenerationEvent Final(FinishReason reason) {
+  GenerationEvent e;
+  e.finish = reason;
+  e.prompt_tokens = 2;
+  e.generated_tokens = 2;
+  return e;
+}
+
+// A raw HTTP/1.1 client, for what httplib hides: reading a stream as it
+// comes, and hanging up mid-request.
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+    timeval tv{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawClient() { Close(); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  void Send(const std::string& bytes) {
+    ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  void Post(const std::string& body) {
+    Send(
+        absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: ",
+                     body.size(), "\r\n\r\n", body));
+  }
+  // Reads until `needle` has arrived (or 10 s pass); everything read so far.
+  std::string ReadUntil(const std::string& needle) {
+    char buf[4096];
+    while (!absl::StrContains(received_, needle)) {
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      received_.append(buf, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string received_;
+};
+
+class OpenAiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+
+  void Start(size_t max_body_bytes = 4096) {
+    OpenAiServer::Options options;
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.model_id = "fake";
+    options.limits.max_new_tokens_default = 16;
+    options.limits.max_new_tokens_limit = 64;
+    options.limits.max_prompt_tokens = 100;
+    options.max_body_bytes = max_body_bytes;
+    options.threads = 2;
+    options.idle_timeout = absl::Seconds(5);
+    options.disconnect_poll = absl::Milliseconds(20);
+    options.ready = [this] { return ready_.load(); };
+    options.metrics = &metrics_;
+    server_.reset();
+    auto server = OpenAiServer::Start(&engine_, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  httplib::Client Client() {
+    httplib::Client client("127.0.0.1", server_->port());
+    client.set_connection_timeout(5);
+    client.set_read_timeout(10);
+    return client;
+  }
+
+  httplib::Result Post(const std::string& body) {
+    return Client().Post("/v1/completions", body, "application/json");
+  }
+
+  // Posts `body` and checks the error object that comes back.
+  json ExpectError(const std::string& body, int status) {
+    auto r = Post(body);
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.contains("error")) << r->body;
+    for (const char* key : {"message", "type", "param", "code"}) {
+      EXPECT_TRUE(j["error"].contains(key)) << key << " in " << r->body;
+    }
+    return j["error"];
+  }
+
+  // The value of one sample of /metrics, -1 when absent.
+  double Sample(const std::string& series) {
+    const std::string text = registry_.Render();
+    const std::string prefix = series + " ";
+    size_t at = text.find("\n" + prefix);
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + 1 + prefix.size()));
+  }
+  // Calls are counted once MHD is done with them, which may be just after
+  // the client read its answer.
+  void WaitForCount(const std::string& code, double n) {
+    const std::string series = absl::StrCat("seqboat_requests_total{code=\"",
+                                            code, "\",frontend=\"http\"}");
+    WaitFor([&] { return Sample(series) == n; });
+    EXPECT_EQ(Sample(series), n) << series;
+  }
+
+  void WaitFor(const std::function<bool()>& done) {
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    while (!done() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(5));
+    EXPECT_TRUE(done());
+  }
+
+  std::atomic<bool> ready_{true};
+  FakeEngine engine_;
+  MetricsRegistry registry_;
+  ServingMetrics metrics_{&registry_};
+  std::unique_ptr<OpenAiServer> server_;
+};
+
+TEST_F(OpenAiServerTest, ModelsAndHealth) {
+  auto models = Client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  EXPECT_EQ(list["data"][0]["id"], "fake");
+
+  auto model = Client().Get("/v1/models/fake");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(json::parse(model->body)["id"], "fake");
+  auto other = Client().Get("/v1/models/gpt-4");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(json::parse(other->body)["error"]["code"], "model_not_found");
+
+  auto health = Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  ready_ = false;
+  health = Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_TRUE(json::parse(health->body).contains("error"));
+}
+
+TEST_F(OpenAiServerTest, UnknownPathsAndMethods) {
+  auto missing = Client().Get("/v1/embeddings");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["message"],
+            "Invalid URL (GET /v1/embeddings)");
+  auto get = Client().Get("/v1/completions");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  auto post = Client().Post("/v1/models", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
+}
+
+TEST_F(OpenAiServerTest, CompletionMapsTheRequestAndAnswersOnce) {
+  std::thread client([this] {
+    auto r = Post(R"({"model": "fake", "prompt": "Hi", "max_tokens": 5,
+                      "temperature": 0, "seed": 7, "stop": "!",
+                      "logprobs": 1})");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_THAT(j["id"].get<std::string>(), ::testing::StartsWith("cmpl-"));
+    EXPECT_EQ(j["model"], "fake");
+    EXPECT_EQ(j["choices"][0]["text"], "ok");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"],
+              json::parse(R"(["o", "k"])"));
+    EXPECT_EQ(j["usage"]["total_tokens"], 4);
+  });
+  Request request = engine_.Take();
+  EXPECT_THAT(request.prompt, ElementsAre('H', 'i'));
+  EXPECT_EQ(request.stopping.max_new_tokens, 5);
+  EXPECT_EQ(request.sampling.temperature, 0.0f);
+  EXPECT_EQ(request.sampling.seed, 7u);
+  EXPECT_THAT(request.stopping.stop_strings, ElementsAre("!"));
+  EXPECT_TRUE(request.logprobs);
+  EXPECT_EQ(request.top_logprobs, 1);
+  GenerationEvent tokens = Tokens({'o', 'k'});
+  tokens.logprobs = {{{'o', -0.5f}, {}}, {{'k', -0.25f}, {}}};
+  request.sink(tokens);
+  absl::SleepFor(absl::Milliseconds(50));  // the call waits, suspended
+  request.sink(Final(FinishReason::kLength));
+  client.join();
+  WaitForCount("OK", 1);
+  EXPECT_EQ(Sample("seqboat_generation_tokens_total{frontend=\"http\"}"), 2);
+  EXPECT_EQ(Sample("seqboat_generation_tokens_total{frontend=\"grpc\"}"), 0);
+  WaitFor([this] { return server_->active_calls() == 0; });
+}
+
+TEST_F(OpenAiServerTest, StreamsChunksAsTheEngineProducesThem) {
+  RawClient client(server_->port());
+  client.Post(R"({"prompt": "Hi", "stream": true,
+                  "stream_options": {"include_usage": true}})");
+  Request request = engine_.Take();
+  request.sink(Tokens({'a'}));
+  std::string got = client.ReadUntil("\"a\"");
+  EXPECT_THAT(got, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(got, HasSubstr("Content-Type: text/event-stream"));
+  EXPECT_THAT(got, HasSubstr("data: {\"id\":\"cmpl-"));
+  request.sink(Tokens({'b'}));
+  got = client.ReadUntil("\"b\"");
+  request.sink(Final(FinishReason::kEos));
+  got = client.ReadUntil("data: [DONE]\n\n");
+  EXPECT_THAT(got, HasSubstr("\"finish_reason\":\"stop\""));
+  EXPECT_THAT(got, HasSubstr("\"choices\":[],\"usage\":{\"prompt_tokens\":2"));
+  EXPECT_THAT(got, HasSubstr("data: [DONE]\n\n"));
+  // Chunked transfer: the terminating chunk follows.
+  EXPECT_THAT(client.ReadUntil("\r\n0\r\n\r\n"), HasSubstr("\r\n0\r\n\r\n"));
+}
+
+TEST_F(OpenAiServerTest, ASlowReaderNeverBlocksTheSink) {
+  RawClient client(server_->port());
+  client.Post(R"({"prompt": "Hi", "stream": true, "max_tokens": 64})");
+  Request request = engine_.Take();
+  // The client reads nothing while far more than any socket buffer is
+  // produced; every sink call returns at once.
+  const std::string big(4000, 'x');
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2000; ++i) {
+    GenerationEvent e = Tokens({'x'});
+    e.text = big;
+    request.sink(std::move(e));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  request.sink(Final(FinishReason::kLength));
+  const std::string got = client.ReadUntil("data: [DONE]");
+  EXPECT_THAT(got, HasSubstr("data: [DONE]"));
+}
+
+TEST_F(OpenAiServerTest, ErrorsCarryOpenAisShapeAndStatus) {
+  json e = ExpectError("{not json", 400);
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_TRUE(e["param"].is_null());
+  e = ExpectError(R"({"model": "gpt-4", "prompt": "a"})", 400);
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(e["code"], "model_not_found");
+  e = ExpectError(R"({"prompt": "a", "top_p": 2})", 400);
+  EXPECT_EQ(e["param"], "top_p");
+  EXPECT_EQ(e["message"], "top_p must be in (0, 1], got 2");
+  e = ExpectError(R"({"prompt": "a", "n": 3})", 400);
+  EXPECT_EQ(e["param"], "n");
+  e = ExpectError(R"({"prompt": [999]})", 400);
+  EXPECT_EQ(e["message"], "prompt[0] must be in [0, 257), got 999");
+
+  engine_.set_submit_status(absl::ResourceExhaustedError("queue is full"));
+  e = ExpectError(R"({"prompt": "a"})", 429);
+  EXPECT_EQ(e["message"], "queue is full");
+  engine_.set_submit_status(absl::UnavailableError("draining"));
+  e = ExpectError(R"({"prompt": "a"})", 503);
+  EXPECT_EQ(e["message"], "draining");
+  WaitForCount("INVALID_ARGUMENT", 5);
+  WaitForCount("RESOURCE_EXHAUSTED", 1);
+  WaitForCount("UNAVAILABLE", 1);
+}
+
+TEST_F(OpenAiServerTest, BodiesAreBounded) {
+  // Declared too large: refused before it is read.
+  json e = ExpectError(std::string(5000, ' ') + "{}", 413);
+  EXPECT_EQ(e["code"], "body_too_large");
+  // Too large without a declared length (chunked upload).
+  RawClient client(server_->port());
+  client.Send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 5; ++i)
+    client.Send("3e8\r\n" + std::string(1000, ' ') + "\r\n");
+  client.Send("0\r\n\r\n");
+  EXPECT_THAT(client.ReadUntil("body_too_large"), HasSubstr("HTTP/1.1 413"));
+}
+
+TEST_F(OpenAiServerTest, AClientGoneBeforeItsAnswerCancelsTheRequest) {
+  for (bool stream : {false, true}) {
+    RawClient client(server_->port());
+    client.Post(stream ? R"({"prompt": "Hi", "stream": true})"
+                       : R"({"prompt": "Hi"})");
+    Request request = engine_.Take();
+    if (stream) {
+      request.sink(Tokens({'a'}));
+      client.ReadUntil("\"a\"");
+    }
+    EXPECT_FALSE(request.control->cancelled.load());
+    client.Close();
+    // No event is sent: the watcher notices the closed socket by itself.
+    WaitFor([&] { return request.control->cancelled.load(); });
+    request.sink(Final(FinishReason::kCancelled));
+    WaitFor([this] { return server_->active_calls() == 0; });
+  }
+  WaitForCount("CANCELLED", 2);
+}
+
+TEST_F(OpenAiServerTest, StoppingWithCallsWaitingClosesThem) {
+  RawClient waiting(server_->port());
+  waiting.Post(R"({"prompt": "Hi"})");
+  RawClient streaming(server_->port());
+  streaming.Post(R"({"prompt": "Hi", "stream": true})");
+  Request first = engine_.Take();
+  Request second = engine_.Take();
+  absl::SleepFor(absl::Milliseconds(50));  // both suspended by now
+  server_.reset();
+  EXPECT_TRUE(first.control->cancelled.load());
+  EXPECT_TRUE(second.control->cancelled.load());
+  // The engine's late events go nowhere.
+  first.sink(Final(FinishReason::kCancelled));
+  second.sink(Final(FinishReason::kCancelled));
+}
+
+}  // namespace
+}  // namespace seqboat
