@@ -1,8 +1,9 @@
 // seqboat_server: loads a model, serves seqboat.v1.TextGeneration over gRPC
 // (with health checking and reflection), and drains gracefully on SIGTERM or
-// SIGINT. Serves /metrics, /healthz and /readyz on --http_port. Prints
-// "http listening on HOST:PORT" and then "listening on HOST:PORT" (gRPC) on
-// stdout once it accepts calls; logs go to stderr.
+// SIGINT. Serves /metrics, /healthz and /readyz on --http_port, and the
+// OpenAI-compatible API on --openai_port. Prints "http listening on
+// HOST:PORT", then "openai listening on HOST:PORT", then "listening on
+// HOST:PORT" (gRPC) on stdout once it accepts calls; logs go to stderr.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -30,6 +32,7 @@
 #include "server/http_endpoint.h"
 #include "server/idle_trim.h"
 #include "server/metrics.h"
+#include "server/openai_server.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
 #include "server/text_generation_service.h"
@@ -44,6 +47,13 @@ ABSL_FLAG(int32_t, http_port, -1,
           "HTTP port for /metrics, /healthz and /readyz (same host as "
           "--host); 0 picks a free one, -1 (default) turns it off; "
           "deploy/entrypoint.sh passes 8080.");
+ABSL_FLAG(int32_t, openai_port, -1,
+          "HTTP port of the OpenAI-compatible API (/v1/completions, "
+          "/v1/models, /health; same host as --host); 0 picks a free one, "
+          "-1 (default) turns it off; deploy/entrypoint.sh passes 8000.");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model id the OpenAI API lists and requests must name; default "
+          "config.json's name, else the model directory's name.");
 ABSL_FLAG(std::string, backend, "auto",
           "Compute backend: cpu, cuda, or auto (CUDA when a GPU is present).");
 ABSL_FLAG(int32_t, cuda_device, 0, "CUDA device ordinal.");
@@ -120,6 +130,11 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--http_port must be -1 or in [0, 65535], got ", http_port));
   }
+  const int32_t openai_port = absl::GetFlag(FLAGS_openai_port);
+  if (openai_port < -1 || openai_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--openai_port must be -1 or in [0, 65535], got ", openai_port));
+  }
   if (absl::GetFlag(FLAGS_max_queue) < 0) {
     return absl::InvalidArgumentError("--max_queue must be >= 0");
   }
@@ -168,8 +183,8 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
 // Stops taking work, lets running requests finish for up to the grace
 // period (a second signal cuts it short), then cancels what is left.
 void Drain(Engine& engine, const TextGenerationService& service,
-           grpc::Server& server, const sigset_t& signals,
-           std::atomic<bool>& ready) {
+           const OpenAiServer* openai, grpc::Server& server,
+           const sigset_t& signals, std::atomic<bool>& ready) {
   ready.store(false);
   server.GetHealthCheckService()->SetServingStatus(false);
   server.GetHealthCheckService()->SetServingStatus(kServiceName, false);
@@ -197,13 +212,17 @@ void Drain(Engine& engine, const TextGenerationService& service,
   // those last messages a moment to go out (a client that stopped reading
   // would hold its stream open forever).
   engine.Shutdown();
+  auto unsent = [&] {
+    return service.active_streams() +
+           (openai != nullptr ? openai->active_calls() : 0);
+  };
   const absl::Time flush_end = absl::Now() + absl::Seconds(5);
-  while (service.active_streams() > 0 && absl::Now() < flush_end) {
+  while (unsent() > 0 && absl::Now() < flush_end) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  if (service.active_streams() > 0) {
+  if (unsent() > 0) {
     spdlog::warn("{} streams did not finish sending; cancelling them",
-                 service.active_streams());
+                 unsent());
   }
   // No deadline to wait for: gRPC would otherwise sit out the whole deadline
   // whenever a client still holds an idle connection open.
@@ -315,12 +334,43 @@ int Run() {
     (*engine)->Shutdown();
     return 1;
   }
+  const ModelSummary& summary = (*engine)->summary();
+  std::unique_ptr<OpenAiServer> openai;
+  if (absl::GetFlag(FLAGS_openai_port) >= 0) {
+    OpenAiServer::Options o;
+    o.host = host;
+    o.port = absl::GetFlag(FLAGS_openai_port);
+    o.model_id = absl::GetFlag(FLAGS_served_model_name);
+    if (o.model_id.empty()) o.model_id = summary.name;
+    if (o.model_id.empty()) {
+      std::filesystem::path dir =
+          std::filesystem::path(options.model_dir).lexically_normal();
+      if (!dir.has_filename()) dir = dir.parent_path();  // "models/x/"
+      o.model_id = dir.filename().string();
+    }
+    o.limits = limits;
+    // JSON escapes can make a prompt's text several times longer.
+    o.max_body_bytes =
+        4 * static_cast<size_t>(limits.max_prompt_bytes) + (size_t{64} << 10);
+    o.ready = [&ready] { return ready.load(); };
+    o.metrics = &metrics;
+    absl::StatusOr<std::unique_ptr<OpenAiServer>> started =
+        OpenAiServer::Start(engine->get(), std::move(o));
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      server->Shutdown(std::chrono::system_clock::now());
+      (*engine)->Shutdown();
+      return 1;
+    }
+    openai = *std::move(started);
+    std::cout << "openai listening on " << HostPort(host, openai->port())
+              << std::endl;
+  }
   server->GetHealthCheckService()->SetServingStatus(true);
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   AddEngineGauges(&registry, engine->get());
   ready.store(true);
 
-  const ModelSummary& summary = (*engine)->summary();
   spdlog::info(
       "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots "
       "of {} state bytes each, queue {}, prefix cache {} bytes, port {}",
@@ -342,7 +392,8 @@ int Run() {
     const EngineStats stats = (*engine)->Stats();
     fault = stats.fault;
     const bool idle = stats.running == 0 && stats.waiting == 0 &&
-                      service.active_streams() == 0;
+                      service.active_streams() == 0 &&
+                      (openai == nullptr || openai->active_calls() == 0);
     if (trimmer.Poll(idle)) {
       spdlog::debug("idle: returned freed memory, RSS now {} MiB",
                     ResidentBytes() >> 20);
@@ -354,7 +405,9 @@ int Run() {
   } else {
     spdlog::critical("device lost, stopping: {}", fault);
   }
-  Drain(**engine, service, *server, signals, ready);
+  Drain(**engine, service, openai.get(), *server, signals, ready);
+  // After the engine's last event, as OpenAiServer requires.
+  openai.reset();
   // The gauges read the engine: the HTTP side goes before it does.
   http.reset();
   spdlog::info("stopped");
