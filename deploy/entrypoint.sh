@@ -33,6 +33,7 @@ exec "$bin" \
   --host="${SEQBOAT_HOST:-0.0.0.0}" \
   --port="${SEQBOAT_PORT:-50051}" \
   --http_port="${SEQBOAT_HTTP_PORT:-8080}" \
+  --openai_port="${SEQBOAT_OPENAI_PORT:-8000}" \
   --backend="${SEQBOAT_BACKEND:-auto}" \
   --max_slots="${SEQBOAT_MAX_SLOTS:-64}" \
   --max_queue="${SEQBOAT_MAX_QUEUE:-256}" \

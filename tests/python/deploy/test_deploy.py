@@ -94,8 +94,10 @@ def test_dockerfile_stages_user_and_entrypoint(name, build_base, runtime_base):
     defaults = entrypoint_defaults()
     assert env["SEQBOAT_PORT"] == defaults["SEQBOAT_PORT"]
     assert env["SEQBOAT_HTTP_PORT"] == defaults["SEQBOAT_HTTP_PORT"]
+    assert env["SEQBOAT_OPENAI_PORT"] == defaults["SEQBOAT_OPENAI_PORT"]
     exposed = " ".join(a for kw, a in r_body if kw == "EXPOSE").split()
-    assert sorted(exposed) == sorted([env["SEQBOAT_PORT"], env["SEQBOAT_HTTP_PORT"]])
+    assert sorted(exposed) == sorted([env["SEQBOAT_PORT"], env["SEQBOAT_HTTP_PORT"],
+                                      env["SEQBOAT_OPENAI_PORT"]])
 
 
 def test_dockerignore_keeps_build_outputs_out():
@@ -151,6 +153,7 @@ def test_entrypoint_maps_environment_to_existing_server_flags(tmp_path):
     argv = out.stdout.split()
     assert "--port=6000" in argv
     assert "--http_port=8080" in argv
+    assert "--openai_port=8000" in argv, "the OpenAI API is on in the container"
     assert "--drain_grace_seconds=12" in argv
     assert argv[-1] == "--max_queue=3", "extra arguments come last and win"
     flags = server_flags()
@@ -236,10 +239,11 @@ def test_probes_ports_and_grace_agree_with_server_flags(deployment):
     defaults = entrypoint_defaults()
     grpc_port = int(env.get("SEQBOAT_PORT", defaults["SEQBOAT_PORT"]))
     http_port = int(env.get("SEQBOAT_HTTP_PORT", defaults["SEQBOAT_HTTP_PORT"]))
+    openai_port = int(env.get("SEQBOAT_OPENAI_PORT", defaults["SEQBOAT_OPENAI_PORT"]))
     drain = int(env.get("SEQBOAT_DRAIN_GRACE_SECONDS",
                         defaults["SEQBOAT_DRAIN_GRACE_SECONDS"]))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"grpc": grpc_port, "http": http_port}
+    assert ports == {"grpc": grpc_port, "http": http_port, "openai": openai_port}
 
     ready = container["readinessProbe"]
     assert ready["grpc"]["port"] == grpc_port
