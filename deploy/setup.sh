@@ -16,6 +16,8 @@ PACKAGES=(
   python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio
   # Hydra-era fairseq checkpoints pickle their cfg as an omegaconf DictConfig
   python3-omegaconf
+  # the OpenAI SDK's dependencies (the SDK itself: tests/python/requirements.txt)
+  python3-httpx python3-pydantic python3-anyio python3-sniffio python3-distro
   # the bundled model's training text
   fortunes
   # load-balancer tests
@@ -41,8 +43,9 @@ if [[ ! -x "$venv/bin/python" ]]; then
   echo "setup: creating $venv from /usr/bin/python3 (system torch, numpy)"
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-req="$root/weights/requirements.txt"
+reqs=("$root/weights/requirements.txt" "$root/tests/python/requirements.txt")
 # pip leaves satisfied pins alone without asking the index, so this is cheap when
-# nothing is missing.
-echo "setup: python requirements: $(grep -v '^#' "$req" | tr '\n' ' ')"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+# nothing is missing. One install, so that one resolution sees every pin.
+echo "setup: python requirements: $(cat "${reqs[@]}" | grep -v '^#' | tr '\n' ' ')"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check \
+  -r "${reqs[0]}" -r "${reqs[1]}"

@@ -100,6 +100,22 @@ def test_dockerfile_stages_user_and_entrypoint(name, build_base, runtime_base):
                                       env["SEQBOAT_OPENAI_PORT"]])
 
 
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cpu"])
+def test_build_stage_has_what_setup_reads_before_running_it(name):
+    """setup.sh runs before the tree is copied (so its layer is cached), so
+    every file it reads must be copied ahead of it."""
+    wanted = set(re.findall(r'\$root/([\w/.-]+\.txt)',
+                            (DEPLOY / "setup.sh").read_text()))
+    assert "weights/requirements.txt" in wanted
+    copied = set()
+    for keyword, arg in parse_dockerfile(DEPLOY / name):
+        if keyword == "RUN" and "deploy/setup.sh" in arg:
+            break
+        if keyword == "COPY":
+            copied.add(arg.split()[0])
+    assert wanted <= copied, wanted - copied
+
+
 def test_dockerignore_keeps_build_outputs_out():
     for name in ("Dockerfile", "Dockerfile.cpu"):
         ignored = (DEPLOY / f"{name}.dockerignore").read_text().split()
