@@ -151,7 +151,8 @@ class OpenAiServerTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(); }
 
-  void Start(size_t max_body_bytes = 4096) {
+  void Start(size_t max_body_bytes = 4096,
+             absl::Duration idle_timeout = absl::Seconds(5)) {
     OpenAiServer::Options options;
     options.host = "127.0.0.1";
     options.port = 0;
@@ -161,7 +162,7 @@ class OpenAiServerTest : public ::testing::Test {
     options.limits.max_prompt_tokens = 100;
     options.max_body_bytes = max_body_bytes;
     options.threads = 2;
-    options.idle_timeout = absl::Seconds(5);
+    options.idle_timeout = idle_timeout;
     options.disconnect_poll = absl::Milliseconds(20);
     options.ready = [this] { return ready_.load(); };
     options.metrics = &metrics_;
@@ -405,6 +406,25 @@ TEST_F(OpenAiServerTest, AClientGoneBeforeItsAnswerCancelsTheRequest) {
     WaitFor([this] { return server_->active_calls() == 0; });
   }
   WaitForCount("CANCELLED", 2);
+}
+
+TEST_F(OpenAiServerTest, IdleConnectionsAreClosedButWaitingOnesAreNot) {
+  Start(4096, absl::Seconds(1));
+  RawClient idle(server_->port());
+  idle.Send("POST /v1/completions HTTP/1.1\r\n");  // and then nothing
+  RawClient waiting(server_->port());
+  waiting.Post(R"({"prompt": "Hi"})");
+  Request request = engine_.Take();
+  // Closed by the server: the read ends without a response.
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(idle.ReadUntil("HTTP/1.1"), "");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // Waiting on the engine is not idle.
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_FALSE(request.control->cancelled.load());
+  request.sink(Tokens({'o', 'k'}));
+  request.sink(Final(FinishReason::kLength));
+  EXPECT_THAT(waiting.ReadUntil("\"ok\""), HasSubstr("HTTP/1.1 200"));
 }
 
 TEST_F(OpenAiServerTest, StoppingWithCallsWaitingClosesThem) {
