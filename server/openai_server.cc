@@ -241,6 +241,14 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
     return Respond(connection, MHD_HTTP_OK, ModelBody(model, server.created_),
                    kJson);
   }
+  if (path == "/v1/chat/completions") {
+    return RespondError(
+        connection,
+        HttpError(404,
+                  "chat completions are not served yet (rendering the model's "
+                  "chat template is not built); use /v1/completions",
+                  "invalid_request_error", "unsupported_endpoint"));
+  }
   return RespondError(connection, NotFound(method, path));
 }
 

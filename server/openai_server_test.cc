@@ -260,6 +260,11 @@ TEST_F(OpenAiServerTest, UnknownPathsAndMethods) {
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(json::parse(missing->body)["error"]["message"],
             "Invalid URL (GET /v1/embeddings)");
+  auto chat = Client().Post("/v1/chat/completions", "{}", "application/json");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 404);
+  EXPECT_THAT(json::parse(chat->body)["error"]["message"].get<std::string>(),
+              HasSubstr("/v1/completions"));
   auto get = Client().Get("/v1/completions");
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
