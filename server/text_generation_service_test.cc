@@ -319,7 +319,8 @@ TEST_F(TextGenerationServiceTest, UnparsableRequestsAreInvalidArgument) {
   // Field 2 (text) of GenerateRequest / field 1 of TokenizeRequest, holding
   // bytes that are not UTF-8; then a length running past the end.
   const std::string bad_utf8_generate = std::string("\x12\x02\xff\xfe", 4);
-  const std::string truncated = std::string("\x12\x10ab", 4);
+  // Apart, since "\x10ab" would be one escape.
+  const std::string truncated = std::string("\x12\x10") + "ab";
   for (const std::string& wire : {bad_utf8_generate, truncated}) {
     grpc::ClientContext ctx;
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
