@@ -1,8 +1,8 @@
 // A generated token stream through the incremental detokenizer and the stop
 // checker, composed as engine/scheduler/sequence.cc composes them, with each
-// tokenizer of the tokenizer_json corpus. Input: a byte that picks the
-// tokenizer (low 7 bits) and whether the stream starts the text (high bit), a
-// count of stop strings (mod 5), each stop string as a length byte (mod 17)
+// tokenizer embedded from the tokenizer_json corpus. Input: a byte that picks
+// the tokenizer (low 7 bits) and whether the stream starts the text (high bit),
+// a count of stop strings (mod 5), each stop string as a length byte (mod 17)
 // and its bytes (made valid UTF-8, as the server's validation leaves them),
 // then two bytes per token id, covering the vocabulary and a few ids past it
 // (a model may have more rows than its tokenizer has tokens).

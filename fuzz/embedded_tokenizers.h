@@ -1,5 +1,6 @@
-// The tokenizer.json files of the tokenizer_json corpus, compiled into the
-// fuzz targets that encode and decode with fixed tokenizers.
+// tokenizer.json files of the tokenizer_json corpus (fuzz/BUILD names them),
+// compiled into the fuzz targets that encode and decode with fixed
+// tokenizers.
 #ifndef SEQBOAT_FUZZ_EMBEDDED_TOKENIZERS_H_
 #define SEQBOAT_FUZZ_EMBEDDED_TOKENIZERS_H_
 

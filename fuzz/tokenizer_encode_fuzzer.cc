@@ -1,6 +1,8 @@
-// Encode on arbitrary text with each tokenizer of the tokenizer_json corpus
-// (byte-level BPE as GPT-2, GPT-NeoX and Llama 3 have it, SentencePiece-style
-// BPE with byte fallback, WordLevel, raw bytes). The first input byte picks
+// Encode on arbitrary text with each tokenizer embedded from the
+// tokenizer_json corpus (byte-level BPE as GPT-2, GPT-NeoX and Llama 3 have
+// it, SentencePiece-style BPE with byte fallback, WordLevel, raw bytes, and
+// small ones with the other normalizers, pre-tokenizers and decoders the
+// loader reads). The first input byte picks
 // the tokenizer (low 7 bits) and whether special tokens are parsed (high
 // bit); the rest is the text. Every id is in the vocabulary, the ids
 // detokenize incrementally as they do at once, and where the tokenizer is
