@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/sanitizers.h"
 #include "gtest/gtest.h"
 #include "seqboat/v1/generate.grpc.pb.h"
 
@@ -212,7 +213,11 @@ TEST_F(GenerateStreamTest, SlowReaderGetsEverythingCoalesced) {
   EXPECT_TRUE(text == expected_text) << "text lost or reordered";
   EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(last.usage().generated_tokens(), static_cast<uint32_t>(kEvents));
-  EXPECT_LT(messages, kEvents / 2) << "events were not coalesced";
+  // A sanitizer slows the producer here below the writer's pace, so how many
+  // events share a message says nothing there.
+  if (!kSanitizerBuild) {
+    EXPECT_LT(messages, kEvents / 2) << "events were not coalesced";
+  }
   EXPECT_GE(messages, 2);
 }
 
@@ -236,9 +241,11 @@ TEST_F(GenerateStreamTest, ClientCancelSetsFlagAndLateEventsAreSafe) {
   call.sink(Tokens({2}, "b"));
   call.sink(Final(FinishReason::kCancelled, 1, 2));
   call.sink(Tokens({3}, "after final"));
-  // Dropping the engine's sink releases the last reference: nothing leaks.
+  // Dropping the engine's sink releases the last reference once the reactor
+  // has let go of the state (it may still be finishing on a gRPC thread):
+  // nothing leaks.
   call.sink = nullptr;
-  EXPECT_EQ(call.control.use_count(), 1);
+  EXPECT_TRUE(WaitFor([&] { return call.control.use_count() == 1; }));
 }
 
 TEST_F(GenerateStreamTest, DeadlineCancelsTheRequest) {

@@ -5,25 +5,11 @@
 #include <cstring>
 #include <vector>
 
+#include "base/sanitizers.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
 namespace {
-
-// Sanitizers bring an allocator of their own, which malloc_trim does not
-// reach.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerAllocator = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-constexpr bool kSanitizerAllocator = true;
-#else
-constexpr bool kSanitizerAllocator = false;
-#endif
-#else
-constexpr bool kSanitizerAllocator = false;
-#endif
 
 TEST(IdleTrimmerTest, TrimsOnlyWhenIdleAndGrownPastTheSlack) {
   int64_t rss = 100;
@@ -50,7 +36,8 @@ TEST(IdleTrimmerTest, TrimsOnlyWhenIdleAndGrownPastTheSlack) {
 }
 
 TEST(IdleTrimmerTest, TheDefaultTrimReturnsFreedHeap) {
-  if (kSanitizerAllocator) GTEST_SKIP() << "malloc is the sanitizer's";
+  // A sanitizer's allocator is not glibc's, which malloc_trim trims.
+  if (kSanitizerBuild) GTEST_SKIP() << "malloc is the sanitizer's";
   const int64_t before = ResidentBytes();
   ASSERT_GT(before, 0);
   // Mid-sized blocks (below the mmap threshold, so in the heap), touched,
@@ -76,7 +63,8 @@ TEST(IdleTrimmerTest, TheDefaultTrimReturnsFreedHeap) {
   reported = 1;
   ASSERT_TRUE(trimmer.Poll(true));
   const int64_t after = ResidentBytes();
-  EXPECT_LT(after, held - (64 << 20)) << "before " << before << " held " << held;
+  EXPECT_LT(after, held - (64 << 20))
+      << "before " << before << " held " << held;
   std::free(pin);
 }
 

@@ -24,13 +24,18 @@ struct EventCollector {
   // The sink to put in the Request; `this` must outlive the request.
   EventSink Sink() {
     return [this](GenerationEvent e) {
-      std::lock_guard<std::mutex> lock(mu);
-      ++events;
-      tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-      text += e.text;
-      for (TokenLogprobs& lp : e.logprobs) logprobs.push_back(std::move(lp));
-      if (e.finish != FinishReason::kNone || !e.status.ok())
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++events;
+        tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+        text += e.text;
+        for (TokenLogprobs& lp : e.logprobs) logprobs.push_back(std::move(lp));
+      }
+      // Outside the lock: once `done` is set the waiter may destroy this
+      // collector, mutex included.
+      if (e.finish != FinishReason::kNone || !e.status.ok()) {
         done.set_value(std::move(e));
+      }
     };
   }
 };
