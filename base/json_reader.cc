@@ -9,10 +9,76 @@ namespace seqboat {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr size_t kBriefChars = 40;
+
+// Appends value.dump() to *out, or a prefix of it once *out is longer than
+// `limit`. Each level appends a character before descending, so the
+// recursion stops within `limit` levels whatever the value's depth.
+void AppendJsonPrefix(const json& value, size_t limit, std::string* out) {
+  if (out->size() > limit) return;
+  if (value.is_array()) {
+    out->push_back('[');
+    for (auto it = value.begin(); it != value.end() && out->size() <= limit;
+         ++it) {
+      if (it != value.begin()) out->push_back(',');
+      AppendJsonPrefix(*it, limit, out);
+    }
+    out->push_back(']');
+  } else if (value.is_object()) {
+    out->push_back('{');
+    for (auto it = value.begin(); it != value.end() && out->size() <= limit;
+         ++it) {
+      if (it != value.begin()) out->push_back(',');
+      *out += json(it.key()).dump();
+      out->push_back(':');
+      AppendJsonPrefix(it.value(), limit, out);
+    }
+    out->push_back('}');
+  } else if (value.is_string() &&
+             value.get_ref<const std::string&>().size() > limit) {
+    // A cut may split a character; the replace handler keeps dump() from
+    // throwing on it.
+    *out += json(value.get_ref<const std::string&>().substr(0, limit + 1))
+                .dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    *out += value.dump();
+  }
+}
+
+}  // namespace
+
 std::string BriefJson(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  std::string text;
+  AppendJsonPrefix(value, kBriefChars, &text);
+  if (text.size() > kBriefChars) text = text.substr(0, 37) + "...";
   return text;
+}
+
+absl::Status CheckJsonDepth(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, which may be a quote
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "arrays and objects nest deeper than ", kMaxJsonDepth, " levels"));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
 }
 
 ObjectReader::ObjectReader(const json& object, std::string source,
@@ -158,6 +224,10 @@ absl::Status ObjectReader::CheckPositiveNumber(const char* key, const json& v,
 // in parse order.
 absl::Status ParseJson(std::string_view text, const std::string& source,
                        json* out) {
+  if (absl::Status depth = CheckJsonDepth(text); !depth.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": ", depth.message()));
+  }
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   json::parser_callback_t callback = [&](int /*depth*/,

@@ -25,12 +25,24 @@ namespace seqboat {
 // products of two sizes inside int64 everywhere downstream.
 inline constexpr int64_t kMaxJsonSize = std::numeric_limits<int32_t>::max();
 
-// The first 40 characters of a value's JSON text, for error messages.
+// The first 40 characters of a value's JSON text, for error messages. Only
+// that much of the value is serialized, so its size and depth do not matter.
 std::string BriefJson(const nlohmann::json& value);
 
+// Arrays and objects nested deeper than this are refused. Real config.json,
+// tokenizer.json and safetensors headers nest a few levels; the readers
+// follow the nesting by recursion (a tokenizer's Sequence of Sequences), so
+// an unbounded depth would let a small file exhaust the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+// InvalidArgument when `text` nests arrays and objects deeper than
+// kMaxJsonDepth (brackets inside strings do not count). Checked before
+// parsing; the text need not be valid JSON.
+absl::Status CheckJsonDepth(std::string_view text);
+
 // Parses `text`, rejecting a key repeated within one object (nlohmann keeps
-// the last silently, which would hide a conflicting value). Errors name
-// `source`.
+// the last silently, which would hide a conflicting value) and nesting past
+// kMaxJsonDepth. Errors name `source`.
 absl::Status ParseJson(std::string_view text, const std::string& source,
                        nlohmann::json* out);
 

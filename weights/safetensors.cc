@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/json_reader.h"
 
 namespace seqboat {
 namespace {
@@ -38,23 +39,13 @@ constexpr struct {
     {DType::kU8, "U8", 1},     {DType::kBool, "BOOL", 1},
 };
 
-// Debian's Abseil is built without the std::string_view alias, so StrCat
-// needs its own type.
-absl::string_view AbslView(std::string_view s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-// Keeps error text short when echoing a bad value back.
-std::string Brief(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
-
 // Parses `text`, failing on malformed JSON and on a key repeated within one
 // object (nlohmann keeps the last, which would hide a conflicting entry).
 absl::Status ParseHeaderJson(std::string_view text, json* out,
                              std::string* duplicate) {
+  if (absl::Status depth = CheckJsonDepth(text); !depth.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("header ", depth.message()));
+  }
   std::vector<std::set<std::string>> open_objects;
   json::parser_callback_t callback =
       [&](int /*depth*/, json::parse_event_t event, json& parsed) {
@@ -114,7 +105,7 @@ absl::Status ParseEntry(const std::string& name, const json& entry,
                         uint64_t data_size, TensorView* view, Range* range) {
   if (!entry.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("entry must be an object, got ", Brief(entry)));
+        absl::StrCat("entry must be an object, got ", BriefJson(entry)));
   }
   auto dtype_it = entry.find("dtype");
   if (dtype_it == entry.end() || !dtype_it->is_string()) {
@@ -135,15 +126,16 @@ absl::Status ParseEntry(const std::string& name, const json& entry,
     int64_t d = 0;
     if (!dim.is_number_integer()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("shape dims must be integers, got ", Brief(dim)));
+          absl::StrCat("shape dims must be integers, got ", BriefJson(dim)));
     }
     if (!NonNegativeInt64(dim, &d)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape dims must be non-negative and fit int64, got ", Brief(dim)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape dims must be non-negative and fit int64, got ",
+                       BriefJson(dim)));
     }
     if (__builtin_mul_overflow(numel, d, &numel)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "element count of shape ", Brief(*shape_it), " overflows"));
+          "element count of shape ", BriefJson(*shape_it), " overflows"));
     }
     view->shape.push_back(d);
   }
@@ -151,8 +143,8 @@ absl::Status ParseEntry(const std::string& name, const json& entry,
   if (__builtin_mul_overflow(static_cast<uint64_t>(numel),
                              static_cast<uint64_t>(DTypeSize(view->dtype)),
                              &nbytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("byte size of shape ", Brief(*shape_it), " overflows"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "byte size of shape ", BriefJson(*shape_it), " overflows"));
   }
 
   auto offsets_it = entry.find("data_offsets");

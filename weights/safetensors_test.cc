@@ -195,6 +195,15 @@ TEST(SafetensorsTest, HeaderMustBeJsonObject) {
   EXPECT_THAT(OpenError("\"x\""), HasSubstr("not a JSON object"));
 }
 
+// A header nested a million levels deep used to exhaust the stack: the error
+// for the entry serialized the whole value, one recursion per level.
+TEST(SafetensorsTest, DeeplyNestedHeaderIsRefused) {
+  const std::string deep =
+      std::string(1000000, '[') + std::string(1000000, ']');
+  EXPECT_THAT(OpenError("{\"t\": " + deep + "}"),
+              HasSubstr("header arrays and objects nest deeper than 64"));
+}
+
 TEST(SafetensorsTest, MetadataMustBeObjectOfStrings) {
   EXPECT_THAT(OpenError(R"({"__metadata__": [1]})"),
               HasSubstr("__metadata__ is not an object"));

@@ -169,6 +169,17 @@ TEST(ModelConfigTest, ErrorNamesTheFieldPath) {
             "positive finite number, got 0");
 }
 
+// The error for a field of the wrong type quotes its value; quoting a value
+// nested a million levels deep used to exhaust the stack.
+TEST(ModelConfigTest, DeeplyNestedValueIsRefused) {
+  const std::string deep =
+      std::string(1000000, '[') + std::string(1000000, ']');
+  auto config = ParseModelConfig("{\"format\": " + deep + "}");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "config.json: arrays and objects nest deeper than 64 levels");
+}
+
 TEST(ModelConfigTest, TopLevelErrors) {
   struct Case {
     std::function<void(json&)> mutate;

@@ -91,6 +91,7 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const json& root) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
     std::string_view json_text, const TokenizerOptions& options) {
+  RETURN_IF_ERROR(CheckJsonDepth(json_text));
   const json root = json::parse(json_text.begin(), json_text.end(), nullptr,
                                 /*allow_exceptions=*/false);
   if (root.is_discarded()) {

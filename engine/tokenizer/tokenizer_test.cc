@@ -146,6 +146,23 @@ TEST(ParseTokenizerJsonTest, RejectsBadInputNamingTheField) {
   }
 }
 
+// Sequences of Sequences are read by recursion: nested 200,000 deep, a 7 MB
+// file used to exhaust the stack.
+TEST(ParseTokenizerJsonTest, DeeplyNestedSequencesAreRefused) {
+  constexpr int kDepth = 200000;
+  std::string normalizer;
+  for (int i = 0; i < kDepth; ++i) {
+    normalizer += R"({"type": "Sequence", "normalizers": [)";
+  }
+  normalizer += R"({"type": "NFC"})";
+  for (int i = 0; i < kDepth; ++i) normalizer += "]}";
+  auto tok = ParseTokenizerJson(
+      R"({"model": {"type": "Bytes"}, "normalizer": )" + normalizer + "}");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_THAT(std::string(tok.status().message()),
+              HasSubstr("nest deeper than 64"));
+}
+
 TEST(ParseTokenizerJsonTest, UnknownModelTypeNamesIt) {
   auto tok = ParseTokenizerJson(R"({"model": {"type": "Unigram"}})");
   ASSERT_FALSE(tok.ok());
