@@ -52,7 +52,15 @@ void AppendJsonPrefix(const json& value, size_t limit, std::string* out) {
 std::string BriefJson(const json& value) {
   std::string text;
   AppendJsonPrefix(value, kBriefChars, &text);
-  if (text.size() > kBriefChars) text = text.substr(0, 37) + "...";
+  if (text.size() > kBriefChars) {
+    // Cut before a character, not inside one: the brief ends up in messages
+    // that must be valid UTF-8 (an OpenAI error body).
+    size_t cut = kBriefChars - 3;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    text = text.substr(0, cut) + "...";
+  }
   return text;
 }
 

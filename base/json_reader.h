@@ -25,8 +25,9 @@ namespace seqboat {
 // products of two sizes inside int64 everywhere downstream.
 inline constexpr int64_t kMaxJsonSize = std::numeric_limits<int32_t>::max();
 
-// The first 40 characters of a value's JSON text, for error messages. Only
-// that much of the value is serialized, so its size and depth do not matter.
+// The first 40 bytes of a value's JSON text, for error messages, cut short
+// at a character boundary. Only that much of the value is serialized, so its
+// size and depth do not matter.
 std::string BriefJson(const nlohmann::json& value);
 
 // Arrays and objects nested deeper than this are refused. Real config.json,

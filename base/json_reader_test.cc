@@ -50,6 +50,15 @@ TEST(BriefJsonTest, IsTheStartOfTheValuesText) {
   EXPECT_EQ(BriefJson(long_array), "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,1...");
 }
 
+// Found by fuzzing the OpenAI request parser: an error quoting a string was
+// cut inside a character, and the message was not UTF-8.
+TEST(BriefJsonTest, CutsBetweenCharacters) {
+  // '"', 35 bytes, then U+3000 (3 bytes) across the 37-byte cut.
+  const std::string brief =
+      BriefJson(json(std::string(35, 'x') + "\u3000" + std::string(10, 'y')));
+  EXPECT_EQ(brief, "\"" + std::string(35, 'x') + "...");
+}
+
 TEST(BriefJsonTest, SerializesOnlyWhatItShows) {
   // Built in code, past any parser's bound: serializing it whole would
   // recurse a million times.

@@ -22,7 +22,7 @@ cd "$root"
 seconds="${1:-20}"
 shift || true
 all=(safetensors model_config tokenizer_json tokenizer_encode detokenizer
-     generate_request)
+     generate_request openai_request)
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
 work="${FUZZ_WORK:-/tmp/seqboat-fuzz}"

@@ -1,0 +1,53 @@
+// A /v1/completions body, as the OpenAI port receives it: parsed by
+// ParseCompletionRequest, then validated by RequestFromProto as a gRPC
+// request is. A refused body gets a 400 (404 for an unknown model is not
+// what this API says) whose message and error object are valid UTF-8 and
+// JSON; an accepted one gives what validation gives a GenerateRequest.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "engine/tokenizer/utf8.h"
+#include "fuzz/fuzz_check.h"
+#include "fuzz/request_checks.h"
+#include "server/openai_api.h"
+#include "server/request_validation.h"
+
+namespace {
+
+bool IsValidUtf8(std::string_view text) {
+  return seqboat::Utf8Lossy(text) == text;
+}
+
+void CheckError(const seqboat::OpenAiError& error) {
+  FUZZ_CHECK(!error.message.empty());
+  FUZZ_CHECK(IsValidUtf8(error.message), "%s", error.message.c_str());
+  FUZZ_CHECK(nlohmann::json::accept(seqboat::ErrorBody(error)));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  seqboat::CompletionRequest parsed;
+  seqboat::OpenAiError error;
+  if (!seqboat::ParseCompletionRequest(
+          body, "seqboat", seqboat::fuzz::RequestLimits(), &parsed, &error)) {
+    FUZZ_CHECK(error.http_status == 400, "%d", error.http_status);
+    CheckError(error);
+    return 0;
+  }
+  const auto request = seqboat::RequestFromProto(
+      parsed.generate, seqboat::fuzz::RequestVocabulary(),
+      seqboat::fuzz::RequestLimits(), seqboat::fuzz::Fallbacks());
+  seqboat::fuzz::CheckValidated(parsed.generate, request);
+  if (!request.ok()) {
+    const seqboat::OpenAiError refused =
+        seqboat::ErrorFromStatus(request.status());
+    FUZZ_CHECK(refused.http_status == 400 || refused.http_status == 500, "%d",
+               refused.http_status);
+    CheckError(refused);
+  }
+  return 0;
+}
