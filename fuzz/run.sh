@@ -9,12 +9,14 @@
 # A long campaign is the same command with more seconds: fuzz/run.sh 3600.
 # Targets run side by side, FUZZ_JOBS at a time (default: the core count).
 # The corpus each target grows is kept in $FUZZ_WORK/corpus/<target>
-# (default /tmp/seqboat-fuzz), so a later run continues from it. An input that
-# crashes, leaks, breaks an invariant or runs past 10 s lands in
-# $FUZZ_WORK/artifacts/<target>/; fix the code and add the input to
+# (default /tmp/seqboat-fuzz-<checkout>), so a later run continues from it.
+# An input that crashes, leaks, breaks an invariant or runs past 10 s lands
+# in $FUZZ_WORK/artifacts/<target>/; fix the code and add the input to
 # fuzz/corpus/<target>/, where //fuzz:<target>_corpus_test replays it.
-# FUZZ_OUTPUT_BASE: the Bazel output base (default: .bazel-fuzz beside the
-# checkout). Exit status 0 when no target found anything.
+# FUZZ_OUTPUT_BASE: the Bazel output base (default: .bazel-fuzz-<checkout>
+# beside the checkout). Both defaults are per checkout, so that checkouts
+# side by side can fuzz at the same time. Exit status 0 when no target found
+# anything.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -25,8 +27,9 @@ all=(safetensors model_config tokenizer_json tokenizer_encode detokenizer
      generate_request openai_request)
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
-work="${FUZZ_WORK:-/tmp/seqboat-fuzz}"
-output_base="${FUZZ_OUTPUT_BASE:-$(dirname "$root")/.bazel-fuzz}"
+checkout="$(basename "$root")"
+work="${FUZZ_WORK:-/tmp/seqboat-fuzz-$checkout}"
+output_base="${FUZZ_OUTPUT_BASE:-$(dirname "$root")/.bazel-fuzz-$checkout}"
 jobs="${FUZZ_JOBS:-$(nproc)}"
 
 echo "== fuzz: building ${targets[*]} (--config=fuzz, output base $output_base)"
