@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/testing/forwarding_backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -62,7 +62,7 @@ struct Spec {
   bool ignore_eos = true;
 };
 
-// Greedy and seeded requests covering every filter and the penalty, alone
+// Greedy and seeded requests covering every filter and the penalties, alone
 // and combined.
 std::vector<Spec> Mix() {
   std::vector<Spec> specs;
@@ -88,6 +88,14 @@ std::vector<Spec> Mix() {
   add(1.1f, 40, 0.9f, 0.05f, 1.2f, 16);  // everything
   add(0.8f, 5, 0.6f, 0.0f, 0.8f, 17);    // penalty below 1 boosts
   specs.back().ignore_eos = false;
+  // Presence and frequency penalties, greedy and sampled, with the
+  // repetition penalty and negative.
+  add(0.0f, 0, 1.0f, 0.0f, 1.0f, 0);
+  specs.back().sampling.presence_penalty = 1.5f;
+  specs.back().sampling.frequency_penalty = 0.5f;
+  add(1.0f, 0, 1.0f, 0.0f, 1.2f, 18);
+  specs.back().sampling.presence_penalty = -0.5f;
+  specs.back().sampling.frequency_penalty = 1.0f;
   return specs;
 }
 
@@ -208,8 +216,9 @@ TEST(EngineDeviceSamplingTest, FlatModelsSampleForReal) {
   const std::vector<Outcome> flat =
       Generate(FlatCopy(kTinyMamba), specs, nullptr);
   ASSERT_EQ(flat.size(), specs.size());
-  // The seeded ones but the last, which may stop early at EOS.
-  for (size_t i = 3; i + 1 < specs.size(); ++i) {
+  // The seeded ones of the first ten but the tenth, which may stop early at
+  // EOS (the penalised ones after it decide less by the logits' scale).
+  for (size_t i = 3; i < 9; ++i) {
     const std::set<int32_t> distinct(flat[i].tokens.begin(),
                                      flat[i].tokens.end());
     EXPECT_GT(distinct.size(), 3u) << "request " << i;

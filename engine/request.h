@@ -22,6 +22,11 @@ struct SamplingParams {
   float top_p = 1.0f;
   float min_p = 0.0f;
   float repetition_penalty = 1.0f;  // 1 means off
+  // OpenAI's penalties over the tokens generated so far (not the prompt):
+  // a generated token's logit loses frequency_penalty per time it was
+  // generated, then presence_penalty once. 0 means off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
 };
 

@@ -84,6 +84,10 @@ void CheckValidated(const v1::GenerateRequest& proto,
   FUZZ_CHECK(InRange(sampling.repetition_penalty, 0, kMaxRepetitionPenalty) &&
              sampling.repetition_penalty > 0);
   FUZZ_CHECK(
+      InRange(sampling.presence_penalty, -kMaxCountPenalty, kMaxCountPenalty));
+  FUZZ_CHECK(
+      InRange(sampling.frequency_penalty, -kMaxCountPenalty, kMaxCountPenalty));
+  FUZZ_CHECK(
       sampling.seed ==
       (proto.sampling().has_seed() ? proto.sampling().seed() : fallbacks.seed));
 

@@ -152,8 +152,9 @@ struct MaxInt {
 };
 
 // Sampler::Sample up to the draw: scale (Model::Forward), sanitise and
-// penalise (PenalizedLogit), the greedy argmax (ArgMax), temperature and the
-// candidate set (Draw's first loop), and sort keys for rows that may rank.
+// penalise (PenalizedLogit: repetition, then frequency and presence), the
+// greedy argmax (ArgMax), temperature and the candidate set (Draw's first
+// loop), and sort keys for rows that may rank.
 __global__ void __launch_bounds__(kThreads)
     PrepareKernel(SampleRowsParams p, Workspace w, int id_bits) {
   using ReduceBest = cub::BlockReduce<Best, kThreads>;
@@ -185,12 +186,18 @@ __global__ void __launch_bounds__(kThreads)
 
   const float* in = p.logits + base;
   float* work = w.work + base;
-  const bool penalise = r.repetition_penalty != 1.0f && r.seen_count > 0;
+  const bool repeat = r.repetition_penalty != 1.0f && r.seen_count > 0;
+  const bool counted =
+      (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f) &&
+      r.counted_count > 0;
+  const bool penalise = repeat || counted;
   if (penalise) {
     for (int i = threadIdx.x; i < v; i += kThreads) {
       work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
     }
     __syncthreads();
+  }
+  if (repeat) {
     // Ids are distinct (Sampler keeps each once), so no two threads touch
     // one logit and none is penalised twice.
     const int32_t* seen = p.seen_ids + r.seen_offset;
@@ -198,6 +205,20 @@ __global__ void __launch_bounds__(kThreads)
       const int32_t id = seen[j];
       if (id >= 0 && id < v) {
         work[id] = sampling::PenalizeLogit(work[id], r.repetition_penalty);
+      }
+    }
+    __syncthreads();
+  }
+  if (counted) {
+    // After the repetition penalty, as PenalizedLogit; (id, count) pairs
+    // with distinct ids, so again one thread per logit.
+    const int32_t* pairs = p.seen_ids + r.counted_offset;
+    for (int j = threadIdx.x; j < r.counted_count; j += kThreads) {
+      const int32_t id = pairs[2 * j];
+      if (id >= 0 && id < v) {
+        work[id] =
+            sampling::PenalizeCount(work[id], pairs[2 * j + 1],
+                                    r.presence_penalty, r.frequency_penalty);
       }
     }
     __syncthreads();

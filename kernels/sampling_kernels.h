@@ -1,7 +1,7 @@
 // Launchers of the sampling kernels (sampling_kernels.cu): Backend::SampleRows
 // on the GPU. Pointers are device memory; the launcher enqueues on `stream`
 // and returns at once. Rows follow engine/sampling/sampler.cc step by step
-// (penalty, temperature, top-k, top-p, min-p, the draw) with the shared math
+// (penalties, temperature, top-k, top-p, min-p, the draw) with the shared math
 // of sampling_math.h, so a row gets the host Sampler's token.
 #ifndef SEQBOAT_KERNELS_SAMPLING_KERNELS_H_
 #define SEQBOAT_KERNELS_SAMPLING_KERNELS_H_

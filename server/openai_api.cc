@@ -230,15 +230,6 @@ std::optional<OpenAiError> ReadUnsupported(const json& body) {
     return Unsupported("best_of",
                        absl::StrCat("best_of must be 1, got ", *best_of));
   }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    std::optional<double> value;
-    if (auto e = ReadNumber(body, penalty, &value)) return e;
-    if (value.has_value() && *value != 0.0) {
-      return Unsupported(
-          penalty, absl::StrCat(penalty, " must be 0, got ", *value,
-                                ": not supported; repetition_penalty is"));
-    }
-  }
   bool echo = false;
   if (auto e = ReadBool(body, "echo", &echo)) return e;
   if (echo) return Unsupported("echo", "echo is not supported");
@@ -272,6 +263,8 @@ constexpr FieldName kFieldNames[] = {
     {"sampling.top_p", "top_p"},
     {"sampling.min_p", "min_p"},
     {"sampling.repetition_penalty", "repetition_penalty"},
+    {"sampling.presence_penalty", "presence_penalty"},
+    {"sampling.frequency_penalty", "frequency_penalty"},
     {"sampling.seed", "seed"},
     {"stopping.max_new_tokens", "max_tokens"},
     {"stopping.stop_token_ids", "stop_token_ids"},
@@ -429,7 +422,11 @@ bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
         FloatField{"top_p", &v1::SamplingParams::set_top_p},
         FloatField{"min_p", &v1::SamplingParams::set_min_p},
         FloatField{"repetition_penalty",
-                   &v1::SamplingParams::set_repetition_penalty}}) {
+                   &v1::SamplingParams::set_repetition_penalty},
+        FloatField{"presence_penalty",
+                   &v1::SamplingParams::set_presence_penalty},
+        FloatField{"frequency_penalty",
+                   &v1::SamplingParams::set_frequency_penalty}}) {
     std::optional<double> value;
     if (auto e = ReadNumber(parsed, f.name, &value)) return fail(*e);
     if (value.has_value()) {

@@ -55,8 +55,8 @@ struct CompletionRequest {
 
 // Parses a /v1/completions body: JSON syntax, the type of every field, the
 // model name (absent, or `model_id`), and the parameters the engine has no
-// equivalent for (n > 1, non-zero presence/frequency penalties, best_of,
-// echo, suffix, logit_bias: refused naming the parameter). Unknown fields
+// equivalent for (n > 1, best_of, echo, suffix, logit_bias: refused naming
+// the parameter). Unknown fields
 // are refused, as OpenAI does. Ranges are left to RequestFromProto, except
 // where the JSON value cannot be represented in the proto's field (a
 // negative max_tokens), which `limits` words as validation would. On failure

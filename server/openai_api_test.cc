@@ -70,8 +70,8 @@ TEST(OpenAiParseTest, MapsEveryParameter) {
     "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.2,
     "seed": 99, "stop": ["\n", "END"], "logprobs": 3, "stream": true,
     "stream_options": {"include_usage": true}, "ignore_eos": true,
-    "stop_token_ids": [256], "n": 1, "best_of": 1, "presence_penalty": 0,
-    "frequency_penalty": 0.0, "echo": false, "suffix": null,
+    "stop_token_ids": [256], "n": 1, "best_of": 1, "presence_penalty": 0.5,
+    "frequency_penalty": -1.25, "echo": false, "suffix": null,
     "logit_bias": {}, "user": "someone"})");
   const v1::GenerateRequest& g = r.generate;
   EXPECT_EQ(g.text(), "Hello");
@@ -81,6 +81,8 @@ TEST(OpenAiParseTest, MapsEveryParameter) {
   EXPECT_EQ(g.sampling().top_k(), 40);
   EXPECT_FLOAT_EQ(g.sampling().min_p(), 0.05f);
   EXPECT_FLOAT_EQ(g.sampling().repetition_penalty(), 1.2f);
+  EXPECT_FLOAT_EQ(g.sampling().presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling().frequency_penalty(), -1.25f);
   EXPECT_EQ(g.sampling().seed(), 99u);
   EXPECT_THAT(g.stopping().stop(), ElementsAre("\n", "END"));
   EXPECT_THAT(g.stopping().stop_token_ids(), ElementsAre(256));
@@ -176,10 +178,6 @@ TEST(OpenAiParseTest, RefusesWhatTheEngineCannotDoNamingTheParameter) {
            Case{R"({"prompt": "a", "n": 2})", "n"},
            Case{R"({"prompt": "a", "n": 0})", "n"},
            Case{R"({"prompt": "a", "best_of": 3})", "best_of"},
-           Case{R"({"prompt": "a", "presence_penalty": 0.5})",
-                "presence_penalty"},
-           Case{R"({"prompt": "a", "frequency_penalty": -1})",
-                "frequency_penalty"},
            Case{R"({"prompt": "a", "echo": true})", "echo"},
            Case{R"({"prompt": "a", "suffix": "end"})", "suffix"},
            Case{R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
@@ -218,6 +216,10 @@ TEST(OpenAiParseTest, RefusesWrongTypesNamingTheParameter) {
            Case{R"({"prompt": [1, "a"]})", "prompt"},
            Case{R"({"prompt": [4294967296]})", "prompt"},
            Case{R"({"model": 5, "prompt": "a"})", "model"},
+           Case{R"({"prompt": "a", "presence_penalty": "x"})",
+                "presence_penalty"},
+           Case{R"({"prompt": "a", "frequency_penalty": [1]})",
+                "frequency_penalty"},
        }) {
     OpenAiError e = ParseError(c.body);
     EXPECT_EQ(e.http_status, 400) << c.body;
@@ -258,6 +260,13 @@ TEST(OpenAiValidationTest, RangesAreValidationsNamedAsOpenAiParameters) {
     EXPECT_EQ(e.param, field);
     EXPECT_THAT(e.message, ::testing::StartsWith(field));
   }
+  e = ValidationError(R"({"prompt": "a", "presence_penalty": 2.5})");
+  EXPECT_EQ(e.param, "presence_penalty");
+  EXPECT_EQ(e.message, "presence_penalty must be in [-2, 2], got 2.5");
+  e = ValidationError(R"({"prompt": "a", "frequency_penalty": -2.01})");
+  EXPECT_EQ(e.param, "frequency_penalty");
+  EXPECT_THAT(e.message,
+              ::testing::StartsWith("frequency_penalty must be in [-2, 2]"));
   e = ValidationError(R"({"prompt": "a", "temperature": 1e300})");
   EXPECT_EQ(e.param, "temperature");
   e = ValidationError(R"({"prompt": "a", "stop_token_ids": [999]})");

@@ -144,6 +144,24 @@ absl::StatusOr<SamplingParams> SamplingFromProto(
     if (!status.ok()) return status;
     params.repetition_penalty = r;
   }
+  if (proto.has_presence_penalty()) {
+    float v = proto.presence_penalty();
+    absl::Status status = CheckFloat(
+        "sampling.presence_penalty", v,
+        v >= -kMaxCountPenalty && v <= kMaxCountPenalty,
+        absl::StrCat("[", -kMaxCountPenalty, ", ", kMaxCountPenalty, "]"));
+    if (!status.ok()) return status;
+    params.presence_penalty = v;
+  }
+  if (proto.has_frequency_penalty()) {
+    float v = proto.frequency_penalty();
+    absl::Status status = CheckFloat(
+        "sampling.frequency_penalty", v,
+        v >= -kMaxCountPenalty && v <= kMaxCountPenalty,
+        absl::StrCat("[", -kMaxCountPenalty, ", ", kMaxCountPenalty, "]"));
+    if (!status.ok()) return status;
+    params.frequency_penalty = v;
+  }
   params.seed = proto.has_seed() ? proto.seed() : fallback_seed;
   return params;
 }

@@ -26,6 +26,8 @@ inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxRequestIdBytes = 256;
 inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepetitionPenalty = 100.0f;
+// presence_penalty and frequency_penalty lie in [-2, 2], as OpenAI's.
+inline constexpr float kMaxCountPenalty = 2.0f;
 
 // Server-configured limits.
 struct ValidationLimits {

@@ -105,6 +105,8 @@ TEST(RequestValidationTest, AllFieldsCarriedOver) {
   s->set_top_p(0.9f);
   s->set_min_p(0.05f);
   s->set_repetition_penalty(1.3f);
+  s->set_presence_penalty(-2.0f);
+  s->set_frequency_penalty(2.0f);
   s->set_seed(7);
   auto* st = proto.mutable_stopping();
   st->set_max_new_tokens(64);
@@ -123,6 +125,8 @@ TEST(RequestValidationTest, AllFieldsCarriedOver) {
   EXPECT_FLOAT_EQ(request->sampling.top_p, 0.9f);
   EXPECT_FLOAT_EQ(request->sampling.min_p, 0.05f);
   EXPECT_FLOAT_EQ(request->sampling.repetition_penalty, 1.3f);
+  EXPECT_EQ(request->sampling.presence_penalty, -2.0f);
+  EXPECT_EQ(request->sampling.frequency_penalty, 2.0f);
   EXPECT_EQ(request->sampling.seed, 7u);
   EXPECT_EQ(request->stopping.max_new_tokens, 64);
   EXPECT_THAT(request->stopping.stop_strings, ElementsAre("\n\n"));
@@ -284,6 +288,25 @@ TEST(RequestValidationTest, RejectsBadRepetitionPenalty) {
     proto.mutable_sampling()->set_repetition_penalty(r);
     ExpectInvalid(proto, "sampling.repetition_penalty");
   }
+}
+
+TEST(RequestValidationTest, RejectsPresenceAndFrequencyPenaltiesOutsideTwo) {
+  const float bad[] = {-2.001f, 2.001f, 100.0f,
+                       std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN()};
+  for (float v : bad) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.mutable_sampling()->set_presence_penalty(v);
+    ExpectInvalid(proto, "sampling.presence_penalty");
+    proto = TextRequest();
+    proto.mutable_sampling()->set_frequency_penalty(v);
+    ExpectInvalid(proto, "sampling.frequency_penalty");
+  }
+  v1::GenerateRequest unset = TextRequest();
+  absl::StatusOr<Request> request = Convert(unset);
+  ASSERT_TRUE(request.ok());
+  EXPECT_EQ(request->sampling.presence_penalty, 0.0f);
+  EXPECT_EQ(request->sampling.frequency_penalty, 0.0f);
 }
 
 TEST(RequestValidationTest, RejectsBadMaxNewTokens) {

@@ -1,7 +1,8 @@
 // One row of a batched sampling op (Backend::SampleRows): a request's sampling
 // parameters as its Sampler normalised them, the counter of the draw, and
-// where the row's penalised ids lie in the batch's flat id array. Plain data
-// with the same layout on the host and in CUDA kernels.
+// where the row's penalised ids (and the generated ids with their counts)
+// lie in the batch's flat id array. Plain data with the same layout on the
+// host and in CUDA kernels.
 #ifndef SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 #define SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 
@@ -22,9 +23,17 @@ struct SampleRow {
   // seen_ids[seen_offset, seen_offset + seen_count) of the op's id array.
   int32_t seen_offset = 0;
   int32_t seen_count = 0;
+  float presence_penalty = 0.0f;   // finite; 0: off
+  float frequency_penalty = 0.0f;  // finite; 0: off
+  // Distinct generated ids with how often each was generated, as pairs
+  // (id, count): seen_ids[counted_offset, counted_offset + 2 * counted_count)
+  // of the same array. The presence and frequency penalties apply to them,
+  // after the repetition penalty.
+  int32_t counted_offset = 0;
+  int32_t counted_count = 0;
 };
 
-static_assert(sizeof(SampleRow) == 48, "SampleRow is copied to the device");
+static_assert(sizeof(SampleRow) == 64, "SampleRow is copied to the device");
 
 }  // namespace seqboat
 

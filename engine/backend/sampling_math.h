@@ -1,6 +1,7 @@
 // Per-element sampling arithmetic shared by the CPU sampler and the CUDA
 // sampling kernels (kernels/sampling_kernels.cu), so both pick the same token
-// for the same inputs: the repetition penalty of one logit, softmax pieces,
+// for the same inputs: the repetition, presence and frequency penalties of
+// one logit, softmax pieces,
 // the min-p test, and the counter-based random numbers (a value depends only
 // on (seed, step), never on a generator's hidden state, so a GPU thread can
 // compute it directly).
@@ -29,6 +30,29 @@ SEQBOAT_HD bool IsGreedy(float temperature, int32_t top_k) {
 // logit towards "less likely" whatever its sign.
 SEQBOAT_HD float PenalizeLogit(float logit, float penalty) {
   return logit > 0.0f ? logit / penalty : logit * penalty;
+}
+
+// A product rounded on its own, never fused with what follows into an FMA:
+// nvcc fuses by default, and the host build targets x86-64-v3, which has
+// FMA, so host and device would otherwise round differently.
+SEQBOAT_HD float MulRounded(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  volatile float product = a * b;
+  return product;
+#endif
+}
+
+// OpenAI / vLLM presence and frequency penalties of a token generated
+// `count` times so far: logit - frequency * count - presence when count > 0
+// (vLLM's order: the frequency term, then the presence term), unchanged
+// otherwise. Negative penalties raise the logit.
+SEQBOAT_HD float PenalizeCount(float logit, int32_t count, float presence,
+                               float frequency) {
+  if (count <= 0) return logit;
+  const float l = logit - MulRounded(frequency, static_cast<float>(count));
+  return l - presence;
 }
 
 // NaN logits (a broken model row) must never win a comparison or poison a

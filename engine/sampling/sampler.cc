@@ -21,7 +21,12 @@ Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
   if (!(params_.min_p > 0.0f)) params_.min_p = 0.0f;
   params_.min_p = std::min(params_.min_p, 1.0f);
   if (params_.top_k < 0) params_.top_k = 0;
+  if (!std::isfinite(params_.presence_penalty)) params_.presence_penalty = 0;
+  if (!std::isfinite(params_.frequency_penalty)) params_.frequency_penalty = 0;
+  count_penalize_ =
+      params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (penalize_) seen_.assign(static_cast<size_t>(valid_vocab_), 0);
+  if (count_penalize_) counts_.assign(static_cast<size_t>(valid_vocab_), 0);
 }
 
 void Sampler::Observe(int32_t token) {
@@ -31,6 +36,14 @@ void Sampler::Observe(int32_t token) {
   seen = 1;
 }
 
+void Sampler::ObserveGenerated(int32_t token) {
+  Observe(token);
+  if (!count_penalize_ || token < 0 || token >= valid_vocab_) return;
+  int32_t& count = counts_[static_cast<size_t>(token)];
+  if (count == 0) counted_ids_.push_back(token);
+  ++count;
+}
+
 SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
   SampleRow row;
   row.temperature = greedy_ ? 0.0f : params_.temperature;
@@ -38,20 +51,34 @@ SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
   row.top_p = params_.top_p;
   row.min_p = params_.min_p;
   row.repetition_penalty = params_.repetition_penalty;
+  row.presence_penalty = params_.presence_penalty;
+  row.frequency_penalty = params_.frequency_penalty;
   row.valid_vocab = valid_vocab_;
   row.seed = params_.seed;
   row.step = step_;
   row.seen_offset = static_cast<int32_t>(seen_ids->size());
   row.seen_count = static_cast<int32_t>(seen_ids_.size());
   seen_ids->insert(seen_ids->end(), seen_ids_.begin(), seen_ids_.end());
+  row.counted_offset = static_cast<int32_t>(seen_ids->size());
+  row.counted_count = static_cast<int32_t>(counted_ids_.size());
+  for (int32_t id : counted_ids_) {
+    seen_ids->push_back(id);
+    seen_ids->push_back(counts_[static_cast<size_t>(id)]);
+  }
   return row;
 }
 
 float Sampler::PenalizedLogit(const float* logits, int32_t id) const {
-  const float l = sampling::SanitizeLogit(logits[id]);
-  return penalize_ && seen_[static_cast<size_t>(id)]
-             ? sampling::PenalizeLogit(l, params_.repetition_penalty)
-             : l;
+  float l = sampling::SanitizeLogit(logits[id]);
+  if (penalize_ && seen_[static_cast<size_t>(id)]) {
+    l = sampling::PenalizeLogit(l, params_.repetition_penalty);
+  }
+  if (count_penalize_) {
+    l = sampling::PenalizeCount(l, counts_[static_cast<size_t>(id)],
+                                params_.presence_penalty,
+                                params_.frequency_penalty);
+  }
+  return l;
 }
 
 int32_t Sampler::Sample(const float* logits, int32_t n,
@@ -231,11 +258,24 @@ void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
     params.top_p = row.top_p;
     params.min_p = row.min_p;
     params.repetition_penalty = row.repetition_penalty;
+    params.presence_penalty = row.presence_penalty;
+    params.frequency_penalty = row.frequency_penalty;
     params.seed = row.seed;
     // The row holds normalised parameters, which the constructor keeps.
     Sampler sampler(params, row.valid_vocab, false, 0);
     for (int32_t i = 0; i < row.seen_count; ++i)
       sampler.Observe(seen_ids[row.seen_offset + i]);
+    if (sampler.count_penalize_) {
+      for (int32_t i = 0; i < row.counted_count; ++i) {
+        const int32_t* pair = seen_ids + row.counted_offset + 2 * i;
+        if (pair[0] < 0 || pair[0] >= sampler.valid_vocab_ || pair[1] <= 0) {
+          continue;
+        }
+        int32_t& count = sampler.counts_[static_cast<size_t>(pair[0])];
+        if (count == 0) sampler.counted_ids_.push_back(pair[0]);
+        count = pair[1];
+      }
+    }
     sampler.step_ = row.step;
     tokens[j] = sampler.Sample(in, vocab, nullptr);
   }

@@ -1,20 +1,22 @@
 // Turns one row of logits into a token id with one request's sampling
 // parameters. Processing order matches Hugging Face / vLLM: repetition
-// penalty, temperature (0 = greedy), top-k, top-p, min-p, then a draw from the
-// renormalised remainder, walked best first when top-k or top-p ranked it and
-// in id order otherwise. Reproducible: the draw for the k-th Sample() call
-// uses CounterRandom(seed, k) from sampling_math.h, so the same seed and
-// logits give the same tokens on any backend, including a backend that
-// samples on the device (Backend::SampleRows, fed by DescribeNext and
-// CountDraw). One instance per request, used from the engine thread only.
+// penalty (over prompt and output), frequency and presence penalties (over
+// the output only, as vLLM and OpenAI define them), temperature (0 =
+// greedy), top-k, top-p, min-p, then a draw from the renormalised
+// remainder, walked best first when top-k or top-p ranked it and in id
+// order otherwise. Reproducible: the draw for the k-th Sample() call uses
+// CounterRandom(seed, k) from sampling_math.h, so the same seed and logits
+// give the same tokens on any backend, including a backend that samples on
+// the device (Backend::SampleRows, fed by DescribeNext and CountDraw). One
+// instance per request, used from the engine thread only.
 #ifndef SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
 #define SEQBOAT_ENGINE_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
+#include "engine/request.h"
 
 namespace seqboat {
 
@@ -23,13 +25,17 @@ class Sampler {
   // valid_vocab: ids >= valid_vocab (padding rows of the embedding) are never
   // sampled. Parameters are assumed validated by the server; out-of-range
   // values are clamped rather than trusted (penalty <= 0 means off,
-  // temperature below 1e-5 means greedy, top_p outside (0, 1] means off).
+  // temperature below 1e-5 means greedy, top_p outside (0, 1] means off,
+  // a presence or frequency penalty that is not finite means off).
   Sampler(const SamplingParams& params, int32_t valid_vocab, bool want_logprobs,
           int32_t top_logprobs);
 
-  // Prompt and generated tokens, for the repetition penalty. Ids outside
+  // A prompt token, for the repetition penalty. Ids outside
   // [0, valid_vocab) are ignored.
   void Observe(int32_t token);
+  // A generated token: the repetition penalty's, and counted for the
+  // presence and frequency penalties.
+  void ObserveGenerated(int32_t token);
 
   // logits: the model's row (n >= valid_vocab entries; if n is smaller only n
   // are used). Returns the chosen id. When the sampler was built with
@@ -42,8 +48,9 @@ class Sampler {
   uint64_t step() const { return step_; }
 
   // The next draw for a backend to make: the normalised parameters, the
-  // current step and valid_vocab, with the penalised ids appended to
-  // *seen_ids (the row's seen_offset indexes that array).
+  // current step and valid_vocab, with the ids the repetition penalty
+  // applies to, then the (id, count) pairs of the generated ids, appended to
+  // *seen_ids (the row's seen_offset and counted_offset index that array).
   SampleRow DescribeNext(std::vector<int32_t>* seen_ids) const;
   // Counts a draw made elsewhere from DescribeNext's row, as Sample() counts
   // its own; the caller still Observe()s the token.
@@ -66,9 +73,12 @@ class Sampler {
   bool want_logprobs_;
   int32_t top_logprobs_;
   bool greedy_;
-  bool penalize_;
-  std::vector<uint8_t> seen_;      // 1 for ids passed to Observe
-  std::vector<int32_t> seen_ids_;  // the same ids, each once
+  bool penalize_;                     // repetition penalty
+  bool count_penalize_;               // presence or frequency penalty
+  std::vector<uint8_t> seen_;         // 1 for ids passed to Observe
+  std::vector<int32_t> seen_ids_;     // the same ids, each once
+  std::vector<int32_t> counts_;       // times each id was generated
+  std::vector<int32_t> counted_ids_;  // ids with a count, each once
   uint64_t step_ = 0;
   // Scratch reused across steps so the per-token path does not allocate.
   std::vector<Candidate> candidates_;

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampling_math.h"
+#include "engine/request.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -242,6 +242,103 @@ TEST(SamplerTest, RepetitionPenaltyAppliesWhenSampling) {
   EXPECT_NEAR(ones / double(draws), p1, 0.02);
 }
 
+// OpenAI's penalties count generated tokens only: the prompt's do not
+// count, and each further generation of a token costs frequency_penalty
+// more, presence_penalty once.
+TEST(SamplerTest, PresenceAndFrequencyPenaltiesCountGeneratedTokens) {
+  SamplingParams params = Params(0.0f);
+  params.presence_penalty = 0.4f;
+  params.frequency_penalty = 0.2f;
+  const std::vector<float> logits = {3.0f, 2.5f, 0.0f};
+  Sampler sampler(params, 3, false, 0);
+  sampler.Observe(0);  // a prompt token: no presence or frequency penalty
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 0);
+  sampler.ObserveGenerated(0);  // id 0: 3.0 - 0.2 - 0.4 = 2.4 < 2.5
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 1);
+  sampler.ObserveGenerated(1);  // id 1: 2.5 - 0.6 = 1.9 < 2.4
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 0);
+  sampler.ObserveGenerated(0);  // id 0: 3.0 - 0.4 - 0.4 = 2.2
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 0);
+  sampler.ObserveGenerated(0);  // id 0: 3.0 - 0.6 - 0.4 = 2.0
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 0);
+  sampler.ObserveGenerated(0);  // id 0: 3.0 - 0.8 - 0.4 = 1.8 < 1.9
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 1);
+  sampler.ObserveGenerated(-1);  // ignored
+  sampler.ObserveGenerated(3);   // ignored
+  EXPECT_EQ(sampler.Sample(logits.data(), 3, nullptr), 1);
+}
+
+TEST(SamplerTest, NegativePenaltiesRaiseGeneratedTokens) {
+  const std::vector<float> logits = {1.0f, 1.2f};
+  SamplingParams presence = Params(0.0f);
+  presence.presence_penalty = -0.5f;  // id 0: 1.0 + 0.5 = 1.5 > 1.2
+  Sampler p(presence, 2, false, 0);
+  EXPECT_EQ(p.Sample(logits.data(), 2, nullptr), 1);
+  p.ObserveGenerated(0);
+  EXPECT_EQ(p.Sample(logits.data(), 2, nullptr), 0);
+
+  SamplingParams frequency = Params(0.0f);
+  frequency.frequency_penalty = -0.15f;  // 1.15 once, 1.3 twice
+  Sampler f(frequency, 2, false, 0);
+  f.ObserveGenerated(0);
+  EXPECT_EQ(f.Sample(logits.data(), 2, nullptr), 1);
+  f.ObserveGenerated(0);
+  EXPECT_EQ(f.Sample(logits.data(), 2, nullptr), 0);
+}
+
+// vLLM's order: the repetition penalty (a ratio) before the frequency and
+// presence penalties (differences).
+TEST(SamplerTest, RepetitionPenaltyComesBeforeTheCountPenalties) {
+  SamplingParams params = Params(0.0f);
+  params.repetition_penalty = 2.0f;
+  params.frequency_penalty = 0.5f;
+  // id 0: 2.0 / 2 - 0.5 = 0.5 < 0.6; the other order, (2.0 - 0.5) / 2 =
+  // 0.75, would keep id 0.
+  const std::vector<float> logits = {2.0f, 0.6f};
+  Sampler sampler(params, 2, false, 0);
+  sampler.ObserveGenerated(0);
+  EXPECT_EQ(sampler.Sample(logits.data(), 2, nullptr), 1);
+  // And the penalised value is exactly that.
+  EXPECT_EQ(sampling::PenalizeCount(sampling::PenalizeLogit(2.0f, 2.0f), 1,
+                                    0.0f, 0.5f),
+            0.5f);
+  EXPECT_EQ(sampling::PenalizeCount(2.0f, 0, 1.0f, 1.0f), 2.0f);
+  EXPECT_EQ(sampling::PenalizeCount(2.0f, 3, 0.25f, 0.5f), 0.25f);
+  EXPECT_EQ(sampling::PenalizeCount(-INFINITY, 2, -1.0f, -1.0f), -INFINITY);
+}
+
+TEST(SamplerTest, FrequencyPenaltyAppliesWhenSampling) {
+  // Two equal tokens; id 0 generated twice at 0.5 each: its logit 1.0 -> 0.0.
+  const std::vector<float> logits = {1.0f, 1.0f};
+  SamplingParams params = Params(1.0f, 43);
+  params.frequency_penalty = 0.5f;
+  Sampler sampler(params, 2, false, 0);
+  sampler.ObserveGenerated(0);
+  sampler.ObserveGenerated(0);
+  int ones = 0;
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i)
+    ones += sampler.Sample(logits.data(), 2, nullptr);
+  const double p1 = 1.0 / (1.0 + std::exp(-1.0));
+  EXPECT_NEAR(ones / double(draws), p1, 0.02);
+}
+
+TEST(SamplerTest, NonFinitePenaltiesAreOff) {
+  SamplingParams params = Params(0.0f);
+  params.presence_penalty = NAN;
+  params.frequency_penalty = INFINITY;
+  const std::vector<float> logits = {2.0f, 1.0f};
+  Sampler sampler(params, 2, false, 0);
+  for (int i = 0; i < 5; ++i) sampler.ObserveGenerated(0);
+  EXPECT_EQ(sampler.Sample(logits.data(), 2, nullptr), 0);
+  std::vector<int32_t> ids;
+  const SampleRow row = sampler.DescribeNext(&ids);
+  EXPECT_EQ(row.presence_penalty, 0.0f);
+  EXPECT_EQ(row.frequency_penalty, 0.0f);
+  EXPECT_EQ(row.counted_count, 0);
+  EXPECT_TRUE(ids.empty());
+}
+
 TEST(SamplerTest, LogprobsAreRawLogSoftmaxBestFirst) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 7.0f};
   SamplingParams params = Params(0.3f, 5);  // processing must not matter
@@ -383,6 +480,23 @@ TEST(SamplerTest, DescribeNextHoldsNormalisedParametersAndDistinctIds) {
   EXPECT_EQ(sampler.step(), 1u);
   EXPECT_EQ(sampler.DescribeNext(&seen).step, 1u);
 
+  // Generated ids: the repetition penalty's too, and (id, count) pairs
+  // after the repetition ids, each id once, in first-generated order.
+  params.presence_penalty = 0.5f;
+  params.frequency_penalty = -0.25f;
+  Sampler counted(params, 10, false, 0);
+  counted.Observe(1);
+  for (int32_t id : {4, 2, 4, -1, 10, 4, 1}) counted.ObserveGenerated(id);
+  std::vector<int32_t> ids = {7, 7};
+  const SampleRow crow = counted.DescribeNext(&ids);
+  EXPECT_EQ(crow.presence_penalty, 0.5f);
+  EXPECT_EQ(crow.frequency_penalty, -0.25f);
+  EXPECT_EQ(crow.seen_offset, 2);
+  EXPECT_EQ(crow.seen_count, 3);
+  EXPECT_EQ(crow.counted_offset, 5);
+  EXPECT_EQ(crow.counted_count, 3);
+  EXPECT_EQ(ids, (std::vector<int32_t>{7, 7, 1, 4, 2, 4, 3, 2, 1, 1, 1}));
+
   // Greedy by top-k 1 or a tiny temperature reads as temperature 0; without
   // a penalty no ids are listed.
   SamplingParams greedy = Params(1.0f);
@@ -417,6 +531,16 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
   SamplingParams penalised_greedy = Params(0.0f);
   penalised_greedy.repetition_penalty = 2.0f;
   cases.push_back(penalised_greedy);
+  SamplingParams counted_greedy = Params(0.0f);
+  counted_greedy.presence_penalty = 1.0f;
+  counted_greedy.frequency_penalty = 0.5f;
+  cases.push_back(counted_greedy);
+  SamplingParams counted = Params(0.8f, 120);
+  counted.presence_penalty = -0.5f;
+  counted.frequency_penalty = 1.5f;
+  counted.repetition_penalty = 1.1f;
+  counted.top_k = 30;
+  cases.push_back(counted);
 
   const int32_t n = 300;
   std::mt19937 rng(3);
@@ -438,8 +562,8 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
       SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(), &got);
       fed.CountDraw();
       ASSERT_EQ(got, want) << "case " << c << " step " << step;
-      self.Observe(want);
-      fed.Observe(got);
+      self.ObserveGenerated(want);
+      fed.ObserveGenerated(got);
       EXPECT_EQ(fed.step(), self.step());
     }
   }

@@ -47,7 +47,7 @@ GenerationEvent Sequence::Accept(int32_t token) {
 
 GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   GenerationEvent event;
-  sampler_.Observe(token);
+  sampler_.ObserveGenerated(token);
   last_token_ = token;
   ++generated_;
   output_.push_back(token);

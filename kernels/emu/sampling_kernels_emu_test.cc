@@ -4,12 +4,13 @@
 // skipped: glibc's exp serves both sides here, so only the order of the
 // double sums differs, which moves no decision of these cases. Covered: the
 // GPU test's random batches (kernels/testing/sampling_cases.h: greedy,
-// temperature, top-k, top-p, min-p, repetition penalty, seeds, padding ids,
-// empty rows, NaN and -inf logits, exact ties) over vocabularies that are
-// not multiples of the block width, many penalised ids, and edge rows: all
-// logits equal, all or nearly all -inf, top_k beyond the vocabulary, top_p =
-// 1 with min_p = 0, penalties over ids observed many times. CUB's sort runs
-// through tools/cuda_emu/cub_emulation.h.
+// temperature, top-k, top-p, min-p, repetition, presence and frequency
+// penalties, seeds, padding ids, empty rows, NaN and -inf logits, exact ties)
+// over vocabularies that are not multiples of the block width, many
+// penalised ids, and edge rows: all logits equal, all or nearly all -inf,
+// top_k beyond the vocabulary, top_p = 1 with min_p = 0, penalties over ids
+// observed and generated many times. CUB's sort runs through
+// tools/cuda_emu/cub_emulation.h.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,8 +18,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
+#include "engine/request.h"
 #include "engine/sampling/sampler.h"
 #include "kernels/emu/emu_test_util.h"
 #include "kernels/sampling_kernels.h"
@@ -102,28 +103,36 @@ TEST(SamplingKernelsEmuTest, RandomBatchesMatchTheHostSampler) {
   EXPECT_GT(t.compared, 150);
 }
 
-// Penalised ids by the thousand, as long contexts have them.
+// Penalised ids by the thousand, as long contexts have them: prompt ids for
+// the repetition penalty, generated ids (with counts) for the presence and
+// frequency penalties.
 TEST(SamplingKernelsEmuTest, ManyPenalisedIdsMatch) {
   Backends b;
   std::mt19937 rng(4);
   std::vector<SamplingParams> penalised;
   for (const SamplingParams& s : ParamSets()) {
-    if (s.repetition_penalty != 1.0f) penalised.push_back(s);
+    if (s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f ||
+        s.frequency_penalty != 0.0f) {
+      penalised.push_back(s);
+    }
   }
   Tally t;
-  CheckBatch(*b.cpu, b.emu, rng, 5003, 8, 1.0f, &t, 20000, penalised,
+  CheckBatch(*b.cpu, b.emu, rng, 5003, 16, 1.0f, &t, 20000, penalised,
              /*skip_near_boundary=*/false);
   EXPECT_EQ(t.mismatched, 0);
-  EXPECT_EQ(t.compared, 8);
+  EXPECT_EQ(t.compared, 16);
 }
 
-SamplingParams Params(float t, int k, float p, float min_p, float penalty) {
+SamplingParams Params(float t, int k, float p, float min_p, float penalty,
+                      float presence = 0.0f, float frequency = 0.0f) {
   SamplingParams s;
   s.temperature = t;
   s.top_k = k;
   s.top_p = p;
   s.min_p = min_p;
   s.repetition_penalty = penalty;
+  s.presence_penalty = presence;
+  s.frequency_penalty = frequency;
   return s;
 }
 
@@ -140,6 +149,9 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
   sets.push_back(Params(2.0f, 3, 1.0f, 1.0f, 1.0f));
   sets.push_back(Params(1.0f, 7, 0.3f, 0.5f, 1.7f));
   sets.push_back(Params(0.5f, 0, 1.0f, 0.0f, 0.6f));
+  sets.push_back(Params(1.0f, 0, 0.5f, 0.0f, 1.0f, 2.0f, 0.0f));
+  sets.push_back(Params(0.7f, 5, 1.0f, 0.1f, 1.3f, -2.0f, 2.0f));
+  sets.push_back(Params(0.0f, 0, 1.0f, 0.0f, 1.0f, 0.25f, -0.125f));
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::uniform_int_distribution<uint64_t> any;
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
@@ -178,11 +190,15 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
       SamplingParams params = s;
       params.seed = any(rng);
       Sampler sampler(params, vocab, false, 0);
-      // Ids observed over and over: each is penalised once.
+      // Ids observed over and over: each is penalised once by the
+      // repetition penalty; generated ones by their count.
       for (int rep = 0; rep < 4; ++rep) {
         for (int i = 0; i < 40; ++i) sampler.Observe((i * 37) % vocab);
         sampler.Observe(vocab - 1);
         sampler.Observe(0);
+        for (int i = 0; i <= rep; ++i) sampler.ObserveGenerated(id(rng));
+        sampler.ObserveGenerated(vocab - 1);
+        sampler.ObserveGenerated(0);
       }
       SampleRow row = sampler.DescribeNext(&b.seen);
       row.step = any(rng) % 1000;

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/request.h"
 #include "engine/backend/sample_row.h"
-#include "engine/sampling/sampler.h"
 #include "engine/backend/sampling_math.h"
+#include "engine/request.h"
+#include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
 #include "kernels/testing/parity_util.h"
 
@@ -46,6 +46,15 @@ inline bool NearBoundary(const float* raw, int vocab, float logit_scale,
       const int32_t id = seen_ids[row.seen_offset + j];
       if (id >= 0 && id < v) {
         pen[id] = sampling::PenalizeLogit(pen[id], row.repetition_penalty);
+      }
+    }
+  }
+  if (row.presence_penalty != 0.0f || row.frequency_penalty != 0.0f) {
+    for (int j = 0; j < row.counted_count; ++j) {
+      const int32_t* pair = seen_ids + row.counted_offset + 2 * j;
+      if (pair[0] >= 0 && pair[0] < v) {
+        pen[pair[0]] = sampling::PenalizeCount(
+            pen[pair[0]], pair[1], row.presence_penalty, row.frequency_penalty);
       }
     }
   }
@@ -116,13 +125,16 @@ inline bool NearBoundary(const float* raw, int vocab, float logit_scale,
 
 inline std::vector<SamplingParams> ParamSets() {
   std::vector<SamplingParams> sets;
-  const auto add = [&](float t, int k, float p, float min_p, float penalty) {
+  const auto add = [&](float t, int k, float p, float min_p, float penalty,
+                       float presence = 0.0f, float frequency = 0.0f) {
     SamplingParams s;
     s.temperature = t;
     s.top_k = k;
     s.top_p = p;
     s.min_p = min_p;
     s.repetition_penalty = penalty;
+    s.presence_penalty = presence;
+    s.frequency_penalty = frequency;
     sets.push_back(s);
   };
   add(0.0f, 0, 1.0f, 0.0f, 1.0f);   // greedy
@@ -141,6 +153,14 @@ inline std::vector<SamplingParams> ParamSets() {
   add(1.0f, 0, 1.0f, 0.0f, 1.3f);     // penalty
   add(0.9f, 40, 0.9f, 0.02f, 0.8f);   // everything, penalty below 1
   add(1.1f, 300, 0.95f, 0.0f, 1.2f);  // top-k then top-p
+  // Presence and frequency penalties (over the generated ids), alone, with
+  // the repetition penalty, negative, greedy.
+  add(1.0f, 0, 1.0f, 0.0f, 1.0f, 0.5f, 0.3f);
+  add(0.0f, 0, 1.0f, 0.0f, 1.0f, 1.5f, 0.0f);
+  add(0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.7f);
+  add(0.8f, 20, 0.9f, 0.0f, 1.2f, -0.5f, 0.7f);
+  add(1.2f, 0, 1.0f, 0.05f, 1.0f, 0.0f, -1.0f);
+  add(0.9f, 0, 0.8f, 0.0f, 1.0f, 2.0f, 2.0f);
   return sets;
 }
 
@@ -189,7 +209,8 @@ struct Batch {
 
 // m random rows: parameters from `sets` with random seeds and steps, logits
 // of every RowLogits kind, padding ids on every fourth row, an empty row 5,
-// and up to max_seen observed ids (some out of range, repeats) a row.
+// up to max_seen observed prompt ids (some out of range, repeats) a row,
+// and up to max_seen / 2 generated ids, many of them generated many times.
 inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
                        const std::vector<SamplingParams>& sets = ParamSets()) {
   std::uniform_int_distribution<int> pick(0, static_cast<int>(sets.size()) - 1);
@@ -210,6 +231,27 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
     std::uniform_int_distribution<int> count(0, max_seen);
     std::uniform_int_distribution<int32_t> id(-3, vocab + 3);
     for (int s = count(rng); s > 0; --s) sampler.Observe(id(rng));
+    std::uniform_int_distribution<int32_t> few(-2, std::min(vocab, 40));
+    for (int s = count(rng) / 2; s > 0; --s) {
+      sampler.ObserveGenerated(s % 2 == 0 ? few(rng) : id(rng));
+    }
+    // A model's output repeats its likeliest tokens: some of the row's best
+    // ids were generated a few times, so the penalties decide draws.
+    if (valid > 0) {
+      std::vector<int32_t> best(static_cast<size_t>(valid));
+      for (int32_t i = 0; i < valid; ++i) best[i] = i;
+      const size_t top = std::min<size_t>(6, best.size());
+      std::partial_sort(best.begin(), best.begin() + top, best.end(),
+                        [&](int32_t a, int32_t b) {
+                          return sampling::RanksAbove(
+                              sampling::SanitizeLogit(row_logits[a]), a,
+                              sampling::SanitizeLogit(row_logits[b]), b);
+                        });
+      std::uniform_int_distribution<int> times(0, 3);
+      for (size_t i = 0; i < top; ++i) {
+        for (int t = times(rng); t > 0; --t) sampler.ObserveGenerated(best[i]);
+      }
+    }
     SampleRow row = sampler.DescribeNext(&b.seen);
     row.step = any(rng) % 1000000;
     b.rows.push_back(row);
@@ -253,8 +295,11 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
                     << got[0][j] << ", " << device.name() << " " << got[1][j]
                     << " (t " << r.temperature << ", k " << r.top_k << ", p "
                     << r.top_p << ", min_p " << r.min_p << ", penalty "
-                    << r.repetition_penalty << ", seen " << r.seen_count
-                    << ", seed " << r.seed << ", step " << r.step << ")";
+                    << r.repetition_penalty << ", presence "
+                    << r.presence_penalty << ", frequency "
+                    << r.frequency_penalty << ", seen " << r.seen_count
+                    << ", counted " << r.counted_count << ", seed " << r.seed
+                    << ", step " << r.step << ")";
     }
   }
 }

@@ -205,6 +205,65 @@ def test_logprobs(client):
         assert logprob == max(top.values())
 
 
+def test_presence_and_frequency_penalties_follow_openai(client):
+    """Greedy: each chosen token has the best logit once the penalties of the
+    tokens generated before it are subtracted (frequency_penalty per earlier
+    time, presence_penalty once; the prompt's tokens do not count). The
+    logprobs are the model's own, and a log-softmax differs from the logits
+    by one constant per step, so ranking them ranks the logits."""
+    presence, frequency = 0.5, 0.7
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=48,
+                                  temperature=0, logprobs=5,
+                                  presence_penalty=presence,
+                                  frequency_penalty=frequency)
+    lp = c.choices[0].logprobs
+    counts = {}
+    penalised_choices = 0
+    for token, top in zip(lp.tokens, lp.top_logprobs):
+        def score(t):
+            n = counts.get(t, 0)
+            return top[t] - frequency * n - (presence if n else 0.0)
+        best = max(top, key=score)
+        assert score(token) >= score(best) - 1e-5, (token, top, counts)
+        # Without the penalties another token would have won.
+        penalised_choices += top[token] < max(top.values())
+        counts[token] = counts.get(token, 0) + 1
+    assert penalised_choices > 0
+    plain = client.completions.create(model=MODEL_ID, prompt=PROMPT,
+                                      max_tokens=48, temperature=0)
+    assert c.choices[0].text != plain.choices[0].text
+
+    def most_repeated(text):
+        return max(text.count(ch) for ch in set(text))
+    # Positive penalties repeat less; negative ones repeat more.
+    assert most_repeated(c.choices[0].text) < most_repeated(plain.choices[0].text)
+    eager = client.completions.create(model=MODEL_ID, prompt=PROMPT,
+                                      max_tokens=48, temperature=0,
+                                      presence_penalty=-2, frequency_penalty=-2)
+    assert most_repeated(eager.choices[0].text) > \
+        most_repeated(plain.choices[0].text)
+
+
+def test_penalties_give_the_same_tokens_over_grpc(server, client, pb):
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=40,
+                                  temperature=0.9, seed=5, presence_penalty=0.8,
+                                  frequency_penalty=-0.4,
+                                  extra_body={"repetition_penalty": 1.1})
+    messages = grpc_generate(server, pb, pb.GenerateRequest(
+        text=PROMPT,
+        sampling=pb.SamplingParams(temperature=0.9, seed=5, presence_penalty=0.8,
+                                   frequency_penalty=-0.4,
+                                   repetition_penalty=1.1),
+        stopping=pb.StoppingCriteria(max_new_tokens=40)))
+    assert "".join(m.text for m in messages) == c.choices[0].text
+    # Out of range over gRPC: INVALID_ARGUMENT naming the field.
+    with pytest.raises(grpc.RpcError) as info:
+        grpc_generate(server, pb, pb.GenerateRequest(
+            text=PROMPT, sampling=pb.SamplingParams(frequency_penalty=2.5)))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "sampling.frequency_penalty" in info.value.details()
+
+
 # ------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("kwargs,param", [
@@ -215,8 +274,8 @@ def test_logprobs(client):
     (dict(max_tokens=100000), "max_tokens"),
     (dict(logprobs=50), "logprobs"),
     (dict(n=2), "n"),
-    (dict(presence_penalty=0.5), "presence_penalty"),
-    (dict(frequency_penalty=0.5), "frequency_penalty"),
+    (dict(presence_penalty=2.5), "presence_penalty"),
+    (dict(frequency_penalty=-3), "frequency_penalty"),
     (dict(stop=[""]), "stop"),
     (dict(prompt=""), "prompt"),
     (dict(prompt=[100000]), "prompt"),
