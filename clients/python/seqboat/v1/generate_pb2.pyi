@@ -84,20 +84,24 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., layer_kinds: _Optional[_Iterable[str]] = ..., vocab_size: _Optional[int] = ..., eos_token_id: _Optional[int] = ..., max_slots: _Optional[int] = ..., max_queue: _Optional[int] = ..., max_new_tokens_limit: _Optional[int] = ..., max_prompt_tokens: _Optional[int] = ..., backend: _Optional[str] = ..., state_bytes_per_slot: _Optional[int] = ..., prefix_cache_bytes: _Optional[int] = ...) -> None: ...
 
 class SamplingParams(_message.Message):
-    __slots__ = ["min_p", "repetition_penalty", "seed", "temperature", "top_k", "top_p"]
+    __slots__ = ["frequency_penalty", "min_p", "presence_penalty", "repetition_penalty", "seed", "temperature", "top_k", "top_p"]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
     MIN_P_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     REPETITION_PENALTY_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     TOP_P_FIELD_NUMBER: _ClassVar[int]
+    frequency_penalty: float
     min_p: float
+    presence_penalty: float
     repetition_penalty: float
     seed: int
     temperature: float
     top_k: int
     top_p: float
-    def __init__(self, temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    def __init__(self, temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
 class StoppingCriteria(_message.Message):
     __slots__ = ["ignore_eos", "max_new_tokens", "stop", "stop_token_ids"]
