@@ -35,6 +35,8 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
                   temperature: Optional[float] = None, top_k: Optional[int] = None,
                   top_p: Optional[float] = None, min_p: Optional[float] = None,
                   repetition_penalty: Optional[float] = None,
+                  presence_penalty: Optional[float] = None,
+                  frequency_penalty: Optional[float] = None,
                   seed: Optional[int] = None,
                   stop: Union[str, Sequence[str], None] = None,
                   stop_token_ids: Optional[Sequence[int]] = None,
@@ -57,7 +59,9 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
         _set(r, "request_id", request_id, "request_id")
     for name, value in (("temperature", temperature), ("top_k", top_k),
                         ("top_p", top_p), ("min_p", min_p),
-                        ("repetition_penalty", repetition_penalty), ("seed", seed)):
+                        ("repetition_penalty", repetition_penalty),
+                        ("presence_penalty", presence_penalty),
+                        ("frequency_penalty", frequency_penalty), ("seed", seed)):
         if value is not None:
             _set(r.sampling, name, value, name)
     if max_tokens is not None:
@@ -153,7 +157,9 @@ class Client:
     def stream(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
                temperature: Optional[float] = None, top_k: Optional[int] = None,
                top_p: Optional[float] = None, min_p: Optional[float] = None,
-               repetition_penalty: Optional[float] = None, seed: Optional[int] = None,
+               repetition_penalty: Optional[float] = None,
+               presence_penalty: Optional[float] = None,
+               frequency_penalty: Optional[float] = None, seed: Optional[int] = None,
                stop: Union[str, Sequence[str], None] = None,
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
@@ -167,6 +173,7 @@ class Client:
         request = build_request(
             prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
             seed=seed, stop=stop, stop_token_ids=stop_token_ids,
             ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id)
         return Stream(self._stub.Generate(request, timeout=self._deadline(timeout)))
@@ -174,7 +181,9 @@ class Client:
     def generate(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
                  temperature: Optional[float] = None, top_k: Optional[int] = None,
                  top_p: Optional[float] = None, min_p: Optional[float] = None,
-                 repetition_penalty: Optional[float] = None, seed: Optional[int] = None,
+                 repetition_penalty: Optional[float] = None,
+                 presence_penalty: Optional[float] = None,
+                 frequency_penalty: Optional[float] = None, seed: Optional[int] = None,
                  stop: Union[str, Sequence[str], None] = None,
                  stop_token_ids: Optional[Sequence[int]] = None,
                  ignore_eos: bool = False, logprobs: Optional[int] = None,
@@ -185,7 +194,9 @@ class Client:
         acc = _Accumulator()
         with self.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, min_p=min_p,
-                         repetition_penalty=repetition_penalty, seed=seed,
+                         repetition_penalty=repetition_penalty,
+                         presence_penalty=presence_penalty,
+                         frequency_penalty=frequency_penalty, seed=seed,
                          stop=stop, stop_token_ids=stop_token_ids,
                          ignore_eos=ignore_eos, logprobs=logprobs,
                          request_id=request_id, timeout=timeout) as s:
@@ -296,7 +307,9 @@ class AsyncClient:
     def stream(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
                temperature: Optional[float] = None, top_k: Optional[int] = None,
                top_p: Optional[float] = None, min_p: Optional[float] = None,
-               repetition_penalty: Optional[float] = None, seed: Optional[int] = None,
+               repetition_penalty: Optional[float] = None,
+               presence_penalty: Optional[float] = None,
+               frequency_penalty: Optional[float] = None, seed: Optional[int] = None,
                stop: Union[str, Sequence[str], None] = None,
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
@@ -306,6 +319,7 @@ class AsyncClient:
         request = build_request(
             prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
             seed=seed, stop=stop, stop_token_ids=stop_token_ids,
             ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id)
         return AsyncStream(self._stub.Generate(request, timeout=self._deadline(timeout)))
@@ -314,6 +328,8 @@ class AsyncClient:
                        temperature: Optional[float] = None, top_k: Optional[int] = None,
                        top_p: Optional[float] = None, min_p: Optional[float] = None,
                        repetition_penalty: Optional[float] = None,
+                       presence_penalty: Optional[float] = None,
+                       frequency_penalty: Optional[float] = None,
                        seed: Optional[int] = None,
                        stop: Union[str, Sequence[str], None] = None,
                        stop_token_ids: Optional[Sequence[int]] = None,
@@ -324,7 +340,9 @@ class AsyncClient:
         acc = _Accumulator()
         async with self.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, min_p=min_p,
-                               repetition_penalty=repetition_penalty, seed=seed,
+                               repetition_penalty=repetition_penalty,
+                               presence_penalty=presence_penalty,
+                               frequency_penalty=frequency_penalty, seed=seed,
                                stop=stop, stop_token_ids=stop_token_ids,
                                ignore_eos=ignore_eos, logprobs=logprobs,
                                request_id=request_id, timeout=timeout) as s:

@@ -61,10 +61,15 @@ def test_committed_stubs_equal_a_fresh_generation(tmp_path):
 
 def test_generate_equals_the_raw_stub(server, client):
     r = client.generate(PROMPT, max_tokens=40, temperature=0.8, top_k=50, seed=11,
-                        ignore_eos=True)
+                        presence_penalty=0.5, frequency_penalty=0.25, ignore_eos=True)
     raw = raw_generate(server, pb.GenerateRequest(
-        text=PROMPT, sampling=pb.SamplingParams(temperature=0.8, top_k=50, seed=11),
+        text=PROMPT, sampling=pb.SamplingParams(temperature=0.8, top_k=50, seed=11,
+                                                presence_penalty=0.5,
+                                                frequency_penalty=0.25),
         stopping=pb.StoppingCriteria(max_new_tokens=40, ignore_eos=True)))
+    unpenalized = client.generate(PROMPT, max_tokens=40, temperature=0.8, top_k=50,
+                                  seed=11, ignore_eos=True)
+    assert unpenalized.token_ids != r.token_ids  # the penalties reached the server
     assert r.token_ids == tuple(t for m in raw for t in m.token_ids)
     assert r.text == "".join(m.text for m in raw)
     assert r.request_id and r.request_id != raw[0].request_id  # the server's, per call
@@ -135,6 +140,8 @@ def test_logprobs(client):
 @pytest.mark.parametrize("kwargs, field", [
     (dict(temperature=-1), "temperature"),
     (dict(top_p=2), "top_p"),
+    (dict(presence_penalty=2.5), "presence_penalty"),
+    (dict(frequency_penalty=-3), "frequency_penalty"),
     (dict(max_tokens=LONG + 1), "max_new_tokens"),
     (dict(logprobs=21), "top_n"),
     (dict(stop=["x"] * 17), "stop"),
