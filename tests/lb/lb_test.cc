@@ -1,14 +1,22 @@
 // Three seqboat_server replicas behind Debian's nginx (grpc_pass, balancing
 // each HTTP/2 stream), driven by the seqboat_load client.
+//
+// The kill test's scale comes from the environment, so that the same test runs
+// larger outside CI (tests/lb/kill_at_scale.sh): SEQBOAT_LB_KILL_STREAMS
+// (default 300), SEQBOAT_LB_KILL_CONCURRENCY (30), SEQBOAT_LB_KILL_OUTPUT_LEN
+// (256 tokens per stream).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,6 +31,15 @@ namespace {
 constexpr int kReplicas = 3;
 constexpr int kRequests = 60;
 constexpr int kConcurrency = 6;
+constexpr char kOkCalls[] =
+    "seqboat_requests_total{code=\"OK\",frontend=\"grpc\"}";
+
+int EnvInt(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  int n;
+  return value != nullptr && absl::SimpleAtoi(value, &n) && n > 0 ? n
+                                                                  : fallback;
+}
 
 std::string MakeTempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -41,7 +58,7 @@ class LbTest : public ::testing::Test {
     for (int i = 0; i < kReplicas; ++i) {
       // One CPU thread each: three replicas share two cores with the client.
       auto replica =
-          StartReplica(dir_, i, {"--max_slots=4", "--cpu_threads=1"});
+          StartReplica(dir_, i, {"--max_slots=8", "--cpu_threads=1"});
       ASSERT_TRUE(replica.ok()) << replica.status();
       upstreams.push_back(replica->grpc_address);
       replicas_.push_back(*std::move(replica));
@@ -62,13 +79,14 @@ class LbTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<ChildProcess> StartLoad(int output_len,
+  std::unique_ptr<ChildProcess> StartLoad(int requests, int concurrency,
+                                          int output_len,
                                           const std::string& result) {
     auto load = ChildProcess::Start(
         {"clients/load/seqboat_load",
          absl::StrCat("--target=127.0.0.1:", lb_port_),
-         absl::StrCat("--concurrency=", kConcurrency),
-         absl::StrCat("--num_requests=", kRequests), "--input_len=16",
+         absl::StrCat("--concurrency=", concurrency),
+         absl::StrCat("--num_requests=", requests), "--input_len=16",
          absl::StrCat("--output_len=", output_len), "--seed=7",
          "--request_timeout_s=120", "--progress=false", "--save_requests",
          "--result_json=" + result},
@@ -77,8 +95,9 @@ class LbTest : public ::testing::Test {
     return load.ok() ? *std::move(load) : nullptr;
   }
 
-  nlohmann::json FinishLoad(ChildProcess& load, const std::string& result) {
-    std::optional<int> code = load.WaitForExit(absl::Seconds(240));
+  nlohmann::json FinishLoad(ChildProcess& load, const std::string& result,
+                            absl::Duration timeout = absl::Seconds(240)) {
+    std::optional<int> code = load.WaitForExit(timeout);
     EXPECT_EQ(code, 0) << ReadFileOrEmpty(load.stderr_path());
     return nlohmann::json::parse(ReadFileOrEmpty(result), nullptr, false);
   }
@@ -89,6 +108,10 @@ class LbTest : public ::testing::Test {
     return got.ok() ? got->second : "";
   }
 
+  double Sample(const Replica& r, const std::string& series) {
+    return SampleValue(Metrics(r), series).value_or(-1);
+  }
+
   std::string dir_;
   std::vector<Replica> replicas_;
   int lb_port_ = 0;
@@ -97,7 +120,7 @@ class LbTest : public ::testing::Test {
 
 TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
   const std::string result = dir_ + "/result.json";
-  auto load = StartLoad(/*output_len=*/32, result);
+  auto load = StartLoad(kRequests, kConcurrency, /*output_len=*/32, result);
   ASSERT_NE(load, nullptr);
   const nlohmann::json out = FinishLoad(*load, result);
   ASSERT_FALSE(out.is_discarded());
@@ -113,10 +136,7 @@ TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
   double ok_calls = 0, generated = 0;
   for (int i = 0; i < kReplicas; ++i) {
     const std::string text = Metrics(replicas_[i]);
-    const double ok =
-        SampleValue(text,
-                    "seqboat_requests_total{code=\"OK\",frontend=\"grpc\"}")
-            .value_or(0);
+    const double ok = SampleValue(text, kOkCalls).value_or(0);
     // Per-stream balancing spreads 60 streams over all three.
     EXPECT_GT(ok, 0) << "replica " << i << " served no stream";
     ok_calls += ok;
@@ -128,65 +148,136 @@ TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
   EXPECT_EQ(generated, static_cast<double>(client_tokens));
 }
 
-TEST_F(LbTest, KillingAReplicaFailsOnlyTheStreamsItServed) {
+// A few hundred streams over the three; a third of the way through, the
+// busiest replica is SIGKILLed. The streams it held fail; no other does, each
+// of the others gets every token, and the two survivors end idle.
+TEST_F(LbTest, KillingAReplicaMidLoadFailsOnlyTheStreamsOnIt) {
+  const int streams = EnvInt("SEQBOAT_LB_KILL_STREAMS", 300);
+  const int concurrency = EnvInt("SEQBOAT_LB_KILL_CONCURRENCY", 30);
+  const int output_len = EnvInt("SEQBOAT_LB_KILL_OUTPUT_LEN", 256);
   const std::string result = dir_ + "/result.json";
-  auto load = StartLoad(/*output_len=*/256, result);
+  const absl::Time start = absl::Now();
+  auto load = StartLoad(streams, concurrency, output_len, result);
   ASSERT_NE(load, nullptr);
-  Replica& victim = replicas_[0];
-  // Kill it while it is serving streams (polled, bounded).
-  bool serving = false;
-  for (const absl::Time end = absl::Now() + absl::Seconds(60);
-       !serving && absl::Now() < end && load->Running();) {
-    serving = SampleValue(Metrics(victim), "seqboat_num_requests_running")
-                  .value_or(0) >= 1;
-    if (!serving) absl::SleepFor(absl::Milliseconds(10));
+
+  // Wait (bounded) until a third of the streams are done and a replica holds
+  // half a replica's share of the streams in flight or more (they start and
+  // end in waves), or, from half of them done, any; then kill that replica.
+  const int busy_enough = std::max(1, concurrency / kReplicas / 2);
+  auto ready = [&](double done, double busy) {
+    return done * 3 >= streams &&
+           (busy >= busy_enough || (done * 2 >= streams && busy >= 1));
+  };
+  double done = 0, victim_busy = 0;
+  int v = 0;
+  for (const absl::Time end = absl::Now() + absl::Seconds(120);
+       absl::Now() < end && load->Running();
+       absl::SleepFor(absl::Milliseconds(20))) {
+    done = 0;
+    victim_busy = 0;
+    for (int i = 0; i < kReplicas; ++i) {
+      const std::string text = Metrics(replicas_[i]);
+      done += SampleValue(text, kOkCalls).value_or(0);
+      const double busy =
+          SampleValue(text, "seqboat_num_requests_running").value_or(0) +
+          SampleValue(text, "seqboat_num_requests_waiting").value_or(0);
+      if (busy > victim_busy) {
+        victim_busy = busy;
+        v = i;
+      }
+    }
+    if (ready(done, victim_busy)) break;
   }
-  ASSERT_TRUE(serving) << "the victim never had a running stream";
+  ASSERT_TRUE(ready(done, victim_busy))
+      << "the load ended or stalled before the kill: " << done << " done, "
+      << victim_busy << " on the busiest replica";
+  Replica& victim = replicas_[v];
+  std::vector<const Replica*> survivors;
+  for (int i = 0; i < kReplicas; ++i) {
+    if (i != v) survivors.push_back(&replicas_[i]);
+  }
   victim.process->Signal(SIGKILL);
   ASSERT_TRUE(victim.process->WaitForExit(absl::Seconds(10)).has_value() ||
               !victim.process->Running());
+  const absl::Duration kill_at = absl::Now() - start;
 
-  const nlohmann::json out = FinishLoad(*load, result);
+  const nlohmann::json out = FinishLoad(*load, result, absl::Seconds(600));
   ASSERT_FALSE(out.is_discarded());
-  ASSERT_EQ(out["requests"].size(), static_cast<size_t>(kRequests));
+  ASSERT_EQ(out["requests"].size(), static_cast<size_t>(streams));
 
-  std::set<std::string> on_victim, on_survivors;
+  // Where each stream went: the survivors log every stream they accept. Any
+  // other stream went to the victim (whose log may lack a stream nginx handed
+  // it just before the kill).
+  std::set<std::string> on_victim_log, on_survivors;
   for (const std::string& id :
        AcceptedRequestIds(ReadFileOrEmpty(victim.process->stderr_path()))) {
-    on_victim.insert(id);
+    on_victim_log.insert(id);
   }
-  double survivors_ok = 0;
-  for (int i = 1; i < kReplicas; ++i) {
-    for (const std::string& id : AcceptedRequestIds(
-             ReadFileOrEmpty(replicas_[i].process->stderr_path()))) {
-      on_survivors.insert(id);
+  for (const Replica* r : survivors) {
+    for (const std::string& id :
+         AcceptedRequestIds(ReadFileOrEmpty(r->process->stderr_path()))) {
+      EXPECT_TRUE(on_survivors.insert(id).second) << id << " ran twice";
     }
-    survivors_ok += SampleValue(Metrics(replicas_[i]),
-                                "seqboat_requests_total{code=\"OK\","
-                                "frontend=\"grpc\"}")
-                        .value_or(0);
   }
-  int failed = 0;
+  int failed = 0, on_victim = 0, completed_on_victim = 0;
   for (const auto& r : out["requests"]) {
     const std::string id = r["request_id"];
-    const std::string status = r["status"];
-    if (status != "OK") {
-      ++failed;
-      // A failed stream was the victim's: no survivor saw it. (The victim
-      // may not have logged a stream nginx handed it just before the kill,
-      // so its own log cannot be the test.)
-      EXPECT_EQ(on_survivors.count(id), 0u)
-          << id << " failed with " << status << " but a survivor had it";
+    const bool ok = r["status"] == "OK";
+    failed += !ok;
+    if (on_survivors.count(id)) {
+      EXPECT_TRUE(ok) << id << " failed with " << r["status"]
+                      << " on a surviving replica";
     } else {
-      EXPECT_TRUE(on_victim.count(id) || on_survivors.count(id)) << id;
-      EXPECT_EQ(r["output_tokens"], 256) << id;
+      ++on_victim;
+      if (ok) {
+        ++completed_on_victim;
+        EXPECT_TRUE(on_victim_log.count(id))
+            << id << " completed, but no replica logged accepting it";
+      }
+    }
+    if (ok) {
+      EXPECT_EQ(r["output_tokens"], output_len) << id;
+      EXPECT_EQ(r["received_tokens"], output_len) << id;
     }
   }
+  std::cout << "lb kill: " << streams << " streams (concurrency " << concurrency
+            << ", " << output_len << " tokens each), " << failed << " failed, "
+            << on_victim << " routed to the killed replica ("
+            << completed_on_victim << " completed before the kill; "
+            << victim_busy
+            << " running or queued there at the last look before it; replica "
+            << v << "), " << on_survivors.size()
+            << " on the survivors, all complete; kill at "
+            << absl::FormatDuration(kill_at) << ", load done at "
+            << absl::FormatDuration(absl::Now() - start) << std::endl;
   EXPECT_GE(failed, 1) << "killing a serving replica failed no stream";
-  EXPECT_LE(failed, kConcurrency);
+  // At most what the client had in flight, all of it on the victim.
+  EXPECT_LE(failed, concurrency);
   EXPECT_EQ(out["failed"], failed);
-  // The survivors finished everything they were given.
+  EXPECT_EQ(out["completed"], streams - failed);
+
+  // The survivors served exactly the streams they logged, to the last token,
+  // and hold nothing now: no request running or queued, every slot free.
+  double survivors_ok = 0, survivors_tokens = 0;
+  for (const Replica* r : survivors) {
+    for (const char* series :
+         {"seqboat_num_requests_running", "seqboat_num_requests_waiting",
+          "seqboat_state_slots_used"}) {
+      double value = -1;
+      for (const absl::Time end = absl::Now() + absl::Seconds(10);
+           absl::Now() < end; absl::SleepFor(absl::Milliseconds(50))) {
+        if ((value = Sample(*r, series)) == 0) break;
+      }
+      EXPECT_EQ(value, 0) << series << " on the survivor at "
+                          << r->grpc_address;
+    }
+    survivors_ok += Sample(*r, kOkCalls);
+    survivors_tokens +=
+        Sample(*r, "seqboat_generation_tokens_total{frontend=\"grpc\"}");
+  }
   EXPECT_EQ(survivors_ok, static_cast<double>(on_survivors.size()));
+  EXPECT_EQ(survivors_tokens,
+            static_cast<double>(on_survivors.size()) * output_len);
 }
 
 }  // namespace
