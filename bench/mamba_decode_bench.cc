@@ -1,18 +1,26 @@
 // Decode throughput of the CPU backend on the 130M Mamba shape (random
-// weights), printed next to this machine's limits measured in the same run:
-// the BLAS GEMM rate at the step's exact shapes and the memory bandwidth.
-// --kind=mamba2 runs state-spaces/mamba2-130m's shape instead (d_model 768,
-// 24 layers, head_dim 64, d_state 128), whose state per sequence is ~7x
-// Mamba-1's.
+// weights), per batch size and weight type, printed next to this machine's
+// limits measured in the same run: the GEMM rate at the step's exact shapes
+// (the backend's own kernel, and OpenBLAS's sgemm measured in a child
+// process so that the two thread pools never fight), the memory bandwidth
+// and the bound it puts on a step that reads every weight once. Then prefill,
+// and each weight type's logits against fp32's (teacher-forced: max logit
+// error, argmax agreement). --kind=mamba2 runs state-spaces/mamba2-130m's
+// shape instead (d_model 768, 24 layers, head_dim 64, d_state 128).
 //
 //   bazel run -c opt //bench:mamba_decode_bench --
-//   [--kind=mamba1|mamba2] [--batches=1,8,32,128]
+//   [--kind=mamba1|mamba2] [--batches=1,8,32,128] [--weights=fp32,bf16,int8]
+//   [--isa=auto|avx2|avx512]
 #include <cblas.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -27,6 +35,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mamba2.h"
+#include "engine/model/config.h"
 #include "engine/model/model.h"
 
 ABSL_FLAG(std::string, model_dir, "",
@@ -36,6 +45,13 @@ ABSL_FLAG(std::string, kind, "mamba1",
 ABSL_FLAG(std::string, scratch_dir, "/tmp/seqboat-bench-mamba130m",
           "where the random model goes (with -mamba2 appended for mamba2)");
 ABSL_FLAG(std::string, batches, "1,8,32,128", "decode batch sizes");
+ABSL_FLAG(std::string, weights, "fp32,bf16,int8",
+          "CPU weight types to run (fp32, bf16, fp16, int8)");
+ABSL_FLAG(std::string, isa, "auto", "CPU instruction set: auto, avx2, avx512");
+ABSL_FLAG(int, accuracy_tokens, 48,
+          "teacher-forced tokens for the logit comparison with fp32 (0 skips)");
+ABSL_FLAG(bool, blas_child, false,
+          "internal: measure OpenBLAS at --batches and print the rates");
 ABSL_FLAG(int, steps, 12, "timed decode steps per batch size");
 ABSL_FLAG(int, prefill_tokens, 2048, "prompt length for the prefill figure");
 ABSL_FLAG(int, prefill_chunk, 512, "prefill chunk (rows per step)");
@@ -84,15 +100,23 @@ StepShapes ShapesOf(const ModelConfig& cfg) {
   return s;
 }
 
-// GFLOP/s of the step's GEMMs alone at batch b, through the backend's GEMM
-// (the engine's own kernel) or, for comparison, OpenBLAS's sgemm.
-double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b,
-                       bool openblas) {
-  std::mt19937 rng(1);
+// GFLOP/s of the step's GEMMs alone at batch b: through the backend's GEMM
+// (its own kernel, on matrices in its weight type) or OpenBLAS's sgemm.
+double MeasureGemmRate(Backend* be, const StepShapes& shapes, int b) {
   std::vector<std::vector<float>> ws;
+  std::vector<Matrix> mats;
   size_t max_cols = 0, max_rows = 0;
   for (auto [rows, cols] : shapes.mats) {
     ws.emplace_back(static_cast<size_t>(rows) * cols, 0.01f);
+    if (be != nullptr) {
+      auto m = be->UploadMatrix(ws.back().data(), rows, cols);
+      if (!m.ok()) {
+        std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+        std::exit(1);
+      }
+      mats.push_back(*m);
+      ws.back() = {};  // the backend keeps its own packed copy
+    }
     max_cols = std::max<size_t>(max_cols, cols);
     max_rows = std::max<size_t>(max_rows, rows);
   }
@@ -100,16 +124,14 @@ double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b,
   std::vector<double> t;
   for (int rep = 0; rep < 7; ++rep) {
     const auto a = Clock::now();
-    for (size_t i = 0; i < ws.size(); ++i) {
-      Matrix m{ws[i].data(), shapes.mats[i].first, shapes.mats[i].second};
-      const int rows = static_cast<int>(m.rows),
-                cols = static_cast<int>(m.cols);
-      if (openblas) {
+    for (size_t i = 0; i < shapes.mats.size(); ++i) {
+      const int rows = shapes.mats[i].first, cols = shapes.mats[i].second;
+      if (be == nullptr) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, rows, cols,
                     1.0f, x.data(), cols, ws[i].data(), cols, 0.0f, y.data(),
                     rows);
       } else {
-        be.Gemm(x.data(), cols, b, m, nullptr, y.data(), rows, false);
+        be->Gemm(x.data(), cols, b, mats[i], nullptr, y.data(), rows, false);
       }
     }
     t.push_back(Seconds(a, Clock::now()));
@@ -117,12 +139,65 @@ double MeasureGemmRate(Backend& be, const StepShapes& shapes, int b,
   return shapes.flops_per_token * b / Median(t) / 1e9;
 }
 
-int Run() {
+std::vector<int> Batches() {
   std::vector<int> batches;
   for (absl::string_view p :
        absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int b;
     if (absl::SimpleAtoi(p, &b) && b > 0) batches.push_back(b);
+  }
+  return batches;
+}
+
+// The child's side: OpenBLAS alone in its process, rates on stdout.
+int BlasChild(const std::string& dir) {
+  auto cfg = LoadModelConfig(dir + "/config.json");
+  if (!cfg.ok()) return 1;
+  const StepShapes shapes = ShapesOf(*cfg);
+  for (int b : Batches()) {
+    std::printf("%d %.3f\n", b, MeasureGemmRate(nullptr, shapes, b));
+  }
+  return 0;
+}
+
+// OpenBLAS's rate per batch size, from a child process of this binary.
+std::map<int, double> BlasRates(const std::string& dir) {
+  std::map<int, double> out;
+  // popen runs a shell, whose /proc/self/exe is the shell: resolve it here.
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return out;
+  const std::string cmd = std::string(self) + " --blas_child --model_dir='" +
+                          dir + "' --batches=" + absl::GetFlag(FLAGS_batches);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  int b;
+  double rate;
+  while (std::fscanf(p, "%d %lf", &b, &rate) == 2) out[b] = rate;
+  pclose(p);
+  return out;
+}
+
+// Logits of every position of `tokens` fed one decode step at a time.
+std::vector<float> TeacherForcedLogits(Model& model, int slot,
+                                       const std::vector<int32_t>& tokens) {
+  const int64_t v = model.vocab_size();
+  std::vector<float> out(tokens.size() * v);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    Segment seg{slot, 0, 1};
+    int32_t row = 0;
+    if (!model.Forward(&tokens[t], 1, &seg, 1, &row, 1, out.data() + t * v)
+             .ok()) {
+      std::exit(1);
+    }
+  }
+  return out;
+}
+
+int Run() {
+  const std::vector<int> batches = Batches();
+  if (batches.empty()) return 1;
+  if (absl::GetFlag(FLAGS_blas_child)) {
+    return BlasChild(absl::GetFlag(FLAGS_model_dir));
   }
   const int max_b = *std::max_element(batches.begin(), batches.end());
   std::string dir = absl::GetFlag(FLAGS_model_dir);
@@ -144,69 +219,129 @@ int Run() {
       return 1;
     }
   }
-  auto backend = MakeCpuBackend();
-  const int chunk = absl::GetFlag(FLAGS_prefill_chunk);
-  auto loaded = Model::Load(dir, *backend, {max_b + 1, std::max(chunk, max_b)});
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
-    return 1;
-  }
-  Model& model = **loaded;
-  const StepShapes shapes = ShapesOf(model.config());
-  const double state_bytes =
-      static_cast<double>(model.arena().bytes_per_slot());
-  std::printf(
-      "model: %zu blocks, d_model %lld, vocab %lld, %.1f M matrix params, "
-      "%.3f GFLOP/token, state %.1f KiB/sequence, threads %d\n",
-      model.layers().size(), static_cast<long long>(model.config().d_model),
-      static_cast<long long>(model.config().vocab_size),
-      shapes.weight_bytes / 4e6, shapes.flops_per_token / 1e9,
-      state_bytes / 1024, omp_get_max_threads());
-
+  // OpenBLAS first, alone: its threads spin after each call.
+  const std::map<int, double> blas = BlasRates(dir);
   const double bw = MeasureReadBandwidth();
-  std::printf("memory read bandwidth: %.2f GB/s\n\n", bw);
+  std::printf("memory read bandwidth: %.2f GB/s, threads %d\n", bw,
+              omp_get_max_threads());
 
-  std::vector<int> slots;
-  for (int i = 0; i < max_b; ++i) slots.push_back(*model.arena().Acquire());
-  std::printf("%6s %10s %10s %14s %15s %9s %12s\n", "batch", "tok/s", "step ms",
-              "GEMM GFLOP/s", "OpenBLAS GF/s", "of GEMM", "of BW bound");
+  const int chunk = absl::GetFlag(FLAGS_prefill_chunk);
   const int steps = absl::GetFlag(FLAGS_steps);
-  for (int b : batches) {
-    const std::vector<int> use(slots.begin(), slots.begin() + b);
-    const double step = DecodeStepSeconds(model, use, steps);
-    const double tps = b / step;
-    const double gemm = MeasureGemmRate(*backend, shapes, b, false);
-    const double blas = MeasureGemmRate(*backend, shapes, b, true);
-    const double achieved = tps * shapes.flops_per_token / 1e9;
-    // Bytes a step must move: every weight once, plus each sequence's state
-    // read and written.
-    const double bytes = shapes.weight_bytes + 2.0 * state_bytes * b;
-    const double bw_bound = bw * 1e9 / bytes * b;
-    std::printf("%6d %10.1f %10.2f %14.1f %15.1f %8.0f%% %11.0f%%\n", b, tps,
-                step * 1e3, gemm, blas, 100 * achieved / gemm,
-                100 * tps / bw_bound);
-  }
+  const int acc_tokens = absl::GetFlag(FLAGS_accuracy_tokens);
+  std::vector<int32_t> acc_ids(acc_tokens);
+  for (int i = 0; i < acc_tokens; ++i) acc_ids[i] = (i * 7919 + 11) % 256;
+  std::vector<float> fp32_logits;
+  bool first = true;
+  for (absl::string_view type :
+       absl::StrSplit(absl::GetFlag(FLAGS_weights), ',')) {
+    CpuBackendOptions opt;
+    opt.weights = std::string(type);
+    opt.isa = absl::GetFlag(FLAGS_isa);
+    auto made = MakeCpuBackend(opt);
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+      return 1;
+    }
+    std::unique_ptr<Backend> backend = *std::move(made);
+    auto loaded =
+        Model::Load(dir, *backend, {max_b + 1, std::max(chunk, max_b)});
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
+      return 1;
+    }
+    Model& model = **loaded;
+    const StepShapes shapes = ShapesOf(model.config());
+    const double state_bytes =
+        static_cast<double>(model.arena().bytes_per_slot());
+    // What one step must read: the matrices in their type (WeightBytes also
+    // counts the embedding, which a step reads a row of: left out).
+    const double elem = std::string(type) == "fp32"   ? 4.0
+                        : std::string(type) == "int8" ? 1.0
+                                                      : 2.0;
+    const double weight_bytes = shapes.weight_bytes / 4.0 * elem;
+    std::printf(
+        "\n== %s weights on %s: %zu blocks, d_model %lld, vocab %lld, "
+        "%.1f M matrix params, %.3f GFLOP/token, backend holds %.0f MB of "
+        "weights, state %.1f KiB/sequence\n",
+        std::string(type).c_str(), backend->DeviceName().c_str(),
+        model.layers().size(), static_cast<long long>(model.config().d_model),
+        static_cast<long long>(model.config().vocab_size),
+        shapes.weight_bytes / 4e6, shapes.flops_per_token / 1e9,
+        backend->WeightBytes() / 1e6, state_bytes / 1024);
+    std::printf("%6s %9s %9s %10s %10s %10s %8s %9s %10s %8s\n", "batch",
+                "tok/s", "step ms", "step GF/s", "own GF/s", "BLAS GF/s",
+                "of GEMM", "non-GEMM", "BW tok/s", "of BW");
+    std::vector<int> slots;
+    for (int i = 0; i < max_b; ++i) slots.push_back(*model.arena().Acquire());
+    for (int b : batches) {
+      const std::vector<int> use(slots.begin(), slots.begin() + b);
+      const double step = DecodeStepSeconds(model, use, steps);
+      const double tps = b / step;
+      const double own = MeasureGemmRate(backend.get(), shapes, b);
+      const double blas_rate = blas.count(b) ? blas.at(b) : 0.0;
+      const double achieved = tps * shapes.flops_per_token / 1e9;
+      // Time the step's GEMMs take at the own kernel's rate, against the step.
+      const double gemm_s = shapes.flops_per_token * b / (own * 1e9);
+      const double bw_bound =
+          bw * 1e9 / (weight_bytes + 2.0 * state_bytes * b) * b;
+      std::printf(
+          "%6d %9.1f %9.2f %10.1f %10.1f %10.1f %7.0f%% %8.0f%% %10.1f "
+          "%7.0f%%\n",
+          b, tps, step * 1e3, achieved, own, blas_rate,
+          100 * achieved / std::max(own, blas_rate),
+          100 * std::max(0.0, 1 - gemm_s / step), bw_bound,
+          100 * tps / bw_bound);
+    }
+    for (int s : slots) model.arena().Release(s);
 
-  const int prefill = absl::GetFlag(FLAGS_prefill_tokens);
-  const int pslot = slots[0];
-  model.arena().Release(pslot);
-  const int fresh = *model.arena().Acquire();
-  const double pt = Prefill(model, fresh, prefill, chunk);
-  std::printf("\nprefill: %d tokens in chunks of %d: %.1f tok/s\n", prefill,
-              chunk, prefill / pt);
-
-  const int long_ctx = absl::GetFlag(FLAGS_long_context);
-  if (long_ctx > 0) {
+    const int prefill = absl::GetFlag(FLAGS_prefill_tokens);
+    const int fresh = *model.arena().Acquire();
+    const double pt = Prefill(model, fresh, prefill, chunk);
+    std::printf("prefill: %d tokens in chunks of %d: %.1f tok/s\n", prefill,
+                chunk, prefill / pt);
     model.arena().Release(fresh);
-    const int s = *model.arena().Acquire();
-    Prefill(model, s, 1024, chunk);
-    const double at_1k = DecodeStepSeconds(model, {s}, steps);
-    std::printf("batch-1 decode at context 1k: %.2f ms/token\n", at_1k * 1e3);
-    std::printf("prefilling to %d ...\n", long_ctx);
-    Prefill(model, s, long_ctx - 1024 - steps - 2, chunk);
-    const double at_long = DecodeStepSeconds(model, {s}, steps);
-    std::printf("batch-1 decode at context %dk: %.2f ms/token (ratio %.3f)\n",
-                long_ctx / 1024, at_long * 1e3, at_long / at_1k);
+
+    if (acc_tokens > 0) {
+      const int s = *model.arena().Acquire();
+      std::vector<float> logits = TeacherForcedLogits(model, s, acc_ids);
+      model.arena().Release(s);
+      if (std::string(type) == "fp32") {
+        fp32_logits = std::move(logits);
+      } else if (!fp32_logits.empty()) {
+        const int64_t v = model.vocab_size();
+        double max_err = 0, max_abs = 0;
+        int agree = 0;
+        for (int t = 0; t < acc_tokens; ++t) {
+          const float* a = fp32_logits.data() + t * v;
+          const float* q = logits.data() + t * v;
+          for (int64_t j = 0; j < v; ++j) {
+            max_err = std::max(max_err, double(std::fabs(a[j] - q[j])));
+            max_abs = std::max(max_abs, double(std::fabs(a[j])));
+          }
+          agree +=
+              std::max_element(a, a + v) - a == std::max_element(q, q + v) - q;
+        }
+        std::printf(
+            "logits vs fp32 over %d teacher-forced tokens: max error "
+            "%.4g (largest |logit| %.3g), argmax agrees %d/%d\n",
+            acc_tokens, max_err, max_abs, agree, acc_tokens);
+      }
+    }
+
+    const int long_ctx = absl::GetFlag(FLAGS_long_context);
+    if (first && long_ctx > 0) {
+      const int s = *model.arena().Acquire();
+      Prefill(model, s, 1024, chunk);
+      const double at_1k = DecodeStepSeconds(model, {s}, steps);
+      std::printf("batch-1 decode at context 1k: %.2f ms/token\n", at_1k * 1e3);
+      std::printf("prefilling to %d ...\n", long_ctx);
+      Prefill(model, s, long_ctx - 1024 - steps - 2, chunk);
+      const double at_long = DecodeStepSeconds(model, {s}, steps);
+      std::printf("batch-1 decode at context %dk: %.2f ms/token (ratio %.3f)\n",
+                  long_ctx / 1024, at_long * 1e3, at_long / at_1k);
+      model.arena().Release(s);
+    }
+    first = false;
   }
   return 0;
 }

@@ -2,12 +2,30 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_isa.h"
 #include "spdlog/spdlog.h"
 #if SEQBOAT_WITH_CUDA
 #include "kernels/cuda_backend.h"
 #endif
 
 namespace seqboat {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Backend>> Cpu(const BackendChoice& choice) {
+  CpuBackendOptions cpu;
+  cpu.threads = choice.cpu_threads;
+  cpu.weights =
+      choice.cpu_weights == "auto" ? choice.stored_weights : choice.cpu_weights;
+  cpu.isa = choice.cpu_isa;
+  auto be = MakeCpuBackend(cpu);
+  if (be.ok()) {
+    spdlog::info("backend {}: {}; {}", choice.name, (*be)->DeviceName(),
+                 cpu::DetectCpu().Describe());
+  }
+  return be;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
     const BackendChoice& choice) {
@@ -18,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
   }
   if (want == "cpu") {
     spdlog::debug("backend cpu: chosen by flag");
-    return MakeCpuBackend(choice.cpu_threads);
+    return Cpu(choice);
   }
 #if SEQBOAT_WITH_CUDA
   std::string why;
@@ -53,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
   }
   spdlog::info("backend auto: using cpu (built without CUDA)");
 #endif
-  return MakeCpuBackend(choice.cpu_threads);
+  return Cpu(choice);
 }
 
 }  // namespace seqboat

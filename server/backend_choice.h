@@ -21,11 +21,17 @@ struct BackendChoice {
   int32_t cuda_device = 0;
   std::string cuda_weights = "bf16";  // bf16, fp16 or fp32
   bool cuda_graphs = true;            // record decode steps as CUDA graphs
-  int32_t cpu_threads = 0;            // 0: the BLAS default
+  int32_t cpu_threads = 0;            // 0: one per core
+  // fp32, bf16, fp16, int8, or auto: what the model file stores
+  // (stored_weights, filled in by the caller from the file).
+  std::string cpu_weights = "auto";
+  std::string stored_weights = "fp32";
+  std::string cpu_isa = "auto";  // auto, avx2 or avx512
 };
 
-// INVALID_ARGUMENT for an unknown name or weight type; FAILED_PRECONDITION
-// when "cuda" finds no usable device or the build has no CUDA backend.
+// INVALID_ARGUMENT for an unknown name, weight type or instruction set;
+// FAILED_PRECONDITION when "cuda" finds no usable device or the build has no
+// CUDA backend, or the processor lacks the instruction set asked for.
 absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
     const BackendChoice& choice);
 

@@ -50,5 +50,29 @@ TEST(BackendChoiceTest, CpuByNameIsTheCpu) {
   EXPECT_EQ((*be)->name(), "cpu");
 }
 
+TEST(BackendChoiceTest, CpuWeightsFollowTheFileUnlessAsked) {
+  BackendChoice c = Named("cpu");
+  c.stored_weights = "bf16";
+  auto stored = ChooseBackend(c);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_NE((*stored)->DeviceName().find("bf16 weights"), std::string::npos)
+      << (*stored)->DeviceName();
+  c.cpu_weights = "int8";
+  auto asked = ChooseBackend(c);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_NE((*asked)->DeviceName().find("int8 weights"), std::string::npos)
+      << (*asked)->DeviceName();
+  c.cpu_weights = "fp8";
+  auto bad = ChooseBackend(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'fp8'"), std::string::npos)
+      << bad.status();
+  c.cpu_weights = "auto";
+  c.cpu_isa = "avx1024";
+  EXPECT_EQ(ChooseBackend(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace seqboat

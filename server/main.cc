@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "engine/model/weight_store.h"
 #include "server/backend_choice.h"
 #include "server/engine_gauges.h"
 #include "server/http_endpoint.h"
@@ -78,7 +79,14 @@ ABSL_FLAG(int32_t, max_prompt_tokens, 32768,
 ABSL_FLAG(int32_t, max_prompt_bytes, 0,
           "Longest text accepted by Generate and Tokenize, in bytes, checked "
           "before tokenizing; 0: 16 bytes per token of --max_prompt_tokens.");
-ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = BLAS default.");
+ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = one per core.");
+ABSL_FLAG(std::string, cpu_weights, "auto",
+          "How the CPU backend keeps matrices: fp32, bf16, fp16, int8 "
+          "(weight-only, per-row scales), or auto (what the model file "
+          "stores). Routers stay fp32.");
+ABSL_FLAG(std::string, cpu_isa, "auto",
+          "CPU kernel instruction set: auto (the widest the processor "
+          "runs), avx2 or avx512.");
 ABSL_FLAG(int32_t, drain_grace_seconds, 30,
           "On SIGTERM, how long running requests may take to finish before "
           "they are cancelled.");
@@ -280,6 +288,14 @@ int Run() {
   choice.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
   choice.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  choice.cpu_weights = absl::GetFlag(FLAGS_cpu_weights);
+  choice.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
+  // A file that cannot be read is reported by the model load, with context.
+  if (auto stored = WeightStore::StoredMatrixType(
+          absl::GetFlag(FLAGS_model_dir) + "/model.safetensors");
+      stored.ok()) {
+    choice.stored_weights = *stored;
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(choice);
   if (!backend.ok()) {
     spdlog::error("backend {}: {}", choice.name, backend.status().ToString());

@@ -86,8 +86,8 @@ class Backend {
   // Makes a device copy of a vector (norm weights, biases, recurrence params).
   virtual absl::StatusOr<const float*> UploadVector(const float* host,
                                                     int64_t n) = 0;
-  // Makes the backend's matrix from fp32 host data; the backend picks its
-  // storage (the CPU keeps fp32 and may alias `host`, which must outlive it).
+  // Makes the backend's matrix from fp32 host data, in the backend's own
+  // memory and storage type (`host` may go once this returns).
   virtual absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                               int64_t cols) = 0;
   // UploadMatrix kept in fp32 even where the backend stores matrices in 16

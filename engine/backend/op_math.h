@@ -40,31 +40,88 @@ SEQBOAT_HD float Exp(float x) {
   return x < -87.0f ? 0.0f : y * scale;
 }
 
+// ln(x) for normal x > 0 from arithmetic alone, like Exp (Cephes' logf:
+// x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-8 polynomial in m - 1);
+// within one ulp there.
+SEQBOAT_HD float Log(float x) {
+#if defined(__CUDA_ARCH__)
+  const int32_t bits = __float_as_int(x);
+#else
+  const int32_t bits = __builtin_bit_cast(int32_t, x);
+#endif
+  float e = static_cast<float>(((bits >> 23) & 0xff) - 126);
+  const int32_t mbits = (bits & 0x807fffff) | 0x3f000000;  // m in [0.5, 1)
+#if defined(__CUDA_ARCH__)
+  float m = __int_as_float(mbits);
+#else
+  float m = __builtin_bit_cast(float, mbits);
+#endif
+  const bool small = m < 0.707106781186547524f;
+  e = small ? e - 1.0f : e;
+  m = small ? m + m - 1.0f : m - 1.0f;
+  const float z = m * m;
+  float p = 7.0376836292e-2f;
+  p = p * m - 1.1514610310e-1f;
+  p = p * m + 1.1676998740e-1f;
+  p = p * m - 1.2420140846e-1f;
+  p = p * m + 1.4249322787e-1f;
+  p = p * m - 1.6668057665e-1f;
+  p = p * m + 2.0000714765e-1f;
+  p = p * m - 2.4999993993e-1f;
+  p = p * m + 3.3333331174e-1f;
+  float y = m * z * p;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  return m + y + 0.693359375f * e;
+}
+
 SEQBOAT_HD float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 SEQBOAT_HD float Silu(float x) { return x / (1.0f + expf(-x)); }
 
-// Same threshold as torch.nn.functional.softplus and the mamba CUDA scan.
-SEQBOAT_HD float Softplus(float x) { return x <= 20.0f ? log1pf(expf(x)) : x; }
+// log1p(exp(x)), with torch.nn.functional.softplus's threshold (x for x >
+// 20), from Exp and Log so that a loop over channels vectorises (the scan's
+// step sizes). For exp(x) < 0.1 log1p's series (to u^8, error < u^9 / 9)
+// keeps the relative accuracy that rounding 1 + u would lose; below x = -87
+// it is 0 (Exp's clamp).
+SEQBOAT_HD float Softplus(float x) {
+  const float u = Exp(x < 20.0f ? x : 20.0f);
+  float series = 1.0f / 8.0f;
+  series = 1.0f / 7.0f - u * series;
+  series = 1.0f / 6.0f - u * series;
+  series = 1.0f / 5.0f - u * series;
+  series = 1.0f / 4.0f - u * series;
+  series = 1.0f / 3.0f - u * series;
+  series = 1.0f / 2.0f - u * series;
+  series = u * (1.0f - u * series);
+  const float lp = u < 0.1f ? series : Log(1.0f + u);
+  return x <= 20.0f ? lp : x;
+}
 
 // 1 / sqrt(mean(x^2) + eps) given the sum of squares over n elements.
 SEQBOAT_HD float RmsScale(float sum_sq, int n, float eps) {
   return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
 }
 
-// One channel of Mamba's causal depthwise conv at one token.
+// One channel of Mamba's causal depthwise conv at one token, before its
+// activation.
 //   window: the channel's K-1 previous pre-conv inputs, oldest first; shifted
 //           left and appended with `x` in place.
 //   w:      the channel's K taps, w[K-1] multiplies the current input.
-// Returns SiLU(conv + bias).
-SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x,
-                          int k) {
+SEQBOAT_HD float ConvSum(float* window, const float* w, float bias, float x,
+                         int k) {
   float acc = bias;
   for (int i = 0; i < k - 1; ++i) acc += w[i] * window[i];
   acc += w[k - 1] * x;
   for (int i = 0; i + 1 < k - 1; ++i) window[i] = window[i + 1];
   if (k > 1) window[k - 2] = x;
-  return Silu(acc);
+  return acc;
+}
+
+// SiLU(conv + bias): Mamba-1's conv output.
+SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x,
+                          int k) {
+  return Silu(ConvSum(window, w, bias, x, k));
 }
 
 // One channel e of Mamba's selective scan at one token (MODELS.md §1.3).
@@ -73,10 +130,15 @@ SEQBOAT_HD float ConvStep(float* window, const float* w, float bias, float x,
 //   b, c: the token's B and C vectors, N entries each.
 //   dt_raw: (W_dt δ̃)[e] before bias and softplus.
 // Returns (C·h + D x) · SiLU(z).
-SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b,
-                          const float* c, float dt_raw, float dt_bias, float x,
-                          float d, float z, int n) {
-  const float delta = Softplus(dt_raw + dt_bias);
+SEQBOAT_HD float ScanDelta(float dt_raw, float dt_bias) {
+  return Softplus(dt_raw + dt_bias);
+}
+
+// The state update of one channel at one token given its step size delta;
+// returns Σ c_i h_i. Apart from ScanStep so that the CPU can compute the
+// per-channel scalars (softplus, the gate) for many channels at once.
+SEQBOAT_HD float ScanState(float* h, const float* a, const float* b,
+                           const float* c, float delta, float x, int n) {
   const float dx = delta * x;
   float y = 0.0f;
   for (int i = 0; i < n; ++i) {
@@ -84,7 +146,14 @@ SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b,
     h[i] = hi;
     y += c[i] * hi;
   }
-  return (y + d * x) * Silu(z);
+  return y;
+}
+
+SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b,
+                          const float* c, float dt_raw, float dt_bias, float x,
+                          float d, float z, int n) {
+  const float delta = ScanDelta(dt_raw, dt_bias);
+  return (ScanState(h, a, b, c, delta, x, n) + d * x) * Silu(z);
 }
 
 }  // namespace seqboat::op_math

@@ -19,6 +19,38 @@ TEST(OpMathTest, ExpIsWithinOneUlpOverItsRange) {
   EXPECT_EQ(Exp(-INFINITY), 0.0f);
 }
 
+TEST(OpMathTest, LogIsWithinTwoUlpOfLog) {
+  double worst = 0;
+  for (float x = 1e-30f; x < 1e30f; x *= 1.0009765625f) {
+    const double want = std::log(static_cast<double>(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(std::fabs(want)) - 23);
+    worst = std::max(worst, std::fabs(Log(x) - want) / (want == 0 ? 1 : ulp));
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(Log(1.0f), 0.0f);
+}
+
+// Over [-80, 40]: below that Exp's clamp shows (Softplus is 0 there).
+TEST(OpMathTest, SoftplusSiluAndSigmoidFollowTheirDefinitions) {
+  double worst_sp = 0, worst_silu = 0, worst_sig = 0;
+  for (float x = -80.0f; x < 40.0f; x += 0.0137f) {
+    const double xd = x;
+    const double sp = xd > 20 ? xd : std::log1p(std::exp(xd));
+    worst_sp = std::max(worst_sp, std::fabs(Softplus(x) - sp) / sp);
+    const double sig = 1 / (1 + std::exp(-xd));
+    worst_sig = std::max(worst_sig, std::fabs(Sigmoid(x) - sig) / sig);
+    const double silu = xd * sig;
+    worst_silu = std::max(worst_silu, std::fabs(Silu(x) - silu) /
+                                          std::max(std::fabs(silu), 1e-30));
+  }
+  // Relative: a few fp32 ulp (epsilon 1.2e-7).
+  EXPECT_LT(worst_sp, 8e-7);
+  EXPECT_LT(worst_sig, 8e-7);
+  EXPECT_LT(worst_silu, 8e-7);
+  EXPECT_EQ(Softplus(25.0f), 25.0f);
+  EXPECT_GT(Softplus(-30.0f), 0.0f);
+}
+
 TEST(OpMathTest, ScanStepMatchesTheDefinition) {
   float h[3] = {0.5f, -1.0f, 2.0f};
   const float a[3] = {-1.0f, -2.0f, -0.5f}, b[3] = {0.1f, 0.2f, 0.3f},

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/op_math.h"
 #include "engine/cpu/cpu_backend_impl.h"
-#include "engine/cpu/gemm_kernel.h"
+#include "engine/cpu/packed_gemm.h"
 #include "engine/cpu/parallel.h"
 
 namespace seqboat {
@@ -19,8 +19,14 @@ namespace {
 constexpr size_t kAlign = 64;
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) {
+CpuBackend::CpuBackend(int threads, WeightType weights, Isa isa)
+    : weights_(weights), isa_(isa) {
   if (threads > 0) omp_set_num_threads(threads);
+}
+
+std::string CpuBackend::DeviceName() const {
+  return absl::StrCat("cpu (", IsaName(isa_), ", ", WeightTypeName(weights_),
+                      " weights)");
 }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::Alloc(size_t bytes) {
@@ -55,17 +61,29 @@ absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host,
 
 absl::StatusOr<Matrix> CpuBackend::UploadMatrix(const float* host, int64_t rows,
                                                 int64_t cols) {
-  return Matrix{host, rows, cols};
+  return UploadAs(host, rows, cols, weights_);
+}
+
+absl::StatusOr<Matrix> CpuBackend::UploadMatrixFp32(const float* host,
+                                                    int64_t rows,
+                                                    int64_t cols) {
+  return UploadAs(host, rows, cols, WeightType::kF32);
+}
+
+absl::StatusOr<Matrix> CpuBackend::UploadAs(const float* host, int64_t rows,
+                                            int64_t cols, WeightType type) {
+  auto packed = PackedMatrix::Pack(host, rows, cols, type);
+  if (!packed.ok()) return packed.status();
+  weight_bytes_ += static_cast<int64_t>((*packed)->bytes());
+  matrices_.push_back(*std::move(packed));
+  return Matrix{matrices_.back().get(), rows, cols, type == WeightType::kF32};
 }
 
 void CpuBackend::Embed(const int32_t* ids, int n, const Matrix& m, float scale,
                        float* out) {
-  const auto* table = static_cast<const float*>(m.data);
-  const int64_t d = m.cols;
+  const PackedMatrix& table = Packed(m);
   for (int i = 0; i < n; ++i) {
-    const float* row = table + static_cast<int64_t>(ids[i]) * d;
-    float* o = out + static_cast<int64_t>(i) * d;
-    for (int j = 0; j < d; ++j) o[j] = scale * row[j];
+    table.ReadRow(ids[i], scale, out + static_cast<int64_t>(i) * m.cols);
   }
 }
 
@@ -115,10 +133,7 @@ void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
 
 void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
                       const float* bias, float* y, int ldy, bool accumulate) {
-  if (n == 0) return;
-  SkinnyGemm(x, ldx, n, static_cast<const float*>(w.data),
-             static_cast<int>(w.rows), static_cast<int>(w.cols), bias, y, ldy,
-             accumulate);
+  PackedGemm(isa_, x, ldx, n, Packed(w), bias, y, ldy, accumulate);
 }
 
 void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
@@ -131,8 +146,19 @@ void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
 
 }  // namespace cpu
 
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(
+    const CpuBackendOptions& options) {
+  auto weights = cpu::ParseWeightType(options.weights);
+  if (!weights.ok()) return weights.status();
+  const cpu::CpuFeatures features = cpu::DetectCpu();
+  auto isa = cpu::ChooseIsa(options.isa, features);
+  if (!isa.ok()) return isa.status();
+  return std::make_unique<cpu::CpuBackend>(options.threads, *weights, *isa);
+}
+
 std::unique_ptr<Backend> MakeCpuBackend(int threads) {
-  return std::make_unique<cpu::CpuBackend>(threads);
+  return std::make_unique<cpu::CpuBackend>(threads, cpu::WeightType::kF32,
+                                           cpu::DetectCpu().Best());
 }
 
 }  // namespace seqboat

@@ -4,18 +4,24 @@
 #ifndef SEQBOAT_ENGINE_CPU_CPU_BACKEND_IMPL_H_
 #define SEQBOAT_ENGINE_CPU_CPU_BACKEND_IMPL_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/cpu/cpu_isa.h"
+#include "engine/cpu/packed_matrix.h"
 
 namespace seqboat::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  CpuBackend(int threads, WeightType weights, Isa isa);
 
   std::string name() const override { return "cpu"; }
+  // "cpu (avx512, bf16 weights)"
+  std::string DeviceName() const override;
+  int64_t WeightBytes() const override { return weight_bytes_; }
 
   // Memory (cpu_backend.cc).
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override;
@@ -26,6 +32,8 @@ class CpuBackend final : public Backend {
                                             int64_t n) override;
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override;
+  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
+                                          int64_t cols) override;
 
   // Dense ops (cpu_backend.cc).
   void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
@@ -83,7 +91,18 @@ class CpuBackend final : public Backend {
                           const int32_t* seen_ids, int32_t* tokens) override;
 
  private:
+  absl::StatusOr<Matrix> UploadAs(const float* host, int64_t rows, int64_t cols,
+                                  WeightType type);
+  // A Matrix's data on this backend is the PackedMatrix it names.
+  static const PackedMatrix& Packed(const Matrix& m) {
+    return *static_cast<const PackedMatrix*>(m.data);
+  }
+
+  const WeightType weights_;
+  const Isa isa_;
   std::vector<DeviceBuffer> owned_;  // uploaded vectors
+  std::vector<std::unique_ptr<PackedMatrix>> matrices_;
+  int64_t weight_bytes_ = 0;
 };
 
 }  // namespace seqboat::cpu

@@ -29,7 +29,9 @@ TEST(DenseOpsTest, LayerNormMatchesTheDefinition) {
 TEST(DenseOpsTest, GemmAddsBiasAndAccumulates) {
   auto be = MakeCpuBackend();
   std::vector<float> w = {1, 2, 3, 4, 5, 6};  // [3 out, 2 in]
-  Matrix m{w.data(), 3, 2};
+  auto uploaded = be->UploadMatrix(w.data(), 3, 2);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  const Matrix& m = *uploaded;
   std::vector<float> x = {1, -1, 2, 0.5f}, bias = {10, 20, 30}, y(6, 1.0f);
   be->Gemm(x.data(), 2, 2, m, bias.data(), y.data(), 3, /*accumulate=*/true);
   const float want[6] = {1 + 10 - 1, 1 + 20 - 1, 1 + 30 - 1,

@@ -40,9 +40,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   model->config_ = *std::move(config);
   model->limits_ = limits;
   model->backend_ = &backend;
-  model->weights_ = *std::move(weights);
+  // Backends copy what they upload: the file's mapping and its fp32
+  // conversions go when loading ends.
+  std::unique_ptr<WeightStore> store = *std::move(weights);
   const ModelConfig& cfg = model->config_;
-  WeightStore& ws = *model->weights_;
+  WeightStore& ws = *store;
   const int64_t d = cfg.d_model, v = cfg.vocab_size;
 
   auto embed = ws.F32("embed.weight", {v, d});

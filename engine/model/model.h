@@ -79,7 +79,6 @@ class Model {
   ModelConfig config_;
   ModelLimits limits_;
   Backend* backend_ = nullptr;
-  std::unique_ptr<WeightStore> weights_;  // keeps the mmap the matrices alias
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SlotArena> arena_;
   Matrix embed_;  // [V, D]; the head when tied

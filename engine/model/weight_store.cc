@@ -28,6 +28,25 @@ absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::Open(
   return std::unique_ptr<WeightStore>(new WeightStore(std::move(*file)));
 }
 
+absl::StatusOr<std::string> WeightStore::StoredMatrixType(
+    const std::string& safetensors_path) {
+  auto file = SafetensorsFile::Open(safetensors_path);
+  if (!file.ok()) return file.status();
+  const TensorView* embed = (*file)->Find("embed.weight");
+  if (embed == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat(safetensors_path, ": missing tensor \"embed.weight\""));
+  }
+  switch (embed->dtype) {
+    case DType::kBF16:
+      return std::string("bf16");
+    case DType::kF16:
+      return std::string("fp16");
+    default:
+      return std::string("fp32");
+  }
+}
+
 bool WeightStore::Has(std::string_view name) const {
   return file_->Find(name) != nullptr;
 }

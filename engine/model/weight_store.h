@@ -28,6 +28,11 @@ class WeightStore {
   static absl::StatusOr<std::unique_ptr<WeightStore>> Open(
       const std::string& safetensors_path);
 
+  // How the file stores its matrices, read from the embedding's dtype:
+  // "fp32", "bf16" or "fp16" (what a backend keeps them in by default).
+  static absl::StatusOr<std::string> StoredMatrixType(
+      const std::string& safetensors_path);
+
   bool Has(std::string_view name) const;
 
   // The tensor as fp32 host memory with exactly this shape. F32 tensors
