@@ -9,12 +9,18 @@
 #include "engine/cpu/packed_gemm.h"
 #include "engine/cpu/packed_matrix.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
+    apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
 // GCC 12 flags _mm512_undefined_ps's deliberate self-initialisation inside
 // its own conversion intrinsics once they are inlined here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "engine/cpu/packed_gemm_tiles.h"
 
@@ -73,5 +79,9 @@ void Avx512GemmBlock(const GemmBlock& b) { tiles::AnyBlock<Avx512Vec>(b); }
 
 }  // namespace seqboat::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
