@@ -18,6 +18,8 @@ PACKAGES=(
   python3-omegaconf
   # the OpenAI SDK's dependencies (the SDK itself: tests/python/requirements.txt)
   python3-httpx python3-pydantic python3-anyio python3-sniffio python3-distro
+  # transformers' apply_chat_template, the reference of tests/python/chat_template
+  python3-jinja2
   # the bundled model's training text
   fortunes
   # load-balancer tests
