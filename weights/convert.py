@@ -2,7 +2,7 @@
 
     python -m weights.convert --source SOURCE SRC OUT
         [--dtype f32|bf16|f16] [--byte-tokenizer | --tokenizer FILE]
-        [--name NAME] [--sinks S] [--window W]
+        [--tokenizer-config FILE] [--name NAME] [--sinks S] [--window W]
 
 SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, hf-bamba,
 fairseq-seqboat.
@@ -19,6 +19,13 @@ weights/converters/fairseq_seqboat.py.
 
 The tokenizer: --byte-tokenizer, else --tokenizer FILE, else SRC/tokenizer.json,
 else what the source keeps beside its weights (fairseq's dict.txt).
+
+The chat template: --tokenizer-config FILE, else SRC/tokenizer_config.json, else the
+tokenizer_config.json beside --tokenizer FILE (none with --byte-tokenizer, whose tokens are
+not the source's). Its chat_template (a string, or the list of named templates; a
+chat_template.jinja beside it stands in for a missing one) and special-token strings
+(bos_token, eos_token, ... as strings) go to OUT/tokenizer_config.json, which the server's
+/v1/chat/completions renders; a model without one answers chat requests with an error.
 
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). A checkpoint that converts but will not run exactly as
@@ -45,8 +52,76 @@ SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: m
            fairseq_seqboat.NAME: fairseq_seqboat}
 
 
+# What the server reads of a tokenizer_config.json (server/chat_template.cc).
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                  "mask_token")
+
+
+def _token_string(value, where):
+    """A special token as tokenizer_config.json writes it: a string or an AddedToken object."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    raise ConvertError(f"{where} must be a string or an object with a string \"content\", "
+                       f"got {json.dumps(value)[:60]}")
+
+
+def chat_config(path):
+    """The chat template and special-token strings of the tokenizer_config.json at `path`:
+    the subset the server reads, special tokens as strings. None when `path` does not exist."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConvertError(f"{path}: not JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise ConvertError(f"{path}: must hold a JSON object")
+    out = {}
+    template = config.get("chat_template")
+    beside = os.path.join(os.path.dirname(path), "chat_template.jinja")
+    if template is None and os.path.isfile(beside):
+        with open(beside) as f:
+            template = f.read()
+    if template is not None:
+        named = isinstance(template, list) and all(
+            isinstance(t, dict) and isinstance(t.get("name"), str)
+            and isinstance(t.get("template"), str) for t in template)
+        if not isinstance(template, str) and not named:
+            raise ConvertError(f"{path}: chat_template must be a string or a list of "
+                               "{\"name\", \"template\"} objects")
+        out["chat_template"] = template
+    for key in SPECIAL_TOKENS:
+        token = _token_string(config.get(key), f"{path}: {key}")
+        if token is not None:
+            out[key] = token
+    extra = config.get("additional_special_tokens")
+    if extra is not None:
+        if not isinstance(extra, list):
+            raise ConvertError(f"{path}: additional_special_tokens must be a list")
+        out["additional_special_tokens"] = [
+            _token_string(t, f"{path}: additional_special_tokens[{i}]") for i, t in enumerate(extra)]
+    return out
+
+
+def _tokenizer_config_path(src, byte_tokenizer, tokenizer, tokenizer_config):
+    if tokenizer_config:
+        if not os.path.isfile(tokenizer_config):
+            raise ConvertError(f"--tokenizer-config {tokenizer_config} does not exist")
+        return tokenizer_config
+    if byte_tokenizer:
+        return None
+    src_dir = src if os.path.isdir(src) else os.path.dirname(src)
+    for d in (src_dir, os.path.dirname(tokenizer) if tokenizer else None):
+        if d is not None and os.path.isfile(os.path.join(d, "tokenizer_config.json")):
+            return os.path.join(d, "tokenizer_config.json")
+    return None
+
+
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
-            **serving):
+            tokenizer_config=None, **serving):
     """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
 
     `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama,
@@ -83,8 +158,14 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
         beside = " or dict.txt beside it" if hasattr(module, "default_tokenizer") else ""
         raise ConvertError(f"{src} has no tokenizer.json{beside}; pass --byte-tokenizer or "
                            "--tokenizer FILE")
+    chat_path = _tokenizer_config_path(src, byte_tokenizer, tokenizer, tokenizer_config)
+    chat = chat_config(chat_path) if chat_path else None
+    extra = {}
+    if chat is not None:
+        extra["tokenizer_config.json"] = json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
     meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
-    canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path)
+    canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path,
+                              extra_files=extra)
     return config
 
 
@@ -100,6 +181,9 @@ def main(argv=None):
                      help="write the byte-level tokenizer.json (ids 0..255 bytes, 256 EOS)")
     tok.add_argument("--tokenizer", help="tokenizer.json to copy (default: SRC/tokenizer.json, or "
                      "the dict.txt beside a fairseq checkpoint)")
+    ap.add_argument("--tokenizer-config", help="tokenizer_config.json whose chat_template and "
+                    "special-token strings to keep (default: SRC/tokenizer_config.json, or the one "
+                    "beside --tokenizer; none with --byte-tokenizer)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
     ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba, hf-bamba: attention sinks "
                     f"kept per layer (default {sink_cache.DEFAULT_SINKS})")
@@ -112,7 +196,7 @@ def main(argv=None):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvertWarning)
             cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer,
-                          a.name, sinks=a.sinks, window=a.window)
+                          a.name, a.tokenizer_config, sinks=a.sinks, window=a.window)
     except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
             OSError, json.JSONDecodeError) as e:
         print(f"convert: error: {e}", file=sys.stderr)
@@ -126,8 +210,13 @@ def main(argv=None):
     for b in cfg["blocks"]:
         kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1
     blocks = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    with_template = False
+    if os.path.isfile(os.path.join(a.out, "tokenizer_config.json")):
+        with open(os.path.join(a.out, "tokenizer_config.json")) as f:
+            with_template = "chat_template" in json.load(f)
+    template = "a chat template" if with_template else "no chat template"
     print(f"convert: wrote {a.out} ({blocks} blocks, d_model {cfg['d_model']}, "
-          f"vocab {cfg['vocab_size']}, {a.dtype})")
+          f"vocab {cfg['vocab_size']}, {a.dtype}, {template})")
     return 0
 
 

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from weights import canonical, safetensors_io
+from weights import canonical, convert, safetensors_io
 from weights.reference.model import ReferenceModel
 
 import hf_fixture as fx
@@ -241,3 +241,117 @@ def test_hf_eps_default_is_mamba_config_default(tmp_path, capsys):
     assert code == 0, err
     conf = json.loads((tmp_path / "out" / "config.json").read_text())
     assert conf["final_norm"]["eps"] == 1e-5 and conf["blocks"][1]["norm"]["eps"] == 1e-5
+
+
+# ------------------------------------------------- chat template (tokenizer_config.json)
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                 "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+                 "{{ '<|im_start|>assistant\\n' }}{% endif %}")
+HF_TOKENIZER = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}
+
+
+def run_out(argv, capsys):
+    """convert.main(argv); returns (exit code, stdout, stderr)."""
+    code = convert.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write_tokenizer_config(directory, **fields):
+    config = {"model_max_length": 2048, "added_tokens_decoder": {"0": {"content": "a"}},
+              "tokenizer_class": "PreTrainedTokenizerFast", **fields}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_chat_template_and_special_tokens_are_kept(tmp_path, capsys):
+    fx.write_hf(tmp_path / "hf", fx.hf_config(), tokenizer=HF_TOKENIZER)
+    write_tokenizer_config(
+        tmp_path / "hf", chat_template=CHAT_TEMPLATE,
+        bos_token={"__type": "AddedToken", "content": "<s>", "lstrip": False},
+        eos_token="<|im_end|>", unk_token=None, pad_token="<pad>",
+        additional_special_tokens=["<|im_start|>", {"content": "<|im_end|>"}])
+    code, out, err = run_out(["--source", "hf-mamba", str(tmp_path / "hf"),
+                              str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    # Only what the server reads, special tokens as strings.
+    assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text()) == {
+        "chat_template": CHAT_TEMPLATE, "bos_token": "<s>", "eos_token": "<|im_end|>",
+        "pad_token": "<pad>", "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]}
+    assert "a chat template)" in out
+
+
+def test_named_chat_templates_are_kept_as_a_list(tmp_path, capsys):
+    named = [{"name": "default", "template": CHAT_TEMPLATE}, {"name": "tool_use", "template": "x"}]
+    fx.write_hf(tmp_path / "hf", fx.hf_config(), tokenizer=HF_TOKENIZER)
+    write_tokenizer_config(tmp_path / "hf", chat_template=named, eos_token="</s>")
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    out = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert out == {"chat_template": named, "eos_token": "</s>"}
+
+
+def test_chat_template_jinja_stands_in_for_a_missing_one(tmp_path, capsys):
+    fx.write_hf(tmp_path / "hf", fx.hf_config(), tokenizer=HF_TOKENIZER)
+    write_tokenizer_config(tmp_path / "hf", eos_token="</s>")
+    (tmp_path / "hf" / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    out = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert out == {"chat_template": CHAT_TEMPLATE, "eos_token": "</s>"}
+
+
+def test_no_tokenizer_config_no_chat_template(tmp_path, capsys):
+    fx.write_hf(tmp_path / "hf", fx.hf_config(), tokenizer=HF_TOKENIZER)
+    code, out, err = run_out(["--source", "hf-mamba", str(tmp_path / "hf"),
+                              str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "out" / "tokenizer_config.json").exists()
+    assert "no chat template)" in out
+
+
+def test_byte_tokenizer_takes_a_chat_template_only_when_given(tmp_path, capsys):
+    fx.write_hf(tmp_path / "hf", fx.hf_config())
+    write_tokenizer_config(tmp_path / "hf", chat_template="{{ 'source' }}", eos_token="</s>")
+    # The source's special tokens are not the byte tokenizer's: not copied.
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(tmp_path / "out"),
+                     "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "out" / "tokenizer_config.json").exists()
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(tmp_path / "out2"),
+                     "--byte-tokenizer", "--tokenizer-config", str(given)], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "out2" / "tokenizer_config.json").read_text()) == {
+        "chat_template": CHAT_TEMPLATE}
+
+
+def test_tokenizer_config_beside_the_given_tokenizer(tmp_path, capsys):
+    fx.write_hf(tmp_path / "hf", fx.hf_config())
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text(json.dumps(HF_TOKENIZER))
+    write_tokenizer_config(tmp_path / "tok", chat_template=CHAT_TEMPLATE)
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(tmp_path / "out"),
+                     "--tokenizer", str(tmp_path / "tok" / "tokenizer.json")], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text()) == {
+        "chat_template": CHAT_TEMPLATE}
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(chat_template=3), "chat_template must be a string or a list"),
+    (dict(chat_template=[{"name": "default"}]), "chat_template must be a string or a list"),
+    (dict(chat_template="x", bos_token=5), "bos_token must be a string or an object"),
+    (dict(chat_template="x", additional_special_tokens="<a>"),
+     "additional_special_tokens must be a list"),
+])
+def test_bad_tokenizer_config_fails_cleanly(tmp_path, capsys, fields, message):
+    fx.write_hf(tmp_path / "hf", fx.hf_config(), tokenizer=HF_TOKENIZER)
+    write_tokenizer_config(tmp_path / "hf", **fields)
+    out = tmp_path / "out"
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(out)], capsys)
+    assert_clean_failure(out, code, err, message)
+    (tmp_path / "hf" / "tokenizer_config.json").write_text("{not json")
+    code, err = run(["--source", "hf-mamba", str(tmp_path / "hf"), str(out)], capsys)
+    assert_clean_failure(out, code, err, "tokenizer_config.json: not JSON")
