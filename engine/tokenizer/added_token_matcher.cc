@@ -66,4 +66,32 @@ void AddedTokenMatcher::Split(std::string_view text,
   if (emitted < text.size()) out->push_back({text.substr(emitted), -1});
 }
 
+void AddedTokenMatcher::SplitOutside(
+    std::string_view text, const std::vector<std::pair<size_t, size_t>>& skip,
+    std::vector<Piece>* out) const {
+  size_t emitted = 0;  // start of the text not yet in `out`
+  std::vector<Piece> pieces;
+  // Matches within [begin, end); a token never spans a skipped range.
+  const auto scan = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
+    pieces.clear();
+    Split(text.substr(begin, end - begin), &pieces);
+    for (const Piece& piece : pieces) {
+      if (piece.id < 0) continue;
+      const size_t at = static_cast<size_t>(piece.text.data() - text.data());
+      if (at > emitted)
+        out->push_back({text.substr(emitted, at - emitted), -1});
+      out->push_back(piece);
+      emitted = at + piece.text.size();
+    }
+  };
+  size_t region = 0;
+  for (const auto& [begin, end] : skip) {
+    scan(region, std::min(begin, text.size()));
+    region = std::max(region, std::min(end, text.size()));
+  }
+  scan(region, text.size());
+  if (emitted < text.size()) out->push_back({text.substr(emitted), -1});
+}
+
 }  // namespace seqboat

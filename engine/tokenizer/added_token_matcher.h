@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace seqboat {
@@ -26,6 +27,11 @@ class AddedTokenMatcher {
 
   // Appends the pieces of `text` in order; plain pieces are never empty.
   void Split(std::string_view text, std::vector<Piece>* out) const;
+  // The same, but a token is matched only outside the byte ranges `skip`
+  // (sorted, disjoint [begin, end)): text there stays plain.
+  void SplitOutside(std::string_view text,
+                    const std::vector<std::pair<size_t, size_t>>& skip,
+                    std::vector<Piece>* out) const;
 
  private:
   struct Token {

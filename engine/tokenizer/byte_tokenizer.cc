@@ -49,6 +49,10 @@ absl::StatusOr<std::unique_ptr<ByteTokenizer>> ByteTokenizer::Create(
     entry.defined = true;
     entry.special = added.special;
     entry.content = std::move(added.content);
+    if (entry.special && !entry.content.empty()) {
+      tok->special_matcher_.Add(entry.content, added.id, added.lstrip,
+                                added.rstrip);
+    }
     if (tok->eos_token_id_ < 0 && entry.special &&
         IsEosContent(entry.content)) {
       tok->eos_token_id_ = added.id;
@@ -61,6 +65,24 @@ std::vector<int32_t> ByteTokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());
   for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+std::vector<int32_t> ByteTokenizer::EncodeChat(
+    std::string_view text, const std::vector<TextRange>& literal) const {
+  std::vector<std::pair<size_t, size_t>> skip;
+  for (const TextRange& r : literal) skip.emplace_back(r.begin, r.end);
+  std::vector<AddedTokenMatcher::Piece> pieces;
+  special_matcher_.SplitOutside(text, skip, &pieces);
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  for (const AddedTokenMatcher::Piece& piece : pieces) {
+    if (piece.id >= 0) {
+      ids.push_back(piece.id);
+    } else {
+      for (char c : piece.text) ids.push_back(static_cast<unsigned char>(c));
+    }
+  }
   return ids;
 }
 

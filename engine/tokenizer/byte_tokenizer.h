@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/tokenizer/added_token_matcher.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -27,6 +28,11 @@ class ByteTokenizer : public Tokenizer {
       std::vector<AddedToken> added_tokens);
 
   std::vector<int32_t> Encode(std::string_view text) const override;
+  // Special added tokens written in the text outside `literal` become
+  // their ids; every other byte is its own id.
+  std::vector<int32_t> EncodeChat(
+      std::string_view text,
+      const std::vector<TextRange>& literal) const override;
   std::string TokenBytes(int32_t id) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t eos_token_id() const override { return eos_token_id_; }
@@ -42,6 +48,7 @@ class ByteTokenizer : public Tokenizer {
 
   // Index = id - kNumByteTokens.
   std::vector<Entry> added_;
+  AddedTokenMatcher special_matcher_;
   int32_t vocab_size_ = kNumByteTokens;
   int32_t eos_token_id_ = -1;
 };

@@ -17,6 +17,11 @@ class EosOverride : public Tokenizer {
   std::vector<int32_t> Encode(std::string_view text) const override {
     return inner_->Encode(text);
   }
+  std::vector<int32_t> EncodeChat(
+      std::string_view text,
+      const std::vector<TextRange>& literal) const override {
+    return inner_->EncodeChat(text, literal);
+  }
   std::string TokenBytes(int32_t id) const override {
     return inner_->TokenBytes(id);
   }

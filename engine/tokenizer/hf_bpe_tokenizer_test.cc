@@ -145,6 +145,30 @@ constexpr char kLlamaStyle[] = R"({"model": {"type": "BPE",
                    {"id": 1, "content": "<s>", "special": true},
                    {"id": 2, "content": "</s>", "special": true}]})";
 
+TEST(HfBpeTokenizerTest, EncodeChatParsesTemplateSpecialsOnly) {
+  // The server loads tokenizers without parse_special; a rendered chat
+  // prompt still gets its template's special tokens, not the client's.
+  auto tok = MustParse(ByteLevelJson(R"(["a b"])"));
+  ASSERT_NE(tok, nullptr);
+  const std::string text = "<|endoftext|>ab<tool><|endoftext|>c";
+  EXPECT_THAT(tok->EncodeChat(text, {}), ElementsAre(8, 4, 9, 8, 2));
+  // Inside a literal range the same text is plain bytes (none of "<|...|>"
+  // is in this vocabulary); a non-special added token still matches.
+  EXPECT_THAT(tok->EncodeChat(text, {{13, 33}}), ElementsAre(8, 4, 9, 2));
+  // A token cut by a literal range is not matched either.
+  EXPECT_THAT(tok->EncodeChat(text, {{25, 26}}), ElementsAre(8, 4, 9, 2));
+}
+
+TEST(HfBpeTokenizerTest, EncodeChatAddsNoBos) {
+  auto tok = MustParse(kLlamaStyle);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_THAT(tok->Encode("hi"), ElementsAre(1, 10));
+  // The template writes <s>; the post-processor's is not added again, and
+  // each piece between special tokens is normalized on its own (Prepend).
+  EXPECT_THAT(tok->EncodeChat("<s>hi</s>hi", {}), ElementsAre(1, 10, 2, 10));
+  EXPECT_THAT(tok->EncodeChat("hi", {}), ElementsAre(10));
+}
+
 TEST(HfBpeTokenizerTest, ByteFallbackAndUnk) {
   auto tok = MustParse(kLlamaStyle);
   ASSERT_NE(tok, nullptr);

@@ -92,6 +92,9 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Create(
     added_seen[a.id] = true;
     tok->token_text_[a.id] = a.content;
     tok->special_[a.id] = a.special;
+    if (a.special && !a.content.empty()) {
+      tok->special_matcher_.Add(a.content, a.id, a.lstrip, a.rstrip);
+    }
     if (a.special && !options.parse_special) continue;
     if (a.normalized) {
       // Hugging Face matches these in normalized text, so it normalizes
@@ -148,6 +151,32 @@ void HfTokenizer::EncodeNormalized(std::string_view text, bool at_text_start,
 
 std::vector<int32_t> HfTokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> ids(affixes_.prefix);
+  EncodeText(text, text, &ids);
+  ids.insert(ids.end(), affixes_.suffix.begin(), affixes_.suffix.end());
+  return ids;
+}
+
+std::vector<int32_t> HfTokenizer::EncodeChat(
+    std::string_view text, const std::vector<TextRange>& literal) const {
+  std::vector<std::pair<size_t, size_t>> skip;
+  skip.reserve(literal.size());
+  for (const TextRange& r : literal) skip.emplace_back(r.begin, r.end);
+  std::vector<AddedTokenMatcher::Piece> pieces;
+  special_matcher_.SplitOutside(text, skip, &pieces);
+  std::vector<int32_t> ids;
+  for (const AddedTokenMatcher::Piece& piece : pieces) {
+    if (piece.id >= 0) {
+      ids.push_back(piece.id);
+    } else {
+      EncodeText(text, piece.text, &ids);
+    }
+  }
+  return ids;
+}
+
+void HfTokenizer::EncodeText(std::string_view whole, std::string_view text,
+                             std::vector<int32_t>* out) const {
+  std::vector<int32_t>& ids = *out;
   std::vector<AddedTokenMatcher::Piece> raw;
   raw_matcher_.Split(text, &raw);
   std::vector<AddedTokenMatcher::Piece> pieces;
@@ -163,14 +192,12 @@ std::vector<int32_t> HfTokenizer::Encode(std::string_view text) const {
       if (sub.id >= 0) {
         ids.push_back(sub.id);
       } else {
-        const bool at_start = piece.text.data() == text.data() &&
+        const bool at_start = piece.text.data() == whole.data() &&
                               sub.text.data() == normalized.data();
         EncodeNormalized(sub.text, at_start, &ids);
       }
     }
   }
-  ids.insert(ids.end(), affixes_.suffix.begin(), affixes_.suffix.end());
-  return ids;
 }
 
 std::string HfTokenizer::TokenBytes(int32_t id) const {

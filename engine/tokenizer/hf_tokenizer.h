@@ -40,6 +40,9 @@ class HfTokenizer : public Tokenizer {
       const TokenizerOptions& options);
 
   std::vector<int32_t> Encode(std::string_view text) const override;
+  std::vector<int32_t> EncodeChat(
+      std::string_view text,
+      const std::vector<TextRange>& literal) const override;
   std::string TokenBytes(int32_t id) const override;
   std::string DecodeToken(int32_t id, bool at_text_start) const override;
   int32_t vocab_size() const override { return vocab_size_; }
@@ -50,6 +53,10 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer() = default;
   void EncodeNormalized(std::string_view text, bool at_text_start,
                         std::vector<int32_t>* ids) const;
+  // `text`, a part of `whole` between special tokens, through the added
+  // tokens, the normalizer, the pre-tokenizer and the model.
+  void EncodeText(std::string_view whole, std::string_view text,
+                  std::vector<int32_t>* ids) const;
 
   std::unique_ptr<TokenModel> model_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
@@ -58,6 +65,7 @@ class HfTokenizer : public Tokenizer {
   SpecialAffixes affixes_;
   AddedTokenMatcher raw_matcher_;         // matched before normalization
   AddedTokenMatcher normalized_matcher_;  // matched in normalized text
+  AddedTokenMatcher special_matcher_;     // every special token, for chat
   std::vector<std::string> token_text_;   // token string by id
   std::vector<std::string> token_bytes_;  // decoded bytes by id
   std::vector<bool> special_;

@@ -4,6 +4,8 @@
 //       ids of the whole file, space-separated, on one line
 //   tokenize_tool lines TOKENIZER FILE [--parse_special]
 //       ids of each '\n'-separated line of the file, one output line each
+//   tokenize_tool chat TOKENIZER FILE [BEGIN:END,...]
+//       EncodeChat of the whole file, the byte ranges given as literal
 //   tokenize_tool stream TOKENIZER IDS_FILE
 //       pushes the ids (whitespace-separated) through IncrementalDetokenizer
 //       from the start of a text; prints one line per id: the hex of the
@@ -73,6 +75,21 @@ int Main(int argc, char** argv) {
   }
   if (mode == "encode") {
     PrintIds((*tok)->Encode(text));
+  } else if (mode == "chat") {
+    std::vector<TextRange> literal;
+    if (argc > 4) {
+      std::istringstream ranges(argv[4]);
+      std::string range;
+      while (std::getline(ranges, range, ',')) {
+        TextRange r;
+        if (std::sscanf(range.c_str(), "%zu:%zu", &r.begin, &r.end) != 2) {
+          std::fprintf(stderr, "bad range %s\n", range.c_str());
+          return 2;
+        }
+        literal.push_back(r);
+      }
+    }
+    PrintIds((*tok)->EncodeChat(text, literal));
   } else if (mode == "lines") {
     size_t start = 0;
     while (true) {

@@ -5,6 +5,7 @@
 #ifndef SEQBOAT_ENGINE_TOKENIZER_TOKENIZER_H_
 #define SEQBOAT_ENGINE_TOKENIZER_TOKENIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,12 @@
 
 namespace seqboat {
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 // Thread-safe for concurrent const use once built (implementations hold no
 // unsynchronised mutable state), so the server's threads can share one
 // instance.
@@ -22,6 +29,17 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
+  // Encodes a prompt rendered from a chat template as transformers
+  // tokenizes one (add_special_tokens=False: the template writes BOS
+  // itself): special tokens written in `text` become their ids, whatever
+  // TokenizerOptions::parse_special says, except inside the `literal` ranges
+  // (sorted, disjoint: text from the client, which must not become control
+  // tokens); no post-processor tokens are added. The default, for tokenizers
+  // without special-token text, is Encode.
+  virtual std::vector<int32_t> EncodeChat(
+      std::string_view text, const std::vector<TextRange>& literal) const {
+    return Encode(text);
+  }
   // The raw bytes a token stands for (may be partial UTF-8). Special tokens
   // return their content. Ids the tokenizer does not define return "".
   virtual std::string TokenBytes(int32_t id) const = 0;

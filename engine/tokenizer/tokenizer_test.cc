@@ -43,6 +43,16 @@ TEST(ByteTokenizerTest, EncodesBytesAndNeverSpecials) {
   EXPECT_TRUE((*tok)->Encode("").empty());
 }
 
+TEST(ByteTokenizerTest, EncodeChatParsesSpecialsOutsideLiteralRanges) {
+  auto tok = ParseTokenizerJson(kGpt2Style);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT((*tok)->EncodeChat("a<|endoftext|>b", {}),
+              ElementsAre(97, 256, 98));
+  const std::vector<int32_t> literal =
+      (*tok)->EncodeChat("a<|endoftext|>b", {{1, 14}});
+  EXPECT_EQ(literal, (*tok)->Encode("a<|endoftext|>b"));
+}
+
 TEST(ByteTokenizerTest, RoundTripsAllBytes) {
   auto tok = ParseTokenizerJson(kGpt2Style);
   ASSERT_TRUE(tok.ok()) << tok.status();

@@ -252,3 +252,73 @@ def test_normalized_stream_equals_decode_of_every_complete_prefix(
     path, hf = normalizing_tokenizer
     check_stream(tool, path, hf, read_text("normalization.txt"), tmp_path,
                  lossless=True)
+
+
+# ------------------------------------------------------- chat prompts (EncodeChat)
+
+def chat_prompt(specials, content):
+    """A prompt as a chat template renders one: the tokenizer's special tokens
+    around turns, `content` (the client's text) in the middle."""
+    open_, close = specials[0], specials[-1]
+    head = f"{open_}system\nYou are helpful.{close}\n{open_}user\n"
+    return head, head + content + f"{close}\n{open_}assistant\n"
+
+
+def split_at_trusted_specials(text, specials, literal):
+    """Hugging Face's first step with the client's text kept out of it: the
+    pieces of `text` between special tokens found outside `literal` (leftmost,
+    longest first); special tokens as their content, marked True."""
+    b, e = literal
+    pieces, plain, i = [], "", 0
+    ordered = sorted(specials, key=len, reverse=True)
+    while i < len(text):
+        if b <= i < e:
+            plain += text[i:e]
+            i = e
+            continue
+        hit = next((s for s in ordered if text.startswith(s, i)
+                    and not (i < e and i + len(s) > b)), None)
+        if hit is None:
+            plain += text[i]
+            i += 1
+            continue
+        if plain:
+            pieces.append((plain, False))
+            plain = ""
+        pieces.append((hit, True))
+        i += len(hit)
+    if plain:
+        pieces.append((plain, False))
+    return pieces
+
+
+@pytest.mark.parametrize("name", ["llama3_bpe.json", "qwen2_bpe.json", "llama_bpe.json",
+                                  "neox_bpe.json"])
+def test_chat_prompt_ids_match_hugging_face(tool, name, tmp_path):
+    hf = hf_tokenizer(name, parse_special=True)
+    specials = sorted(t.content for t in hf.get_added_tokens_decoder().values() if t.special)
+    lines = [l for l in read_text().split("\n") if l.strip()]
+    content = f" {lines[0]} {specials[-1]}{specials[0]} {lines[3]}\n\n{specials[1]}x "
+    head, text = chat_prompt(specials, content)
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(text.encode("utf-8"))
+
+    # Every special token parsed, no BOS added: encode(add_special_tokens=False).
+    got = parse_ids(run_tool(tool, "chat", name, path)[0])
+    assert got == hf.encode(text, add_special_tokens=False).ids
+
+    # With the content literal, its special-token text is text.
+    b = len(head.encode("utf-8"))
+    e = b + len(content.encode("utf-8"))
+    out = subprocess.run([str(tool), "chat", str(DATA / name), str(path), f"{b}:{e}"],
+                         capture_output=True, check=True)
+    got = parse_ids(out.stdout.decode("ascii").split("\n")[0])
+    plain = hf_tokenizer(name, parse_special=False)
+    want = []
+    for piece, special in split_at_trusted_specials(text, specials, (len(head),
+                                                                     len(head) + len(content))):
+        want += [hf.token_to_id(piece)] if special else \
+            plain.encode(piece, add_special_tokens=False).ids
+    assert got == want
+    special_ids = {hf.token_to_id(s) for s in specials}
+    assert sum(i in special_ids for i in got) == 5  # the template's, not the content's
