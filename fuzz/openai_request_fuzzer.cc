@@ -1,8 +1,9 @@
 // A /v1/completions body, as the OpenAI port receives it: parsed by
 // ParseCompletionRequest, then validated by RequestFromProto as a gRPC
-// request is. A refused body gets a 400 (404 for an unknown model is not
-// what this API says) whose message and error object are valid UTF-8 and
-// JSON; an accepted one gives what validation gives a GenerateRequest.
+// request is; and the same bytes as a /v1/chat/completions body. A refused
+// body gets a 400 (404 for an unknown model is not what this API says)
+// whose message and error object are valid UTF-8 and JSON; an accepted one
+// gives what validation gives a GenerateRequest.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,8 +29,33 @@ void CheckError(const seqboat::OpenAiError& error) {
 
 }  // namespace
 
+// The same bytes as a /v1/chat/completions body: refused with a 400, or
+// messages within the limit, of the roles a template is given, with the
+// completion's parameters as ParseCompletionRequest reads them.
+void CheckChat(std::string_view body) {
+  seqboat::ChatRequest chat;
+  seqboat::OpenAiError error;
+  if (!seqboat::ParseChatRequest(
+          body, "seqboat", seqboat::fuzz::RequestLimits(), &chat, &error)) {
+    FUZZ_CHECK(error.http_status == 400, "%d", error.http_status);
+    CheckError(error);
+    return;
+  }
+  FUZZ_CHECK(!chat.messages.empty());
+  FUZZ_CHECK(chat.messages.size() <=
+             static_cast<size_t>(seqboat::kMaxChatMessages));
+  for (const seqboat::ChatMessage& m : chat.messages) {
+    FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant",
+               "%s", m.role.c_str());
+  }
+  FUZZ_CHECK(!chat.completion.generate.has_text() &&
+             !chat.completion.generate.has_token_ids());
+  FUZZ_CHECK(chat.logprobs == chat.completion.generate.logprobs().enabled());
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
+  CheckChat(body);
   seqboat::CompletionRequest parsed;
   seqboat::OpenAiError error;
   if (!seqboat::ParseCompletionRequest(

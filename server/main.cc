@@ -9,6 +9,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,9 +30,11 @@
 #include "engine/engine.h"
 #include "engine/model/weight_store.h"
 #include "server/backend_choice.h"
+#include "server/chat_template.h"
 #include "server/engine_gauges.h"
 #include "server/http_endpoint.h"
 #include "server/idle_trim.h"
+#include "server/jinja/template.h"
 #include "server/metrics.h"
 #include "server/openai_server.h"
 #include "server/request_validation.h"
@@ -370,6 +373,28 @@ int Run() {
         4 * static_cast<size_t>(limits.max_prompt_bytes) + (size_t{64} << 10);
     o.ready = [&ready] { return ready.load(); };
     o.metrics = &metrics;
+    // The template may render a prompt as long as the prompt limit.
+    jinja::Limits template_limits;
+    template_limits.max_output_bytes =
+        static_cast<size_t>(limits.max_prompt_bytes);
+    template_limits.max_work_bytes = std::max(
+        template_limits.max_work_bytes, 16 * template_limits.max_output_bytes);
+    absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
+        ChatTemplate::FromModelDir(options.model_dir, template_limits);
+    if (chat_template.ok()) {
+      o.chat_template = *std::move(chat_template);
+    } else if (chat_template.status().code() == absl::StatusCode::kNotFound) {
+      spdlog::info("no chat template ({}): /v1/chat/completions answers 400",
+                   std::string(chat_template.status().message()));
+      o.no_chat_template = "its tokenizer_config.json has no chat_template";
+    } else {
+      spdlog::warn(
+          "the chat template cannot be used, /v1/chat/completions "
+          "answers 400: {}",
+          std::string(chat_template.status().message()));
+      o.no_chat_template =
+          "its chat template does not parse (the server's log says where)";
+    }
     absl::StatusOr<std::unique_ptr<OpenAiServer>> started =
         OpenAiServer::Start(engine->get(), std::move(o));
     if (!started.ok()) {

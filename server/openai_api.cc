@@ -732,4 +732,434 @@ std::string ModelListBody(const std::string& model_id, int64_t created) {
   return Dump(list);
 }
 
+// --- /v1/chat/completions
+
+namespace {
+
+// The parameters a chat request may carry. Those completions also take are
+// handed to ParseCompletionRequest; the rest are read here.
+const std::set<std::string, std::less<>>& ChatParameters() {
+  static const auto* known =
+      new std::set<std::string, std::less<>>{"model",
+                                             "messages",
+                                             "max_tokens",
+                                             "max_completion_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "repetition_penalty",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "seed",
+                                             "stop",
+                                             "stop_token_ids",
+                                             "ignore_eos",
+                                             "stream",
+                                             "stream_options",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "n",
+                                             "logit_bias",
+                                             "user",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "response_format"};
+  return *known;
+}
+
+// Chat parameters that mean the same in a completions request.
+constexpr const char* kSharedParameters[] = {"model",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "repetition_penalty",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "seed",
+                                             "stop",
+                                             "stop_token_ids",
+                                             "ignore_eos",
+                                             "stream",
+                                             "stream_options",
+                                             "n",
+                                             "logit_bias",
+                                             "user"};
+
+std::optional<OpenAiError> ReadContent(const json& content,
+                                       const std::string& where,
+                                       std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) {
+    return Invalid("messages",
+                   absl::StrCat(where,
+                                " must be a string or a list of text parts, "
+                                "got ",
+                                BriefJson(content)));
+  }
+  // Text parts joined by newlines, as vLLM joins them.
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string at = absl::StrCat(where, "[", j, "]");
+    if (!part.is_object()) {
+      return Invalid("messages", absl::StrCat(at, " must be an object"));
+    }
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Invalid("messages", absl::StrCat(at, ".type must be a string"));
+    }
+    if (type->get<std::string>() != "text") {
+      return Unsupported(
+          "messages",
+          absl::StrCat(at, " is of type '", type->get<std::string>(),
+                       "'; this server takes text parts only"));
+    }
+    const json* text = Field(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return Invalid("messages", absl::StrCat(at, ".text must be a string"));
+    }
+    if (j > 0) *out += "\n";
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadMessages(const json& body,
+                                        std::vector<ChatMessage>* out) {
+  const json* messages = Field(body, "messages");
+  if (messages == nullptr) {
+    return Invalid("messages", "messages is required");
+  }
+  if (!messages->is_array()) {
+    return Invalid("messages", "messages must be an array of messages");
+  }
+  if (messages->empty()) {
+    return Invalid("messages", "messages must hold at least one message");
+  }
+  if (messages->size() > static_cast<size_t>(kMaxChatMessages)) {
+    return Invalid(
+        "messages",
+        absl::StrCat("messages holds ", messages->size(),
+                     " messages, more than the limit of ", kMaxChatMessages));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) {
+      return Invalid("messages", absl::StrCat(where, " must be an object"));
+    }
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role" || key == "content" || key == "name") continue;
+      if (value.is_null()) continue;
+      if (key == "tool_calls" || key == "tool_call_id" ||
+          key == "function_call" || key == "audio" || key == "refusal") {
+        return Unsupported("messages",
+                           absl::StrCat(where, ".", key,
+                                        " is not supported: this server does "
+                                        "not call tools"));
+      }
+      return Invalid("messages",
+                     absl::StrCat(where, " has an unknown field '", key, "'"));
+    }
+    ChatMessage message;
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Invalid("messages", absl::StrCat(where, ".role must be a string"));
+    }
+    message.role = role->get<std::string>();
+    if (message.role == "developer") message.role = "system";
+    if (message.role != "system" && message.role != "user" &&
+        message.role != "assistant") {
+      return Invalid(
+          "messages",
+          absl::StrCat(where,
+                       ".role must be 'system', 'developer', 'user' or "
+                       "'assistant', got ",
+                       BriefJson(*role)));
+    }
+    const json* content = Field(m, "content");
+    if (content == nullptr) {
+      return Invalid("messages", absl::StrCat(where, ".content is missing"));
+    }
+    if (auto e = ReadContent(*content, absl::StrCat(where, ".content"),
+                             &message.content)) {
+      return e;
+    }
+    if (const json* name = Field(m, "name")) {
+      if (!name->is_string()) {
+        return Invalid("messages",
+                       absl::StrCat(where, ".name must be a string"));
+      }
+      message.name = name->get<std::string>();
+    }
+    out->push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+// The tool and format parameters, accepted at the values that ask for
+// plain text.
+std::optional<OpenAiError> ReadChatUnsupported(const json& body) {
+  if (const json* tools = Field(body, "tools")) {
+    if (!tools->is_array() || !tools->empty()) {
+      return Unsupported("tools",
+                         "tools are not supported: this server does "
+                         "not call tools");
+    }
+  }
+  if (const json* choice = Field(body, "tool_choice")) {
+    if (!choice->is_string() || (choice->get<std::string>() != "none" &&
+                                 choice->get<std::string>() != "auto")) {
+      return Unsupported("tool_choice",
+                         "tool_choice must be \"none\": this server does not "
+                         "call tools");
+    }
+  }
+  if (const json* parallel = Field(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean()) {
+      return Invalid("parallel_tool_calls",
+                     "parallel_tool_calls must be a boolean");
+    }
+  }
+  if (const json* format = Field(body, "response_format")) {
+    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string() ||
+        type->get<std::string>() != "text") {
+      return Unsupported("response_format",
+                         "response_format must be {\"type\": \"text\"}: "
+                         "structured output is not supported");
+    }
+  }
+  return std::nullopt;
+}
+
+// Renames parameter `from` to `to` in an error, param and message.
+void Rename(OpenAiError* e, const std::string& from, const std::string& to) {
+  if (e->param != from) return;
+  e->param = to;
+  if (absl::StartsWith(e->message, from)) {
+    e->message = to + e->message.substr(from.size());
+  }
+}
+
+ojson ChatHeader(const CompletionContext& context, const char* object) {
+  ojson header;
+  header["id"] = context.id;
+  header["object"] = object;
+  header["created"] = context.created;
+  header["model"] = context.model;
+  return header;
+}
+
+std::string FinishName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_STOP_STRING:
+    case v1::FINISH_REASON_EOS:
+      return "stop";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+bool ParseChatRequest(std::string_view body, const std::string& model_id,
+                      const ValidationLimits& limits, ChatRequest* out,
+                      OpenAiError* error) {
+  auto fail = [error](OpenAiError e) {
+    *error = std::move(e);
+    return false;
+  };
+  json parsed;
+  if (absl::Status s = ParseJson(body, "the request body", &parsed); !s.ok()) {
+    return fail(Invalid("", std::string(s.message())));
+  }
+  if (!parsed.is_object()) {
+    return fail(Invalid("", "the request body must be a JSON object"));
+  }
+  for (const auto& [key, value] : parsed.items()) {
+    if (ChatParameters().count(key) == 0) {
+      return fail(Invalid(
+          key, absl::StrCat("Unrecognized request argument supplied: ", key),
+          "unknown_parameter"));
+    }
+  }
+  *out = ChatRequest();
+  if (auto e = ReadMessages(parsed, &out->messages)) return fail(*e);
+  if (auto e = ReadChatUnsupported(parsed)) return fail(*e);
+
+  // The rest is a completions request with these names.
+  json completion = json::object();
+  for (const char* key : kSharedParameters) {
+    if (auto it = parsed.find(key); it != parsed.end()) completion[key] = *it;
+  }
+  if (const json* limit = Field(parsed, "max_completion_tokens")) {
+    completion["max_tokens"] = *limit;
+    out->max_tokens_param = "max_completion_tokens";
+  } else if (const json* limit = Field(parsed, "max_tokens")) {
+    completion["max_tokens"] = *limit;
+  }
+  if (auto e = ReadBool(parsed, "logprobs", &out->logprobs)) return fail(*e);
+  if (const json* top = Field(parsed, "top_logprobs")) {
+    if (!out->logprobs) {
+      return fail(
+          Invalid("top_logprobs", "top_logprobs requires logprobs to be true"));
+    }
+    completion["logprobs"] = *top;
+  } else if (out->logprobs) {
+    completion["logprobs"] = 0;
+  }
+  if (!ParseCompletionRequest(completion.dump(), model_id, limits,
+                              &out->completion, error)) {
+    *error = ChatError(std::move(*error), *out);
+    return false;
+  }
+  return true;
+}
+
+OpenAiError ChatError(OpenAiError error, const ChatRequest& request) {
+  Rename(&error, "prompt", "messages");
+  Rename(&error, "logprobs", "top_logprobs");
+  Rename(&error, "max_tokens", request.max_tokens_param);
+  return error;
+}
+
+ChatRenderer::ChatRenderer(CompletionContext context)
+    : context_(std::move(context)) {}
+
+ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
+  const auto entry = [this](int32_t id, float logprob) {
+    const std::string bytes =
+        context_.token_bytes ? context_.token_bytes(id) : std::string();
+    ojson item;
+    item["token"] = TokenText(bytes);
+    item["logprob"] = logprob;
+    ojson raw = ojson::array();
+    for (unsigned char c : bytes) raw.push_back(static_cast<int>(c));
+    item["bytes"] = std::move(raw);
+    return item;
+  };
+  ojson content = ojson::array();
+  for (const v1::TokenLogprobs& lp : run.logprobs()) {
+    ojson item = entry(lp.chosen().token_id(), lp.chosen().logprob());
+    ojson top = ojson::array();
+    for (const v1::TokenLogprob& alt : lp.top()) {
+      top.push_back(entry(alt.token_id(), alt.logprob()));
+    }
+    item["top_logprobs"] = std::move(top);
+    content.push_back(std::move(item));
+  }
+  ojson logprobs;
+  logprobs["content"] = std::move(content);
+  logprobs["refusal"] = nullptr;
+  return logprobs;
+}
+
+ojson ChatRenderer::Chunk(ojson delta, const v1::GenerateResponse* run,
+                          bool final_chunk) const {
+  ojson choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = nullptr;
+  if (run != nullptr && context_.logprobs && run->logprobs_size() > 0) {
+    choice["logprobs"] = Logprobs(*run);
+  }
+  choice["finish_reason"] = nullptr;
+  if (final_chunk && run != nullptr) {
+    choice["finish_reason"] = NullIfEmpty(FinishName(run->finish_reason()));
+    choice["stop_reason"] = NullIfEmpty(run->matched_stop());
+  }
+  ojson chunk = ChatHeader(context_, "chat.completion.chunk");
+  chunk["choices"] = ojson::array({std::move(choice)});
+  if (context_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+std::string ChatRenderer::StreamStart() {
+  ojson delta;
+  delta["role"] = "assistant";
+  delta["content"] = "";
+  return absl::StrCat("data: ", Dump(Chunk(std::move(delta), nullptr, false)),
+                      "\n\n");
+}
+
+std::string ChatRenderer::StreamEvents(std::vector<GenerationEvent> events) {
+  if (ended_ || events.empty()) return "";
+  CoalescedEvents run = CoalesceEvents(std::move(events), context_.id);
+  absl::Status error = run.error;
+  if (error.ok() && run.ended &&
+      run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+    error = CancelledByServer();
+  }
+  std::string out;
+  const bool finished_ok = run.ended && error.ok();
+  const bool has_output = !run.response.text().empty() ||
+                          (context_.logprobs && run.response.logprobs_size());
+  if (has_output || finished_ok) {
+    ojson delta = ojson::object();
+    if (!run.response.text().empty()) delta["content"] = run.response.text();
+    absl::StrAppend(&out, "data: ",
+                    Dump(Chunk(std::move(delta), &run.response, finished_ok)),
+                    "\n\n");
+  }
+  if (!run.ended) return out;
+  ended_ = true;
+  if (!error.ok()) {
+    final_code_ = error.code();
+    absl::StrAppend(&out, "data: ", ErrorBody(ErrorFromStatus(error)), "\n\n");
+  } else if (context_.include_usage) {
+    ojson chunk = ChatHeader(context_, "chat.completion.chunk");
+    chunk["choices"] = ojson::array();
+    chunk["usage"] = Usage(run.response.usage());
+    absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+  }
+  absl::StrAppend(&out, "data: [DONE]\n\n");
+  return out;
+}
+
+void ChatRenderer::Add(GenerationEvent event) {
+  if (ended_) return;
+  ended_ = event.finish != FinishReason::kNone || !event.status.ok();
+  pending_.push_back(std::move(event));
+}
+
+std::pair<int, std::string> ChatRenderer::Finish() {
+  CoalescedEvents run = CoalesceEvents(std::move(pending_), context_.id);
+  pending_.clear();
+  absl::Status error = run.error;
+  if (!run.ended) {
+    error = absl::InternalError("the request ended without a final event");
+  } else if (error.ok() &&
+             run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+    error = CancelledByServer();
+  }
+  if (!error.ok()) {
+    final_code_ = error.code();
+    OpenAiError e = ErrorFromStatus(error);
+    return {e.http_status, ErrorBody(e)};
+  }
+  ojson message;
+  message["role"] = "assistant";
+  message["content"] = run.response.text();
+  ojson choice;
+  choice["index"] = 0;
+  choice["message"] = std::move(message);
+  choice["logprobs"] = nullptr;
+  if (context_.logprobs) choice["logprobs"] = Logprobs(run.response);
+  choice["finish_reason"] =
+      NullIfEmpty(FinishName(run.response.finish_reason()));
+  choice["stop_reason"] = NullIfEmpty(run.response.matched_stop());
+  ojson body = ChatHeader(context_, "chat.completion");
+  body["choices"] = ojson::array({std::move(choice)});
+  body["usage"] = Usage(run.response.usage());
+  return {200, Dump(body)};
+}
+
 }  // namespace seqboat

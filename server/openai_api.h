@@ -1,8 +1,10 @@
-// The OpenAI completions API's JSON, mapped onto seqboat's own request and
-// events: a /v1/completions body becomes a v1::GenerateRequest (which
-// request_validation then checks, as for gRPC), engine events become
-// completion objects and SSE chunks, and statuses become OpenAI's error
-// object with its HTTP status. No I/O and no engine here, so every mapping
+// The OpenAI completions and chat completions APIs' JSON, mapped onto
+// seqboat's own request and events: a /v1/completions body becomes a
+// v1::GenerateRequest (which request_validation then checks, as for gRPC),
+// and so does a /v1/chat/completions body once the model's chat template
+// has rendered its messages; engine events become completion objects and
+// SSE chunks, and statuses become OpenAI's error object with its HTTP
+// status. No I/O and no engine here, so every mapping
 // is testable on its own; server/openai_server serves it.
 #ifndef SEQBOAT_SERVER_OPENAI_API_H_
 #define SEQBOAT_SERVER_OPENAI_API_H_
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "engine/request.h"
 #include "seqboat/v1/generate.pb.h"
+#include "server/chat_template.h"
 #include "server/request_validation.h"
 
 namespace seqboat {
@@ -125,6 +128,77 @@ std::string TokenText(const std::string& bytes);
 // The /v1/models list and one model object.
 std::string ModelListBody(const std::string& model_id, int64_t created);
 std::string ModelBody(const std::string& model_id, int64_t created);
+
+// --- /v1/chat/completions
+
+// The most messages one chat request may hold.
+inline constexpr int kMaxChatMessages = 1024;
+
+// What one POST /v1/chat/completions asks for.
+struct ChatRequest {
+  // Roles are "system", "user" or "assistant" ("developer" arrives as
+  // "system"); content is text (a list of text parts joined by "\n").
+  std::vector<ChatMessage> messages;
+  // Every engine parameter, stream and include_usage, as a completions
+  // request holds them; the prompt is left to the caller (the rendered
+  // template).
+  CompletionRequest completion;
+  // Chat's logprobs (a boolean); top_logprobs is completion's top_n.
+  bool logprobs = false;
+  // How the client named the token limit: "max_tokens" or
+  // "max_completion_tokens".
+  std::string max_tokens_param = "max_tokens";
+};
+
+// Parses a /v1/chat/completions body: the messages (roles, content as a
+// string or text parts, name), max_tokens or max_completion_tokens,
+// logprobs and top_logprobs, and every parameter completions take, checked
+// as ParseCompletionRequest checks them. Refuses, naming the parameter:
+// unknown fields, no messages or more than kMaxChatMessages, an unknown
+// role, missing content, parts that are not text, tool calls and tools, a
+// response_format other than text. On failure returns false and fills
+// *error.
+bool ParseChatRequest(std::string_view body, const std::string& model_id,
+                      const ValidationLimits& limits, ChatRequest* out,
+                      OpenAiError* error);
+
+// An error about the fields of request.completion as the chat request
+// names them: prompt is messages, logprobs is top_logprobs, max_tokens is
+// the parameter the client used.
+OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
+
+// Renders a chat request's events as OpenAI's chat.completion object, or
+// as chat.completion.chunk events: the first (StreamStart) carries
+// delta.role, the others delta.content, logprobs in chat's form
+// (logprobs.content[] of token, logprob, bytes and top_logprobs), the last
+// the finish_reason; then the usage chunk when asked for, and
+// "data: [DONE]". Events may be fed in runs, as for CompletionRenderer.
+class ChatRenderer {
+ public:
+  explicit ChatRenderer(CompletionContext context);
+
+  // The stream's first chunk, before any token.
+  std::string StreamStart();
+  // As CompletionRenderer::StreamEvents, in chunks of chat's form.
+  std::string StreamEvents(std::vector<GenerationEvent> events);
+
+  void Add(GenerationEvent event);
+  bool ended() const { return ended_; }
+  // The chat.completion object (or the error object) and its HTTP status.
+  std::pair<int, std::string> Finish();
+  absl::StatusCode final_code() const { return final_code_; }
+
+ private:
+  nlohmann::ordered_json Chunk(nlohmann::ordered_json delta,
+                               const v1::GenerateResponse* run,
+                               bool final_chunk) const;
+  nlohmann::ordered_json Logprobs(const v1::GenerateResponse& run) const;
+
+  const CompletionContext context_;
+  bool ended_ = false;
+  absl::StatusCode final_code_ = absl::StatusCode::kOk;
+  std::vector<GenerationEvent> pending_;
+};
 
 }  // namespace seqboat
 

@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using json = nlohmann::json;
 
 constexpr char kModel[] = "tiny";
@@ -496,6 +497,314 @@ TEST(OpenAiModelsTest, ListAndModel) {
             json::parse(R"({"object": "list", "data": [{"id": "tiny",
               "object": "model", "created": 5, "owned_by": "seqboat"}]})"));
   EXPECT_EQ(json::parse(ModelBody("tiny", 5))["id"], "tiny");
+}
+
+// --- /v1/chat/completions
+
+ChatRequest ParseChat(const std::string& body) {
+  ChatRequest out;
+  OpenAiError error;
+  EXPECT_TRUE(ParseChatRequest(body, kModel, Limits(), &out, &error))
+      << body << ": " << error.message;
+  return out;
+}
+
+OpenAiError ParseChatError(const std::string& body) {
+  ChatRequest out;
+  OpenAiError error;
+  EXPECT_FALSE(ParseChatRequest(body, kModel, Limits(), &out, &error))
+      << "accepted: " << body;
+  return error;
+}
+
+TEST(OpenAiChatParseTest, MessagesAndEveryParameter) {
+  ChatRequest r = ParseChat(R"({"model": "tiny", "messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "a"},
+                                   {"type": "text", "text": "b"}],
+       "name": "ann"},
+      {"role": "assistant", "content": "", "tool_calls": null},
+      {"role": "user", "content": "c"}],
+    "max_completion_tokens": 9, "temperature": 0.5, "top_p": 0.9,
+    "top_k": 7, "min_p": 0.1, "seed": 42, "stop": ["x", "y"],
+    "presence_penalty": 0.5, "frequency_penalty": -0.5,
+    "logprobs": true, "top_logprobs": 3, "stream": true,
+    "stream_options": {"include_usage": true}, "user": "u", "n": 1,
+    "tool_choice": "none", "tools": [], "response_format": {"type": "text"},
+    "parallel_tool_calls": false})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");  // developer is system
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].content, "a\nb");  // text parts, joined
+  EXPECT_EQ(r.messages[1].name, "ann");
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_FALSE(r.messages[2].name.has_value());
+  const v1::GenerateRequest& g = r.completion.generate;
+  EXPECT_FALSE(g.has_text() || g.has_token_ids());  // the caller's to set
+  EXPECT_EQ(g.stopping().max_new_tokens(), 9u);
+  EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
+  EXPECT_EQ(g.sampling().top_k(), 7);
+  EXPECT_FLOAT_EQ(g.sampling().min_p(), 0.1f);
+  EXPECT_EQ(g.sampling().seed(), 42u);
+  EXPECT_FLOAT_EQ(g.sampling().presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling().frequency_penalty(), -0.5f);
+  EXPECT_THAT(g.stopping().stop(), ElementsAre("x", "y"));
+  EXPECT_TRUE(g.logprobs().enabled());
+  EXPECT_EQ(g.logprobs().top_n(), 3u);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_TRUE(r.completion.stream);
+  EXPECT_TRUE(r.completion.include_usage);
+  EXPECT_EQ(r.max_tokens_param, "max_completion_tokens");
+
+  ChatRequest plain = ParseChat(
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+          "logprobs": false})");
+  EXPECT_EQ(plain.completion.generate.stopping().max_new_tokens(), 4u);
+  EXPECT_FALSE(plain.completion.generate.has_logprobs());
+  EXPECT_FALSE(plain.logprobs);
+  EXPECT_EQ(plain.max_tokens_param, "max_tokens");
+  // logprobs alone asks for the chosen tokens' only.
+  ChatRequest chosen = ParseChat(
+      R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true})");
+  EXPECT_TRUE(chosen.completion.generate.logprobs().enabled());
+  EXPECT_EQ(chosen.completion.generate.logprobs().top_n(), 0u);
+}
+
+TEST(OpenAiChatParseTest, RefusesBadMessagesNamingThem) {
+  struct Case {
+    const char* body;
+    const char* message;
+  };
+  const std::string too_many = [] {
+    std::string m = R"({"messages": [)";
+    for (int i = 0; i <= kMaxChatMessages; ++i) {
+      if (i > 0) m += ",";
+      m += R"({"role": "user", "content": "x"})";
+    }
+    return m + "]}";
+  }();
+  for (
+      const Case& c : {
+          Case{R"({})", "messages is required"},
+          Case{R"({"messages": "hi"})", "messages must be an array"},
+          Case{R"({"messages": []})", "must hold at least one message"},
+          Case{too_many.c_str(), "more than the limit of 1024"},
+          Case{R"({"messages": [1]})", "messages[0] must be an object"},
+          Case{R"({"messages": [{"content": "x"}]})",
+               "messages[0].role must be a string"},
+          Case{R"({"messages": [{"role": "user", "content": "x"},
+                                 {"role": "tool", "content": "x"}]})",
+               "messages[1].role must be 'system', 'developer', 'user' or "
+               "'assistant', got \"tool\""},
+          Case{R"({"messages": [{"role": "user"}]})",
+               "messages[0].content is missing"},
+          Case{R"({"messages": [{"role": "user", "content": null}]})",
+               "messages[0].content is missing"},
+          Case{R"({"messages": [{"role": "user", "content": 3}]})",
+               "messages[0].content must be a string or a list of text parts"},
+          Case{R"({"messages": [{"role": "user", "content": [
+                  {"type": "image_url", "image_url": {"url": "x"}}]}]})",
+               "messages[0].content[0] is of type 'image_url'"},
+          Case{
+              R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+              "messages[0].content[0].text must be a string"},
+          Case{R"({"messages": [{"role": "user", "content": "x", "name": 1}]})",
+               "messages[0].name must be a string"},
+          Case{R"({"messages": [{"role": "assistant", "content": "x",
+                                  "tool_calls": [{"id": "1"}]}]})",
+               "messages[0].tool_calls is not supported"},
+          Case{R"({"messages": [{"role": "user", "content": "x", "mood": 1}]})",
+               "messages[0] has an unknown field 'mood'"},
+      }) {
+    OpenAiError e = ParseChatError(c.body);
+    EXPECT_EQ(e.http_status, 400);
+    EXPECT_EQ(e.param, "messages") << c.body;
+    EXPECT_THAT(e.message, HasSubstr(c.message)) << c.body;
+  }
+}
+
+TEST(OpenAiChatParseTest, RefusesOtherParametersNamingThem) {
+  const std::string m = R"("messages": [{"role": "user", "content": "x"}])";
+  struct Case {
+    std::string body;
+    const char* param;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"{" + m + R"(, "prompt": "x"})", "prompt",
+                "Unrecognized request argument supplied: prompt"},
+           Case{"{" + m + R"(, "echo": true})", "echo",
+                "Unrecognized request argument supplied: echo"},
+           Case{"{" + m + R"(, "model": "gpt-4"})", "model",
+                "The model `gpt-4` does not exist"},
+           Case{"{" + m + R"(, "tools": [{"type": "function"}]})", "tools",
+                "tools are not supported"},
+           Case{"{" + m + R"(, "tool_choice": "required"})", "tool_choice",
+                "tool_choice must be \"none\""},
+           Case{"{" + m + R"(, "response_format": {"type": "json_object"}})",
+                "response_format", "structured output is not supported"},
+           Case{"{" + m + R"(, "logprobs": 1})", "logprobs",
+                "logprobs must be a boolean"},
+           Case{"{" + m + R"(, "top_logprobs": 2})", "top_logprobs",
+                "top_logprobs requires logprobs to be true"},
+           Case{"{" + m + R"(, "logprobs": true, "top_logprobs": -1})",
+                "top_logprobs", "top_logprobs must be in [0, 20], got -1"},
+           Case{"{" + m + R"(, "logprobs": true, "top_logprobs": "x"})",
+                "top_logprobs", "top_logprobs must be an integer"},
+           Case{"{" + m + R"(, "max_completion_tokens": 0})",
+                "max_completion_tokens",
+                "max_completion_tokens must be in [1, 64], got 0"},
+           Case{"{" + m + R"(, "max_tokens": -5})", "max_tokens",
+                "max_tokens must be in [1, 64], got -5"},
+           Case{"{" + m + R"(, "temperature": "hot"})", "temperature",
+                "temperature must be a number"},
+           Case{"{" + m + R"(, "n": 2})", "n", "n must be 1"},
+           Case{"{" + m + R"(, "stream_options": {"include_usage": true}})",
+                "stream_options", "only allowed when stream is true"},
+       }) {
+    OpenAiError e = ParseChatError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_THAT(e.message, HasSubstr(c.message)) << c.body;
+  }
+  EXPECT_EQ(ParseChatError("{not json").param, "");
+}
+
+TEST(OpenAiChatParseTest, ValidationErrorsAreNamedAsTheChatRequestNamedThem) {
+  ChatRequest r = ParseChat(
+      R"({"messages": [{"role": "user", "content": "x"}],
+          "max_completion_tokens": 500})");
+  r.completion.generate.mutable_token_ids()->add_ids(72);
+  absl::StatusOr<Request> request =
+      RequestFromProto(r.completion.generate, Bytes(), Limits(), {"id", 1});
+  ASSERT_FALSE(request.ok());
+  OpenAiError e = ChatError(ErrorFromStatus(request.status()), r);
+  EXPECT_EQ(e.param, "max_completion_tokens");
+  EXPECT_THAT(e.message, HasSubstr("max_completion_tokens must be"));
+
+  // A rendered prompt over the token limit is the messages' fault.
+  ChatRequest long_prompt =
+      ParseChat(R"({"messages": [{"role": "user", "content": "x"}]})");
+  for (int i = 0; i < 9; ++i) {
+    long_prompt.completion.generate.mutable_token_ids()->add_ids(72);
+  }
+  request = RequestFromProto(long_prompt.completion.generate, Bytes(), Limits(),
+                             {"id", 1});
+  ASSERT_FALSE(request.ok());
+  e = ChatError(ErrorFromStatus(request.status()), long_prompt);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_THAT(e.message, StartsWith("messages"));
+}
+
+CompletionContext ChatContext(bool logprobs = false,
+                              bool include_usage = false) {
+  CompletionContext c = Context(logprobs, include_usage);
+  c.id = "chatcmpl-1";
+  return c;
+}
+
+TEST(ChatRendererTest, StreamsRoleThenContentThenFinishThenDone) {
+  ChatRenderer r(ChatContext());
+  bool done = false;
+  std::vector<json> chunks = DataLines(r.StreamStart(), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0]["id"], "chatcmpl-1");
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["created"], 1700000000);
+  EXPECT_EQ(chunks[0]["model"], "tiny");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"],
+            json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_TRUE(chunks[0]["choices"][0]["finish_reason"].is_null());
+  EXPECT_FALSE(chunks[0].contains("usage"));
+
+  chunks =
+      DataLines(r.StreamEvents({Tokens({72}, "H"), Tokens({105}, "i")}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"],
+            json::parse(R"({"content": "Hi"})"));
+  EXPECT_TRUE(chunks[0]["choices"][0]["logprobs"].is_null());
+  EXPECT_FALSE(done);
+  EXPECT_EQ(r.StreamEvents({Tokens({200}, "")}), "");
+
+  chunks = DataLines(r.StreamEvents({Final(FinishReason::kEos)}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"], json::object());
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(r.ended());
+  EXPECT_EQ(r.final_code(), absl::StatusCode::kOk);
+}
+
+TEST(ChatRendererTest, UsageChunkAndErrors) {
+  ChatRenderer r(ChatContext(false, /*include_usage=*/true));
+  bool done = false;
+  std::vector<json> chunks = DataLines(r.StreamStart(), &done);
+  EXPECT_TRUE(chunks[0]["usage"].is_null());
+  chunks = DataLines(
+      r.StreamEvents({Tokens({72}, "H"), Final(FinishReason::kLength)}), &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"],
+            json::parse(R"({"content": "H"})"));
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(chunks[1]["choices"], json::array());
+  EXPECT_EQ(chunks[1]["usage"]["total_tokens"], 8);
+
+  ChatRenderer failing(ChatContext());
+  GenerationEvent failed;
+  failed.status = absl::UnavailableError("draining");
+  chunks = DataLines(failing.StreamEvents({failed}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0]["error"]["type"], "service_unavailable");
+  EXPECT_TRUE(done);
+  EXPECT_EQ(failing.final_code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(ChatRendererTest, LogprobsInTheChatForm) {
+  ChatRenderer r(ChatContext(/*logprobs=*/true));
+  GenerationEvent e = Tokens({72, 200}, "H");
+  e.logprobs.push_back({{72, -0.5f}, {{72, -0.5f}, {105, -1.5f}}});
+  e.logprobs.push_back({{200, -0.25f}, {}});
+  bool done = false;
+  std::vector<json> chunks = DataLines(r.StreamEvents({e}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"], json::parse(R"({"content": [
+      {"token": "H", "logprob": -0.5, "bytes": [72], "top_logprobs": [
+          {"token": "H", "logprob": -0.5, "bytes": [72]},
+          {"token": "i", "logprob": -1.5, "bytes": [105]}]},
+      {"token": "bytes:\\xe2\\x82", "logprob": -0.25, "bytes": [226, 130],
+       "top_logprobs": []}], "refusal": null})"));
+}
+
+TEST(ChatRendererTest, NonStreamingBody) {
+  ChatRenderer r(ChatContext(/*logprobs=*/true));
+  GenerationEvent e = Tokens({72}, "H");
+  e.logprobs.push_back({{72, -0.5f}, {}});
+  r.Add(e);
+  r.Add(Tokens({105}, "i"));
+  EXPECT_FALSE(r.ended());
+  r.Add(Final(FinishReason::kStopString, "!"));
+  EXPECT_TRUE(r.ended());
+  auto [status, body] = r.Finish();
+  EXPECT_EQ(status, 200);
+  json j = json::parse(body);
+  EXPECT_EQ(j["id"], "chatcmpl-1");
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["message"],
+            json::parse(R"({"role": "assistant", "content": "Hi"})"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["stop_reason"], "!");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 1u);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+
+  ChatRenderer cancelled(ChatContext());
+  cancelled.Add(Final(FinishReason::kCancelled));
+  auto [cancel_status, cancel_body] = cancelled.Finish();
+  EXPECT_EQ(cancel_status, 503);
+  EXPECT_EQ(cancelled.final_code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

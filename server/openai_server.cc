@@ -22,8 +22,9 @@
 
 namespace seqboat {
 
-// One POST /v1/completions. Shared by the MHD callbacks (through a
-// CallHandle), the engine's sink and the disconnect watcher.
+// One POST /v1/completions or /v1/chat/completions. Shared by the MHD
+// callbacks (through a CallHandle), the engine's sink and the disconnect
+// watcher.
 struct OpenAiServer::Call {
   Call(OpenAiServer* s, MHD_Connection* c)
       : server(s), metrics(s->options_.metrics), connection(c) {
@@ -44,7 +45,9 @@ struct OpenAiServer::Call {
   bool submitted = false;
   bool stream = false;
   int sent_status = 0;  // the HTTP status queued, 0 before one
+  bool chat = false;    // /v1/chat/completions: chat_renderer, not renderer
   std::unique_ptr<CompletionRenderer> renderer;
+  std::unique_ptr<ChatRenderer> chat_renderer;
   std::string out;  // SSE bytes being handed to MHD
   size_t out_pos = 0;
   bool stream_done = false;  // [DONE] is in `out` or sent
@@ -60,6 +63,28 @@ struct OpenAiServer::Call {
   bool engine_done ABSL_GUARDED_BY(mu) = false;
   bool closing ABSL_GUARDED_BY(mu) = false;  // the server is stopping
   RequestTimeline timeline ABSL_GUARDED_BY(mu);
+
+  // The renderer of the call's kind.
+  void Render(GenerationEvent event) {
+    if (chat) {
+      chat_renderer->Add(std::move(event));
+    } else {
+      renderer->Add(std::move(event));
+    }
+  }
+  bool RenderEnded() const {
+    return chat ? chat_renderer->ended() : renderer->ended();
+  }
+  std::pair<int, std::string> RenderFinish() {
+    return chat ? chat_renderer->Finish() : renderer->Finish();
+  }
+  std::string RenderStream(std::vector<GenerationEvent> events) {
+    return chat ? chat_renderer->StreamEvents(std::move(events))
+                : renderer->StreamEvents(std::move(events));
+  }
+  absl::StatusCode RenderFinalCode() const {
+    return chat ? chat_renderer->final_code() : renderer->final_code();
+  }
 };
 
 namespace {
@@ -144,6 +169,9 @@ struct Handlers {
   static MHD_Result StartCompletion(OpenAiServer& server,
                                     const std::shared_ptr<Call>& call,
                                     MHD_Connection* connection);
+  static MHD_Result StartChat(OpenAiServer& server,
+                              const std::shared_ptr<Call>& call,
+                              MHD_Connection* connection);
   static MHD_Result AnswerOrWait(const std::shared_ptr<Call>& call,
                                  MHD_Connection* connection);
   static MHD_Result Answer(Call& call, MHD_Connection* connection, int status,
@@ -187,8 +215,9 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
                            void** req_cls) {
   // Answering here, before any body is read, refuses an upload unread: MHD
   // closes the connection instead of consuming it.
-  if (path == "/v1/completions") {
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
     auto call = std::make_shared<Call>(&server, connection);
+    call->chat = path == "/v1/chat/completions";
     *req_cls = new CallHandle{call};
     server.active_calls_.fetch_add(1);
     if (std::strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
@@ -241,14 +270,6 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
     return Respond(connection, MHD_HTTP_OK, ModelBody(model, server.created_),
                    kJson);
   }
-  if (path == "/v1/chat/completions") {
-    return RespondError(
-        connection,
-        HttpError(404,
-                  "chat completions are not served yet (rendering the model's "
-                  "chat template is not built); use /v1/completions",
-                  "invalid_request_error", "unsupported_endpoint"));
-  }
   return RespondError(connection, NotFound(method, path));
 }
 
@@ -271,6 +292,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
                                          options.max_body_bytes, " bytes"),
                             "invalid_request_error", "body_too_large")));
   }
+  if (call->chat) return StartChat(server, call, connection);
   CompletionRequest parsed;
   OpenAiError error;
   if (!ParseCompletionRequest(call->body, options.model_id, options.limits,
@@ -339,6 +361,134 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
   return queued;
 }
 
+MHD_Result Handlers::StartChat(OpenAiServer& server,
+                               const std::shared_ptr<Call>& call,
+                               MHD_Connection* connection) {
+  const OpenAiServer::Options& options = server.options_;
+  ChatRequest parsed;
+  OpenAiError error;
+  if (!ParseChatRequest(call->body, options.model_id, options.limits, &parsed,
+                        &error)) {
+    return Answer(*call, connection, error.http_status, ErrorBody(error));
+  }
+  call->body.clear();
+  call->body.shrink_to_fit();
+  const auto refuse = [&](std::string message, std::string code) {
+    OpenAiError e;
+    e.message = std::move(message);
+    e.param = "messages";
+    e.code = std::move(code);
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  };
+  if (options.chat_template == nullptr) {
+    return refuse(absl::StrCat("The model `", options.model_id,
+                               "` has no usable chat template: ",
+                               options.no_chat_template,
+                               "; send the prompt to /v1/completions instead"),
+                  "no_chat_template");
+  }
+  absl::StatusOr<jinja::Str> prompt =
+      options.chat_template->Render(parsed.messages);
+  if (!prompt.ok()) {
+    const std::string why(prompt.status().message());
+    spdlog::debug("chat template refused a request: {}",
+                  prompt.status().ToString());
+    switch (prompt.status().code()) {
+      case absl::StatusCode::kAborted:
+        return refuse(
+            absl::StrCat("The model's chat template refused the messages: ",
+                         why),
+            "chat_template_refused");
+      case absl::StatusCode::kResourceExhausted:
+        return refuse(absl::StrCat("The messages, rendered through the "
+                                   "model's chat template, are over the "
+                                   "server's limits: ",
+                                   why),
+                      "prompt_too_long");
+      default:
+        return refuse(
+            absl::StrCat("The model's chat template cannot render these "
+                         "messages: chat template ",
+                         why),
+            "chat_template_error");
+    }
+  }
+  // The template's special tokens become control tokens; the messages'
+  // text, even where it spells one, stays text.
+  std::vector<TextRange> literal;
+  literal.reserve(prompt->untrusted.size());
+  for (const jinja::Span& span : prompt->untrusted) {
+    literal.push_back({span.begin, span.end});
+  }
+  const std::vector<int32_t> ids =
+      server.engine_.tokenizer().EncodeChat(prompt->text, literal);
+  v1::GenerateRequest& generate = parsed.completion.generate;
+  generate.mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+  for (int32_t id : server.chat_stop_ids_) {
+    generate.mutable_stopping()->add_stop_token_ids(id);
+  }
+  RequestFallbacks fallbacks;
+  fallbacks.request_id = absl::StrFormat("chatcmpl-%016x", server.NextRandom());
+  fallbacks.seed = server.NextRandom();
+  absl::StatusOr<Request> request =
+      RequestFromProto(generate, server.vocabulary_, options.limits, fallbacks);
+  if (!request.ok()) {
+    spdlog::debug("rejected HTTP chat request: {}",
+                  request.status().ToString());
+    OpenAiError e = ChatError(ErrorFromStatus(request.status()), parsed);
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  CompletionContext context;
+  context.id = request->id;
+  context.created = absl::ToUnixSeconds(absl::Now());
+  context.model = options.model_id;
+  context.logprobs = parsed.logprobs;
+  context.include_usage = parsed.completion.include_usage;
+  const Tokenizer& tokenizer = server.engine_.tokenizer();
+  context.token_bytes = [&tokenizer](int32_t id) {
+    return tokenizer.TokenBytes(id);
+  };
+  call->chat_renderer = std::make_unique<ChatRenderer>(std::move(context));
+  call->stream = parsed.completion.stream;
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  call->fd = info != nullptr ? info->connect_fd : -1;
+
+  spdlog::debug(
+      "HTTP chat request {} accepted: messages={} prompt_tokens={} "
+      "max_new_tokens={} seed={} stream={}",
+      request->id, parsed.messages.size(), request->prompt.size(),
+      request->stopping.max_new_tokens, request->sampling.seed, call->stream);
+  request->control = call->control;
+  request->sink = Sink(call);
+  request->arrival = absl::Now();
+  server.Register(call);
+  absl::Status submitted = server.engine_.Submit(*std::move(request));
+  if (!submitted.ok()) {
+    server.Unregister(call.get());
+    OpenAiError e = ErrorFromStatus(submitted);
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  call->submitted = true;
+  if (!call->stream) return AnswerOrWait(call, connection);
+
+  // The role chunk goes out at once, before the first token.
+  call->out = call->chat_renderer->StreamStart();
+  MHD_Response* response = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, kStreamBlockBytes, &ReadStream, new CallHandle{call},
+      &FreeStream);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          "text/event-stream");
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  MHD_add_response_header(response, "X-Accel-Buffering", "no");
+  call->sent_status = 200;
+  const MHD_Result queued =
+      MHD_queue_response(connection, MHD_HTTP_OK, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
 MHD_Result Handlers::AnswerOrWait(const std::shared_ptr<Call>& call,
                                   MHD_Connection* connection) {
   std::vector<GenerationEvent> events;
@@ -353,14 +503,14 @@ MHD_Result Handlers::AnswerOrWait(const std::shared_ptr<Call>& call,
       MHD_suspend_connection(connection);
     }
   }
-  for (GenerationEvent& event : events) call->renderer->Add(std::move(event));
-  if (!call->renderer->ended()) {
+  for (GenerationEvent& event : events) call->Render(std::move(event));
+  if (!call->RenderEnded()) {
     if (!closing) return MHD_YES;
     OpenAiError e = ErrorFromStatus(absl::UnavailableError(
         "the request was cancelled: the server is shutting down"));
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
-  auto [status, body] = call->renderer->Finish();
+  auto [status, body] = call->RenderFinish();
   return Answer(*call, connection, status, body);
 }
 
@@ -405,8 +555,8 @@ ssize_t Handlers::ReadStream(void* cls, uint64_t /*pos*/, char* buf,
       }
     }
     // Everything that piled up becomes one chunk.
-    call.out = call.renderer->StreamEvents(std::move(events));
-    call.stream_done = call.renderer->ended();
+    call.out = call.RenderStream(std::move(events));
+    call.stream_done = call.RenderEnded();
   }
   const size_t n = std::min(max, call.out.size() - call.out_pos);
   std::memcpy(buf, call.out.data() + call.out_pos, n);
@@ -444,7 +594,7 @@ void Handlers::Completed(void* cls, MHD_Connection* /*connection*/,
       code = StatusCodeForHttpStatus(call->sent_status);
     }
   } else if (complete && !client_gone) {
-    code = call->stream ? call->renderer->final_code()
+    code = call->stream ? call->RenderFinalCode()
                         : StatusCodeForHttpStatus(call->sent_status);
   }
   if (server.options_.metrics != nullptr) {
@@ -459,7 +609,17 @@ OpenAiServer::OpenAiServer(Engine* engine, Options options)
       options_(std::move(options)),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().vocab_size)),
-      created_(absl::ToUnixSeconds(absl::Now())) {}
+      created_(absl::ToUnixSeconds(absl::Now())) {
+  if (options_.chat_template == nullptr) return;
+  const Tokenizer& tokenizer = engine->tokenizer();
+  for (const auto& [name, token] : options_.chat_template->special_tokens()) {
+    if (name != "eos_token") continue;
+    const std::vector<int32_t> ids = tokenizer.EncodeChat(token, {});
+    if (ids.size() == 1 && tokenizer.IsSpecial(ids[0])) {
+      chat_stop_ids_.push_back(ids[0]);
+    }
+  }
+}
 
 absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
     Engine* engine, Options options) {

@@ -1,7 +1,9 @@
-// The OpenAI-compatible HTTP front end: POST /v1/completions (streaming as
-// server-sent events, or one JSON body), GET /v1/models, GET
-// /v1/models/{id} and GET /health, on a port of its own, into the same
-// engine and the same metrics as the gRPC service.
+// The OpenAI-compatible HTTP front end: POST /v1/completions and POST
+// /v1/chat/completions (streaming as server-sent events, or one JSON body),
+// GET /v1/models, GET /v1/models/{id} and GET /health, on a port of its own,
+// into the same engine and the same metrics as the gRPC service. A chat
+// request's messages go through the model's chat template; the prompt is
+// tokenized with the template's special tokens, never the client's.
 //
 // Served by libmicrohttpd from a small pool of event-loop threads. A request
 // is parsed (openai_api), validated (request_validation, as for gRPC) and
@@ -29,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/chat_template.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
 
@@ -54,6 +57,11 @@ class OpenAiServer {
     // /health answers 200 while this is true, 503 otherwise (draining).
     std::function<bool()> ready;
     ServingMetrics* metrics = nullptr;  // must outlive the engine's events
+    // The model's chat template. Without one, chat requests answer 400
+    // saying why: `no_chat_template` completes "The model has no usable
+    // chat template: ...".
+    std::shared_ptr<const ChatTemplate> chat_template;
+    std::string no_chat_template = "none was given";
   };
 
   // Binds and starts serving. `engine` must outlive the server.
@@ -85,6 +93,9 @@ class OpenAiServer {
   const Options options_;
   const Vocabulary vocabulary_;
   const int64_t created_;  // Unix seconds, /v1/models' "created"
+  // Chat requests also stop at the template's eos_token ("<|im_end|>",
+  // "<|eot_id|>"), the end of a turn, when it is one special token.
+  std::vector<int32_t> chat_stop_ids_;
   MHD_Daemon* daemon_ = nullptr;
   int listen_fd_ = -1;
   int port_ = 0;

@@ -21,6 +21,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/chat_template.h"
 #include "server/metrics.h"
 #include "server/serving_metrics.h"
 
@@ -152,7 +153,8 @@ class OpenAiServerTest : public ::testing::Test {
   void SetUp() override { Start(); }
 
   void Start(size_t max_body_bytes = 4096,
-             absl::Duration idle_timeout = absl::Seconds(5)) {
+             absl::Duration idle_timeout = absl::Seconds(5),
+             std::shared_ptr<const ChatTemplate> chat_template = nullptr) {
     OpenAiServer::Options options;
     options.host = "127.0.0.1";
     options.port = 0;
@@ -166,6 +168,8 @@ class OpenAiServerTest : public ::testing::Test {
     options.disconnect_poll = absl::Milliseconds(20);
     options.ready = [this] { return ready_.load(); };
     options.metrics = &metrics_;
+    options.chat_template = std::move(chat_template);
+    options.no_chat_template = "the test gave none";
     server_.reset();
     auto server = OpenAiServer::Start(&engine_, options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -181,6 +185,9 @@ class OpenAiServerTest : public ::testing::Test {
 
   httplib::Result Post(const std::string& body) {
     return Client().Post("/v1/completions", body, "application/json");
+  }
+  httplib::Result PostChat(const std::string& body) {
+    return Client().Post("/v1/chat/completions", body, "application/json");
   }
 
   // Posts `body` and checks the error object that comes back.
@@ -260,11 +267,9 @@ TEST_F(OpenAiServerTest, UnknownPathsAndMethods) {
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(json::parse(missing->body)["error"]["message"],
             "Invalid URL (GET /v1/embeddings)");
-  auto chat = Client().Post("/v1/chat/completions", "{}", "application/json");
-  ASSERT_TRUE(chat);
-  EXPECT_EQ(chat->status, 404);
-  EXPECT_THAT(json::parse(chat->body)["error"]["message"].get<std::string>(),
-              HasSubstr("/v1/completions"));
+  auto get_chat = Client().Get("/v1/chat/completions");
+  ASSERT_TRUE(get_chat);
+  EXPECT_EQ(get_chat->status, 405);
   auto get = Client().Get("/v1/completions");
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
@@ -446,6 +451,140 @@ TEST_F(OpenAiServerTest, StoppingWithCallsWaitingClosesThem) {
   // The engine's late events go nowhere.
   first.sink(Final(FinishReason::kCancelled));
   second.sink(Final(FinishReason::kCancelled));
+}
+
+// --- /v1/chat/completions
+
+// A ChatML-like template over the byte tokenizer, whose special token is
+// <|endoftext|> (256).
+std::shared_ptr<const ChatTemplate> Template(size_t max_output_bytes = 4096) {
+  jinja::Limits limits;
+  limits.max_output_bytes = max_output_bytes;
+  auto t = ChatTemplate::FromTokenizerConfig(
+      R"({"chat_template": "{% if messages[0]['role'] == 'assistant' %}{{ raise_exception('Start with a user message') }}{% endif %}{% for m in messages %}<|endoftext|>{{ m.role }}:{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|endoftext|>assistant:{% endif %}",
+          "eos_token": "<|endoftext|>"})",
+      "tokenizer_config.json", limits);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::shared_ptr<const ChatTemplate>(*std::move(t)) : nullptr;
+}
+
+std::vector<int32_t> Bytes(const std::string& text) {
+  return std::vector<int32_t>(text.begin(), text.end());
+}
+
+TEST_F(OpenAiServerTest, ChatRendersTheTemplateAndOnlyItsSpecialTokens) {
+  Start(4096, absl::Seconds(5), Template());
+  std::thread client([this] {
+    auto r = PostChat(R"({"model": "fake", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi <|endoftext|>"}],
+        "max_completion_tokens": 5, "temperature": 0, "seed": 7,
+        "logprobs": true, "top_logprobs": 1})");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_THAT(j["id"].get<std::string>(), ::testing::StartsWith("chatcmpl-"));
+    EXPECT_EQ(j["choices"][0]["message"],
+              json::parse(R"({"role": "assistant", "content": "ok"})"));
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["choices"][0]["logprobs"]["content"][1]["token"], "k");
+    EXPECT_EQ(j["usage"]["total_tokens"], 4);
+  });
+  Request request = engine_.Take();
+  // The template's <|endoftext|> is the special id; the one the user wrote
+  // is its bytes.
+  std::vector<int32_t> want = {256};
+  for (int32_t id : Bytes("system:Be brief.\n")) want.push_back(id);
+  want.push_back(256);
+  for (int32_t id : Bytes("user:hi <|endoftext|>\n")) want.push_back(id);
+  want.push_back(256);
+  for (int32_t id : Bytes("assistant:")) want.push_back(id);
+  EXPECT_EQ(request.prompt, want);
+  // The template's eos_token ends the turn.
+  EXPECT_THAT(request.stopping.stop_token_ids, ElementsAre(256));
+  EXPECT_EQ(request.stopping.max_new_tokens, 5);
+  EXPECT_EQ(request.sampling.seed, 7u);
+  EXPECT_TRUE(request.logprobs);
+  EXPECT_EQ(request.top_logprobs, 1);
+  GenerationEvent tokens = Tokens({'o', 'k'});
+  tokens.logprobs = {{{'o', -0.5f}, {{'o', -0.5f}}}, {{'k', -0.25f}, {}}};
+  request.sink(tokens);
+  request.sink(Final(FinishReason::kLength));
+  client.join();
+  WaitForCount("OK", 1);
+}
+
+TEST_F(OpenAiServerTest, ChatStreamsTheRoleBeforeTheFirstToken) {
+  Start(4096, absl::Seconds(5), Template());
+  RawClient client(server_->port());
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})";
+  client.Send(
+      absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Type: application/json\r\nContent-Length: ",
+                   body.size(), "\r\n\r\n", body));
+  Request request = engine_.Take();
+  std::string got = client.ReadUntil("\"role\":\"assistant\"");
+  EXPECT_THAT(got, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(got, HasSubstr("\"object\":\"chat.completion.chunk\""));
+  EXPECT_THAT(got,
+              HasSubstr("\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"));
+  request.sink(Tokens({'a'}));
+  got = client.ReadUntil("\"delta\":{\"content\":\"a\"}");
+  request.sink(Final(FinishReason::kEos));
+  got = client.ReadUntil("data: [DONE]\n\n");
+  EXPECT_THAT(got, HasSubstr("\"delta\":{},\"logprobs\":null,"
+                             "\"finish_reason\":\"stop\""));
+  WaitForCount("OK", 1);
+}
+
+TEST_F(OpenAiServerTest, ChatErrorsNameTheProblem) {
+  // No template: the request is well formed, the model cannot serve it.
+  json e = json::parse(
+      PostChat(R"({"messages": [{"role": "user", "content": "hi"}]})")->body);
+  EXPECT_EQ(e["error"]["code"], "no_chat_template");
+  EXPECT_EQ(e["error"]["param"], "messages");
+  EXPECT_THAT(e["error"]["message"].get<std::string>(),
+              HasSubstr("The model `fake` has no usable chat template: the "
+                        "test gave none"));
+
+  Start(4096, absl::Seconds(5), Template(/*max_output_bytes=*/200));
+  struct Case {
+    std::string body;
+    const char* code;  // "" for null
+    const char* message;
+  };
+  const std::string long_content(300, 'x');
+  const std::string many_tokens(150, 'y');
+  for (const Case& c : {
+           Case{R"({"messages": [{"role": "user", "content": "x"}],
+                   "max_tokens": 0})",
+                "", "max_tokens must be in [1, 64], got 0"},
+           Case{R"({"messages": [{"role": "assistant", "content": "x"}]})",
+                "chat_template_refused",
+                "The model's chat template refused the messages: Start with "
+                "a user message"},
+           Case{R"({"messages": [{"role": "user", "content": ")" +
+                    long_content + R"("}]})",
+                "prompt_too_long", "are over the server's limits"},
+           Case{R"({"messages": [{"role": "user", "content": ")" + many_tokens +
+                    R"("}]})",
+                "", "messages has 168 tokens, the limit is 100"},
+       }) {
+    auto r = PostChat(c.body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    json j = json::parse(r->body);
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    if (*c.code) {
+      EXPECT_EQ(j["error"]["code"], c.code) << r->body;
+      EXPECT_EQ(j["error"]["param"], "messages") << r->body;
+    }
+    EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr(c.message))
+        << r->body;
+  }
+  WaitFor([this] { return server_->active_calls() == 0; });
 }
 
 }  // namespace
