@@ -14,7 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b);
 double Median(std::vector<double> v);
-// Read bandwidth (GB/s) over 1 GiB, all threads.
+// Read bandwidth (GB/s) over 1 GiB, all threads: the best of five runs.
 double MeasureReadBandwidth();
 // Median seconds of one decode step of every slot in `slots` (after warm-up).
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,

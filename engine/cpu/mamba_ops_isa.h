@@ -1,0 +1,17 @@
+// Mamba-1's conv and scan over one (segment, block of channels) pair, per
+// instruction set (mamba_blocks.h compiled for each). Not a public header.
+#ifndef SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
+#define SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
+
+#include "engine/backend/mamba_params.h"
+
+namespace seqboat::cpu {
+
+void Avx2ConvBlock(const MambaConvParams& p, int s, int blk);
+void Avx2ScanBlock(const MambaScanParams& p, int s, int blk);
+void Avx512ConvBlock(const MambaConvParams& p, int s, int blk);
+void Avx512ScanBlock(const MambaScanParams& p, int s, int blk);
+
+}  // namespace seqboat::cpu
+
+#endif  // SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
