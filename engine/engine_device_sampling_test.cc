@@ -60,6 +60,8 @@ struct Spec {
   SamplingParams sampling;
   bool logprobs = false;
   bool ignore_eos = true;
+  int32_t min_new_tokens = 0;
+  std::vector<int32_t> stop_token_ids;
 };
 
 // Greedy and seeded requests covering every filter and the penalties, alone
@@ -134,6 +136,8 @@ std::vector<Outcome> Generate(const std::string& model_dir,
     r.top_logprobs = specs[i].logprobs ? 3 : 0;
     r.stopping.max_new_tokens = 30;
     r.stopping.ignore_eos = specs[i].ignore_eos;
+    r.stopping.min_new_tokens = specs[i].min_new_tokens;
+    r.stopping.stop_token_ids = specs[i].stop_token_ids;
     r.sink = collectors.back()->Sink();
     EXPECT_TRUE((*engine)->Submit(std::move(r)).ok());
   }
@@ -223,6 +227,34 @@ TEST(EngineDeviceSamplingTest, FlatModelsSampleForReal) {
                                      flat[i].tokens.end());
     EXPECT_GT(distinct.size(), 3u) << "request " << i;
     EXPECT_NE(flat[i].tokens, peaked[i].tokens) << "request " << i;
+  }
+}
+
+// min_new_tokens holds EOS and the stop ids back through SampleRows as on
+// the host: the stop ids are tokens each request draws early without it.
+TEST(EngineDeviceSamplingTest, MinNewTokensHoldsTheStopIdsBackOnBothPaths) {
+  const std::string model = FlatCopy(kTinyMamba);
+  std::vector<Spec> specs = Mix();
+  for (Spec& s : specs) s.ignore_eos = false;
+  const std::vector<Outcome> free = Generate(model, specs, nullptr);
+  constexpr int32_t kMin = 12;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ASSERT_GE(free[i].tokens.size(), 2u) << "request " << i;
+    specs[i].stop_token_ids = {free[i].tokens[0], free[i].tokens[1]};
+    specs[i].min_new_tokens = kMin;
+  }
+  const std::vector<Outcome> host = Generate(model, specs, nullptr);
+  std::atomic<int64_t> rows{0};
+  const std::vector<Outcome> device =
+      Generate(model, specs, std::make_unique<DeviceSamplingCpu>(&rows));
+  ExpectSameGenerations(host, device);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::vector<int32_t>& t = host[i].tokens;
+    ASSERT_GE(t.size(), static_cast<size_t>(kMin)) << "request " << i;
+    for (int32_t k = 0; k < kMin; ++k) {
+      EXPECT_NE(t[k], specs[i].stop_token_ids[0]) << i << " token " << k;
+      EXPECT_NE(t[k], specs[i].stop_token_ids[1]) << i << " token " << k;
+    }
   }
 }
 

@@ -32,6 +32,10 @@ struct SamplingParams {
 
 struct StoppingParams {
   int32_t max_new_tokens = 256;
+  // Until this many tokens are generated nothing stops the sequence but
+  // max_new_tokens: EOS and the stop ids are never drawn (vLLM's min_tokens)
+  // and stop strings are not looked for. <= max_new_tokens.
+  int32_t min_new_tokens = 0;
   std::vector<std::string> stop_strings;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;

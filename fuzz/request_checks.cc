@@ -94,6 +94,8 @@ void CheckValidated(const v1::GenerateRequest& proto,
   const StoppingParams& stopping = request->stopping;
   FUZZ_CHECK(stopping.max_new_tokens >= 1 &&
              stopping.max_new_tokens <= limits.max_new_tokens_limit);
+  FUZZ_CHECK(stopping.min_new_tokens >= 0 &&
+             stopping.min_new_tokens <= stopping.max_new_tokens);
   FUZZ_CHECK(stopping.stop_strings.size() <=
              static_cast<size_t>(kMaxStopStrings));
   for (const std::string& stop : stopping.stop_strings) {

@@ -152,7 +152,8 @@ struct MaxInt {
 };
 
 // Sampler::Sample up to the draw: scale (Model::Forward), sanitise and
-// penalise (PenalizedLogit: repetition, then frequency and presence), the
+// penalise (PenalizedLogit: repetition, then frequency and presence, then
+// the suppressed ids at -inf), the
 // greedy argmax (ArgMax), temperature and the candidate set (Draw's first
 // loop), and sort keys for rows that may rank.
 __global__ void __launch_bounds__(kThreads)
@@ -190,7 +191,8 @@ __global__ void __launch_bounds__(kThreads)
   const bool counted =
       (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f) &&
       r.counted_count > 0;
-  const bool penalise = repeat || counted;
+  const bool suppress = r.suppressed_count > 0;
+  const bool penalise = repeat || counted || suppress;
   if (penalise) {
     for (int i = threadIdx.x; i < v; i += kThreads) {
       work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
@@ -220,6 +222,15 @@ __global__ void __launch_bounds__(kThreads)
             sampling::PenalizeCount(work[id], pairs[2 * j + 1],
                                     r.presence_penalty, r.frequency_penalty);
       }
+    }
+    __syncthreads();
+  }
+  if (suppress) {
+    // Last, as PenalizedLogit: whatever the penalties did, these are out.
+    const int32_t* ids = p.seen_ids + r.suppressed_offset;
+    for (int j = threadIdx.x; j < r.suppressed_count; j += kThreads) {
+      const int32_t id = ids[j];
+      if (id >= 0 && id < v) work[id] = -INFINITY;
     }
     __syncthreads();
   }

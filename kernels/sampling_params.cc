@@ -21,7 +21,8 @@ absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRow* rows, int m) {
   for (int j = 0; j < m; ++j) {
     const SampleRow& r = rows[j];
     if (r.seen_offset < 0 || r.seen_count < 0 || r.counted_offset < 0 ||
-        r.counted_count < 0) {
+        r.counted_count < 0 || r.suppressed_offset < 0 ||
+        r.suppressed_count < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("sample row ", j, " has a negative seen range"));
     }
@@ -30,6 +31,9 @@ absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRow* rows, int m) {
     plan.seen =
         std::max(plan.seen, static_cast<size_t>(r.counted_offset) +
                                 2 * static_cast<size_t>(r.counted_count));
+    plan.seen =
+        std::max(plan.seen, static_cast<size_t>(r.suppressed_offset) +
+                                static_cast<size_t>(r.suppressed_count));
     plan.any_ranked |= SampleRowMayRank(r);
   }
   return plan;

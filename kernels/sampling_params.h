@@ -23,7 +23,7 @@ struct SampleRowsPlan {
   bool any_ranked = false;  // some row may need its tokens sorted
 };
 
-// Fails on a row with a negative seen or counted range.
+// Fails on a row with a negative seen, counted or suppressed range.
 absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRow* rows, int m);
 
 // Bytes of scratch a call of m rows of `vocab` logits needs: the tokens,

@@ -47,12 +47,13 @@ OpenAiError Unsupported(const std::string& param, const std::string& message) {
 
 // The parameters a completions request may carry: OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
-// ignore_eos, stop_token_ids).
+// min_tokens, ignore_eos, stop_token_ids).
 const std::set<std::string, std::less<>>& KnownParameters() {
   static const auto* known =
       new std::set<std::string, std::less<>>{"model",
                                              "prompt",
                                              "max_tokens",
+                                             "min_tokens",
                                              "temperature",
                                              "top_p",
                                              "top_k",
@@ -267,6 +268,7 @@ constexpr FieldName kFieldNames[] = {
     {"sampling.frequency_penalty", "frequency_penalty"},
     {"sampling.seed", "seed"},
     {"stopping.max_new_tokens", "max_tokens"},
+    {"stopping.min_new_tokens", "min_tokens"},
     {"stopping.stop_token_ids", "stop_token_ids"},
     {"stopping.stop", "stop"},
     {"stopping.ignore_eos", "ignore_eos"},
@@ -410,6 +412,19 @@ bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
     }
     generate.mutable_stopping()->set_max_new_tokens(
         static_cast<uint32_t>(*max_tokens));
+  }
+  // vLLM's min_tokens; its bound (max_tokens) is validation's.
+  std::optional<int64_t> min_tokens;
+  if (auto e = ReadInt(parsed, "min_tokens", &min_tokens)) return fail(*e);
+  if (min_tokens.has_value()) {
+    if (*min_tokens < 0 || *min_tokens > std::numeric_limits<uint32_t>::max()) {
+      return fail(
+          Invalid("min_tokens",
+                  absl::StrCat("min_tokens must be in [0, max_tokens], got ",
+                               *min_tokens)));
+    }
+    generate.mutable_stopping()->set_min_new_tokens(
+        static_cast<uint32_t>(*min_tokens));
   }
   // Floats go to the proto as they are; validation checks their ranges (an
   // out-of-float value arrives as inf and is refused there).

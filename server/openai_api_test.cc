@@ -70,6 +70,7 @@ TEST(OpenAiParseTest, MapsEveryParameter) {
     "model": "tiny", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5,
     "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.2,
     "seed": 99, "stop": ["\n", "END"], "logprobs": 3, "stream": true,
+    "min_tokens": 5,
     "stream_options": {"include_usage": true}, "ignore_eos": true,
     "stop_token_ids": [256], "n": 1, "best_of": 1, "presence_penalty": 0.5,
     "frequency_penalty": -1.25, "echo": false, "suffix": null,
@@ -77,6 +78,7 @@ TEST(OpenAiParseTest, MapsEveryParameter) {
   const v1::GenerateRequest& g = r.generate;
   EXPECT_EQ(g.text(), "Hello");
   EXPECT_EQ(g.stopping().max_new_tokens(), 7u);
+  EXPECT_EQ(g.stopping().min_new_tokens(), 5u);
   EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
   EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
   EXPECT_EQ(g.sampling().top_k(), 40);
@@ -217,6 +219,8 @@ TEST(OpenAiParseTest, RefusesWrongTypesNamingTheParameter) {
            Case{R"({"prompt": [1, "a"]})", "prompt"},
            Case{R"({"prompt": [4294967296]})", "prompt"},
            Case{R"({"model": 5, "prompt": "a"})", "model"},
+           Case{R"({"prompt": "a", "min_tokens": -1})", "min_tokens"},
+           Case{R"({"prompt": "a", "min_tokens": 2.5})", "min_tokens"},
            Case{R"({"prompt": "a", "presence_penalty": "x"})",
                 "presence_penalty"},
            Case{R"({"prompt": "a", "frequency_penalty": [1]})",
@@ -261,6 +265,11 @@ TEST(OpenAiValidationTest, RangesAreValidationsNamedAsOpenAiParameters) {
     EXPECT_EQ(e.param, field);
     EXPECT_THAT(e.message, ::testing::StartsWith(field));
   }
+  e = ValidationError(R"({"prompt": "a", "max_tokens": 4, "min_tokens": 5})");
+  EXPECT_EQ(e.param, "min_tokens");
+  EXPECT_EQ(e.message,
+            "min_tokens must be in [0, 4] (at most the request's maximum of "
+            "new tokens), got 5");
   e = ValidationError(R"({"prompt": "a", "presence_penalty": 2.5})");
   EXPECT_EQ(e.param, "presence_penalty");
   EXPECT_EQ(e.message, "presence_penalty must be in [-2, 2], got 2.5");

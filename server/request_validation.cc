@@ -181,6 +181,17 @@ absl::StatusOr<StoppingParams> StoppingFromProto(
     }
     params.max_new_tokens = static_cast<int32_t>(n);
   }
+  if (proto.has_min_new_tokens()) {
+    const uint32_t n = proto.min_new_tokens();
+    if (n > static_cast<uint32_t>(params.max_new_tokens)) {
+      return Invalid(
+          "stopping.min_new_tokens",
+          absl::StrCat("must be in [0, ", params.max_new_tokens,
+                       "] (at most the request's maximum of new tokens), got ",
+                       n));
+    }
+    params.min_new_tokens = static_cast<int32_t>(n);
+  }
   if (proto.stop_size() > kMaxStopStrings) {
     return Invalid("stopping.stop",
                    absl::StrCat("has ", proto.stop_size(),

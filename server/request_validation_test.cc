@@ -317,6 +317,29 @@ TEST(RequestValidationTest, RejectsBadMaxNewTokens) {
   }
 }
 
+TEST(RequestValidationTest, MinNewTokensIsBoundedByTheMaximum) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_stopping()->set_max_new_tokens(10);
+  proto.mutable_stopping()->set_min_new_tokens(10);
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->stopping.min_new_tokens, 10);
+  proto.mutable_stopping()->set_min_new_tokens(11);
+  ExpectInvalid(proto, "stopping.min_new_tokens");
+  EXPECT_EQ(Convert(proto).status().message(),
+            "stopping.min_new_tokens must be in [0, 10] (at most the "
+            "request's maximum of new tokens), got 11");
+  // Against the default maximum (32) when max_new_tokens is unset.
+  v1::GenerateRequest by_default = TextRequest();
+  by_default.mutable_stopping()->set_min_new_tokens(32);
+  EXPECT_TRUE(Convert(by_default).ok());
+  by_default.mutable_stopping()->set_min_new_tokens(33);
+  ExpectInvalid(by_default, "stopping.min_new_tokens");
+  by_default.mutable_stopping()->set_min_new_tokens(4000000000u);
+  ExpectInvalid(by_default, "stopping.min_new_tokens");
+  EXPECT_EQ(Convert(TextRequest())->stopping.min_new_tokens, 0);
+}
+
 TEST(RequestValidationTest, RejectsBadStopStrings) {
   v1::GenerateRequest too_many = TextRequest();
   for (int i = 0; i < 17; ++i) too_many.mutable_stopping()->add_stop("x");

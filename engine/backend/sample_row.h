@@ -31,9 +31,14 @@ struct SampleRow {
   // after the repetition penalty.
   int32_t counted_offset = 0;
   int32_t counted_count = 0;
+  // Distinct ids that may not be drawn (min_new_tokens holding back EOS and
+  // the stop ids): seen_ids[suppressed_offset, +suppressed_count). Their
+  // logits count as -inf, after the penalties.
+  int32_t suppressed_offset = 0;
+  int32_t suppressed_count = 0;
 };
 
-static_assert(sizeof(SampleRow) == 64, "SampleRow is copied to the device");
+static_assert(sizeof(SampleRow) == 72, "SampleRow is copied to the device");
 
 }  // namespace seqboat
 

@@ -36,6 +36,20 @@ void Sampler::Observe(int32_t token) {
   seen = 1;
 }
 
+void Sampler::Suppress(const std::vector<int32_t>& ids) {
+  for (int32_t id : suppressed_ids_) suppressed_[static_cast<size_t>(id)] = 0;
+  suppressed_ids_.clear();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= valid_vocab_) continue;
+    if (suppressed_.empty()) {
+      suppressed_.assign(static_cast<size_t>(valid_vocab_), 0);
+    }
+    uint8_t& flag = suppressed_[static_cast<size_t>(id)];
+    if (!flag) suppressed_ids_.push_back(id);
+    flag = 1;
+  }
+}
+
 void Sampler::ObserveGenerated(int32_t token) {
   Observe(token);
   if (!count_penalize_ || token < 0 || token >= valid_vocab_) return;
@@ -65,10 +79,17 @@ SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
     seen_ids->push_back(id);
     seen_ids->push_back(counts_[static_cast<size_t>(id)]);
   }
+  row.suppressed_offset = static_cast<int32_t>(seen_ids->size());
+  row.suppressed_count = static_cast<int32_t>(suppressed_ids_.size());
+  seen_ids->insert(seen_ids->end(), suppressed_ids_.begin(),
+                   suppressed_ids_.end());
   return row;
 }
 
 float Sampler::PenalizedLogit(const float* logits, int32_t id) const {
+  if (!suppressed_ids_.empty() && suppressed_[static_cast<size_t>(id)]) {
+    return -INFINITY;
+  }
   float l = sampling::SanitizeLogit(logits[id]);
   if (penalize_ && seen_[static_cast<size_t>(id)]) {
     l = sampling::PenalizeLogit(l, params_.repetition_penalty);
@@ -275,6 +296,11 @@ void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
         if (count == 0) sampler.counted_ids_.push_back(pair[0]);
         count = pair[1];
       }
+    }
+    if (row.suppressed_count > 0) {
+      sampler.Suppress(std::vector<int32_t>(
+          seen_ids + row.suppressed_offset,
+          seen_ids + row.suppressed_offset + row.suppressed_count));
     }
     sampler.step_ = row.step;
     tokens[j] = sampler.Sample(in, vocab, nullptr);

@@ -36,6 +36,11 @@ class Sampler {
   // A generated token: the repetition penalty's, and counted for the
   // presence and frequency penalties.
   void ObserveGenerated(int32_t token);
+  // Ids that may not be drawn from now on (replacing any earlier ones; an
+  // empty list lifts the rule): their logits count as -inf in the draw and
+  // the argmax, as vLLM's min_tokens masks EOS and the stop ids. Ids outside
+  // [0, valid_vocab) are ignored. Logprobs stay the model's own.
+  void Suppress(const std::vector<int32_t>& ids);
 
   // logits: the model's row (n >= valid_vocab entries; if n is smaller only n
   // are used). Returns the chosen id. When the sampler was built with
@@ -49,8 +54,9 @@ class Sampler {
 
   // The next draw for a backend to make: the normalised parameters, the
   // current step and valid_vocab, with the ids the repetition penalty
-  // applies to, then the (id, count) pairs of the generated ids, appended to
-  // *seen_ids (the row's seen_offset and counted_offset index that array).
+  // applies to, then the (id, count) pairs of the generated ids, then the
+  // suppressed ids, appended to *seen_ids (the row's seen_offset,
+  // counted_offset and suppressed_offset index that array).
   SampleRow DescribeNext(std::vector<int32_t>* seen_ids) const;
   // Counts a draw made elsewhere from DescribeNext's row, as Sample() counts
   // its own; the caller still Observe()s the token.
@@ -73,12 +79,14 @@ class Sampler {
   bool want_logprobs_;
   int32_t top_logprobs_;
   bool greedy_;
-  bool penalize_;                     // repetition penalty
-  bool count_penalize_;               // presence or frequency penalty
-  std::vector<uint8_t> seen_;         // 1 for ids passed to Observe
-  std::vector<int32_t> seen_ids_;     // the same ids, each once
-  std::vector<int32_t> counts_;       // times each id was generated
-  std::vector<int32_t> counted_ids_;  // ids with a count, each once
+  bool penalize_;                        // repetition penalty
+  bool count_penalize_;                  // presence or frequency penalty
+  std::vector<uint8_t> seen_;            // 1 for ids passed to Observe
+  std::vector<int32_t> seen_ids_;        // the same ids, each once
+  std::vector<int32_t> counts_;          // times each id was generated
+  std::vector<int32_t> counted_ids_;     // ids with a count, each once
+  std::vector<uint8_t> suppressed_;      // 1 for ids that may not be drawn
+  std::vector<int32_t> suppressed_ids_;  // the same ids, each once
   uint64_t step_ = 0;
   // Scratch reused across steps so the per-token path does not allocate.
   std::vector<Candidate> candidates_;

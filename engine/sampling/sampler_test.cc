@@ -339,6 +339,32 @@ TEST(SamplerTest, NonFinitePenaltiesAreOff) {
   EXPECT_TRUE(ids.empty());
 }
 
+TEST(SamplerTest, SuppressedIdsAreNeverDrawnUntilLifted) {
+  const std::vector<float> logits = {0.5f, 3.0f, 2.0f, 1.0f};
+  Sampler greedy(Params(0.0f), 4, true, 2);
+  greedy.Suppress({1, 1, 7, -2});  // duplicates and outsiders are harmless
+  TokenLogprobs lp;
+  EXPECT_EQ(greedy.Sample(logits.data(), 4, &lp), 2);
+  // Logprobs stay the model's: id 1 is still the likeliest.
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].token_id, 1);
+  greedy.Suppress({1, 2});
+  EXPECT_EQ(greedy.Sample(logits.data(), 4, nullptr), 3);
+  greedy.Suppress({});
+  EXPECT_EQ(greedy.Sample(logits.data(), 4, nullptr), 1);
+
+  SamplingParams params = Params(1.0f, 51);
+  params.top_k = 2;  // of what is left: ids 2 and 3
+  Sampler sampled(params, 4, false, 0);
+  sampled.Suppress({1});
+  const int draws = 20000;
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < draws; ++i)
+    ++counts[sampled.Sample(logits.data(), 4, nullptr)];
+  EXPECT_EQ(counts[0] + counts[1], 0);
+  EXPECT_NEAR(counts[2] / double(draws), 1.0 / (1.0 + std::exp(-1.0)), 0.02);
+}
+
 TEST(SamplerTest, LogprobsAreRawLogSoftmaxBestFirst) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 7.0f};
   SamplingParams params = Params(0.3f, 5);  // processing must not matter
@@ -496,6 +522,14 @@ TEST(SamplerTest, DescribeNextHoldsNormalisedParametersAndDistinctIds) {
   EXPECT_EQ(crow.counted_offset, 5);
   EXPECT_EQ(crow.counted_count, 3);
   EXPECT_EQ(ids, (std::vector<int32_t>{7, 7, 1, 4, 2, 4, 3, 2, 1, 1, 1}));
+  EXPECT_EQ(crow.suppressed_offset, 11);
+  EXPECT_EQ(crow.suppressed_count, 0);
+  counted.Suppress({9, 3, 9, 12});
+  ids.clear();
+  const SampleRow srow = counted.DescribeNext(&ids);
+  EXPECT_EQ(srow.suppressed_offset, 9);
+  EXPECT_EQ(srow.suppressed_count, 2);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 4, 2, 4, 3, 2, 1, 1, 1, 9, 3}));
 
   // Greedy by top-k 1 or a tiny temperature reads as temperature 0; without
   // a penalty no ids are listed.
@@ -541,6 +575,10 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
   counted.repetition_penalty = 1.1f;
   counted.top_k = 30;
   cases.push_back(counted);
+  SamplingParams suppressing = Params(0.9f, 130);
+  suppressing.top_p = 0.9f;
+  cases.push_back(suppressing);
+  cases.push_back(Params(0.0f));  // greedy, suppressing
 
   const int32_t n = 300;
   std::mt19937 rng(3);
@@ -552,6 +590,13 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
       self.Observe(id);
       fed.Observe(id);
     }
+    if (c + 2 >= cases.size()) {
+      // The best ids of most rows, held back for the first steps.
+      std::vector<int32_t> held;
+      for (int32_t id = 0; id < n - 20; id += 2) held.push_back(id);
+      self.Suppress(held);
+      fed.Suppress(held);
+    }
     for (int step = 0; step < 40; ++step) {
       std::vector<float> logits(n);
       for (float& l : logits) l = normal(rng);
@@ -562,6 +607,11 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
       SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(), &got);
       fed.CountDraw();
       ASSERT_EQ(got, want) << "case " << c << " step " << step;
+      if (c + 2 >= cases.size() && step < 20) EXPECT_EQ(got % 2, 1);
+      if (step == 19) {
+        self.Suppress({});
+        fed.Suppress({});
+      }
       self.ObserveGenerated(want);
       fed.ObserveGenerated(got);
       EXPECT_EQ(fed.step(), self.step());

@@ -31,6 +31,12 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
       stop_ids_(request_.stopping.stop_token_ids.begin(),
                 request_.stopping.stop_token_ids.end()) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
+  if (request_.stopping.min_new_tokens > 0) {
+    // Until then neither EOS nor a stop id may be drawn (vLLM's min_tokens).
+    std::vector<int32_t> held = request_.stopping.stop_token_ids;
+    if (!request_.stopping.ignore_eos && eos_ >= 0) held.push_back(eos_);
+    sampler_.Suppress(held);
+  }
 }
 
 GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
@@ -54,14 +60,19 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   event.token_ids.push_back(token);
   if (logprobs != nullptr) event.logprobs.push_back(std::move(*logprobs));
 
+  // Before min_new_tokens nothing stops it but the length (vLLM checks the
+  // stop rules from the min_tokens-th token on, and masks EOS and the stop
+  // ids for the draws up to that one).
+  const bool may_stop = generated_ >= request_.stopping.min_new_tokens;
+  if (generated_ == request_.stopping.min_new_tokens) sampler_.Suppress({});
   const bool is_eos = (token == eos_ && !request_.stopping.ignore_eos) ||
                       stop_ids_.contains(token);
-  if (is_eos) {
+  if (is_eos && may_stop) {
     Finish(event, FinishReason::kEos);
     return event;
   }
   std::optional<std::string> matched;
-  event.text = stops_.Push(detok_.Push(token), &matched);
+  event.text = stops_.Push(detok_.Push(token), &matched, may_stop);
   if (matched.has_value()) {
     event.matched_stop = *matched;
     finished_ = true;

@@ -144,6 +144,92 @@ TEST(SequenceTest, AcceptEndsOnEosAndStopStrings) {
   }
 }
 
+// min_new_tokens: the draws up to the min_new_tokens-th token never give
+// EOS or a stop id (on the host and through a backend's row alike), and no
+// stop rule ends the sequence before that token; from it on they do.
+TEST(SequenceTest, MinNewTokensHoldsTheStopRulesBack) {
+  auto tokenizer = Tokenizer();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t n = 264;
+  // EOS is always the likeliest, then the stop id 'q', then 'x'.
+  std::vector<float> logits(n, 0.0f);
+  logits[kEos] = 9.0f;
+  logits['q'] = 8.0f;
+  logits['x'] = 7.0f;
+  for (bool on_host : {true, false}) {
+    Request r = MakeRequest(greedy, 10);
+    r.stopping.min_new_tokens = 3;
+    r.stopping.stop_token_ids = {'q'};
+    Sequence seq(std::move(r), 0, *tokenizer);
+    std::vector<int32_t> tokens;
+    GenerationEvent e;
+    while (!seq.finished()) {
+      if (on_host) {
+        e = seq.Advance(logits.data(), n);
+      } else {
+        std::vector<int32_t> ids;
+        const SampleRow row = seq.NextSampleRow(&ids);
+        EXPECT_EQ(row.suppressed_count, tokens.size() < 3 ? 2 : 0);
+        int32_t token = -1;
+        SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, ids.data(), &token);
+        e = seq.Accept(token);
+      }
+      tokens.push_back(e.token_ids[0]);
+    }
+    EXPECT_EQ(tokens, (std::vector<int32_t>{'x', 'x', 'x', kEos})) << on_host;
+    EXPECT_EQ(e.finish, FinishReason::kEos);
+  }
+  {
+    // With ignore_eos only the stop id is held back.
+    Request r = MakeRequest(greedy, 10);
+    r.stopping.min_new_tokens = 2;
+    r.stopping.stop_token_ids = {'q'};
+    r.stopping.ignore_eos = true;
+    Sequence seq(std::move(r), 0, *tokenizer);
+    std::vector<int32_t> ids;
+    EXPECT_EQ(seq.NextSampleRow(&ids).suppressed_count, 1);
+    EXPECT_EQ(seq.Advance(logits.data(), n).token_ids[0], kEos);
+  }
+  {
+    // A stop id taken before min_new_tokens (a backend that drew it anyway)
+    // does not end it; at the min_new_tokens-th token it does.
+    Request r = MakeRequest(greedy, 10);
+    r.stopping.min_new_tokens = 2;
+    r.stopping.stop_token_ids = {'q'};
+    Sequence seq(std::move(r), 0, *tokenizer);
+    EXPECT_EQ(seq.Accept('q').finish, FinishReason::kNone);
+    EXPECT_EQ(seq.Accept('q').finish, FinishReason::kEos);
+    EXPECT_EQ(seq.generated(), 2);
+  }
+}
+
+TEST(SequenceTest, MinNewTokensIgnoresStopStringsEndingBeforeIt) {
+  auto tokenizer = Tokenizer();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const auto run = [&](int32_t min_new, const std::string& bytes) {
+    Request r = MakeRequest(greedy, 20);  // stop string "zz!"
+    r.stopping.min_new_tokens = min_new;
+    Sequence seq(std::move(r), 0, *tokenizer);
+    std::string text;
+    GenerationEvent e;
+    for (char ch : bytes) {
+      e = seq.Accept(ch);
+      text += e.text;
+      if (seq.finished()) break;
+    }
+    return std::make_pair(text, seq.generated());
+  };
+  // "zz!" complete at the third token: ignored under min 4, its text kept;
+  // the next one ends it.
+  EXPECT_EQ(run(4, "zz!abzz!cd"), std::make_pair(std::string("zz!ab"), 8));
+  // At the min_new_tokens-th token a stop string counts (as vLLM's check).
+  EXPECT_EQ(run(3, "zz!abzz!cd"), std::make_pair(std::string(""), 3));
+  // Begun before min_new_tokens, ended after: it counts.
+  EXPECT_EQ(run(4, "azz!b"), std::make_pair(std::string("a"), 4));
+}
+
 TEST(SequenceTest, WantsLogprobsFollowsTheRequest) {
   auto tokenizer = Tokenizer();
   Request r = MakeRequest(SamplingParams(), 4);

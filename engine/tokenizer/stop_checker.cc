@@ -14,7 +14,8 @@ StopChecker::StopChecker(std::vector<std::string> stops) {
 }
 
 std::string StopChecker::Push(std::string_view text,
-                              std::optional<std::string>* matched) {
+                              std::optional<std::string>* matched,
+                              bool may_stop) {
   if (matched != nullptr) matched->reset();
   if (stopped_) return "";
   const size_t old_size = pending_.size();
@@ -22,10 +23,13 @@ std::string StopChecker::Push(std::string_view text,
 
   // pending_ held no complete stop string before this push, so a match must
   // end inside the new text; start each search just early enough for that.
+  // (What is held back is a proper prefix of a stop string, also after a
+  // push that may not stop.)
   size_t best_end = std::string::npos;
   size_t best_start = 0;
   const std::string* best = nullptr;
   for (const std::string& stop : stops_) {
+    if (!may_stop) break;
     const size_t from =
         old_size + 1 > stop.size() ? old_size + 1 - stop.size() : 0;
     const size_t pos = pending_.find(stop, from);

@@ -23,8 +23,12 @@ class StopChecker {
   // Appends `text` and returns the text safe to emit now. On a match returns
   // the text before the stop string and sets *matched (if matched is
   // non-null) to it; otherwise sets *matched to nullopt. After a match,
-  // further pushes return "" and the rest of the text is dropped.
-  std::string Push(std::string_view text, std::optional<std::string>* matched);
+  // further pushes return "" and the rest of the text is dropped. With
+  // may_stop false (min_new_tokens not reached yet) a stop string ending in
+  // this push is not a match but text like any other; one that began in it
+  // and ends in a later push still matches there.
+  std::string Push(std::string_view text, std::optional<std::string>* matched,
+                   bool may_stop = true);
   // Returns the held-back text when generation ends for another reason.
   std::string Flush();
 

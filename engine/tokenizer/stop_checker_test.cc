@@ -151,5 +151,27 @@ TEST(StopCheckerTest, ResultIndependentOfHowTextIsSplit) {
   }
 }
 
+// Pushes that may not stop (before min_new_tokens) pass complete stop
+// strings through as text, yet keep holding back what may still become one.
+TEST(StopCheckerTest, PushesThatMayNotStopKeepStopStringsAsText) {
+  StopChecker checker({"ab", "abc"});
+  std::optional<std::string> matched;
+  EXPECT_EQ(checker.Push("xab", &matched, /*may_stop=*/false), "x");
+  EXPECT_FALSE(matched.has_value());  // "ab" held: it may become "abc"
+  EXPECT_EQ(checker.Push("d", &matched, /*may_stop=*/false), "abd");
+  EXPECT_EQ(checker.Push("a", &matched), "");
+  // "ab" ends in a push that may stop: a match.
+  EXPECT_EQ(checker.Push("b", &matched), "");
+  ASSERT_TRUE(matched.has_value());
+  EXPECT_EQ(*matched, "ab");
+
+  StopChecker late({"abc"});
+  EXPECT_EQ(late.Push("ab", &matched, /*may_stop=*/false), "");
+  // Begun while it could not stop, ended when it can: a match.
+  EXPECT_EQ(late.Push("c", &matched), "");
+  ASSERT_TRUE(matched.has_value());
+  EXPECT_EQ(*matched, "abc");
+}
+
 }  // namespace
 }  // namespace seqboat

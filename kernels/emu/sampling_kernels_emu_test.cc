@@ -9,7 +9,8 @@
 // over vocabularies that are not multiples of the block width, many
 // penalised ids, and edge rows: all logits equal, all or nearly all -inf,
 // top_k beyond the vocabulary, top_p = 1 with min_p = 0, penalties over ids
-// observed and generated many times. CUB's sort runs through
+// observed and generated many times, suppressed ids (the best, all but
+// one, all). CUB's sort runs through
 // tools/cuda_emu/cub_emulation.h.
 #include <cmath>
 #include <cstdint>
@@ -199,6 +200,24 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
         for (int i = 0; i <= rep; ++i) sampler.ObserveGenerated(id(rng));
         sampler.ObserveGenerated(vocab - 1);
         sampler.ObserveGenerated(0);
+      }
+      // Suppressed ids (min_new_tokens): the dominant or infinite logits
+      // of shapes 4 and 5 among them on some rows, everything but one id
+      // or every id on others.
+      const size_t at = b.rows.size();
+      if (at % 4 == 1) {
+        std::vector<int32_t> held;
+        for (int32_t i = 0; i < vocab; ++i) {
+          if (l[i] >= 60.0f) held.push_back(i);
+        }
+        held.push_back(id(rng));
+        sampler.Suppress(held);
+      } else if (at % 4 == 2) {
+        std::vector<int32_t> held;
+        for (int32_t i = 0; i < vocab; ++i) {
+          if (i != vocab / 2 || at % 8 == 2) held.push_back(i);
+        }
+        sampler.Suppress(held);
       }
       SampleRow row = sampler.DescribeNext(&b.seen);
       row.step = any(rng) % 1000;

@@ -58,6 +58,10 @@ inline bool NearBoundary(const float* raw, int vocab, float logit_scale,
       }
     }
   }
+  for (int j = 0; j < row.suppressed_count; ++j) {
+    const int32_t id = seen_ids[row.suppressed_offset + j];
+    if (id >= 0 && id < v) pen[id] = -INFINITY;
+  }
   struct C {
     float l;
     int32_t id;
@@ -210,7 +214,9 @@ struct Batch {
 // m random rows: parameters from `sets` with random seeds and steps, logits
 // of every RowLogits kind, padding ids on every fourth row, an empty row 5,
 // up to max_seen observed prompt ids (some out of range, repeats) a row,
-// and up to max_seen / 2 generated ids, many of them generated many times.
+// up to max_seen / 2 generated ids, many of them generated many times, and
+// on every third row a few suppressed ids (min_new_tokens' EOS and stop
+// ids), among them the row's best.
 inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
                        const std::vector<SamplingParams>& sets = ParamSets()) {
   std::uniform_int_distribution<int> pick(0, static_cast<int>(sets.size()) - 1);
@@ -250,6 +256,11 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
       std::uniform_int_distribution<int> times(0, 3);
       for (size_t i = 0; i < top; ++i) {
         for (int t = times(rng); t > 0; --t) sampler.ObserveGenerated(best[i]);
+      }
+      if (j % 3 == 1) {
+        std::vector<int32_t> held = {best[0], id(rng), id(rng), best[0]};
+        if (top > 2) held.push_back(best[2]);
+        sampler.Suppress(held);
       }
     }
     SampleRow row = sampler.DescribeNext(&b.seen);
@@ -298,8 +309,9 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
                     << r.repetition_penalty << ", presence "
                     << r.presence_penalty << ", frequency "
                     << r.frequency_penalty << ", seen " << r.seen_count
-                    << ", counted " << r.counted_count << ", seed " << r.seed
-                    << ", step " << r.step << ")";
+                    << ", counted " << r.counted_count << ", suppressed "
+                    << r.suppressed_count << ", seed " << r.seed << ", step "
+                    << r.step << ")";
     }
   }
 }

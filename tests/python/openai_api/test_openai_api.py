@@ -264,6 +264,73 @@ def test_penalties_give_the_same_tokens_over_grpc(server, client, pb):
     assert "sampling.frequency_penalty" in info.value.details()
 
 
+def test_min_tokens_holds_stop_strings_back(client):
+    """A stop string ending before the min_tokens-th token is text like any
+    other; the first one ending at it or later stops (vLLM's rule). Greedy,
+    so the tokens are the same whatever stops them."""
+    base = client.completions.create(model=MODEL_ID, prompt=PROMPT,
+                                     max_tokens=40, temperature=0).choices[0].text
+    assert base.isascii()  # one token per character
+    stop = next(ch for ch in base[2:] if ch.isalpha())
+    first = base.index(stop)
+    min_tokens = first + 3
+    want_end = base.find(stop, min_tokens - 1)
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=40,
+                                  temperature=0, stop=stop,
+                                  extra_body={"min_tokens": min_tokens})
+    if want_end < 0:
+        assert c.choices[0].text == base
+        assert c.choices[0].finish_reason == "length"
+    else:
+        assert c.choices[0].text == base[:want_end]
+        assert c.choices[0].finish_reason == "stop"
+    assert stop in c.choices[0].text[:min_tokens]
+    assert c.usage.completion_tokens >= min_tokens
+
+
+def test_min_tokens_masks_the_stop_ids(client):
+    """Up to the min_tokens-th token the stop ids are never chosen: greedy
+    picks the best of the other tokens (the logprobs are the model's own);
+    after it a stop id ends the completion."""
+    free = client.completions.create(model=MODEL_ID, prompt=PROMPT,
+                                     max_tokens=12, temperature=0, logprobs=1)
+    held = [ord(ch) for ch in free.choices[0].text[:2]]
+    min_tokens = 6
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=40,
+                                  temperature=0, logprobs=5,
+                                  extra_body={"min_tokens": min_tokens,
+                                              "stop_token_ids": held})
+    lp = c.choices[0].logprobs
+    assert c.usage.completion_tokens >= min_tokens
+    for token, top in zip(lp.tokens[:min_tokens], lp.top_logprobs):
+        assert ord(token) not in held
+        others = {t: v for t, v in top.items() if ord(t) not in held}
+        assert top[token] == max(others.values()), (token, top)
+    # The first token would have been a stop id.
+    assert ord(free.choices[0].text[0]) in held
+    assert not any(ord(ch) in held for ch in c.choices[0].text)
+    if c.usage.completion_tokens < 40:
+        assert c.choices[0].finish_reason == "stop"
+
+
+def test_min_tokens_over_grpc(server, client, pb):
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=30,
+                                  temperature=0.8, seed=21, stop=" ",
+                                  extra_body={"min_tokens": 10})
+    messages = grpc_generate(server, pb, pb.GenerateRequest(
+        text=PROMPT, sampling=pb.SamplingParams(temperature=0.8, seed=21),
+        stopping=pb.StoppingCriteria(max_new_tokens=30, min_new_tokens=10,
+                                     stop=[" "])))
+    assert "".join(m.text for m in messages) == c.choices[0].text
+    assert messages[-1].usage.generated_tokens == c.usage.completion_tokens >= 10
+    with pytest.raises(grpc.RpcError) as info:
+        grpc_generate(server, pb, pb.GenerateRequest(
+            text=PROMPT, stopping=pb.StoppingCriteria(max_new_tokens=5,
+                                                      min_new_tokens=6)))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "stopping.min_new_tokens" in info.value.details()
+
+
 # ------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("kwargs,param", [
@@ -280,6 +347,8 @@ def test_penalties_give_the_same_tokens_over_grpc(server, client, pb):
     (dict(prompt=""), "prompt"),
     (dict(prompt=[100000]), "prompt"),
     (dict(extra_body={"top_k": -5}), "top_k"),
+    (dict(extra_body={"min_tokens": 5}), "min_tokens"),  # > max_tokens 4
+    (dict(extra_body={"min_tokens": -1}), "min_tokens"),
     (dict(extra_body={"bogus": 1}), "bogus"),
 ])
 def test_bad_values_are_400_naming_the_parameter(client, kwargs, param):
