@@ -62,6 +62,13 @@ class EngineImpl final : public Engine {
     }
     if (!request.sink)
       return absl::InvalidArgumentError("request has no event sink");
+    // A request of n waits for n free slots, so more than the arena holds
+    // could never start.
+    if (request.n < 1 || request.n > options_.max_slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("n is ", request.n, "; this server runs at most ",
+                       options_.max_slots, " sequences at once"));
+    }
     return scheduler_.Add(std::move(request));
   }
 

@@ -49,7 +49,7 @@ struct BlockCounter {
 };
 
 struct EngineStats {
-  int32_t running = 0;  // sequences holding a slot
+  int32_t running = 0;  // requests holding slots (n sequences' each)
   int32_t waiting = 0;  // queued, not yet admitted
   int32_t free_slots = 0;
   int64_t steps = 0;
@@ -81,7 +81,8 @@ class Engine {
 
   // Queues a request. RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE
   // while draining or after a device fault, INVALID_ARGUMENT for ids outside
-  // the vocabulary. On OK the sink will receive a final event exactly once.
+  // the vocabulary or n outside [1, max_slots]. On OK the sink will receive
+  // a final event exactly once for each of the request's n sequences.
   virtual absl::Status Submit(Request request) = 0;
 
   // Stops admitting new requests; running and queued ones go on to finish.

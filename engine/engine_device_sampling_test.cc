@@ -20,6 +20,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/flat_model.h"
 #include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 
@@ -169,31 +170,10 @@ int64_t TokenCount(const std::vector<Outcome>& outcomes) {
 }
 
 // The bundled tiny models mostly repeat their last token with logits so
-// peaked that seeded sampling is as good as greedy; a copy with a small
-// logit_scale flattens them so that every draw matters (and the scale, which
-// Forward applies to the host copy, must reach SampleRows).
-std::string FlatCopy(const std::string& src) {
-  namespace fs = std::filesystem;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") /
-                       (fs::path(src).filename().string() + "_flat");
-  fs::create_directories(dir);
-  for (const char* f : {"model.safetensors", "tokenizer.json"}) {
-    fs::copy_file(fs::path(src) / f, dir / f,
-                  fs::copy_options::overwrite_existing);
-  }
-  std::stringstream config;
-  config << std::ifstream(fs::path(src) / "config.json").rdbuf();
-  std::string text = config.str();
-  const std::string from = "\"logit_scale\": 1.0";
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos);
-  if (at != std::string::npos) {
-    text.replace(at, from.size(), "\"logit_scale\": 0.1");
-  }
-  std::ofstream(dir / "config.json") << text;
-  return dir.string();
-}
+// peaked that seeded sampling is as good as greedy; FlatModelCopy flattens
+// them so that every draw matters (and the scale, which Forward applies to
+// the host copy, must reach SampleRows).
+std::string FlatCopy(const std::string& src) { return FlatModelCopy(src); }
 
 TEST(EngineDeviceSamplingTest, GenerationsEqualTheHostPath) {
   const std::vector<Spec> specs = Mix();

@@ -53,9 +53,12 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // best first
 };
 
-// One step's output for one request. Events of a request arrive in order; the
-// last one has finish != kNone or a non-OK status.
+// One step's output for one of a request's sequences (`index`, the choice).
+// A sequence's events arrive in order, and its last one has finish != kNone
+// or a non-OK status; the request is over once each of its n sequences has
+// had its last event.
 struct GenerationEvent {
+  int32_t index = 0;  // which of the request's n sequences, in [0, n)
   std::vector<int32_t> token_ids;
   std::string text;                     // complete UTF-8 only
   std::vector<TokenLogprobs> logprobs;  // one per token id when requested
@@ -63,13 +66,13 @@ struct GenerationEvent {
   std::string matched_stop;
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens =
-      0;  // of prompt_tokens, restored from a snapshot
-  int32_t generated_tokens = 0;
-  absl::Status status;  // non-OK ends the request with that error
+      0;                         // of prompt_tokens, restored from a snapshot
+  int32_t generated_tokens = 0;  // of this sequence
+  absl::Status status;           // non-OK ends the sequence with that error
 };
 
 // Receives a request's events on the engine thread. Must not block: the server
-// buffers and coalesces. Called for the final event exactly once.
+// buffers and coalesces. Called for each sequence's final event exactly once.
 using EventSink = std::function<void(GenerationEvent)>;
 
 // Shared between the server (which may cancel) and the engine (which polls).
@@ -80,6 +83,11 @@ struct RequestControl {
 struct Request {
   std::string id;
   std::vector<int32_t> prompt;  // token ids, validated against the vocabulary
+  // Sequences sampled from the prompt (OpenAI's n), in [1, max_slots]: the
+  // prompt is read once, its state copied into n slots, and sequence i
+  // samples with seed + i (wrapping), each with its own stop rules.
+  // Admitted once n slots are free; cancel and deadline apply to all.
+  int32_t n = 1;
   SamplingParams sampling;
   StoppingParams stopping;
   bool logprobs = false;

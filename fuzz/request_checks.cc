@@ -1,5 +1,6 @@
 #include "fuzz/request_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -75,6 +76,10 @@ void CheckValidated(const v1::GenerateRequest& proto,
     any_text |= !vocabulary.is_special(id);
   }
   if (proto.has_token_ids()) FUZZ_CHECK(any_text);
+
+  FUZZ_CHECK(request->n >= 1 && request->n <= std::min(limits.max_n, kMaxN));
+  FUZZ_CHECK(request->n ==
+             (proto.has_n() ? static_cast<int32_t>(proto.n()) : 1));
 
   const SamplingParams& sampling = request->sampling;
   FUZZ_CHECK(InRange(sampling.temperature, 0, kMaxTemperature));

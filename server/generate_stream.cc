@@ -1,5 +1,6 @@
 #include "server/generate_stream.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -29,7 +30,13 @@ struct GenerateStream::State {
   // Null once OnDone ran; from then on events are dropped.
   GenerateStream* reactor ABSL_GUARDED_BY(mu) = nullptr;
   std::vector<GenerationEvent> pending ABSL_GUARDED_BY(mu);
-  // The engine delivered its last event; later calls are ignored.
+  int32_t n ABSL_GUARDED_BY(mu) = 1;  // the request's sequences
+  // Sequences whose final event the engine delivered, and whose last
+  // message was written.
+  int32_t engine_finals ABSL_GUARDED_BY(mu) = 0;
+  int32_t written_finals ABSL_GUARDED_BY(mu) = 0;
+  // The engine delivered its last event (every sequence's final one, or an
+  // error); later calls are ignored.
   bool engine_done ABSL_GUARDED_BY(mu) = false;
   bool write_in_flight ABSL_GUARDED_BY(mu) = false;
   // Finish or StartWriteAndFinish was called; nothing may follow.
@@ -77,13 +84,21 @@ GenerateStream::GenerateStream(std::string request_id,
   state_->reactor = this;
 }
 
-EventSink GenerateStream::sink() {
+EventSink GenerateStream::sink(int32_t n) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->n = std::max(n, 1);
+    state_->timeline.n = state_->n;
+  }
   return [state = state_](GenerationEvent event) {
     {
       absl::MutexLock lock(&state->mu);
       if (state->engine_done) return;
-      state->engine_done =
-          event.finish != FinishReason::kNone || !event.status.ok();
+      if (!event.status.ok()) {
+        state->engine_done = true;
+      } else if (event.finish != FinishReason::kNone) {
+        state->engine_done = ++state->engine_finals >= state->n;
+      }
       ++state->events;
       // Counted as the engine produced it, even if the call is ending.
       if (state->metrics != nullptr) {
@@ -124,17 +139,28 @@ void GenerateStream::Pump(std::shared_ptr<State> state) {
       return;
     }
     if (!state->pending.empty() && !state->finish_status.has_value()) {
-      CoalescedEvents batch =
-          CoalesceEvents(std::move(state->pending), state->request_id);
-      state->pending.clear();
+      // One message holds one sequence's events: those of the sequence
+      // that waited longest; the others' stay for the next writes.
+      const int32_t index = state->pending.front().index;
+      std::vector<GenerationEvent> run, rest;
+      for (GenerationEvent& e : state->pending) {
+        (e.index == index ? run : rest).push_back(std::move(e));
+      }
+      state->pending = std::move(rest);
+      CoalescedEvents batch = CoalesceEvents(std::move(run), state->request_id);
       state->out = std::move(batch.response);
+      state->out.set_index(static_cast<uint32_t>(std::max(index, 0)));
+      if (batch.ended && batch.error.ok()) {
+        state->finish_reason = state->out.finish_reason();
+        state->generated_tokens += state->out.usage().generated_tokens();
+      }
       if (!batch.ended) {
         op = Op::kWrite;
       } else if (batch.error.ok()) {
-        // One operation carries the last tokens, usage and the OK status.
-        op = Op::kWriteAndFinish;
-        state->finish_reason = state->out.finish_reason();
-        state->generated_tokens = state->out.usage().generated_tokens();
+        // The last sequence's last message: one operation carries its
+        // tokens, usage and the OK status.
+        op = ++state->written_finals >= state->n ? Op::kWriteAndFinish
+                                                 : Op::kWrite;
       } else {
         // A non-OK finish drops a message sent with it, so tokens produced
         // before the error go out first.

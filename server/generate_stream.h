@@ -3,9 +3,10 @@
 // The engine delivers events through sink() on its own thread and must never
 // block, so events are only appended to a pending buffer; at most one gRPC
 // write is in flight, and when it completes everything that piled up is sent
-// as one coalesced message. Client cancellation (and deadline expiry, which
-// gRPC reports as a cancellation) sets the request's control->cancelled so
-// the engine frees the slot at its next step.
+// as one coalesced message (one per sequence of a request of n, in turn; the
+// call ends after the last sequence's last message). Client cancellation (and
+// deadline expiry, which gRPC reports as a cancellation) sets the request's
+// control->cancelled so the engine frees the slot at its next step.
 //
 // Lifetime: gRPC owns the reactor until OnDone, where it deletes itself. The
 // buffer lives in shared state that the sink closure also holds, so the
@@ -48,9 +49,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                  std::function<void()> on_done = nullptr,
                  ServingMetrics* metrics = nullptr);
 
-  // The sink to put in the engine Request. Thread-safe, never blocks, and may
-  // be called or destroyed at any time, including after the call ended.
-  EventSink sink();
+  // The sink to put in the engine Request of `n` sequences. Thread-safe,
+  // never blocks, and may be called or destroyed at any time, including
+  // after the call ended.
+  EventSink sink(int32_t n = 1);
 
   // Ends the call with `status`; for requests the engine never accepted.
   void Fail(grpc::Status status);

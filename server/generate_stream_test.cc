@@ -44,7 +44,9 @@ class HandoffService final
       return stream;
     }
     absl::MutexLock lock(&mu_);
-    accepted_.push_back({*request, stream->sink(), std::move(control)});
+    accepted_.push_back({*request,
+                         stream->sink(request->has_n() ? request->n() : 1),
+                         std::move(control)});
     return stream;
   }
 
@@ -154,6 +156,95 @@ TEST_F(GenerateStreamTest, StreamsEachEventAsItArrives) {
   grpc::Status status = reader->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_FALSE(call.control->cancelled.load());
+}
+
+// n = 3: each message holds one sequence's tokens and says which; each
+// sequence's last message has its finish and usage; the call ends after the
+// third sequence's, and only then.
+TEST_F(GenerateStreamTest, SequencesOfARequestOfNKeepTheirIndex) {
+  grpc::ClientContext ctx;
+  v1::GenerateRequest request = Request("n3");
+  request.set_n(3);
+  auto reader = stub_->Generate(&ctx, request);
+  Accepted call = service_.Take();
+  const auto at = [](int32_t index, GenerationEvent e) {
+    e.index = index;
+    return e;
+  };
+  for (int step = 0; step < 4; ++step) {
+    for (int32_t i = 0; i < 3; ++i) {
+      if (i == 1 && step == 3) continue;  // sequence 1 ended at step 2
+      GenerationEvent e = Tokens({10 * i + step}, std::string(1, 'a' + i));
+      if (i == 1 && step == 2) {
+        e.finish = FinishReason::kEos;
+        e.prompt_tokens = 2;
+        e.generated_tokens = 3;
+      }
+      call.sink(at(i, std::move(e)));
+    }
+  }
+  call.sink(at(0, Final(FinishReason::kLength, 2, 4)));
+  std::vector<std::vector<int32_t>> ids(3);
+  std::vector<std::string> text(3);
+  std::vector<v1::GenerateResponse> finals(3);
+  int finished = 0;
+  v1::GenerateResponse msg;
+  // Sequence 2 has not ended: the stream stays open.
+  while (finished < 2 && reader->Read(&msg)) {
+    ASSERT_LT(msg.index(), 3u);
+    EXPECT_EQ(finals[msg.index()].finish_reason(),
+              v1::FINISH_REASON_UNSPECIFIED)
+        << "a message after its sequence's last";
+    ids[msg.index()].insert(ids[msg.index()].end(), msg.token_ids().begin(),
+                            msg.token_ids().end());
+    text[msg.index()] += msg.text();
+    if (msg.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finals[msg.index()] = msg;
+      ++finished;
+    } else {
+      EXPECT_FALSE(msg.has_usage());
+    }
+  }
+  ASSERT_EQ(finished, 2);
+  call.sink(at(2, Final(FinishReason::kStopString, 2, 4)));
+  while (reader->Read(&msg)) {
+    ASSERT_EQ(msg.index(), 2u);
+    ids[2].insert(ids[2].end(), msg.token_ids().begin(), msg.token_ids().end());
+    text[2] += msg.text();
+    if (msg.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finals[2] = msg;
+    }
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(ids[0], (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(ids[1], (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(ids[2], (std::vector<int32_t>{20, 21, 22, 23}));
+  EXPECT_EQ(text[1], "bbb");
+  EXPECT_EQ(finals[0].finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(finals[1].finish_reason(), v1::FINISH_REASON_EOS);
+  EXPECT_EQ(finals[1].usage().generated_tokens(), 3u);
+  EXPECT_EQ(finals[1].usage().prompt_tokens(), 2u);
+  EXPECT_EQ(finals[2].finish_reason(), v1::FINISH_REASON_STOP_STRING);
+}
+
+// An error in any sequence ends the call with it.
+TEST_F(GenerateStreamTest, AnErrorInOneSequenceEndsTheCall) {
+  grpc::ClientContext ctx;
+  v1::GenerateRequest request = Request("n2");
+  request.set_n(2);
+  auto reader = stub_->Generate(&ctx, request);
+  Accepted call = service_.Take();
+  GenerationEvent first = Tokens({1}, "a");
+  first.index = 1;
+  call.sink(std::move(first));
+  GenerationEvent failed;
+  failed.index = 0;
+  failed.status = absl::InternalError("step failed");
+  call.sink(std::move(failed));
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INTERNAL);
 }
 
 TEST_F(GenerateStreamTest, LogprobsAreCarried) {

@@ -331,6 +331,7 @@ int Run() {
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
   limits.max_prompt_tokens = options.max_prompt_tokens;
+  limits.max_n = std::min(kMaxN, options.max_slots);
   limits.max_prompt_bytes =
       absl::GetFlag(FLAGS_max_prompt_bytes) > 0
           ? absl::GetFlag(FLAGS_max_prompt_bytes)

@@ -220,16 +220,14 @@ std::optional<OpenAiError> ReadStop(const json& body,
 std::optional<OpenAiError> ReadUnsupported(const json& body) {
   std::optional<int64_t> n;
   if (auto e = ReadInt(body, "n", &n)) return e;
-  if (n.has_value() && *n != 1) {
-    return Unsupported("n", absl::StrCat("n must be 1, got ", *n,
-                                         ": this server samples one "
-                                         "completion per request"));
-  }
+  // best_of = n returns every sequence sampled, which n alone does; a
+  // larger best_of would rank them, which this server does not.
   std::optional<int64_t> best_of;
   if (auto e = ReadInt(body, "best_of", &best_of)) return e;
-  if (best_of.has_value() && *best_of != 1) {
+  if (best_of.has_value() && *best_of != n.value_or(1)) {
     return Unsupported("best_of",
-                       absl::StrCat("best_of must be 1, got ", *best_of));
+                       absl::StrCat("best_of must equal n (", n.value_or(1),
+                                    "), got ", *best_of));
   }
   bool echo = false;
   if (auto e = ReadBool(body, "echo", &echo)) return e;
@@ -273,6 +271,7 @@ constexpr FieldName kFieldNames[] = {
     {"stopping.stop", "stop"},
     {"stopping.ignore_eos", "ignore_eos"},
     {"logprobs.top_n", "logprobs"},
+    {"n", "n"},
 };
 
 }  // namespace
@@ -400,6 +399,17 @@ bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
   }
   if (auto e = ReadUnsupported(parsed)) return fail(*e);
   if (auto e = ReadPrompt(parsed, &generate)) return fail(*e);
+
+  // Choices to sample; the bound (and n <= max_slots) is validation's.
+  std::optional<int64_t> n;
+  if (auto e = ReadInt(parsed, "n", &n)) return fail(*e);
+  if (n.has_value()) {
+    if (*n < 1 || *n > std::numeric_limits<uint32_t>::max()) {
+      return fail(Invalid(
+          "n", absl::StrCat("n must be in [1, ", limits.max_n, "], got ", *n)));
+    }
+    generate.set_n(static_cast<uint32_t>(*n));
+  }
 
   std::optional<int64_t> max_tokens;
   if (auto e = ReadInt(parsed, "max_tokens", &max_tokens)) return fail(*e);
@@ -605,10 +615,14 @@ absl::Status CancelledByServer() {
 
 }  // namespace
 
-ojson CompletionRenderer::Choice(const v1::GenerateResponse& run,
+ojson CompletionRenderer::Choice(const v1::GenerateResponse& run, int32_t index,
                                  bool final_chunk) {
   ojson choice;
-  choice["index"] = 0;
+  choice["index"] = index;
+  if (text_offset_.size() <= static_cast<size_t>(index)) {
+    text_offset_.resize(static_cast<size_t>(index) + 1, 0);
+  }
+  int64_t& text_offset = text_offset_[static_cast<size_t>(index)];
   choice["text"] = run.text();
   if (context_.logprobs) {
     ojson tokens = ojson::array(), token_logprobs = ojson::array(),
@@ -631,8 +645,8 @@ ojson CompletionRenderer::Choice(const v1::GenerateResponse& run,
         if (!top.contains(alt_text)) top[alt_text] = alt.logprob();
       }
       top_logprobs.push_back(std::move(top));
-      offsets.push_back(text_offset_);
-      text_offset_ += CharactersIn(bytes);
+      offsets.push_back(text_offset);
+      text_offset += CharactersIn(bytes);
     }
     ojson logprobs;
     logprobs["tokens"] = std::move(tokens);
@@ -662,26 +676,45 @@ ojson CompletionRenderer::Choice(const v1::GenerateResponse& run,
   return choice;
 }
 
+void CompletionRenderer::CountUsage(
+    const v1::GenerateResponse& final_response) {
+  // The prompt was read once for all choices.
+  const v1::Usage& u = final_response.usage();
+  usage_.set_prompt_tokens(u.prompt_tokens());
+  usage_.set_cached_prompt_tokens(u.cached_prompt_tokens());
+  usage_.set_generated_tokens(usage_.generated_tokens() + u.generated_tokens());
+}
+
 std::string CompletionRenderer::StreamEvents(
     std::vector<GenerationEvent> events) {
   if (ended_ || events.empty()) return "";
-  CoalescedEvents run = CoalesceEvents(std::move(events), context_.id);
-  absl::Status error = run.error;
-  if (error.ok() && run.ended &&
-      run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-    error = CancelledByServer();
-  }
   std::string out;
-  const bool finished_ok = run.ended && error.ok();
-  const bool has_output = !run.response.text().empty() ||
-                          (context_.logprobs && run.response.logprobs_size());
-  if (has_output || finished_ok) {
-    ojson chunk = Header(context_);
-    chunk["choices"] = ojson::array({Choice(run.response, finished_ok)});
-    if (context_.include_usage) chunk["usage"] = nullptr;
-    absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+  absl::Status error;
+  for (SequenceEvents& sequence : SplitBySequence(std::move(events))) {
+    CoalescedEvents run =
+        CoalesceEvents(std::move(sequence.events), context_.id);
+    error = run.error;
+    if (error.ok() && run.ended &&
+        run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+      error = CancelledByServer();
+    }
+    const bool finished_ok = run.ended && error.ok();
+    const bool has_output = !run.response.text().empty() ||
+                            (context_.logprobs && run.response.logprobs_size());
+    if (has_output || finished_ok) {
+      ojson chunk = Header(context_);
+      chunk["choices"] =
+          ojson::array({Choice(run.response, sequence.index, finished_ok)});
+      if (context_.include_usage) chunk["usage"] = nullptr;
+      absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+    }
+    if (!error.ok()) break;
+    if (finished_ok) {
+      CountUsage(run.response);
+      ++finals_;
+    }
   }
-  if (!run.ended) return out;
+  if (error.ok() && finals_ < context_.n) return out;
   ended_ = true;
   if (!error.ok()) {
     final_code_ = error.code();
@@ -689,7 +722,7 @@ std::string CompletionRenderer::StreamEvents(
   } else if (context_.include_usage) {
     ojson chunk = Header(context_);
     chunk["choices"] = ojson::array();
-    chunk["usage"] = Usage(run.response.usage());
+    chunk["usage"] = Usage(usage_);
     absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
   }
   absl::StrAppend(&out, "data: [DONE]\n\n");
@@ -698,19 +731,47 @@ std::string CompletionRenderer::StreamEvents(
 
 void CompletionRenderer::Add(GenerationEvent event) {
   if (ended_) return;
-  ended_ = event.finish != FinishReason::kNone || !event.status.ok();
+  if (!event.status.ok()) {
+    ended_ = true;
+  } else if (event.finish != FinishReason::kNone) {
+    ended_ = ++finals_ >= context_.n;
+  }
   pending_.push_back(std::move(event));
 }
 
 std::pair<int, std::string> CompletionRenderer::Finish() {
-  CoalescedEvents run = CoalesceEvents(std::move(pending_), context_.id);
+  std::vector<SequenceEvents> sequences = SplitBySequence(std::move(pending_));
   pending_.clear();
-  absl::Status error = run.error;
-  if (!run.ended) {
+  // Choices in index order.
+  std::sort(sequences.begin(), sequences.end(),
+            [](const SequenceEvents& a, const SequenceEvents& b) {
+              return a.index < b.index;
+            });
+  ojson choices = ojson::array();
+  // An error in any sequence is the answer.
+  absl::Status error;
+  for (const SequenceEvents& sequence : sequences) {
+    for (const GenerationEvent& e : sequence.events) {
+      if (error.ok()) error = e.status;
+    }
+  }
+  for (SequenceEvents& sequence : sequences) {
+    if (!error.ok()) break;
+    CoalescedEvents run =
+        CoalesceEvents(std::move(sequence.events), context_.id);
+    error = run.error;
+    if (!run.ended) {
+      error = absl::InternalError("the request ended without a final event");
+    } else if (error.ok() &&
+               run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+      error = CancelledByServer();
+    }
+    if (!error.ok()) break;
+    CountUsage(run.response);
+    choices.push_back(Choice(run.response, sequence.index, true));
+  }
+  if (error.ok() && static_cast<int32_t>(choices.size()) < context_.n) {
     error = absl::InternalError("the request ended without a final event");
-  } else if (error.ok() &&
-             run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-    error = CancelledByServer();
   }
   if (!error.ok()) {
     final_code_ = error.code();
@@ -718,8 +779,8 @@ std::pair<int, std::string> CompletionRenderer::Finish() {
     return {e.http_status, ErrorBody(e)};
   }
   ojson body = Header(context_);
-  body["choices"] = ojson::array({Choice(run.response, true)});
-  body["usage"] = Usage(run.response.usage());
+  body["choices"] = std::move(choices);
+  body["usage"] = Usage(usage_);
   return {200, Dump(body)};
 }
 

@@ -58,8 +58,8 @@ struct CompletionRequest {
 
 // Parses a /v1/completions body: JSON syntax, the type of every field, the
 // model name (absent, or `model_id`), and the parameters the engine has no
-// equivalent for (n > 1, best_of, echo, suffix, logit_bias: refused naming
-// the parameter). Unknown fields
+// equivalent for (best_of other than n, echo, suffix, logit_bias: refused
+// naming the parameter). Unknown fields
 // are refused, as OpenAI does. Ranges are left to RequestFromProto, except
 // where the JSON value cannot be represented in the proto's field (a
 // negative max_tokens), which `limits` words as validation would. On failure
@@ -75,27 +75,31 @@ struct CompletionContext {
   std::string model;
   bool logprobs = false;       // the request asked for logprobs
   bool include_usage = false;  // streaming: a usage chunk before [DONE]
+  int32_t n = 1;               // choices: the request's sequences
   // The text of a token for logprobs: valid UTF-8 as is, otherwise
   // "bytes:\xNN..." as OpenAI writes partial characters.
   std::function<std::string(int32_t)> token_bytes;
 };
 
-// Renders a request's events as OpenAI completion objects. Events may be
-// fed in runs (whatever piled up since the last call, as GenerateStream
-// coalesces them), so a slow reader gets fewer, larger chunks.
+// Renders a request's events as OpenAI completion objects, one choice per
+// sequence (its index). Events may be fed in runs (whatever piled up since
+// the last call, as GenerateStream coalesces them), so a slow reader gets
+// fewer, larger chunks. The usage counts the prompt once and the completion
+// tokens of every choice.
 class CompletionRenderer {
  public:
   explicit CompletionRenderer(CompletionContext context);
 
-  // SSE bytes for a run of events: one "data: {chunk}\n\n" when the run
-  // carries text, logprobs or the finish; at the end, the usage chunk (when
-  // asked for) and "data: [DONE]\n\n". An error ends the stream with
+  // SSE bytes for a run of events: for each choice the run carries text,
+  // logprobs or the finish of, one "data: {chunk}\n\n" (its choices hold
+  // that one, with its index); once every choice finished, the usage chunk
+  // (when asked for) and "data: [DONE]\n\n". An error ends the stream with
   // "data: {\"error\": ...}\n\n" and [DONE]. After the end, returns "".
   std::string StreamEvents(std::vector<GenerationEvent> events);
 
-  // Non-streaming: remembers the events; once the final one arrived,
-  // Finish() gives the HTTP status and body (the completion object, or the
-  // error object when the request failed).
+  // Non-streaming: remembers the events; once every choice's final one (or
+  // an error) arrived, Finish() gives the HTTP status and body (the
+  // completion object, or the error object when the request failed).
   void Add(GenerationEvent event);
   bool ended() const { return ended_; }
   std::pair<int, std::string> Finish();
@@ -105,13 +109,18 @@ class CompletionRenderer {
   absl::StatusCode final_code() const { return final_code_; }
 
  private:
-  // choices[0] for one run of tokens (advancing the logprobs' text
-  // offset); with the finish reason when `final_chunk`.
-  nlohmann::ordered_json Choice(const v1::GenerateResponse& run,
+  // The choice `index` for one run of its tokens (advancing its logprobs'
+  // text offset); with the finish reason when `final_chunk`.
+  nlohmann::ordered_json Choice(const v1::GenerateResponse& run, int32_t index,
                                 bool final_chunk);
+  // Counts a choice's final response into the usage.
+  void CountUsage(const v1::GenerateResponse& final_response);
 
   const CompletionContext context_;
-  int64_t text_offset_ = 0;  // characters of completion before the next token
+  // Per choice: characters of completion before its next token.
+  std::vector<int64_t> text_offset_;
+  int32_t finals_ = 0;  // choices finished without error
+  v1::Usage usage_;     // the prompt once, every choice's completion
   bool ended_ = false;
   absl::StatusCode final_code_ = absl::StatusCode::kOk;
   std::vector<GenerationEvent> pending_;

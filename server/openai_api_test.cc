@@ -92,6 +92,7 @@ TEST(OpenAiParseTest, MapsEveryParameter) {
   EXPECT_TRUE(g.stopping().ignore_eos());
   EXPECT_TRUE(g.logprobs().enabled());
   EXPECT_EQ(g.logprobs().top_n(), 3u);
+  EXPECT_EQ(g.n(), 1u);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
 }
@@ -178,9 +179,8 @@ TEST(OpenAiParseTest, RefusesWhatTheEngineCannotDoNamingTheParameter) {
     const char* param;
   };
   for (const Case& c : {
-           Case{R"({"prompt": "a", "n": 2})", "n"},
-           Case{R"({"prompt": "a", "n": 0})", "n"},
            Case{R"({"prompt": "a", "best_of": 3})", "best_of"},
+           Case{R"({"prompt": "a", "n": 2, "best_of": 3})", "best_of"},
            Case{R"({"prompt": "a", "echo": true})", "echo"},
            Case{R"({"prompt": "a", "suffix": "end"})", "suffix"},
            Case{R"({"prompt": "a", "logit_bias": {"5": 10}})", "logit_bias"},
@@ -220,6 +220,9 @@ TEST(OpenAiParseTest, RefusesWrongTypesNamingTheParameter) {
            Case{R"({"prompt": [4294967296]})", "prompt"},
            Case{R"({"model": 5, "prompt": "a"})", "model"},
            Case{R"({"prompt": "a", "min_tokens": -1})", "min_tokens"},
+           Case{R"({"prompt": "a", "n": 0})", "n"},
+           Case{R"({"prompt": "a", "n": -2})", "n"},
+           Case{R"({"prompt": "a", "n": 1.5})", "n"},
            Case{R"({"prompt": "a", "min_tokens": 2.5})", "min_tokens"},
            Case{R"({"prompt": "a", "presence_penalty": "x"})",
                 "presence_penalty"},
@@ -270,6 +273,9 @@ TEST(OpenAiValidationTest, RangesAreValidationsNamedAsOpenAiParameters) {
   EXPECT_EQ(e.message,
             "min_tokens must be in [0, 4] (at most the request's maximum of "
             "new tokens), got 5");
+  e = ValidationError(R"({"prompt": "a", "n": 17})");
+  EXPECT_EQ(e.param, "n");
+  EXPECT_EQ(e.message, "n must be in [1, 16], got 17");
   e = ValidationError(R"({"prompt": "a", "presence_penalty": 2.5})");
   EXPECT_EQ(e.param, "presence_penalty");
   EXPECT_EQ(e.message, "presence_penalty must be in [-2, 2], got 2.5");
@@ -489,6 +495,101 @@ TEST(CompletionRendererTest, NonStreamingBody) {
   EXPECT_EQ(error_status, 400);
   EXPECT_EQ(json::parse(error_body)["error"]["message"],
             "prompt holds padding");
+}
+
+TEST(OpenAiParseTest, NAndBestOfEqualToIt) {
+  EXPECT_EQ(Parse(R"({"prompt": "a", "n": 4})").generate.n(), 4u);
+  EXPECT_EQ(Parse(R"({"prompt": "a", "n": 4, "best_of": 4})").generate.n(), 4u);
+  EXPECT_FALSE(Parse(R"({"prompt": "a"})").generate.has_n());
+}
+
+GenerationEvent At(int32_t index, GenerationEvent e) {
+  e.index = index;
+  return e;
+}
+
+// n = 2, streaming: one chunk per choice a run touches, each with its
+// index; the end (usage: the prompt once, both choices' tokens) once both
+// finished.
+TEST(CompletionRendererTest, StreamsEachChoiceWithItsIndex) {
+  CompletionContext context = Context(/*logprobs=*/true, true);
+  context.n = 2;
+  CompletionRenderer r(context);
+  GenerationEvent a = Tokens({72}, "H"), b = Tokens({105}, "i");
+  a.logprobs.push_back({{72, -0.5f}, {}});
+  b.logprobs.push_back({{105, -0.25f}, {}});
+  bool done = false;
+  std::vector<json> chunks = DataLines(
+      r.StreamEvents({At(1, b), At(0, a), At(1, Tokens({33}, "!"))}), &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["choices"].size(), 1u);
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 1);
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "i!");
+  EXPECT_EQ(chunks[1]["choices"][0]["index"], 0);
+  EXPECT_EQ(chunks[1]["choices"][0]["text"], "H");
+  GenerationEvent first_final = Final(FinishReason::kLength);
+  first_final.generated_tokens = 4;
+  chunks = DataLines(r.StreamEvents({At(0, first_final)}), &done);
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_FALSE(done);
+  EXPECT_FALSE(r.ended());
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 0);
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "length");
+  // Each choice's logprob offsets run on their own.
+  GenerationEvent c = Tokens({33}, "?");
+  c.logprobs.push_back({{33, -1.0f}, {}});
+  chunks = DataLines(
+      r.StreamEvents({At(1, c), At(1, Final(FinishReason::kEos))}), &done);
+  EXPECT_TRUE(done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 1);
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["text_offset"],
+            json::parse("[1]"));
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks[1]["usage"],
+            json::parse(R"({"prompt_tokens": 5, "completion_tokens": 7,
+              "total_tokens": 12, "prompt_tokens_details": {"cached_tokens": 2}})"));
+  EXPECT_TRUE(r.ended());
+}
+
+TEST(CompletionRendererTest, NonStreamingChoicesInIndexOrder) {
+  CompletionContext context = Context();
+  context.n = 3;
+  CompletionRenderer r(context);
+  r.Add(At(2, Tokens({99}, "c")));
+  r.Add(At(0, Tokens({97}, "a")));
+  r.Add(At(2, Final(FinishReason::kEos)));
+  r.Add(At(1, Tokens({98}, "b")));
+  r.Add(At(0, Final(FinishReason::kLength)));
+  EXPECT_FALSE(r.ended());
+  r.Add(At(1, Final(FinishReason::kStopString, "x")));
+  EXPECT_TRUE(r.ended());
+  auto [status, body] = r.Finish();
+  EXPECT_EQ(status, 200);
+  json j = json::parse(body);
+  ASSERT_EQ(j["choices"].size(), 3u);
+  const char* texts[] = {"a", "b", "c"};
+  const char* reasons[] = {"length", "stop", "stop"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], texts[i]);
+    EXPECT_EQ(j["choices"][i]["finish_reason"], reasons[i]);
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(j["usage"]["total_tokens"], 14);
+
+  // An error in one choice is the answer.
+  CompletionRenderer failing(context);
+  failing.Add(At(0, Tokens({97}, "a")));
+  GenerationEvent failed;
+  failed.index = 1;
+  failed.status = absl::InternalError("step failed");
+  failing.Add(failed);
+  EXPECT_TRUE(failing.ended());
+  auto [error_status, error_body] = failing.Finish();
+  EXPECT_EQ(error_status, 500);
+  EXPECT_EQ(json::parse(error_body)["error"]["message"], "step failed");
 }
 
 TEST(OpenAiTextTest, TokenTextKeepsValidUtf8AndWritesBytesOtherwise) {

@@ -60,6 +60,9 @@ struct OpenAiServer::Call {
   // exactly when this is true, and only whoever clears it may resume.
   bool suspended ABSL_GUARDED_BY(mu) = false;
   std::vector<GenerationEvent> pending ABSL_GUARDED_BY(mu);
+  int32_t n ABSL_GUARDED_BY(mu) = 1;  // the request's sequences
+  int32_t finals ABSL_GUARDED_BY(mu) = 0;
+  // Every sequence's final event (or an error) arrived.
   bool engine_done ABSL_GUARDED_BY(mu) = false;
   bool closing ABSL_GUARDED_BY(mu) = false;  // the server is stopping
   RequestTimeline timeline ABSL_GUARDED_BY(mu);
@@ -317,6 +320,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
   context.model = options.model_id;
   context.logprobs = request->logprobs;
   context.include_usage = parsed.include_usage;
+  context.n = request->n;
   const Tokenizer& tokenizer = server.engine_.tokenizer();
   context.token_bytes = [&tokenizer](int32_t id) {
     return tokenizer.TokenBytes(id);
@@ -332,6 +336,11 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
       "stream={}",
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed, call->stream);
+  {
+    absl::MutexLock lock(&call->mu);
+    call->n = request->n;
+    call->timeline.n = request->n;
+  }
   request->control = call->control;
   request->sink = Sink(call);
   request->arrival = absl::Now();
@@ -518,8 +527,11 @@ EventSink Handlers::Sink(const std::shared_ptr<Call>& call) {
   return [call](GenerationEvent event) {
     absl::MutexLock lock(&call->mu);
     if (call->engine_done) return;
-    call->engine_done =
-        event.finish != FinishReason::kNone || !event.status.ok();
+    if (!event.status.ok()) {
+      call->engine_done = true;
+    } else if (event.finish != FinishReason::kNone) {
+      call->engine_done = ++call->finals >= call->n;
+    }
     if (call->metrics != nullptr) {
       call->metrics->OnEvent(call->timeline, event, absl::Now());
     }

@@ -367,8 +367,9 @@ TEST_F(OpenAiServerTest, ErrorsCarryOpenAisShapeAndStatus) {
   e = ExpectError(R"({"prompt": "a", "top_p": 2})", 400);
   EXPECT_EQ(e["param"], "top_p");
   EXPECT_EQ(e["message"], "top_p must be in (0, 1], got 2");
-  e = ExpectError(R"({"prompt": "a", "n": 3})", 400);
+  e = ExpectError(R"({"prompt": "a", "n": 17})", 400);
   EXPECT_EQ(e["param"], "n");
+  EXPECT_EQ(e["message"], "n must be in [1, 16], got 17");
   e = ExpectError(R"({"prompt": [999]})", 400);
   EXPECT_EQ(e["message"], "prompt[0] must be in [0, 257), got 999");
 

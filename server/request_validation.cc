@@ -267,6 +267,14 @@ absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
   }
   request.id =
       proto.request_id().empty() ? fallbacks.request_id : proto.request_id();
+  if (proto.has_n()) {
+    const int32_t max_n = std::min(limits.max_n, kMaxN);
+    if (proto.n() < 1 || proto.n() > static_cast<uint32_t>(max_n)) {
+      return Invalid(
+          "n", absl::StrCat("must be in [1, ", max_n, "], got ", proto.n()));
+    }
+    request.n = static_cast<int32_t>(proto.n());
+  }
 
   // Cheap field checks first, so a bad parameter never costs a tokenization.
   absl::StatusOr<SamplingParams> sampling =

@@ -28,6 +28,9 @@ inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepetitionPenalty = 100.0f;
 // presence_penalty and frequency_penalty lie in [-2, 2], as OpenAI's.
 inline constexpr float kMaxCountPenalty = 2.0f;
+// Sequences one request may sample (n); a server with fewer slots allows
+// only as many as it has (ValidationLimits::max_n).
+inline constexpr int kMaxN = 16;
 
 // Server-configured limits.
 struct ValidationLimits {
@@ -36,6 +39,9 @@ struct ValidationLimits {
   int32_t max_prompt_tokens = 1 << 20;   // after tokenizing
   // Text longer than this is refused before it costs a tokenization.
   int32_t max_prompt_bytes = 16 << 20;
+  // n's ceiling: kMaxN, or the engine's max_slots when that is smaller (a
+  // request of n waits for n free slots).
+  int32_t max_n = kMaxN;
 };
 
 // INVALID_ARGUMENT naming `field` when `text` is over the byte limit.

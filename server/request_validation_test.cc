@@ -340,6 +340,31 @@ TEST(RequestValidationTest, MinNewTokensIsBoundedByTheMaximum) {
   EXPECT_EQ(Convert(TextRequest())->stopping.min_new_tokens, 0);
 }
 
+TEST(RequestValidationTest, NIsBoundedBySixteenAndTheServersSlots) {
+  EXPECT_EQ(Convert(TextRequest())->n, 1);
+  for (uint32_t n : {1u, 16u}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.set_n(n);
+    absl::StatusOr<Request> request = Convert(proto);
+    ASSERT_TRUE(request.ok()) << request.status();
+    EXPECT_EQ(request->n, static_cast<int32_t>(n));
+  }
+  for (uint32_t n : {0u, 17u, 4000000000u}) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.set_n(n);
+    ExpectInvalid(proto, "n");
+  }
+  ValidationLimits four_slots = TestLimits();
+  four_slots.max_n = 4;
+  v1::GenerateRequest proto = TextRequest();
+  proto.set_n(5);
+  absl::StatusOr<Request> request =
+      RequestFromProto(proto, TestVocabulary(), four_slots, TestFallbacks());
+  ASSERT_FALSE(request.ok());
+  EXPECT_EQ(request.status().message(), "n must be in [1, 4], got 5");
+  EXPECT_EQ(InvalidField(request.status()), "n");
+}
+
 TEST(RequestValidationTest, RejectsBadStopStrings) {
   v1::GenerateRequest too_many = TextRequest();
   for (int i = 0; i < 17; ++i) too_many.mutable_stopping()->add_stop("x");

@@ -21,6 +21,20 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+std::vector<SequenceEvents> SplitBySequence(
+    std::vector<GenerationEvent> events) {
+  std::vector<SequenceEvents> out;
+  for (GenerationEvent& e : events) {
+    auto it = std::find_if(
+        out.begin(), out.end(),
+        [&](const SequenceEvents& s) { return s.index == e.index; });
+    if (it == out.end())
+      it = out.insert(out.end(), SequenceEvents{e.index, {}});
+    it->events.push_back(std::move(e));
+  }
+  return out;
+}
+
 CoalescedEvents CoalesceEvents(std::vector<GenerationEvent> events,
                                const std::string& request_id) {
   CoalescedEvents out;

@@ -4,6 +4,7 @@
 #ifndef SEQBOAT_SERVER_RESPONSE_COALESCER_H_
 #define SEQBOAT_SERVER_RESPONSE_COALESCER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,15 @@ CoalescedEvents CoalesceEvents(std::vector<GenerationEvent> events,
                                const std::string& request_id);
 
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
+
+// A request of n sequences: its events split by sequence index, in the order
+// each index first appears, each sequence's events in their order.
+struct SequenceEvents {
+  int32_t index = 0;
+  std::vector<GenerationEvent> events;
+};
+std::vector<SequenceEvents> SplitBySequence(
+    std::vector<GenerationEvent> events);
 
 }  // namespace seqboat
 

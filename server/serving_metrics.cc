@@ -1,5 +1,6 @@
 #include "server/serving_metrics.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace seqboat {
@@ -145,24 +146,30 @@ ServingMetrics::ServingMetrics(MetricsRegistry* registry)
 void ServingMetrics::OnEvent(RequestTimeline& timeline,
                              const GenerationEvent& event, absl::Time now) {
   const std::vector<std::string> frontend = {FrontendLabel(timeline.frontend)};
+  const size_t index = static_cast<size_t>(std::max(event.index, 0));
+  if (timeline.last_token.size() <= index) {
+    timeline.last_token.resize(index + 1, absl::InfinitePast());
+  }
   if (!event.token_ids.empty()) {
     generation_tokens_->Add(frontend,
                             static_cast<double>(event.token_ids.size()));
     if (!timeline.has_token) {
       ttft_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
-    } else {
-      itl_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.last_token));
+    } else if (timeline.last_token[index] != absl::InfinitePast()) {
+      itl_->Observe(frontend,
+                    absl::ToDoubleSeconds(now - timeline.last_token[index]));
     }
     timeline.has_token = true;
-    timeline.last_token = now;
+    timeline.last_token[index] = now;
   }
   const bool final_event =
       event.finish != FinishReason::kNone || !event.status.ok();
   if (!final_event || !event.status.ok()) return;
+  generation_len_->Observe(frontend, event.generated_tokens);
+  if (++timeline.finals < timeline.n) return;
   success_->Add({FinishReasonLabel(event.finish), frontend[0]});
   prompt_tokens_->Add(frontend, event.prompt_tokens);
   prompt_len_->Observe(frontend, event.prompt_tokens);
-  generation_len_->Observe(frontend, event.generated_tokens);
   e2e_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
 }
 

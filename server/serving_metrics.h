@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "engine/request.h"
@@ -29,8 +30,11 @@ enum class Frontend { kGrpc, kHttp };
 struct RequestTimeline {
   Frontend frontend = Frontend::kGrpc;
   absl::Time start;  // when the call arrived
-  absl::Time last_token = absl::InfinitePast();
   bool has_token = false;
+  int32_t n = 1;       // the request's sequences
+  int32_t finals = 0;  // of them, ended without error so far
+  // Per sequence: when its last token arrived (InfinitePast before one).
+  std::vector<absl::Time> last_token;
 };
 
 class ServingMetrics {
@@ -39,7 +43,10 @@ class ServingMetrics {
   // outlive this object.
   explicit ServingMetrics(MetricsRegistry* registry);
 
-  // One engine event of a request, seen at `now`.
+  // One engine event of a request, seen at `now`. A request of n sequences
+  // counts its time to first token once (its first token), inter-token
+  // latency within each sequence, the generation length of each, and its
+  // prompt, end-to-end time and success once, when the last of them ends.
   void OnEvent(RequestTimeline& timeline, const GenerationEvent& event,
                absl::Time now);
   // The call ended with `code` (including calls refused before reaching the

@@ -81,6 +81,63 @@ TEST(ServingMetricsTest, RequestTimingsFromEvents) {
                               "frontend=\"http\"} 0\n"));
 }
 
+// n = 2: the first token counts the time to first token; inter-token
+// latency runs within each sequence; the prompt, the success and the
+// end-to-end time count once, when the last sequence ends.
+TEST(ServingMetricsTest, ARequestOfNSequencesCountsItsPromptOnce) {
+  MetricsRegistry registry;
+  ServingMetrics metrics(&registry);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  RequestTimeline timeline;
+  timeline.start = t0;
+  timeline.n = 2;
+  const auto event = [](int32_t index, int tokens) {
+    GenerationEvent e = Tokens(tokens);
+    e.index = index;
+    return e;
+  };
+  metrics.OnEvent(timeline, event(0, 1), t0 + absl::Milliseconds(200));
+  metrics.OnEvent(timeline, event(1, 1), t0 + absl::Milliseconds(201));
+  metrics.OnEvent(timeline, event(0, 1), t0 + absl::Milliseconds(325));
+  metrics.OnEvent(timeline, event(1, 1), t0 + absl::Milliseconds(451));
+  GenerationEvent last = event(1, 0);
+  last.finish = FinishReason::kEos;
+  last.prompt_tokens = 7;
+  last.generated_tokens = 2;
+  metrics.OnEvent(timeline, last, t0 + absl::Milliseconds(400));
+  std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("seqboat_prompt_tokens_total{frontend="
+                              "\"grpc\"} 0\n"));
+  last.index = 0;
+  last.finish = FinishReason::kLength;
+  metrics.OnEvent(timeline, last, t0 + absl::Milliseconds(500));
+  text = registry.Render();
+  EXPECT_EQ(metrics.generation_tokens().Value({"grpc"}), 4);
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_time_to_first_token_seconds_count{frontend="
+                        "\"grpc\"} 1\n"));
+  // 0.125 s in sequence 0, 0.25 s in sequence 1.
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_inter_token_latency_seconds_count{frontend="
+                        "\"grpc\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_inter_token_latency_seconds_sum{frontend="
+                        "\"grpc\"} 0.375\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_prompt_tokens_total{frontend=\"grpc\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_request_generation_tokens_count{frontend="
+                        "\"grpc\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("seqboat_e2e_request_latency_seconds_sum{frontend="
+                        "\"grpc\"} 0.5\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "seqboat_request_success_total{finished_reason=\"length\",frontend="
+          "\"grpc\"} 1\n"));
+}
+
 TEST(ServingMetricsTest, ErrorEndsCountNoSuccessButKeepStreamedTokens) {
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);

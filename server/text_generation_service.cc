@@ -82,7 +82,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed);
   request->control = control;
-  request->sink = stream->sink();
+  request->sink = stream->sink(request->n);
   request->deadline = DeadlineOf(*context);
   request->arrival = absl::Now();
   // RESOURCE_EXHAUSTED (queue full), UNAVAILABLE (draining) and

@@ -9,15 +9,27 @@
 namespace seqboat {
 namespace {
 
-// The final event of a request that never held a slot.
+// The final events of sequences that never ran: indices [first, n) of `r`.
+void FinishSequences(const Request& r, int32_t first, FinishReason finish,
+                     const absl::Status& status) {
+  for (int32_t i = first; i < std::max(r.n, 1); ++i) {
+    GenerationEvent event;
+    event.index = i;
+    event.finish = finish;
+    event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+    event.status = status;
+    r.sink(std::move(event));
+  }
+}
+
+// The final events of a request that never held a slot, one per sequence.
 void FinishUnadmitted(Request& r, FinishReason finish,
                       absl::Status status = absl::OkStatus()) {
-  GenerationEvent event;
-  event.finish = finish;
-  event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-  event.status = std::move(status);
-  r.sink(std::move(event));
+  FinishSequences(r, 0, finish, status);
 }
+
+// The slots a waiting request asks for.
+int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 
 }  // namespace
 
@@ -32,13 +44,20 @@ Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
 Scheduler::~Scheduler() { CancelAll(); }
 
 absl::Status Scheduler::Add(Request request) {
+  // More than the arena holds would wait at the head of the queue forever.
+  if (request.n < 1 || request.n > arena_.max_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n is ", request.n, "; there are ", arena_.max_slots(), " slots"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!fault_.ok()) return fault_;
   if (draining_ || stopping_) {
     return absl::UnavailableError("server is draining");
   }
-  if (static_cast<int64_t>(waiting_.size()) >=
-      int64_t{options_.max_queue} + free_slots_) {
+  // Counted in slots: a request of n sequences waits for n of them.
+  int64_t waiting_slots = 0;
+  for (const Request& r : waiting_) waiting_slots += SlotsOf(r);
+  if (waiting_slots >= int64_t{options_.max_queue} + free_slots_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "queue full: ", waiting_.size(), " requests waiting for a slot"));
   }
@@ -91,8 +110,12 @@ void Scheduler::Admit(absl::Time now,
         ++it;
       }
     }
-    for (int free = arena_.free_slots(); free > 0 && !waiting_.empty();
-         --free) {
+    // Oldest first, each once all its slots are free: a request of n waits
+    // at the head (holding back the ones behind it, which cannot starve it)
+    // until running sequences end and free n slots.
+    for (int64_t free = arena_.free_slots();
+         !waiting_.empty() && SlotsOf(waiting_.front()) <= free;) {
+      free -= SlotsOf(waiting_.front());
       admitted.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
     }
@@ -106,25 +129,55 @@ void Scheduler::Admit(absl::Time now,
   }
   for (Request& r : admitted) {
     if (on_admit) on_admit(now - r.arrival);
+    const int64_t slots = SlotsOf(r);
     const int slot = *arena_.Acquire();  // counted free above
     auto seq = std::make_unique<Sequence>(std::move(r), slot, tokenizer_);
+    for (int64_t i = 1; i < slots; ++i) {
+      seq->fork_slots().push_back(*arena_.Acquire());
+    }
+    // At least the prompt's last token is computed: it gives the logits.
+    const int32_t len = seq->prompt_len();
     if (cache_ != nullptr) {
-      // At least the prompt's last token is computed: it gives the logits.
-      const int32_t len = seq->prompt_len();
       auto snap = cache_->Lookup(seq->request().prompt, len - 1);
       if (snap != nullptr) {
         arena_.Restore(slot, snap->state);
         seq->ResumeFrom(static_cast<int32_t>(snap->tokens.size()));
       }
-      if (len - 1 > seq->cached()) seq->set_snapshot_at(len - 1);
     }
+    // The prompt but its last token: where the prefix cache snapshots and
+    // where the other sequences of the request fork off.
+    if ((cache_ != nullptr || slots > 1) && len - 1 > seq->cached()) {
+      seq->set_snapshot_at(len - 1);
+    }
+    Sequence& first = *seq;
     running_.push_back(std::move(seq));
+    if (slots > 1 && first.prefilled() == len - 1) Fork(first);
   }
   CountSlots();
 }
 
+void Scheduler::Fork(Sequence& first) {
+  std::vector<int> slots;
+  slots.swap(first.fork_slots());
+  // One host copy of the state, restored into each slot (a slot holds zeros
+  // when acquired, which is the state before any token).
+  std::vector<uint8_t> state;
+  if (first.prefilled() > 0) state = arena_.Snapshot(first.slot());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int32_t index = static_cast<int32_t>(i) + 1;
+    Request r = first.request();  // the sink and the control are shared
+    r.sampling.seed += static_cast<uint64_t>(index);
+    auto seq =
+        std::make_unique<Sequence>(std::move(r), slots[i], tokenizer_, index);
+    if (!state.empty()) arena_.Restore(slots[i], state);
+    seq->StartAt(first.prefilled(), first.cached());
+    running_.push_back(std::move(seq));
+  }
+}
+
 void Scheduler::DropCancelled(absl::Time now) {
   for (auto& seq : running_) {
+    if (seq->finished()) continue;
     const Request& r = seq->request();
     if (r.control->cancelled.load()) {
       Release(*seq, seq->Abort(FinishReason::kCancelled));
@@ -168,12 +221,15 @@ void Scheduler::PlanStep(StepBatch& batch) {
 }
 
 void Scheduler::AfterStep() {
-  if (cache_ == nullptr) return;
-  for (auto& seq : running_) {
-    if (seq->snapshot_at() >= 0 && seq->prefilled() == seq->snapshot_at()) {
-      TakeSnapshot(*seq);
-      seq->set_snapshot_at(-1);
+  // By index: a fork appends to running_.
+  for (size_t i = 0, end = running_.size(); i < end; ++i) {
+    Sequence& seq = *running_[i];
+    if (seq.snapshot_at() < 0 || seq.prefilled() != seq.snapshot_at()) {
+      continue;
     }
+    if (cache_ != nullptr) TakeSnapshot(seq);
+    if (!seq.fork_slots().empty()) Fork(seq);
+    seq.set_snapshot_at(-1);
   }
 }
 
@@ -202,7 +258,9 @@ void Scheduler::EraseFinished() {
 
 void Scheduler::FailRunning(const absl::Status& status) {
   for (auto& seq : running_) {
-    Release(*seq, seq->Abort(FinishReason::kNone, status));
+    if (!seq->finished()) {
+      Release(*seq, seq->Abort(FinishReason::kNone, status));
+    }
   }
   EraseFinished();
 }
@@ -241,16 +299,35 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
                             event.finish == FinishReason::kStopString);
   if (cache_ != nullptr && ended_normally) TakeSnapshot(seq);
   arena_.Release(seq.slot());
+  // The first sequence of a request of n ended before the others forked
+  // off it (cancelled, failed): they end with it, never having run.
+  std::vector<int> unforked;
+  unforked.swap(seq.fork_slots());
+  for (int slot : unforked) arena_.Release(slot);
   CountSlots();
+  const FinishReason finish = event.finish;
+  const absl::Status status = event.status;
   seq.request().sink(std::move(event));
+  if (!unforked.empty()) {
+    FinishSequences(seq.request(), 1, finish, status);
+  }
 }
 
 void Scheduler::CountSlots() {
-  // Every running sequence holds one slot, so the arena's count is the
-  // running count too, also before finished sequences are erased.
+  // Requests, not sequences: the sequences of a request of n share its
+  // control. A finished sequence has given its slot back already.
+  std::vector<const RequestControl*> requests;
+  for (const auto& seq : running_) {
+    if (seq->finished()) continue;
+    const RequestControl* control = seq->request().control.get();
+    if (std::find(requests.begin(), requests.end(), control) ==
+        requests.end()) {
+      requests.push_back(control);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   free_slots_ = arena_.free_slots();
-  running_count_ = arena_.max_slots() - free_slots_;
+  running_count_ = static_cast<int32_t>(requests.size());
 }
 
 }  // namespace seqboat

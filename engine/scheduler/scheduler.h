@@ -7,8 +7,8 @@
 // Add, BeginDrain, Stop, Counts and WaitForWork may be called from any
 // thread; everything else belongs to the one thread that runs the steps
 // (the engine's). Nothing here starts a thread, so tests drive it directly.
-// Final events reach a request's sink exactly once, never under a lock, and
-// a slot is free again before its request hears that it is done.
+// Each sequence's final event reaches its request's sink exactly once, never
+// under a lock, and a slot is free again before its sequence's final event.
 #ifndef SEQBOAT_ENGINE_SCHEDULER_SCHEDULER_H_
 #define SEQBOAT_ENGINE_SCHEDULER_SCHEDULER_H_
 
@@ -39,7 +39,7 @@ struct SchedulerOptions {
 
 // What the scheduler publishes of itself (EngineStats' share).
 struct SchedulerCounts {
-  int32_t running = 0;
+  int32_t running = 0;  // requests with sequences in slots
   int32_t waiting = 0;
   int32_t free_slots = 0;
   bool draining = false;
@@ -64,8 +64,9 @@ class Scheduler {
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
-  // or stopped, RESOURCE_EXHAUSTED past the queue bound (requests about to
-  // take free slots do not count against it).
+  // or stopped, RESOURCE_EXHAUSTED past the queue bound (counted in slots: a
+  // request of n sequences counts n; those about to take free slots do not
+  // count against it). request.n must be in [1, the arena's slots].
   absl::Status Add(Request request);
   // Stops admitting new requests; queued and running ones go on.
   void BeginDrain();
@@ -76,10 +77,13 @@ class Scheduler {
   bool WaitForWork();
 
   // Ends the waiting requests whose client left or whose deadline passed,
-  // then moves waiting requests into free slots, oldest first; on_admit (if
-  // set) hears each one's time in the queue. With a prefix cache, a request
-  // starts from the longest snapshot its prompt extends (restored into its
-  // slot) and prefills only the rest.
+  // then moves waiting requests into free slots, oldest first, each once
+  // all n of its slots are free; on_admit (if set) hears each one's time in
+  // the queue. With a prefix cache, a request starts from the longest
+  // snapshot its prompt extends (restored into its slot) and prefills only
+  // the rest. A request of n > 1 prefills once, in its first sequence; at
+  // the prompt but its last token that state is copied into the other
+  // n - 1 slots, and each sequence goes on from there with seed + index.
   void Admit(absl::Time now,
              const std::function<void(absl::Duration)>& on_admit);
   // Ends the running sequences whose client left or whose deadline passed.
@@ -90,7 +94,7 @@ class Scheduler {
   void PlanStep(StepBatch& batch);
   // After a step ran without error, before its events: snapshots the
   // sequences that reached their snapshot point (the prompt but its last
-  // token).
+  // token), and forks the other sequences of a request of n off it.
   void AfterStep();
   // Sends a sequence's event; a final one releases its slot first (after a
   // snapshot of prompt and output when it finished normally). Call
@@ -108,6 +112,9 @@ class Scheduler {
  private:
   void Release(Sequence& seq, GenerationEvent event);
   void TakeSnapshot(const Sequence& seq);
+  // Starts the other sequences of `first`'s request in its fork slots, each
+  // with a copy of its state.
+  void Fork(Sequence& first);
   void CountSlots();
 
   const SchedulerOptions options_;

@@ -6,6 +6,7 @@
 
 #include <future>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
@@ -236,6 +237,255 @@ TEST(SchedulerTest, PromptSnapshotOnlyAtItsPointAfterASuccessfulStep) {
   EXPECT_FALSE(c[2].done.get_future().get().status.ok());
   EXPECT_EQ(cache.Stats().snapshots, 2);
   EXPECT_EQ(h.scheduler->Counts().free_slots, 2);
+}
+
+// Drives the planned rows of one step as if the model ran them: every
+// sequence that wants logits takes `token`.
+void RunStep(Scheduler& s, StepBatch& batch, int32_t token) {
+  s.PlanStep(batch);
+  s.AfterStep();
+  for (Sequence* seq : batch.logit_seqs) s.Deliver(*seq, seq->Accept(token));
+  s.EraseFinished();
+}
+
+// n = 3: one sequence reads the prompt, pausing at its last token but one
+// (without a prefix cache too); then all three run the last token in their
+// own slots, with seeds seed, seed + 1, seed + 2, and end one by one.
+TEST(SchedulerTest, ARequestOfNPrefillsOnceThenForks) {
+  EventCollector c;
+  c.n = 3;
+  Harness h(/*slots=*/4, 4, /*budget=*/4);
+  Request r = Greedy(6, 2, c);
+  r.n = 3;
+  r.sampling.seed = 40;
+  ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 1);  // three held
+  StepBatch batch;
+  h.scheduler->PlanStep(batch);  // A..D
+  ASSERT_EQ(batch.segs.size(), 1u);
+  EXPECT_EQ(batch.segs[0].len, 4);
+  h.scheduler->AfterStep();
+  h.scheduler->PlanStep(batch);  // E: up to the fork point
+  ASSERT_EQ(batch.segs.size(), 1u);
+  EXPECT_EQ(batch.segs[0].len, 1);
+  EXPECT_TRUE(batch.logit_seqs.empty());
+  h.scheduler->AfterStep();
+  // The last prompt token, F, in three slots, each with logits.
+  h.scheduler->PlanStep(batch);
+  ASSERT_EQ(batch.segs.size(), 3u);
+  ASSERT_EQ(batch.logit_seqs.size(), 3u);
+  std::set<int> slots;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(batch.segs[k].len, 1);
+    EXPECT_EQ(batch.ids[batch.segs[k].start], 70);
+    slots.insert(batch.segs[k].slot);
+    Sequence& seq = *batch.logit_seqs[k];
+    EXPECT_EQ(seq.index(), k);
+    EXPECT_EQ(seq.prefilled(), 6);
+    std::vector<int32_t> ids;
+    EXPECT_EQ(seq.NextSampleRow(&ids).seed, 40u + k);
+  }
+  EXPECT_EQ(slots.size(), 3u);
+  h.scheduler->AfterStep();
+  for (int k = 0; k < 3; ++k) {
+    Sequence& seq = *batch.logit_seqs[k];
+    h.scheduler->Deliver(seq, seq.Accept(80 + k));
+  }
+  h.scheduler->EraseFinished();
+  // The second token ends each at its length.
+  RunStep(*h.scheduler, batch, 90);
+  EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
+  std::lock_guard<std::mutex> lock(c.mu);
+  EXPECT_FALSE(c.bad_index);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(c.tokens_of[k], (std::vector<int32_t>{80 + k, 90})) << k;
+    EXPECT_EQ(c.final_of[k].generated_tokens, 2);
+    EXPECT_EQ(c.final_of[k].prompt_tokens, 6);
+  }
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+  EXPECT_FALSE(h.scheduler->has_running());
+}
+
+// Prompts of one token (nothing to share) and prompts whose snapshot covers
+// all but the last token fork at once.
+TEST(SchedulerTest, ForksAtAdmissionWhenNothingIsLeftToShare) {
+  PrefixCache cache(1 << 20);
+  EventCollector one, warm, again;
+  one.n = 2;
+  again.n = 3;
+  Harness h(/*slots=*/4, 4, /*budget=*/8, &cache);
+  Request r = Greedy(1, 1, one);
+  r.n = 2;
+  ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  StepBatch batch;
+  h.scheduler->PlanStep(batch);
+  EXPECT_EQ(batch.logit_seqs.size(), 2u);
+  h.scheduler->AfterStep();
+  for (Sequence* seq : batch.logit_seqs) {
+    h.scheduler->Deliver(*seq, seq->Accept(66));
+  }
+  h.scheduler->EraseFinished();
+  EXPECT_EQ(one.done.get_future().get().finish, FinishReason::kLength);
+
+  // A first request leaves a snapshot of its prompt but the last token.
+  ASSERT_TRUE(h.scheduler->Add(Greedy(5, 1, warm)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  RunStep(*h.scheduler, batch, 90);  // A..D, paused
+  RunStep(*h.scheduler, batch, 90);  // E, one token: done
+  EXPECT_EQ(warm.done.get_future().get().finish, FinishReason::kLength);
+  Request r3 = Greedy(5, 1, again);
+  r3.n = 3;
+  ASSERT_TRUE(h.scheduler->Add(std::move(r3)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  h.scheduler->PlanStep(batch);
+  ASSERT_EQ(batch.logit_seqs.size(), 3u);
+  for (Sequence* seq : batch.logit_seqs) {
+    EXPECT_EQ(seq->cached(), 4);
+    h.scheduler->Deliver(*seq, seq->Accept(70));
+  }
+  h.scheduler->EraseFinished();
+  const GenerationEvent last = again.done.get_future().get();
+  EXPECT_EQ(last.cached_prompt_tokens, 4);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+}
+
+// A request of n waits at the head of the queue until n slots are free,
+// holding back the ones behind it, and starts as soon as they are.
+TEST(SchedulerTest, ARequestOfNWaitsForNFreeSlots) {
+  EventCollector a, b, c;
+  b.n = 3;
+  Harness h(/*slots=*/3, /*max_queue=*/8, /*budget=*/8);
+  ASSERT_TRUE(h.scheduler->Add(Greedy(2, 2, a)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  Request rb = Greedy(2, 1, b);
+  rb.n = 3;
+  ASSERT_TRUE(h.scheduler->Add(std::move(rb)).ok());
+  ASSERT_TRUE(h.scheduler->Add(Greedy(2, 1, c)).ok());
+  h.scheduler->Admit(absl::Now(), nullptr);
+  // Two slots are free, but the head needs three: nothing moves.
+  EXPECT_EQ(h.scheduler->Counts().waiting, 2);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 2);
+  StepBatch batch;
+  RunStep(*h.scheduler, batch, 66);  // a's prompt and first token
+  RunStep(*h.scheduler, batch, 67);  // a ends
+  EXPECT_EQ(a.done.get_future().get().finish, FinishReason::kLength);
+  h.scheduler->Admit(absl::Now(), nullptr);
+  EXPECT_EQ(h.scheduler->Counts().waiting, 1);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 0);
+  for (int i = 0; i < 4 && h.scheduler->has_running(); ++i) {
+    RunStep(*h.scheduler, batch, 68);
+  }
+  EXPECT_EQ(b.done.get_future().get().finish, FinishReason::kLength);
+  h.scheduler->Admit(absl::Now(), nullptr);
+  RunStep(*h.scheduler, batch, 69);
+  EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kLength);
+  EXPECT_EQ(h.scheduler->Counts().free_slots, 3);
+}
+
+// Cancel and deadline end all n sequences, queued, before the fork and
+// after it, and every slot comes back; so does a failed step.
+TEST(SchedulerTest, CancelDeadlineAndFailureEndAllSequencesOfARequest) {
+  Harness h(/*slots=*/4, /*max_queue=*/8, /*budget=*/4);
+  StepBatch batch;
+  const auto add = [&](EventCollector& c, int n) {
+    c.n = n;
+    Request r = Greedy(10, 50, c);
+    r.n = n;
+    auto control = r.control;
+    EXPECT_TRUE(h.scheduler->Add(std::move(r)).ok());
+    return control;
+  };
+  const auto expect_all = [](EventCollector& c, FinishReason finish,
+                             absl::StatusCode code) {
+    const GenerationEvent last = c.done.get_future().get();
+    std::lock_guard<std::mutex> lock(c.mu);
+    EXPECT_FALSE(c.bad_index);
+    EXPECT_EQ(c.finals, c.n);
+    for (const GenerationEvent& e : c.final_of) {
+      EXPECT_EQ(e.finish, finish);
+      EXPECT_EQ(e.status.code(), code);
+    }
+  };
+  {
+    // Queued behind a request that holds every slot, then cancelled.
+    EventCollector holder, queued;
+    auto held = add(holder, 4);
+    auto control = add(queued, 2);
+    h.scheduler->Admit(absl::Now(), nullptr);
+    control->cancelled = true;
+    h.scheduler->Admit(absl::Now(), nullptr);
+    expect_all(queued, FinishReason::kCancelled, absl::StatusCode::kOk);
+    // Cancelled before its fork: the held slots come back too.
+    RunStep(*h.scheduler, batch, 66);
+    held->cancelled = true;
+    h.scheduler->DropCancelled(absl::Now());
+    expect_all(holder, FinishReason::kCancelled, absl::StatusCode::kOk);
+    EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+  }
+  {
+    // Past its deadline after the fork.
+    EventCollector c;
+    c.n = 3;
+    Request r = Greedy(3, 50, c);
+    r.n = 3;
+    const absl::Time start = absl::Now();
+    r.deadline = start + absl::Minutes(1);
+    ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+    h.scheduler->Admit(start, nullptr);
+    RunStep(*h.scheduler, batch, 66);  // A, B; fork
+    RunStep(*h.scheduler, batch, 66);  // C in three slots: first tokens
+    EXPECT_EQ(h.scheduler->Counts().free_slots, 1);
+    h.scheduler->DropCancelled(start + absl::Minutes(2));
+    expect_all(c, FinishReason::kCancelled,
+               absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+  }
+  {
+    // A failed step before the fork.
+    EventCollector c;
+    add(c, 2);
+    h.scheduler->Admit(absl::Now(), nullptr);
+    h.scheduler->PlanStep(batch);
+    h.scheduler->FailRunning(absl::InternalError("step failed"));
+    expect_all(c, FinishReason::kNone, absl::StatusCode::kInternal);
+    EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+  }
+  {
+    // Shutdown with one queued and one running request of n.
+    EventCollector running, queued;
+    add(running, 3);
+    h.scheduler->Admit(absl::Now(), nullptr);
+    add(queued, 2);
+    RunStep(*h.scheduler, batch, 66);
+    h.scheduler->CancelAll();
+    expect_all(running, FinishReason::kCancelled, absl::StatusCode::kOk);
+    expect_all(queued, FinishReason::kCancelled, absl::StatusCode::kOk);
+    EXPECT_EQ(h.scheduler->Counts().free_slots, 4);
+  }
+}
+
+// The queue bound counts slots: a request of n waiting counts n.
+TEST(SchedulerTest, QueueBoundCountsTheSlotsWaitingRequestsNeed) {
+  EventCollector c[3];
+  Harness h(/*slots=*/2, /*max_queue=*/2);
+  c[0].n = 2;
+  Request big = Greedy(3, 1, c[0]);
+  big.n = 2;
+  // Slots asked for by those waiting, against max_queue + free slots (4).
+  ASSERT_TRUE(h.scheduler->Add(std::move(big)).ok());      // 0 before
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 1, c[1])).ok());  // 2
+  ASSERT_TRUE(h.scheduler->Add(Greedy(3, 1, c[2])).ok());  // 3
+  EventCollector d;
+  EXPECT_EQ(h.scheduler->Add(Greedy(3, 1, d)).code(),  // 4: full
+            absl::StatusCode::kResourceExhausted);
+  // More sequences than slots could never start.
+  Request huge = Greedy(3, 1, d);
+  huge.n = 3;
+  EXPECT_EQ(h.scheduler->Add(std::move(huge)).code(),
+            absl::StatusCode::kInvalidArgument);
+  h.scheduler->CancelAll();
 }
 
 }  // namespace

@@ -19,8 +19,10 @@ bool StartsText(const std::vector<int32_t>& prompt,
 
 }  // namespace
 
-Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer)
+Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
+                   int32_t index)
     : request_(std::move(request)),
+      index_(index),
       slot_(slot),
       eos_(tokenizer.eos_token_id()),
       sampler_(request_.sampling, tokenizer.vocab_size(), request_.logprobs,
@@ -53,6 +55,7 @@ GenerationEvent Sequence::Accept(int32_t token) {
 
 GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   GenerationEvent event;
+  event.index = index_;
   sampler_.ObserveGenerated(token);
   last_token_ = token;
   ++generated_;
@@ -112,6 +115,11 @@ void Sequence::ResumeFrom(int32_t cached) {
   prefilled_ = cached;
 }
 
+void Sequence::StartAt(int32_t prefilled, int32_t cached) {
+  cached_ = cached;
+  prefilled_ = prefilled;
+}
+
 std::vector<int32_t> Sequence::ConsumedTokens() const {
   std::vector<int32_t> tokens(request_.prompt.begin(),
                               request_.prompt.begin() + prefilled_);
@@ -123,6 +131,7 @@ std::vector<int32_t> Sequence::ConsumedTokens() const {
 
 GenerationEvent Sequence::Abort(FinishReason reason, absl::Status status) {
   GenerationEvent event;
+  event.index = index_;
   finished_ = true;
   event.finish = reason;
   event.status = std::move(status);

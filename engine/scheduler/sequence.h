@@ -1,6 +1,8 @@
-// One admitted request on the engine thread: its slot, how far its prompt has
-// been read, and the per-request pipeline from logits to events (sampler,
-// incremental detokenizer, stop strings, finish rules).
+// One sequence of an admitted request on the engine thread: its slot, how
+// far its prompt has been read, and the per-sequence pipeline from logits to
+// events (sampler, incremental detokenizer, stop strings, finish rules). A
+// request of n > 1 runs as n of them: the first (index 0) reads the prompt
+// and holds the other n - 1 slots until its state is copied into them.
 #ifndef SEQBOAT_ENGINE_SCHEDULER_SEQUENCE_H_
 #define SEQBOAT_ENGINE_SCHEDULER_SEQUENCE_H_
 
@@ -20,7 +22,9 @@ namespace seqboat {
 
 class Sequence {
  public:
-  Sequence(Request request, int slot, const Tokenizer& tokenizer);
+  // `index`: which of the request's sequences this is (events carry it).
+  Sequence(Request request, int slot, const Tokenizer& tokenizer,
+           int32_t index = 0);
 
   // Samples the next token from this sequence's logits row and returns the
   // event to send; event.finish != kNone when the sequence is done.
@@ -40,7 +44,11 @@ class Sequence {
                         absl::Status status = absl::OkStatus());
 
   const Request& request() const { return request_; }
+  int32_t index() const { return index_; }
   int slot() const { return slot_; }
+  // Slots held for the request's other sequences until they are forked
+  // from this one's state (the first sequence of a request of n > 1).
+  std::vector<int>& fork_slots() { return fork_slots_; }
   int32_t prompt_len() const {
     return static_cast<int32_t>(request_.prompt.size());
   }
@@ -49,6 +57,9 @@ class Sequence {
   // The slot holds a snapshot of the first `cached` prompt tokens' state:
   // prefill goes on from there, and events report them as cached.
   void ResumeFrom(int32_t cached);
+  // A forked sequence: its slot holds the state after `prefilled` prompt
+  // tokens, `cached` of which its first sequence restored from a snapshot.
+  void StartAt(int32_t prefilled, int32_t cached);
   int32_t cached() const { return cached_; }
   // What the slot's state has consumed once the step planned last has run:
   // the prompt read so far, then (past the prompt) every output token but
@@ -72,7 +83,9 @@ class Sequence {
   void Count(GenerationEvent& event) const;
 
   Request request_;
+  int32_t index_;
   int slot_;
+  std::vector<int> fork_slots_;
   int32_t eos_;
   Sampler sampler_;
   IncrementalDetokenizer detok_;

@@ -331,6 +331,113 @@ def test_min_tokens_over_grpc(server, client, pb):
     assert "stopping.min_new_tokens" in info.value.details()
 
 
+# ------------------------------------------------------------- n > 1
+
+def test_n_choices_are_the_completions_seeded_seed_plus_index(client):
+    """The prompt is read once and forked: choice i is exactly what a request
+    of one completion seeded seed + i gives; usage counts the prompt once and
+    every choice's tokens."""
+    kwargs = dict(model=MODEL_ID, prompt=PROMPT, max_tokens=24, temperature=1.0,
+                  seed=300)
+    c = client.completions.create(n=3, **kwargs)
+    assert [ch.index for ch in c.choices] == [0, 1, 2]
+    singles = [client.completions.create(**{**kwargs, "seed": 300 + i})
+               for i in range(3)]
+    for choice, single in zip(c.choices, singles):
+        assert choice.text == single.choices[0].text
+        assert choice.finish_reason == single.choices[0].finish_reason
+    assert len({ch.text for ch in c.choices}) > 1, "the seeds differ"
+    assert c.usage.prompt_tokens == len(PROMPT.encode())
+    assert c.usage.completion_tokens == \
+        sum(s.usage.completion_tokens for s in singles)
+    assert c.usage.total_tokens == c.usage.prompt_tokens + c.usage.completion_tokens
+
+
+def test_n_streams_each_choice_with_its_index(client):
+    kwargs = dict(model=MODEL_ID, prompt=PROMPT, max_tokens=30, temperature=0.9,
+                  seed=41, n=4, logprobs=1)
+    whole = client.completions.create(**kwargs)
+    chunks = list(client.completions.create(
+        **kwargs, stream=True, stream_options={"include_usage": True}))
+    texts, finishes, offsets = {}, {}, {}
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        assert choice.index not in finishes, "a chunk after its choice ended"
+        texts[choice.index] = texts.get(choice.index, "") + choice.text
+        offsets.setdefault(choice.index, []).extend(choice.logprobs.text_offset)
+        if choice.finish_reason is not None:
+            finishes[choice.index] = choice.finish_reason
+    assert sorted(texts) == [0, 1, 2, 3]
+    for choice in whole.choices:
+        assert texts[choice.index] == choice.text
+        assert finishes[choice.index] == choice.finish_reason
+        assert offsets[choice.index] == choice.logprobs.text_offset
+    usage = chunks[-1]
+    assert usage.choices == []
+    assert usage.usage.completion_tokens == whole.usage.completion_tokens
+    assert usage.usage.prompt_tokens == whole.usage.prompt_tokens == \
+        len(PROMPT.encode())
+
+
+def test_n_choices_stop_on_their_own(client):
+    """Each choice has its own stop rules: the ones that meet the stop string
+    end early, the others run to max_tokens."""
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=40,
+                                  temperature=1.0, seed=8, n=6, stop="e")
+    assert len(c.choices) == 6
+    for choice in c.choices:
+        assert "e" not in choice.text
+        assert choice.finish_reason == ("stop" if len(choice.text) < 40
+                                        else "length")
+    assert c.usage.completion_tokens >= sum(len(ch.text) for ch in c.choices)
+
+
+def test_n_over_grpc(server, client, pb):
+    c = client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=20,
+                                  temperature=1.0, seed=9, n=3)
+    messages = grpc_generate(server, pb, pb.GenerateRequest(
+        text=PROMPT, n=3, sampling=pb.SamplingParams(temperature=1.0, seed=9),
+        stopping=pb.StoppingCriteria(max_new_tokens=20)))
+    texts, usage = {}, {}
+    for m in messages:
+        assert m.index < 3
+        assert m.index not in usage, "a message after its sequence's last"
+        texts[m.index] = texts.get(m.index, "") + m.text
+        if m.finish_reason:
+            usage[m.index] = m.usage
+    assert [texts[i] for i in range(3)] == [ch.text for ch in c.choices]
+    assert sum(u.generated_tokens for u in usage.values()) == \
+        c.usage.completion_tokens
+    assert all(u.prompt_tokens == c.usage.prompt_tokens for u in usage.values())
+    with pytest.raises(grpc.RpcError) as info:
+        grpc_generate(server, pb, pb.GenerateRequest(text=PROMPT, n=9))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "n must be in [1, 8], got 9" in info.value.details()
+
+
+def test_n_beyond_the_slots_is_refused(client):
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=4,
+                                  n=9)
+    assert info.value.body["param"] == "n"
+    assert info.value.body["message"] == "n must be in [1, 8], got 9"
+
+
+def test_a_client_gone_mid_stream_frees_every_slot_of_its_n(server, client):
+    stream = client.completions.create(model=MODEL_ID, prompt=PROMPT,
+                                       max_tokens=4000, stream=True, n=5,
+                                       extra_body={"ignore_eos": True})
+    seen = set()
+    for chunk in stream:
+        seen.add(chunk.choices[0].index)
+        if len(seen) == 5:
+            break
+    assert server.sample("seqboat_state_slots_used") == 5
+    stream.close()
+    server.wait_for("seqboat_state_slots_used", lambda v: v == 0)
+    server.wait_for("seqboat_num_requests_running", lambda v: v == 0)
+
+
 # ------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("kwargs,param", [
@@ -340,7 +447,9 @@ def test_min_tokens_over_grpc(server, client, pb):
     (dict(max_tokens=0), "max_tokens"),
     (dict(max_tokens=100000), "max_tokens"),
     (dict(logprobs=50), "logprobs"),
-    (dict(n=2), "n"),
+    (dict(n=0), "n"),
+    (dict(n=17), "n"),
+    (dict(n=2, best_of=3), "best_of"),
     (dict(presence_penalty=2.5), "presence_penalty"),
     (dict(frequency_penalty=-3), "frequency_penalty"),
     (dict(stop=[""]), "stop"),
