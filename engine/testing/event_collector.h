@@ -47,19 +47,22 @@ struct EventCollector {
           text_of.resize(n);
           final_of.resize(n);
         }
-        if (e.index < 0 || e.index >= n) {
-          bad_index = true;
-          return;
+        const bool in_range = e.index >= 0 && e.index < n;
+        bad_index |= !in_range;
+        if (in_range) {
+          auto& mine = tokens_of[e.index];
+          mine.insert(mine.end(), e.token_ids.begin(), e.token_ids.end());
+          text_of[e.index] += e.text;
         }
-        auto& mine = tokens_of[e.index];
-        mine.insert(mine.end(), e.token_ids.begin(), e.token_ids.end());
-        text_of[e.index] += e.text;
         if (final_event) {
-          if (final_of[e.index].finish != FinishReason::kNone ||
-              !final_of[e.index].status.ok()) {
-            bad_index = true;
+          if (in_range) {
+            const GenerationEvent& before = final_of[e.index];
+            bad_index |=
+                before.finish != FinishReason::kNone || !before.status.ok();
+            final_of[e.index] = e;
           }
-          final_of[e.index] = e;
+          // Counted either way, so that a bad index fails a test rather
+          // than leaving it waiting.
           all_done = ++finals == n;
         }
       }
