@@ -317,6 +317,40 @@ TEST_F(OpenAiServerTest, CompletionMapsTheRequestAndAnswersOnce) {
   WaitFor([this] { return server_->active_calls() == 0; });
 }
 
+// n = 2: the answer waits for both sequences' final events, the request's
+// metrics count it once.
+TEST_F(OpenAiServerTest, AnswersOnceEveryChoiceEnded) {
+  std::thread client([this] {
+    auto r = Post(R"({"prompt": "Hi", "max_tokens": 5, "n": 2})");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    ASSERT_EQ(j["choices"].size(), 2u);
+    EXPECT_EQ(j["choices"][0]["text"], "ok");
+    EXPECT_EQ(j["choices"][1]["index"], 1);
+    EXPECT_EQ(j["choices"][1]["text"], "no");
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+    EXPECT_EQ(j["usage"]["completion_tokens"], 4);
+  });
+  Request request = engine_.Take();
+  EXPECT_EQ(request.n, 2);
+  GenerationEvent second = Tokens({'n', 'o'});
+  second.index = 1;
+  request.sink(second);
+  request.sink(Tokens({'o', 'k'}));
+  request.sink(Final(FinishReason::kLength));
+  absl::SleepFor(absl::Milliseconds(50));  // one choice left: still waiting
+  EXPECT_EQ(server_->active_calls(), 1);
+  GenerationEvent last = Final(FinishReason::kEos);
+  last.index = 1;
+  request.sink(last);
+  client.join();
+  WaitForCount("OK", 1);
+  EXPECT_EQ(Sample("seqboat_prompt_tokens_total{frontend=\"http\"}"), 2);
+  EXPECT_EQ(Sample("seqboat_generation_tokens_total{frontend=\"http\"}"), 4);
+  WaitFor([this] { return server_->active_calls() == 0; });
+}
+
 TEST_F(OpenAiServerTest, StreamsChunksAsTheEngineProducesThem) {
   RawClient client(server_->port());
   client.Post(R"({"prompt": "Hi", "stream": true,
