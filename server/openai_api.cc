@@ -676,14 +676,35 @@ ojson CompletionRenderer::Choice(const v1::GenerateResponse& run, int32_t index,
   return choice;
 }
 
-void CompletionRenderer::CountUsage(
-    const v1::GenerateResponse& final_response) {
-  // The prompt was read once for all choices.
-  const v1::Usage& u = final_response.usage();
-  usage_.set_prompt_tokens(u.prompt_tokens());
-  usage_.set_cached_prompt_tokens(u.cached_prompt_tokens());
-  usage_.set_generated_tokens(usage_.generated_tokens() + u.generated_tokens());
+namespace {
+
+// Adds a choice's usage to the request's: the prompt was read once for all
+// choices, their completions add up.
+void AddUsage(const v1::Usage& choice, v1::Usage* total) {
+  total->set_prompt_tokens(choice.prompt_tokens());
+  total->set_cached_prompt_tokens(choice.cached_prompt_tokens());
+  total->set_generated_tokens(total->generated_tokens() +
+                              choice.generated_tokens());
 }
+
+// Whether an event ends its request: an error, or the last of the n
+// choices' final events (*finals counts them).
+bool EndsRequest(const GenerationEvent& event, int32_t n, int32_t* finals) {
+  if (!event.status.ok()) return true;
+  return event.finish != FinishReason::kNone && ++*finals >= n;
+}
+
+// The first error among a request's events, or OK.
+absl::Status FirstError(const std::vector<SequenceEvents>& sequences) {
+  for (const SequenceEvents& sequence : sequences) {
+    for (const GenerationEvent& e : sequence.events) {
+      if (!e.status.ok()) return e.status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 std::string CompletionRenderer::StreamEvents(
     std::vector<GenerationEvent> events) {
@@ -710,7 +731,7 @@ std::string CompletionRenderer::StreamEvents(
     }
     if (!error.ok()) break;
     if (finished_ok) {
-      CountUsage(run.response);
+      AddUsage(run.response.usage(), &usage_);
       ++finals_;
     }
   }
@@ -731,11 +752,7 @@ std::string CompletionRenderer::StreamEvents(
 
 void CompletionRenderer::Add(GenerationEvent event) {
   if (ended_) return;
-  if (!event.status.ok()) {
-    ended_ = true;
-  } else if (event.finish != FinishReason::kNone) {
-    ended_ = ++finals_ >= context_.n;
-  }
+  ended_ = EndsRequest(event, context_.n, &finals_);
   pending_.push_back(std::move(event));
 }
 
@@ -749,12 +766,7 @@ std::pair<int, std::string> CompletionRenderer::Finish() {
             });
   ojson choices = ojson::array();
   // An error in any sequence is the answer.
-  absl::Status error;
-  for (const SequenceEvents& sequence : sequences) {
-    for (const GenerationEvent& e : sequence.events) {
-      if (error.ok()) error = e.status;
-    }
-  }
+  absl::Status error = FirstError(sequences);
   for (SequenceEvents& sequence : sequences) {
     if (!error.ok()) break;
     CoalescedEvents run =
@@ -767,7 +779,7 @@ std::pair<int, std::string> CompletionRenderer::Finish() {
       error = CancelledByServer();
     }
     if (!error.ok()) break;
-    CountUsage(run.response);
+    AddUsage(run.response.usage(), &usage_);
     choices.push_back(Choice(run.response, sequence.index, true));
   }
   if (error.ok() && static_cast<int32_t>(choices.size()) < context_.n) {
@@ -1139,9 +1151,9 @@ ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
 }
 
 ojson ChatRenderer::Chunk(ojson delta, const v1::GenerateResponse* run,
-                          bool final_chunk) const {
+                          int32_t index, bool final_chunk) const {
   ojson choice;
-  choice["index"] = 0;
+  choice["index"] = index;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = nullptr;
   if (run != nullptr && context_.logprobs && run->logprobs_size() > 0) {
@@ -1159,33 +1171,48 @@ ojson ChatRenderer::Chunk(ojson delta, const v1::GenerateResponse* run,
 }
 
 std::string ChatRenderer::StreamStart() {
-  ojson delta;
-  delta["role"] = "assistant";
-  delta["content"] = "";
-  return absl::StrCat("data: ", Dump(Chunk(std::move(delta), nullptr, false)),
-                      "\n\n");
+  std::string out;
+  for (int32_t index = 0; index < std::max(context_.n, 1); ++index) {
+    ojson delta;
+    delta["role"] = "assistant";
+    delta["content"] = "";
+    absl::StrAppend(
+        &out, "data: ", Dump(Chunk(std::move(delta), nullptr, index, false)),
+        "\n\n");
+  }
+  return out;
 }
 
 std::string ChatRenderer::StreamEvents(std::vector<GenerationEvent> events) {
   if (ended_ || events.empty()) return "";
-  CoalescedEvents run = CoalesceEvents(std::move(events), context_.id);
-  absl::Status error = run.error;
-  if (error.ok() && run.ended &&
-      run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-    error = CancelledByServer();
-  }
   std::string out;
-  const bool finished_ok = run.ended && error.ok();
-  const bool has_output = !run.response.text().empty() ||
-                          (context_.logprobs && run.response.logprobs_size());
-  if (has_output || finished_ok) {
-    ojson delta = ojson::object();
-    if (!run.response.text().empty()) delta["content"] = run.response.text();
-    absl::StrAppend(&out, "data: ",
-                    Dump(Chunk(std::move(delta), &run.response, finished_ok)),
-                    "\n\n");
+  absl::Status error;
+  for (SequenceEvents& sequence : SplitBySequence(std::move(events))) {
+    CoalescedEvents run =
+        CoalesceEvents(std::move(sequence.events), context_.id);
+    error = run.error;
+    if (error.ok() && run.ended &&
+        run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+      error = CancelledByServer();
+    }
+    const bool finished_ok = run.ended && error.ok();
+    const bool has_output = !run.response.text().empty() ||
+                            (context_.logprobs && run.response.logprobs_size());
+    if (has_output || finished_ok) {
+      ojson delta = ojson::object();
+      if (!run.response.text().empty()) delta["content"] = run.response.text();
+      absl::StrAppend(&out, "data: ",
+                      Dump(Chunk(std::move(delta), &run.response,
+                                 sequence.index, finished_ok)),
+                      "\n\n");
+    }
+    if (!error.ok()) break;
+    if (finished_ok) {
+      AddUsage(run.response.usage(), &usage_);
+      ++finals_;
+    }
   }
-  if (!run.ended) return out;
+  if (error.ok() && finals_ < context_.n) return out;
   ended_ = true;
   if (!error.ok()) {
     final_code_ = error.code();
@@ -1193,7 +1220,7 @@ std::string ChatRenderer::StreamEvents(std::vector<GenerationEvent> events) {
   } else if (context_.include_usage) {
     ojson chunk = ChatHeader(context_, "chat.completion.chunk");
     chunk["choices"] = ojson::array();
-    chunk["usage"] = Usage(run.response.usage());
+    chunk["usage"] = Usage(usage_);
     absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
   }
   absl::StrAppend(&out, "data: [DONE]\n\n");
@@ -1202,39 +1229,55 @@ std::string ChatRenderer::StreamEvents(std::vector<GenerationEvent> events) {
 
 void ChatRenderer::Add(GenerationEvent event) {
   if (ended_) return;
-  ended_ = event.finish != FinishReason::kNone || !event.status.ok();
+  ended_ = EndsRequest(event, context_.n, &finals_);
   pending_.push_back(std::move(event));
 }
 
 std::pair<int, std::string> ChatRenderer::Finish() {
-  CoalescedEvents run = CoalesceEvents(std::move(pending_), context_.id);
+  std::vector<SequenceEvents> sequences = SplitBySequence(std::move(pending_));
   pending_.clear();
-  absl::Status error = run.error;
-  if (!run.ended) {
+  std::sort(sequences.begin(), sequences.end(),
+            [](const SequenceEvents& a, const SequenceEvents& b) {
+              return a.index < b.index;
+            });
+  // An error in any choice is the answer.
+  absl::Status error = FirstError(sequences);
+  ojson choices = ojson::array();
+  for (SequenceEvents& sequence : sequences) {
+    if (!error.ok()) break;
+    CoalescedEvents run =
+        CoalesceEvents(std::move(sequence.events), context_.id);
+    if (!run.ended) {
+      error = absl::InternalError("the request ended without a final event");
+    } else if (run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
+      error = CancelledByServer();
+    }
+    if (!error.ok()) break;
+    AddUsage(run.response.usage(), &usage_);
+    ojson message;
+    message["role"] = "assistant";
+    message["content"] = run.response.text();
+    ojson choice;
+    choice["index"] = sequence.index;
+    choice["message"] = std::move(message);
+    choice["logprobs"] = nullptr;
+    if (context_.logprobs) choice["logprobs"] = Logprobs(run.response);
+    choice["finish_reason"] =
+        NullIfEmpty(FinishName(run.response.finish_reason()));
+    choice["stop_reason"] = NullIfEmpty(run.response.matched_stop());
+    choices.push_back(std::move(choice));
+  }
+  if (error.ok() && static_cast<int32_t>(choices.size()) < context_.n) {
     error = absl::InternalError("the request ended without a final event");
-  } else if (error.ok() &&
-             run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-    error = CancelledByServer();
   }
   if (!error.ok()) {
     final_code_ = error.code();
     OpenAiError e = ErrorFromStatus(error);
     return {e.http_status, ErrorBody(e)};
   }
-  ojson message;
-  message["role"] = "assistant";
-  message["content"] = run.response.text();
-  ojson choice;
-  choice["index"] = 0;
-  choice["message"] = std::move(message);
-  choice["logprobs"] = nullptr;
-  if (context_.logprobs) choice["logprobs"] = Logprobs(run.response);
-  choice["finish_reason"] =
-      NullIfEmpty(FinishName(run.response.finish_reason()));
-  choice["stop_reason"] = NullIfEmpty(run.response.matched_stop());
   ojson body = ChatHeader(context_, "chat.completion");
-  body["choices"] = ojson::array({std::move(choice)});
-  body["usage"] = Usage(run.response.usage());
+  body["choices"] = std::move(choices);
+  body["usage"] = Usage(usage_);
   return {200, Dump(body)};
 }
 

@@ -113,8 +113,6 @@ class CompletionRenderer {
   // text offset); with the finish reason when `final_chunk`.
   nlohmann::ordered_json Choice(const v1::GenerateResponse& run, int32_t index,
                                 bool final_chunk);
-  // Counts a choice's final response into the usage.
-  void CountUsage(const v1::GenerateResponse& final_response);
 
   const CompletionContext context_;
   // Per choice: characters of completion before its next token.
@@ -177,16 +175,17 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
 OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
 
 // Renders a chat request's events as OpenAI's chat.completion object, or
-// as chat.completion.chunk events: the first (StreamStart) carries
-// delta.role, the others delta.content, logprobs in chat's form
+// as chat.completion.chunk events: the first of each choice (StreamStart)
+// carries delta.role, the others delta.content, logprobs in chat's form
 // (logprobs.content[] of token, logprob, bytes and top_logprobs), the last
-// the finish_reason; then the usage chunk when asked for, and
-// "data: [DONE]". Events may be fed in runs, as for CompletionRenderer.
+// the finish_reason; then, once every choice finished, the usage chunk
+// when asked for, and "data: [DONE]". A chunk holds one choice, with its
+// index. Events may be fed in runs, as for CompletionRenderer.
 class ChatRenderer {
  public:
   explicit ChatRenderer(CompletionContext context);
 
-  // The stream's first chunk, before any token.
+  // The stream's first chunks, one per choice, before any token.
   std::string StreamStart();
   // As CompletionRenderer::StreamEvents, in chunks of chat's form.
   std::string StreamEvents(std::vector<GenerationEvent> events);
@@ -199,11 +198,13 @@ class ChatRenderer {
 
  private:
   nlohmann::ordered_json Chunk(nlohmann::ordered_json delta,
-                               const v1::GenerateResponse* run,
+                               const v1::GenerateResponse* run, int32_t index,
                                bool final_chunk) const;
   nlohmann::ordered_json Logprobs(const v1::GenerateResponse& run) const;
 
   const CompletionContext context_;
+  int32_t finals_ = 0;  // choices finished without error
+  v1::Usage usage_;     // the prompt once, every choice's completion
   bool ended_ = false;
   absl::StatusCode final_code_ = absl::StatusCode::kOk;
   std::vector<GenerationEvent> pending_;

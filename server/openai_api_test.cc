@@ -769,7 +769,7 @@ TEST(OpenAiChatParseTest, RefusesOtherParametersNamingThem) {
                 "max_tokens must be in [1, 64], got -5"},
            Case{"{" + m + R"(, "temperature": "hot"})", "temperature",
                 "temperature must be a number"},
-           Case{"{" + m + R"(, "n": 2})", "n", "n must be 1"},
+           Case{"{" + m + R"(, "n": 0})", "n", "n must be in [1, 16], got 0"},
            Case{"{" + m + R"(, "stream_options": {"include_usage": true}})",
                 "stream_options", "only allowed when stream is true"},
        }) {
@@ -885,6 +885,57 @@ TEST(ChatRendererTest, LogprobsInTheChatForm) {
           {"token": "i", "logprob": -1.5, "bytes": [105]}]},
       {"token": "bytes:\\xe2\\x82", "logprob": -0.25, "bytes": [226, 130],
        "top_logprobs": []}], "refusal": null})"));
+}
+
+// n = 2: a role chunk per choice, then each choice's chunks with its
+// index, the end once both finished; the body lists both, usage counting
+// the prompt once.
+TEST(ChatRendererTest, ChoicesOfARequestOfN) {
+  CompletionContext context = ChatContext(false, /*include_usage=*/true);
+  context.n = 2;
+  ChatRenderer r(context);
+  bool done = false;
+  std::vector<json> chunks = DataLines(r.StreamStart(), &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(chunks[i]["choices"][0]["index"], i);
+    EXPECT_EQ(chunks[i]["choices"][0]["delta"]["role"], "assistant");
+  }
+  chunks = DataLines(
+      r.StreamEvents({At(1, Tokens({98}, "b")), At(0, Tokens({97}, "a")),
+                      At(1, Final(FinishReason::kEos))}),
+      &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_FALSE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["index"], 1);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["content"], "b");
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chunks[1]["choices"][0]["index"], 0);
+  chunks =
+      DataLines(r.StreamEvents({At(0, Final(FinishReason::kLength))}), &done);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(chunks[1]["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(chunks[1]["usage"]["completion_tokens"], 6);
+
+  ChatRenderer whole(context);
+  whole.Add(At(1, Tokens({98}, "b")));
+  whole.Add(At(1, Final(FinishReason::kEos)));
+  whole.Add(At(0, Tokens({97}, "a")));
+  EXPECT_FALSE(whole.ended());
+  whole.Add(At(0, Final(FinishReason::kLength)));
+  EXPECT_TRUE(whole.ended());
+  auto [status, body] = whole.Finish();
+  EXPECT_EQ(status, 200);
+  json j = json::parse(body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "a");
+  EXPECT_EQ(j["choices"][1]["message"]["content"], "b");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(j["usage"]["total_tokens"], 11);
 }
 
 TEST(ChatRendererTest, NonStreamingBody) {

@@ -453,6 +453,7 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
   context.model = options.model_id;
   context.logprobs = parsed.logprobs;
   context.include_usage = parsed.completion.include_usage;
+  context.n = request->n;
   const Tokenizer& tokenizer = server.engine_.tokenizer();
   context.token_bytes = [&tokenizer](int32_t id) {
     return tokenizer.TokenBytes(id);
@@ -468,6 +469,11 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
       "max_new_tokens={} seed={} stream={}",
       request->id, parsed.messages.size(), request->prompt.size(),
       request->stopping.max_new_tokens, request->sampling.seed, call->stream);
+  {
+    absl::MutexLock lock(&call->mu);
+    call->n = request->n;
+    call->timeline.n = request->n;
+  }
   request->control = call->control;
   request->sink = Sink(call);
   request->arrival = absl::Now();

@@ -170,6 +170,41 @@ def test_same_seed_same_answer(client):
     assert any(sample(s) != first for s in (1235, 1236, 1237))
 
 
+def test_n_choices_are_the_answers_seeded_seed_plus_index(client):
+    """n = 3: the prompt is read once and forked; choice i is the answer of a
+    request seeded seed + i, streamed or not; usage counts the prompt once."""
+    kwargs = dict(model=MODEL_ID, messages=MESSAGES, max_tokens=24, temperature=1.0,
+                  seed=500)
+    c = client.chat.completions.create(n=3, **kwargs)
+    assert [ch.index for ch in c.choices] == [0, 1, 2]
+    singles = [client.chat.completions.create(**{**kwargs, "seed": 500 + i})
+               for i in range(3)]
+    for choice, single in zip(c.choices, singles):
+        assert choice.message.role == "assistant"
+        assert choice.message.content == single.choices[0].message.content
+        assert choice.finish_reason == single.choices[0].finish_reason
+    assert len({ch.message.content for ch in c.choices}) > 1
+    assert c.usage.prompt_tokens == len(prompt_ids(MESSAGES))
+    assert c.usage.completion_tokens == sum(s.usage.completion_tokens for s in singles)
+
+    chunks = list(client.chat.completions.create(
+        n=3, stream=True, stream_options={"include_usage": True}, **kwargs))
+    roles = [c_.choices[0].index for c_ in chunks[:3]]
+    assert roles == [0, 1, 2]
+    assert all(c_.choices[0].delta.role == "assistant" for c_ in chunks[:3])
+    texts, finishes = {}, {}
+    for chunk in chunks[3:-1]:
+        (choice,) = chunk.choices
+        assert choice.index not in finishes
+        texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+        if choice.finish_reason is not None:
+            finishes[choice.index] = choice.finish_reason
+    assert [texts.get(i, "") for i in range(3)] == \
+        [ch.message.content for ch in c.choices]
+    assert [finishes[i] for i in range(3)] == [ch.finish_reason for ch in c.choices]
+    assert chunks[-1].usage.completion_tokens == c.usage.completion_tokens
+
+
 def test_the_template_eos_ends_the_answer(client):
     # The model ends a sampled fortune with EOS (greedy decoding loops); the
     # answer stops there, not at max_tokens, and EOS is no text.
@@ -269,7 +304,8 @@ def test_prompts_over_the_limits_are_400(client):
     (dict(max_completion_tokens=100000), "max_completion_tokens"),
     (dict(logprobs=True, top_logprobs=21), "top_logprobs"),
     (dict(top_logprobs=2), "top_logprobs"),
-    (dict(n=2), "n"),
+    (dict(n=0), "n"),
+    (dict(n=17), "n"),
     (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
      "tools"),
     (dict(response_format={"type": "json_object"}), "response_format"),
