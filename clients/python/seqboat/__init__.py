@@ -14,8 +14,9 @@ from seqboat.errors import (Cancelled, DeadlineExceeded, FailedPrecondition,
                             Internal, InvalidArgument, NotFound,
                             ResourceExhausted, SeqboatError, Unavailable,
                             Unimplemented)
-from seqboat.types import (Delta, FinishReason, GenerateResult, ModelInfo,
-                           TokenLogprob, TokenLogprobs, Tokenization, Usage)
+from seqboat.types import (Delta, FinishReason, GenerateNResult, GenerateResult,
+                           ModelInfo, TokenLogprob, TokenLogprobs, Tokenization,
+                           Usage)
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,6 @@ __all__ = [
     "Cancelled", "DeadlineExceeded", "FailedPrecondition", "Internal",
     "InvalidArgument", "NotFound", "ResourceExhausted", "SeqboatError",
     "Unavailable", "Unimplemented",
-    "Delta", "FinishReason", "GenerateResult", "ModelInfo", "TokenLogprob",
-    "TokenLogprobs", "Tokenization", "Usage",
+    "Delta", "FinishReason", "GenerateNResult", "GenerateResult", "ModelInfo",
+    "TokenLogprob", "TokenLogprobs", "Tokenization", "Usage",
 ]

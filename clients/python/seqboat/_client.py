@@ -15,8 +15,8 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import grpc
 
 from seqboat import errors
-from seqboat.types import (Delta, GenerateResult, ModelInfo, Tokenization,
-                           _Accumulator)
+from seqboat.types import (Delta, GenerateNResult, GenerateResult, ModelInfo,
+                           Tokenization, _Accumulator, _ChoicesAccumulator)
 from seqboat.v1 import generate_pb2 as pb
 from seqboat.v1 import generate_pb2_grpc as pb_grpc
 
@@ -41,7 +41,9 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
                   stop: Union[str, Sequence[str], None] = None,
                   stop_token_ids: Optional[Sequence[int]] = None,
                   ignore_eos: bool = False, logprobs: Optional[int] = None,
-                  request_id: Optional[str] = None) -> pb.GenerateRequest:
+                  request_id: Optional[str] = None,
+                  min_new_tokens: Optional[int] = None,
+                  n: Optional[int] = None) -> pb.GenerateRequest:
     """The GenerateRequest for these arguments. Unset arguments stay unset, so
     the server applies its defaults; the server checks every value's range and
     answers INVALID_ARGUMENT naming the field. Here only types are checked."""
@@ -66,6 +68,10 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
             _set(r.sampling, name, value, name)
     if max_tokens is not None:
         _set(r.stopping, "max_new_tokens", max_tokens, "max_tokens")
+    if min_new_tokens is not None:
+        _set(r.stopping, "min_new_tokens", min_new_tokens, "min_new_tokens")
+    if n is not None:
+        _set(r, "n", n, "n")
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else list(stop)
         try:
@@ -164,10 +170,15 @@ class Client:
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
+               min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> Stream:
         """Starts generating and returns the stream of deltas. `prompt` is text
-        or token ids; `max_tokens` caps the new tokens; `logprobs` N asks for
-        the chosen token's log probability and the N best (0: the chosen only).
+        or token ids; `max_tokens` caps the new tokens and `min_new_tokens`
+        holds EOS, the stop ids and the stop strings back until that many;
+        `logprobs` N asks for the chosen token's log probability and the N best
+        (0: the chosen only). `n` samples n sequences from the prompt (sequence
+        i seeded seed + i): their deltas interleave, each with its `index`, and
+        each sequence's last one carries its finish reason and usage.
         Errors (a bad value, a full queue, the deadline) are raised while
         iterating, as SeqboatError subclasses."""
         request = build_request(
@@ -175,7 +186,8 @@ class Client:
             top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
             presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
             seed=seed, stop=stop, stop_token_ids=stop_token_ids,
-            ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id)
+            ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id,
+            min_new_tokens=min_new_tokens, n=n)
         return Stream(self._stub.Generate(request, timeout=self._deadline(timeout)))
 
     def generate(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
@@ -188,9 +200,11 @@ class Client:
                  stop_token_ids: Optional[Sequence[int]] = None,
                  ignore_eos: bool = False, logprobs: Optional[int] = None,
                  request_id: Optional[str] = None,
+                 min_new_tokens: Optional[int] = None,
                  timeout: Optional[float] = None) -> GenerateResult:
         """Generates to the end and returns the whole result (arguments as
-        stream's); `timeout` bounds the whole generation."""
+        stream's; for n > 1 sequences, generate_n); `timeout` bounds the whole
+        generation."""
         acc = _Accumulator()
         with self.stream(prompt, max_tokens=max_tokens, temperature=temperature,
                          top_k=top_k, top_p=top_p, min_p=min_p,
@@ -199,7 +213,38 @@ class Client:
                          frequency_penalty=frequency_penalty, seed=seed,
                          stop=stop, stop_token_ids=stop_token_ids,
                          ignore_eos=ignore_eos, logprobs=logprobs,
-                         request_id=request_id, timeout=timeout) as s:
+                         request_id=request_id, min_new_tokens=min_new_tokens,
+                         timeout=timeout) as s:
+            for delta in s:
+                acc.add(delta)
+        return acc.result()
+
+    def generate_n(self, prompt: Prompt, n: int, *, max_tokens: Optional[int] = None,
+                   temperature: Optional[float] = None, top_k: Optional[int] = None,
+                   top_p: Optional[float] = None, min_p: Optional[float] = None,
+                   repetition_penalty: Optional[float] = None,
+                   presence_penalty: Optional[float] = None,
+                   frequency_penalty: Optional[float] = None,
+                   seed: Optional[int] = None,
+                   stop: Union[str, Sequence[str], None] = None,
+                   stop_token_ids: Optional[Sequence[int]] = None,
+                   ignore_eos: bool = False, logprobs: Optional[int] = None,
+                   request_id: Optional[str] = None,
+                   min_new_tokens: Optional[int] = None,
+                   timeout: Optional[float] = None) -> GenerateNResult:
+        """Samples n sequences from the prompt (read once by the server) and
+        returns them all once the last one ended: choice i is what generate()
+        seeded seed + i returns. Other arguments as generate's."""
+        acc = _ChoicesAccumulator(n)
+        with self.stream(prompt, max_tokens=max_tokens, temperature=temperature,
+                         top_k=top_k, top_p=top_p, min_p=min_p,
+                         repetition_penalty=repetition_penalty,
+                         presence_penalty=presence_penalty,
+                         frequency_penalty=frequency_penalty, seed=seed,
+                         stop=stop, stop_token_ids=stop_token_ids,
+                         ignore_eos=ignore_eos, logprobs=logprobs,
+                         request_id=request_id, min_new_tokens=min_new_tokens,
+                         n=n, timeout=timeout) as s:
             for delta in s:
                 acc.add(delta)
         return acc.result()
@@ -314,6 +359,7 @@ class AsyncClient:
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
+               min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> AsyncStream:
         """As Client.stream; iterate with `async for`."""
         request = build_request(
@@ -321,7 +367,8 @@ class AsyncClient:
             top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
             presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
             seed=seed, stop=stop, stop_token_ids=stop_token_ids,
-            ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id)
+            ignore_eos=ignore_eos, logprobs=logprobs, request_id=request_id,
+            min_new_tokens=min_new_tokens, n=n)
         return AsyncStream(self._stub.Generate(request, timeout=self._deadline(timeout)))
 
     async def generate(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
@@ -335,6 +382,7 @@ class AsyncClient:
                        stop_token_ids: Optional[Sequence[int]] = None,
                        ignore_eos: bool = False, logprobs: Optional[int] = None,
                        request_id: Optional[str] = None,
+                       min_new_tokens: Optional[int] = None,
                        timeout: Optional[float] = None) -> GenerateResult:
         """As Client.generate. Cancelling the awaiting task cancels the call."""
         acc = _Accumulator()
@@ -345,7 +393,39 @@ class AsyncClient:
                                frequency_penalty=frequency_penalty, seed=seed,
                                stop=stop, stop_token_ids=stop_token_ids,
                                ignore_eos=ignore_eos, logprobs=logprobs,
-                               request_id=request_id, timeout=timeout) as s:
+                               request_id=request_id, min_new_tokens=min_new_tokens,
+                               timeout=timeout) as s:
+            async for delta in s:
+                acc.add(delta)
+        return acc.result()
+
+    async def generate_n(self, prompt: Prompt, n: int, *,
+                         max_tokens: Optional[int] = None,
+                         temperature: Optional[float] = None,
+                         top_k: Optional[int] = None, top_p: Optional[float] = None,
+                         min_p: Optional[float] = None,
+                         repetition_penalty: Optional[float] = None,
+                         presence_penalty: Optional[float] = None,
+                         frequency_penalty: Optional[float] = None,
+                         seed: Optional[int] = None,
+                         stop: Union[str, Sequence[str], None] = None,
+                         stop_token_ids: Optional[Sequence[int]] = None,
+                         ignore_eos: bool = False, logprobs: Optional[int] = None,
+                         request_id: Optional[str] = None,
+                         min_new_tokens: Optional[int] = None,
+                         timeout: Optional[float] = None) -> GenerateNResult:
+        """As Client.generate_n. Cancelling the awaiting task cancels the call
+        and frees all n slots."""
+        acc = _ChoicesAccumulator(n)
+        async with self.stream(prompt, max_tokens=max_tokens, temperature=temperature,
+                               top_k=top_k, top_p=top_p, min_p=min_p,
+                               repetition_penalty=repetition_penalty,
+                               presence_penalty=presence_penalty,
+                               frequency_penalty=frequency_penalty, seed=seed,
+                               stop=stop, stop_token_ids=stop_token_ids,
+                               ignore_eos=ignore_eos, logprobs=logprobs,
+                               request_id=request_id, min_new_tokens=min_new_tokens,
+                               n=n, timeout=timeout) as s:
             async for delta in s:
                 acc.add(delta)
         return acc.result()

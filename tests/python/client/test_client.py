@@ -40,6 +40,14 @@ def assert_idle(server):
         server.wait_for(series, lambda v: v == 0)
 
 
+def outcome(r):
+    """What a result says of its sequence, less what differs between calls of
+    the same request: the request id and how much of the prompt came from the
+    prefix cache."""
+    return (r.index, r.token_ids, r.text, r.logprobs, r.finish_reason, r.matched_stop,
+            r.usage.prompt_tokens, r.usage.generated_tokens)
+
+
 def raw_generate(server, request):
     """The same call through the generated stub alone."""
     with grpc.insecure_channel(server.grpc) as channel:
@@ -153,6 +161,106 @@ def test_invalid_values_raise_invalid_argument_with_the_servers_message(client, 
     assert field in e.value.message
     assert isinstance(e.value, ValueError) and isinstance(e.value, seqboat.SeqboatError)
     assert str(e.value) == f"INVALID_ARGUMENT: {e.value.message}"
+
+
+def test_min_new_tokens_holds_eos_back(server, client):
+    """A stop id (an EOS to the server) the greedy text starts with ends the
+    generation at once; with min_new_tokens it is never chosen before that
+    many tokens, and the result is the raw stub's."""
+    free = client.generate(PROMPT, max_tokens=12, temperature=0, ignore_eos=True)
+    held = free.token_ids[0]
+    at_once = client.generate(PROMPT, max_tokens=30, temperature=0,
+                              stop_token_ids=[held])
+    assert at_once.finish_reason is seqboat.FinishReason.EOS
+    assert at_once.text == ""
+    r = client.generate(PROMPT, max_tokens=30, temperature=0, stop_token_ids=[held],
+                        min_new_tokens=8)
+    raw = raw_generate(server, pb.GenerateRequest(
+        text=PROMPT, sampling=pb.SamplingParams(temperature=0),
+        stopping=pb.StoppingCriteria(max_new_tokens=30, min_new_tokens=8,
+                                     stop_token_ids=[held])))
+    assert r.token_ids == tuple(t for m in raw for t in m.token_ids)
+    assert r.text == "".join(m.text for m in raw)
+    assert r.usage.generated_tokens == raw[-1].usage.generated_tokens >= 8
+    assert held not in r.token_ids[:8]
+    assert r.finish_reason is (seqboat.FinishReason.EOS if r.usage.generated_tokens < 30
+                               else seqboat.FinishReason.LENGTH)
+    # The stream carries it too.
+    deltas = list(client.stream(PROMPT, max_tokens=30, temperature=0,
+                                stop_token_ids=[held], min_new_tokens=8))
+    assert tuple(t for d in deltas for t in d.token_ids) == r.token_ids
+
+
+def test_generate_n_equals_single_requests_seeded_seed_plus_index(server, client):
+    """n = 3 reads the prompt once; sequence i is token for token the request of
+    one sequence seeded seed + i, and stops by its own rules."""
+    kwargs = dict(max_tokens=24, temperature=1.0, stop="e")
+    prompt_series = 'seqboat_prompt_tokens_total{frontend="grpc"}'
+    before = server.sample(prompt_series)
+    r = client.generate_n(PROMPT, 3, seed=300, request_id="client-n-1", **kwargs)
+    prompt_tokens = len(client.tokenize(PROMPT).token_ids)
+    assert server.sample(prompt_series) - before == prompt_tokens  # counted once
+    assert isinstance(r, seqboat.GenerateNResult)
+    assert r.request_id == "client-n-1"
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    singles = [client.generate(PROMPT, seed=300 + i, **kwargs) for i in range(3)]
+    for choice, single in zip(r.choices, singles):
+        assert (choice.token_ids, choice.text, choice.finish_reason) == (
+            single.token_ids, single.text, single.finish_reason)
+        assert choice.usage.generated_tokens == single.usage.generated_tokens
+        assert choice.usage.prompt_tokens == prompt_tokens
+        assert choice.request_id == "client-n-1"
+    assert len({c.text for c in r.choices}) > 1, "the seeds differ"
+    assert r.usage.prompt_tokens == prompt_tokens
+    assert r.usage.generated_tokens == sum(s.usage.generated_tokens for s in singles)
+    # n = 1 is one choice: generate()'s result.
+    (one,) = client.generate_n(PROMPT, 1, seed=300, **kwargs).choices
+    assert outcome(one) == outcome(singles[0])
+    assert_idle(server)
+
+
+def test_stream_n_deltas_carry_their_index(server, client):
+    kwargs = dict(max_tokens=30, temperature=0.9, seed=41, logprobs=1, ignore_eos=True)
+    whole = client.generate_n(PROMPT, 3, **kwargs)
+    deltas = list(client.stream(PROMPT, n=3, **kwargs))
+    tokens, finished = {}, {}
+    for d in deltas:
+        assert d.index not in finished, "a delta after its sequence's last"
+        tokens.setdefault(d.index, []).extend(d.token_ids)
+        assert len(d.logprobs) == len(d.token_ids)
+        if d.finish_reason is not None:
+            finished[d.index] = d
+        else:
+            assert d.usage is None
+    assert sorted(tokens) == [0, 1, 2]
+    for choice in whole.choices:
+        assert tuple(tokens[choice.index]) == choice.token_ids
+        last = finished[choice.index]
+        assert last.finish_reason is choice.finish_reason is seqboat.FinishReason.LENGTH
+        assert (last.usage.prompt_tokens, last.usage.generated_tokens) == (
+            choice.usage.prompt_tokens, choice.usage.generated_tokens)
+        assert last.usage.generated_tokens == 30
+    # The plain request's deltas are all sequence 0.
+    assert {d.index for d in client.stream(PROMPT, max_tokens=5)} == {0}
+    assert_idle(server)
+
+
+def test_n_and_min_new_tokens_out_of_range_raise_the_servers_message(client):
+    with pytest.raises(seqboat.InvalidArgument) as e:
+        client.generate_n(PROMPT, 4, max_tokens=5)  # more than the 3 slots
+    assert e.value.message.endswith("n must be in [1, 3], got 4")
+    for n in (0, 17):
+        with pytest.raises(seqboat.InvalidArgument, match=f"n must be .*got {n}"):
+            list(client.stream(PROMPT, n=n, max_tokens=5))
+    with pytest.raises(seqboat.InvalidArgument) as e:
+        client.generate(PROMPT, max_tokens=5, min_new_tokens=6)
+    assert "stopping.min_new_tokens" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    # Not representable: refused before sending.
+    with pytest.raises(seqboat.InvalidArgument, match="^INVALID_ARGUMENT: n: "):
+        client.stream(PROMPT, n=-1)
+    with pytest.raises(seqboat.InvalidArgument, match="min_new_tokens"):
+        client.stream(PROMPT, min_new_tokens="many")
 
 
 def test_token_id_outside_the_vocabulary(client):
@@ -337,3 +445,29 @@ def test_async_break_and_close_cancel_on_the_server(server):
             await asyncio.to_thread(assert_idle, server)
 
     asyncio.run(main())
+
+
+def test_async_n_and_min_new_tokens_equal_the_sync_ones(server, client):
+    kwargs = dict(max_tokens=20, temperature=1.0, seed=77, min_new_tokens=15)
+    sync = client.generate_n(PROMPT, 3, **kwargs)
+    sync_one = client.generate(PROMPT, **kwargs)
+
+    async def main():
+        async with seqboat.AsyncClient(server.grpc, timeout=120) as c:
+            whole = await c.generate_n(PROMPT, 3, **kwargs)
+            one = await c.generate(PROMPT, **kwargs)
+            deltas = [d async for d in c.stream(PROMPT, n=3, **kwargs)]
+            with pytest.raises(seqboat.InvalidArgument, match="got 4"):
+                await c.generate_n(PROMPT, 4)
+            return whole, one, deltas
+
+    whole, one, deltas = asyncio.run(main())
+    assert [outcome(c) for c in whole.choices] == [outcome(c) for c in sync.choices]
+    assert (whole.usage.prompt_tokens, whole.usage.generated_tokens) == (
+        sync.usage.prompt_tokens, sync.usage.generated_tokens)
+    assert outcome(one) == outcome(sync_one) == outcome(sync.choices[0])
+    for choice in sync.choices:
+        assert tuple(t for d in deltas if d.index == choice.index
+                     for t in d.token_ids) == choice.token_ids
+        assert choice.usage.generated_tokens >= 15
+    assert_idle(server)

@@ -77,6 +77,9 @@ def test_sync_example_runs_as_written(server, venv):
     assert out.startswith(f"seqboat-hybrid-bytes: 9 layers, {server.max_slots} slots, ")
     assert " length Usage(prompt_tokens=26, generated_tokens=40, " in out
     assert re.search(r"\n\[(length|stop_string|eos), \d+ tokens\]\n", out), out
+    for i in range(3):
+        assert re.search(rf"\n{i} ['\"].*['\"] (length|stop_string|eos)\n", out), out
+    assert re.search(r"\nUsage\(prompt_tokens=7, generated_tokens=\d+, ", out), out
     assert "refused: sampling.top_p must be in (0, 1], got 2" in out
     server.wait_for("seqboat_num_requests_running", lambda v: v == 0)
 
