@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,6 +33,19 @@ ojson NullIfEmpty(const std::string& s) {
   return s.empty() ? ojson(nullptr) : ojson(s);
 }
 
+// OpenAI's finish_reason for a response's; "" for none.
+std::string FinishName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_STOP_STRING:
+    case v1::FINISH_REASON_EOS:
+      return "stop";
+    default:
+      return "";
+  }
+}
+
 OpenAiError Invalid(std::string param, std::string message,
                     std::string code = "") {
   OpenAiError e;
@@ -45,35 +60,51 @@ OpenAiError Unsupported(const std::string& param, const std::string& message) {
   return Invalid(param, message, "unsupported_value");
 }
 
-// The parameters a completions request may carry: OpenAI's own, and the
+// The parameters both endpoints take with one meaning (ParseChatRequest
+// hands them to ParseCompletionRequest as they are): OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
-// min_tokens, ignore_eos, stop_token_ids).
-const std::set<std::string, std::less<>>& KnownParameters() {
-  static const auto* known =
-      new std::set<std::string, std::less<>>{"model",
-                                             "prompt",
-                                             "max_tokens",
-                                             "min_tokens",
+// ignore_eos, stop_token_ids).
+constexpr const char* kSharedParameters[] = {"model",
                                              "temperature",
                                              "top_p",
                                              "top_k",
                                              "min_p",
                                              "repetition_penalty",
+                                             "presence_penalty",
+                                             "frequency_penalty",
                                              "seed",
                                              "stop",
                                              "stop_token_ids",
                                              "ignore_eos",
                                              "stream",
                                              "stream_options",
-                                             "logprobs",
                                              "n",
-                                             "best_of",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "echo",
-                                             "suffix",
                                              "logit_bias",
                                              "user"};
+
+using ParameterSet = std::set<std::string, std::less<>>;
+
+ParameterSet* WithShared(std::initializer_list<const char*> own) {
+  auto* known = new ParameterSet(own.begin(), own.end());
+  known->insert(std::begin(kSharedParameters), std::end(kSharedParameters));
+  return known;
+}
+
+// The parameters a completions request may carry.
+const ParameterSet& KnownParameters() {
+  static const ParameterSet* known =
+      WithShared({"prompt", "max_tokens", "min_tokens", "logprobs", "best_of",
+                  "echo", "suffix"});
+  return *known;
+}
+
+// The parameters a chat request may carry: the shared ones, and those read
+// in ParseChatRequest.
+const ParameterSet& ChatParameters() {
+  static const ParameterSet* known =
+      WithShared({"messages", "max_tokens", "max_completion_tokens", "logprobs",
+                  "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                  "response_format"});
   return *known;
 }
 
@@ -248,6 +279,26 @@ std::optional<OpenAiError> ReadUnsupported(const json& body) {
   return std::nullopt;
 }
 
+// A request body: a JSON object of `known` parameters only (unknown ones
+// are refused, as OpenAI does).
+std::optional<OpenAiError> ReadBody(std::string_view body,
+                                    const ParameterSet& known, json* out) {
+  if (absl::Status s = ParseJson(body, "the request body", out); !s.ok()) {
+    return Invalid("", std::string(s.message()));
+  }
+  if (!out->is_object()) {
+    return Invalid("", "the request body must be a JSON object");
+  }
+  for (const auto& [key, value] : out->items()) {
+    if (known.count(key) == 0) {
+      return Invalid(
+          key, absl::StrCat("Unrecognized request argument supplied: ", key),
+          "unknown_parameter");
+    }
+  }
+  return std::nullopt;
+}
+
 // The proto's field names (request_validation's) to OpenAI's parameters.
 struct FieldName {
   const char* proto;
@@ -367,21 +418,7 @@ bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
     return false;
   };
   json parsed;
-  if (absl::Status s = ParseJson(body, "the request body", &parsed); !s.ok()) {
-    return fail(Invalid("", std::string(s.message())));
-  }
-  if (!parsed.is_object()) {
-    return fail(Invalid("", "the request body must be a JSON object"));
-  }
-  for (const auto& [key, value] : parsed.items()) {
-    if (KnownParameters().count(key) == 0) {
-      return fail(Invalid(key,
-                          absl::StrCat("Unrecognized request argument "
-                                       "supplied: ",
-                                       key),
-                          "unknown_parameter"));
-    }
-  }
+  if (auto e = ReadBody(body, KnownParameters(), &parsed)) return fail(*e);
   *out = CompletionRequest();
   v1::GenerateRequest& generate = out->generate;
 
@@ -573,7 +610,8 @@ std::string TokenText(const std::string& bytes) {
 }
 
 CompletionRenderer::CompletionRenderer(CompletionContext context)
-    : context_(std::move(context)) {}
+    : ChoicesRenderer(std::move(context), "text_completion",
+                      "text_completion") {}
 
 namespace {
 
@@ -583,15 +621,6 @@ int64_t CharactersIn(const std::string& bytes) {
   int64_t n = 0;
   for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
   return n;
-}
-
-ojson Header(const CompletionContext& context) {
-  ojson chunk;
-  chunk["id"] = context.id;
-  chunk["object"] = "text_completion";
-  chunk["created"] = context.created;
-  chunk["model"] = context.model;
-  return chunk;
 }
 
 ojson Usage(const v1::Usage& usage) {
@@ -659,17 +688,7 @@ ojson CompletionRenderer::Choice(const v1::GenerateResponse& run, int32_t index,
   }
   choice["finish_reason"] = nullptr;
   if (final_chunk) {
-    switch (run.finish_reason()) {
-      case v1::FINISH_REASON_LENGTH:
-        choice["finish_reason"] = "length";
-        break;
-      case v1::FINISH_REASON_STOP_STRING:
-      case v1::FINISH_REASON_EOS:
-        choice["finish_reason"] = "stop";
-        break;
-      default:
-        break;
-    }
+    choice["finish_reason"] = NullIfEmpty(FinishName(run.finish_reason()));
     // vLLM's extension: which stop string ended it.
     choice["stop_reason"] = NullIfEmpty(run.matched_stop());
   }
@@ -706,8 +725,30 @@ absl::Status FirstError(const std::vector<SequenceEvents>& sequences) {
 
 }  // namespace
 
-std::string CompletionRenderer::StreamEvents(
-    std::vector<GenerationEvent> events) {
+ChoicesRenderer::ChoicesRenderer(CompletionContext context,
+                                 const char* chunk_object,
+                                 const char* body_object)
+    : context_(std::move(context)),
+      chunk_object_(chunk_object),
+      body_object_(body_object) {}
+
+ojson ChoicesRenderer::Header(const char* object) const {
+  ojson header;
+  header["id"] = context_.id;
+  header["object"] = object;
+  header["created"] = context_.created;
+  header["model"] = context_.model;
+  return header;
+}
+
+std::string ChoicesRenderer::ChunkEvent(ojson choice) const {
+  ojson chunk = Header(chunk_object_);
+  chunk["choices"] = ojson::array({std::move(choice)});
+  if (context_.include_usage) chunk["usage"] = nullptr;
+  return absl::StrCat("data: ", Dump(chunk), "\n\n");
+}
+
+std::string ChoicesRenderer::StreamEvents(std::vector<GenerationEvent> events) {
   if (ended_ || events.empty()) return "";
   std::string out;
   absl::Status error;
@@ -723,11 +764,8 @@ std::string CompletionRenderer::StreamEvents(
     const bool has_output = !run.response.text().empty() ||
                             (context_.logprobs && run.response.logprobs_size());
     if (has_output || finished_ok) {
-      ojson chunk = Header(context_);
-      chunk["choices"] =
-          ojson::array({Choice(run.response, sequence.index, finished_ok)});
-      if (context_.include_usage) chunk["usage"] = nullptr;
-      absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
+      absl::StrAppend(&out, ChunkEvent(StreamChoice(
+                                run.response, sequence.index, finished_ok)));
     }
     if (!error.ok()) break;
     if (finished_ok) {
@@ -741,7 +779,7 @@ std::string CompletionRenderer::StreamEvents(
     final_code_ = error.code();
     absl::StrAppend(&out, "data: ", ErrorBody(ErrorFromStatus(error)), "\n\n");
   } else if (context_.include_usage) {
-    ojson chunk = Header(context_);
+    ojson chunk = Header(chunk_object_);
     chunk["choices"] = ojson::array();
     chunk["usage"] = Usage(usage_);
     absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
@@ -750,13 +788,13 @@ std::string CompletionRenderer::StreamEvents(
   return out;
 }
 
-void CompletionRenderer::Add(GenerationEvent event) {
+void ChoicesRenderer::Add(GenerationEvent event) {
   if (ended_) return;
   ended_ = EndsRequest(event, context_.n, &finals_);
   pending_.push_back(std::move(event));
 }
 
-std::pair<int, std::string> CompletionRenderer::Finish() {
+std::pair<int, std::string> ChoicesRenderer::Finish() {
   std::vector<SequenceEvents> sequences = SplitBySequence(std::move(pending_));
   pending_.clear();
   // Choices in index order.
@@ -780,7 +818,7 @@ std::pair<int, std::string> CompletionRenderer::Finish() {
     }
     if (!error.ok()) break;
     AddUsage(run.response.usage(), &usage_);
-    choices.push_back(Choice(run.response, sequence.index, true));
+    choices.push_back(BodyChoice(run.response, sequence.index));
   }
   if (error.ok() && static_cast<int32_t>(choices.size()) < context_.n) {
     error = absl::InternalError("the request ended without a final event");
@@ -790,10 +828,20 @@ std::pair<int, std::string> CompletionRenderer::Finish() {
     OpenAiError e = ErrorFromStatus(error);
     return {e.http_status, ErrorBody(e)};
   }
-  ojson body = Header(context_);
+  ojson body = Header(body_object_);
   body["choices"] = std::move(choices);
   body["usage"] = Usage(usage_);
   return {200, Dump(body)};
+}
+
+ojson CompletionRenderer::StreamChoice(const v1::GenerateResponse& run,
+                                       int32_t index, bool final_chunk) {
+  return Choice(run, index, final_chunk);
+}
+
+ojson CompletionRenderer::BodyChoice(const v1::GenerateResponse& run,
+                                     int32_t index) {
+  return Choice(run, index, true);
 }
 
 namespace {
@@ -823,58 +871,6 @@ std::string ModelListBody(const std::string& model_id, int64_t created) {
 // --- /v1/chat/completions
 
 namespace {
-
-// The parameters a chat request may carry. Those completions also take are
-// handed to ParseCompletionRequest; the rest are read here.
-const std::set<std::string, std::less<>>& ChatParameters() {
-  static const auto* known =
-      new std::set<std::string, std::less<>>{"model",
-                                             "messages",
-                                             "max_tokens",
-                                             "max_completion_tokens",
-                                             "temperature",
-                                             "top_p",
-                                             "top_k",
-                                             "min_p",
-                                             "repetition_penalty",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "seed",
-                                             "stop",
-                                             "stop_token_ids",
-                                             "ignore_eos",
-                                             "stream",
-                                             "stream_options",
-                                             "logprobs",
-                                             "top_logprobs",
-                                             "n",
-                                             "logit_bias",
-                                             "user",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "response_format"};
-  return *known;
-}
-
-// Chat parameters that mean the same in a completions request.
-constexpr const char* kSharedParameters[] = {"model",
-                                             "temperature",
-                                             "top_p",
-                                             "top_k",
-                                             "min_p",
-                                             "repetition_penalty",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "seed",
-                                             "stop",
-                                             "stop_token_ids",
-                                             "ignore_eos",
-                                             "stream",
-                                             "stream_options",
-                                             "n",
-                                             "logit_bias",
-                                             "user"};
 
 std::optional<OpenAiError> ReadContent(const json& content,
                                        const std::string& where,
@@ -1035,27 +1031,6 @@ void Rename(OpenAiError* e, const std::string& from, const std::string& to) {
   }
 }
 
-ojson ChatHeader(const CompletionContext& context, const char* object) {
-  ojson header;
-  header["id"] = context.id;
-  header["object"] = object;
-  header["created"] = context.created;
-  header["model"] = context.model;
-  return header;
-}
-
-std::string FinishName(v1::FinishReason reason) {
-  switch (reason) {
-    case v1::FINISH_REASON_LENGTH:
-      return "length";
-    case v1::FINISH_REASON_STOP_STRING:
-    case v1::FINISH_REASON_EOS:
-      return "stop";
-    default:
-      return "";
-  }
-}
-
 }  // namespace
 
 bool ParseChatRequest(std::string_view body, const std::string& model_id,
@@ -1066,19 +1041,7 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
     return false;
   };
   json parsed;
-  if (absl::Status s = ParseJson(body, "the request body", &parsed); !s.ok()) {
-    return fail(Invalid("", std::string(s.message())));
-  }
-  if (!parsed.is_object()) {
-    return fail(Invalid("", "the request body must be a JSON object"));
-  }
-  for (const auto& [key, value] : parsed.items()) {
-    if (ChatParameters().count(key) == 0) {
-      return fail(Invalid(
-          key, absl::StrCat("Unrecognized request argument supplied: ", key),
-          "unknown_parameter"));
-    }
-  }
+  if (auto e = ReadBody(body, ChatParameters(), &parsed)) return fail(*e);
   *out = ChatRequest();
   if (auto e = ReadMessages(parsed, &out->messages)) return fail(*e);
   if (auto e = ReadChatUnsupported(parsed)) return fail(*e);
@@ -1120,7 +1083,8 @@ OpenAiError ChatError(OpenAiError error, const ChatRequest& request) {
 }
 
 ChatRenderer::ChatRenderer(CompletionContext context)
-    : context_(std::move(context)) {}
+    : ChoicesRenderer(std::move(context), "chat.completion.chunk",
+                      "chat.completion") {}
 
 ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
   const auto entry = [this](int32_t id, float logprob) {
@@ -1150,24 +1114,23 @@ ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
   return logprobs;
 }
 
-ojson ChatRenderer::Chunk(ojson delta, const v1::GenerateResponse* run,
-                          int32_t index, bool final_chunk) const {
+ojson ChatRenderer::StreamChoice(const v1::GenerateResponse& run, int32_t index,
+                                 bool final_chunk) {
+  ojson delta = ojson::object();
+  if (!run.text().empty()) delta["content"] = run.text();
   ojson choice;
   choice["index"] = index;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = nullptr;
-  if (run != nullptr && context_.logprobs && run->logprobs_size() > 0) {
-    choice["logprobs"] = Logprobs(*run);
+  if (context_.logprobs && run.logprobs_size() > 0) {
+    choice["logprobs"] = Logprobs(run);
   }
   choice["finish_reason"] = nullptr;
-  if (final_chunk && run != nullptr) {
-    choice["finish_reason"] = NullIfEmpty(FinishName(run->finish_reason()));
-    choice["stop_reason"] = NullIfEmpty(run->matched_stop());
+  if (final_chunk) {
+    choice["finish_reason"] = NullIfEmpty(FinishName(run.finish_reason()));
+    choice["stop_reason"] = NullIfEmpty(run.matched_stop());
   }
-  ojson chunk = ChatHeader(context_, "chat.completion.chunk");
-  chunk["choices"] = ojson::array({std::move(choice)});
-  if (context_.include_usage) chunk["usage"] = nullptr;
-  return chunk;
+  return choice;
 }
 
 std::string ChatRenderer::StreamStart() {
@@ -1176,109 +1139,28 @@ std::string ChatRenderer::StreamStart() {
     ojson delta;
     delta["role"] = "assistant";
     delta["content"] = "";
-    absl::StrAppend(
-        &out, "data: ", Dump(Chunk(std::move(delta), nullptr, index, false)),
-        "\n\n");
-  }
-  return out;
-}
-
-std::string ChatRenderer::StreamEvents(std::vector<GenerationEvent> events) {
-  if (ended_ || events.empty()) return "";
-  std::string out;
-  absl::Status error;
-  for (SequenceEvents& sequence : SplitBySequence(std::move(events))) {
-    CoalescedEvents run =
-        CoalesceEvents(std::move(sequence.events), context_.id);
-    error = run.error;
-    if (error.ok() && run.ended &&
-        run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-      error = CancelledByServer();
-    }
-    const bool finished_ok = run.ended && error.ok();
-    const bool has_output = !run.response.text().empty() ||
-                            (context_.logprobs && run.response.logprobs_size());
-    if (has_output || finished_ok) {
-      ojson delta = ojson::object();
-      if (!run.response.text().empty()) delta["content"] = run.response.text();
-      absl::StrAppend(&out, "data: ",
-                      Dump(Chunk(std::move(delta), &run.response,
-                                 sequence.index, finished_ok)),
-                      "\n\n");
-    }
-    if (!error.ok()) break;
-    if (finished_ok) {
-      AddUsage(run.response.usage(), &usage_);
-      ++finals_;
-    }
-  }
-  if (error.ok() && finals_ < context_.n) return out;
-  ended_ = true;
-  if (!error.ok()) {
-    final_code_ = error.code();
-    absl::StrAppend(&out, "data: ", ErrorBody(ErrorFromStatus(error)), "\n\n");
-  } else if (context_.include_usage) {
-    ojson chunk = ChatHeader(context_, "chat.completion.chunk");
-    chunk["choices"] = ojson::array();
-    chunk["usage"] = Usage(usage_);
-    absl::StrAppend(&out, "data: ", Dump(chunk), "\n\n");
-  }
-  absl::StrAppend(&out, "data: [DONE]\n\n");
-  return out;
-}
-
-void ChatRenderer::Add(GenerationEvent event) {
-  if (ended_) return;
-  ended_ = EndsRequest(event, context_.n, &finals_);
-  pending_.push_back(std::move(event));
-}
-
-std::pair<int, std::string> ChatRenderer::Finish() {
-  std::vector<SequenceEvents> sequences = SplitBySequence(std::move(pending_));
-  pending_.clear();
-  std::sort(sequences.begin(), sequences.end(),
-            [](const SequenceEvents& a, const SequenceEvents& b) {
-              return a.index < b.index;
-            });
-  // An error in any choice is the answer.
-  absl::Status error = FirstError(sequences);
-  ojson choices = ojson::array();
-  for (SequenceEvents& sequence : sequences) {
-    if (!error.ok()) break;
-    CoalescedEvents run =
-        CoalesceEvents(std::move(sequence.events), context_.id);
-    if (!run.ended) {
-      error = absl::InternalError("the request ended without a final event");
-    } else if (run.response.finish_reason() == v1::FINISH_REASON_CANCELLED) {
-      error = CancelledByServer();
-    }
-    if (!error.ok()) break;
-    AddUsage(run.response.usage(), &usage_);
-    ojson message;
-    message["role"] = "assistant";
-    message["content"] = run.response.text();
     ojson choice;
-    choice["index"] = sequence.index;
-    choice["message"] = std::move(message);
+    choice["index"] = index;
+    choice["delta"] = std::move(delta);
     choice["logprobs"] = nullptr;
-    if (context_.logprobs) choice["logprobs"] = Logprobs(run.response);
-    choice["finish_reason"] =
-        NullIfEmpty(FinishName(run.response.finish_reason()));
-    choice["stop_reason"] = NullIfEmpty(run.response.matched_stop());
-    choices.push_back(std::move(choice));
+    choice["finish_reason"] = nullptr;
+    absl::StrAppend(&out, ChunkEvent(std::move(choice)));
   }
-  if (error.ok() && static_cast<int32_t>(choices.size()) < context_.n) {
-    error = absl::InternalError("the request ended without a final event");
-  }
-  if (!error.ok()) {
-    final_code_ = error.code();
-    OpenAiError e = ErrorFromStatus(error);
-    return {e.http_status, ErrorBody(e)};
-  }
-  ojson body = ChatHeader(context_, "chat.completion");
-  body["choices"] = std::move(choices);
-  body["usage"] = Usage(usage_);
-  return {200, Dump(body)};
+  return out;
+}
+
+ojson ChatRenderer::BodyChoice(const v1::GenerateResponse& run, int32_t index) {
+  ojson message;
+  message["role"] = "assistant";
+  message["content"] = run.text();
+  ojson choice;
+  choice["index"] = index;
+  choice["message"] = std::move(message);
+  choice["logprobs"] = nullptr;
+  if (context_.logprobs) choice["logprobs"] = Logprobs(run);
+  choice["finish_reason"] = NullIfEmpty(FinishName(run.finish_reason()));
+  choice["stop_reason"] = NullIfEmpty(run.matched_stop());
+  return choice;
 }
 
 }  // namespace seqboat

@@ -81,14 +81,15 @@ struct CompletionContext {
   std::function<std::string(int32_t)> token_bytes;
 };
 
-// Renders a request's events as OpenAI completion objects, one choice per
-// sequence (its index). Events may be fed in runs (whatever piled up since
-// the last call, as GenerateStream coalesces them), so a slow reader gets
-// fewer, larger chunks. The usage counts the prompt once and the completion
-// tokens of every choice.
-class CompletionRenderer {
+// What both endpoints' renderers share: events split by choice and fed in
+// runs (whatever piled up since the last call, as GenerateStream coalesces
+// them, so a slow reader gets fewer, larger chunks), the end once every
+// choice's final event (or an error) arrived, errors as OpenAI's error
+// object, and the usage counting the prompt once and the completion tokens
+// of every choice. Subclasses render one choice in their endpoint's form.
+class ChoicesRenderer {
  public:
-  explicit CompletionRenderer(CompletionContext context);
+  virtual ~ChoicesRenderer() = default;
 
   // SSE bytes for a run of events: for each choice the run carries text,
   // logprobs or the finish of, one "data: {chunk}\n\n" (its choices hold
@@ -108,20 +109,55 @@ class CompletionRenderer {
   // error's.
   absl::StatusCode final_code() const { return final_code_; }
 
- private:
-  // The choice `index` for one run of its tokens (advancing its logprobs'
-  // text offset); with the finish reason when `final_chunk`.
-  nlohmann::ordered_json Choice(const v1::GenerateResponse& run, int32_t index,
-                                bool final_chunk);
+ protected:
+  // `chunk_object` names the streamed chunks, `body_object` the
+  // non-streaming body.
+  ChoicesRenderer(CompletionContext context, const char* chunk_object,
+                  const char* body_object);
+
+  // The object's id, object, created and model.
+  nlohmann::ordered_json Header(const char* object) const;
+  // One streamed chunk's choice for a run of its tokens; with the finish
+  // reason when `final_chunk`.
+  virtual nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
+                                              int32_t index,
+                                              bool final_chunk) = 0;
+  // A finished choice in the non-streaming body.
+  virtual nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
+                                            int32_t index) = 0;
+  // A streamed chunk holding one choice.
+  std::string ChunkEvent(nlohmann::ordered_json choice) const;
 
   const CompletionContext context_;
-  // Per choice: characters of completion before its next token.
-  std::vector<int64_t> text_offset_;
+
+ private:
+  const char* const chunk_object_;
+  const char* const body_object_;
   int32_t finals_ = 0;  // choices finished without error
   v1::Usage usage_;     // the prompt once, every choice's completion
   bool ended_ = false;
   absl::StatusCode final_code_ = absl::StatusCode::kOk;
   std::vector<GenerationEvent> pending_;
+};
+
+// Renders a request's events as OpenAI text_completion objects, one choice
+// per sequence (its index), logprobs in the completions API's form.
+class CompletionRenderer : public ChoicesRenderer {
+ public:
+  explicit CompletionRenderer(CompletionContext context);
+
+ private:
+  nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
+                                      int32_t index, bool final_chunk) override;
+  nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
+                                    int32_t index) override;
+  // The choice `index` for one run of its tokens (advancing its logprobs'
+  // text offset); with the finish reason when `final_chunk`.
+  nlohmann::ordered_json Choice(const v1::GenerateResponse& run, int32_t index,
+                                bool final_chunk);
+
+  // Per choice: characters of completion before its next token.
+  std::vector<int64_t> text_offset_;
 };
 
 // OpenAI's finish_reason: "stop" (a stop string, EOS or a stop token id) or
@@ -180,34 +216,20 @@ OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
 // (logprobs.content[] of token, logprob, bytes and top_logprobs), the last
 // the finish_reason; then, once every choice finished, the usage chunk
 // when asked for, and "data: [DONE]". A chunk holds one choice, with its
-// index. Events may be fed in runs, as for CompletionRenderer.
-class ChatRenderer {
+// index.
+class ChatRenderer : public ChoicesRenderer {
  public:
   explicit ChatRenderer(CompletionContext context);
 
   // The stream's first chunks, one per choice, before any token.
   std::string StreamStart();
-  // As CompletionRenderer::StreamEvents, in chunks of chat's form.
-  std::string StreamEvents(std::vector<GenerationEvent> events);
-
-  void Add(GenerationEvent event);
-  bool ended() const { return ended_; }
-  // The chat.completion object (or the error object) and its HTTP status.
-  std::pair<int, std::string> Finish();
-  absl::StatusCode final_code() const { return final_code_; }
 
  private:
-  nlohmann::ordered_json Chunk(nlohmann::ordered_json delta,
-                               const v1::GenerateResponse* run, int32_t index,
-                               bool final_chunk) const;
+  nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
+                                      int32_t index, bool final_chunk) override;
+  nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
+                                    int32_t index) override;
   nlohmann::ordered_json Logprobs(const v1::GenerateResponse& run) const;
-
-  const CompletionContext context_;
-  int32_t finals_ = 0;  // choices finished without error
-  v1::Usage usage_;     // the prompt once, every choice's completion
-  bool ended_ = false;
-  absl::StatusCode final_code_ = absl::StatusCode::kOk;
-  std::vector<GenerationEvent> pending_;
 };
 
 }  // namespace seqboat

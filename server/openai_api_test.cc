@@ -40,20 +40,33 @@ Vocabulary Bytes() {
   return v;
 }
 
-CompletionRequest Parse(const std::string& body) {
-  CompletionRequest out;
+// `parse` (ParseCompletionRequest or ParseChatRequest) expected to accept
+// the body, and what it read.
+template <typename Parsed, typename ParseFn>
+Parsed ParseOk(ParseFn parse, const std::string& body) {
+  Parsed out;
   OpenAiError error;
-  EXPECT_TRUE(ParseCompletionRequest(body, kModel, Limits(), &out, &error))
+  EXPECT_TRUE(parse(body, kModel, Limits(), &out, &error))
       << body << ": " << error.message;
   return out;
 }
 
-OpenAiError ParseError(const std::string& body) {
-  CompletionRequest out;
+// `parse` expected to refuse the body, and its error.
+template <typename Parsed, typename ParseFn>
+OpenAiError ParseFails(ParseFn parse, const std::string& body) {
+  Parsed out;
   OpenAiError error;
-  EXPECT_FALSE(ParseCompletionRequest(body, kModel, Limits(), &out, &error))
+  EXPECT_FALSE(parse(body, kModel, Limits(), &out, &error))
       << "accepted: " << body;
   return error;
+}
+
+CompletionRequest Parse(const std::string& body) {
+  return ParseOk<CompletionRequest>(ParseCompletionRequest, body);
+}
+
+OpenAiError ParseError(const std::string& body) {
+  return ParseFails<CompletionRequest>(ParseCompletionRequest, body);
 }
 
 // Parsing, then validation as the server runs it; the error as sent.
@@ -612,19 +625,11 @@ TEST(OpenAiModelsTest, ListAndModel) {
 // --- /v1/chat/completions
 
 ChatRequest ParseChat(const std::string& body) {
-  ChatRequest out;
-  OpenAiError error;
-  EXPECT_TRUE(ParseChatRequest(body, kModel, Limits(), &out, &error))
-      << body << ": " << error.message;
-  return out;
+  return ParseOk<ChatRequest>(ParseChatRequest, body);
 }
 
 OpenAiError ParseChatError(const std::string& body) {
-  ChatRequest out;
-  OpenAiError error;
-  EXPECT_FALSE(ParseChatRequest(body, kModel, Limits(), &out, &error))
-      << "accepted: " << body;
-  return error;
+  return ParseFails<ChatRequest>(ParseChatRequest, body);
 }
 
 TEST(OpenAiChatParseTest, MessagesAndEveryParameter) {

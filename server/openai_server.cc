@@ -45,9 +45,9 @@ struct OpenAiServer::Call {
   bool submitted = false;
   bool stream = false;
   int sent_status = 0;  // the HTTP status queued, 0 before one
-  bool chat = false;    // /v1/chat/completions: chat_renderer, not renderer
-  std::unique_ptr<CompletionRenderer> renderer;
-  std::unique_ptr<ChatRenderer> chat_renderer;
+  bool chat = false;    // /v1/chat/completions, not /v1/completions
+  // The renderer of the call's endpoint.
+  std::unique_ptr<ChoicesRenderer> renderer;
   std::string out;  // SSE bytes being handed to MHD
   size_t out_pos = 0;
   bool stream_done = false;  // [DONE] is in `out` or sent
@@ -66,28 +66,6 @@ struct OpenAiServer::Call {
   bool engine_done ABSL_GUARDED_BY(mu) = false;
   bool closing ABSL_GUARDED_BY(mu) = false;  // the server is stopping
   RequestTimeline timeline ABSL_GUARDED_BY(mu);
-
-  // The renderer of the call's kind.
-  void Render(GenerationEvent event) {
-    if (chat) {
-      chat_renderer->Add(std::move(event));
-    } else {
-      renderer->Add(std::move(event));
-    }
-  }
-  bool RenderEnded() const {
-    return chat ? chat_renderer->ended() : renderer->ended();
-  }
-  std::pair<int, std::string> RenderFinish() {
-    return chat ? chat_renderer->Finish() : renderer->Finish();
-  }
-  std::string RenderStream(std::vector<GenerationEvent> events) {
-    return chat ? chat_renderer->StreamEvents(std::move(events))
-                : renderer->StreamEvents(std::move(events));
-  }
-  absl::StatusCode RenderFinalCode() const {
-    return chat ? chat_renderer->final_code() : renderer->final_code();
-  }
 };
 
 namespace {
@@ -175,6 +153,14 @@ struct Handlers {
   static MHD_Result StartChat(OpenAiServer& server,
                               const std::shared_ptr<Call>& call,
                               MHD_Connection* connection);
+  // What both endpoints share once their request is validated.
+  static CompletionContext Context(const OpenAiServer& server,
+                                   const Request& request, bool logprobs,
+                                   bool include_usage);
+  static MHD_Result Submit(OpenAiServer& server,
+                           const std::shared_ptr<Call>& call,
+                           MHD_Connection* connection, Request request,
+                           std::string stream_start);
   static MHD_Result AnswerOrWait(const std::shared_ptr<Call>& call,
                                  MHD_Connection* connection);
   static MHD_Result Answer(Call& call, MHD_Connection* connection, int status,
@@ -314,38 +300,51 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
     OpenAiError e = ErrorFromStatus(request.status());
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
-  CompletionContext context;
-  context.id = request->id;
-  context.created = absl::ToUnixSeconds(absl::Now());
-  context.model = options.model_id;
-  context.logprobs = request->logprobs;
-  context.include_usage = parsed.include_usage;
-  context.n = request->n;
-  const Tokenizer& tokenizer = server.engine_.tokenizer();
-  context.token_bytes = [&tokenizer](int32_t id) {
-    return tokenizer.TokenBytes(id);
-  };
-  call->renderer = std::make_unique<CompletionRenderer>(std::move(context));
+  call->renderer = std::make_unique<CompletionRenderer>(
+      Context(server, *request, request->logprobs, parsed.include_usage));
   call->stream = parsed.stream;
-  const MHD_ConnectionInfo* info =
-      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-  call->fd = info != nullptr ? info->connect_fd : -1;
-
   spdlog::debug(
       "HTTP request {} accepted: prompt_tokens={} max_new_tokens={} seed={} "
       "stream={}",
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed, call->stream);
+  return Submit(server, call, connection, *std::move(request), "");
+}
+
+CompletionContext Handlers::Context(const OpenAiServer& server,
+                                    const Request& request, bool logprobs,
+                                    bool include_usage) {
+  CompletionContext context;
+  context.id = request.id;
+  context.created = absl::ToUnixSeconds(absl::Now());
+  context.model = server.options_.model_id;
+  context.logprobs = logprobs;
+  context.include_usage = include_usage;
+  context.n = request.n;
+  const Tokenizer& tokenizer = server.engine_.tokenizer();
+  context.token_bytes = [&tokenizer](int32_t id) {
+    return tokenizer.TokenBytes(id);
+  };
+  return context;
+}
+
+MHD_Result Handlers::Submit(OpenAiServer& server,
+                            const std::shared_ptr<Call>& call,
+                            MHD_Connection* connection, Request request,
+                            std::string stream_start) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  call->fd = info != nullptr ? info->connect_fd : -1;
   {
     absl::MutexLock lock(&call->mu);
-    call->n = request->n;
-    call->timeline.n = request->n;
+    call->n = request.n;
+    call->timeline.n = request.n;
   }
-  request->control = call->control;
-  request->sink = Sink(call);
-  request->arrival = absl::Now();
+  request.control = call->control;
+  request.sink = Sink(call);
+  request.arrival = absl::Now();
   server.Register(call);
-  absl::Status submitted = server.engine_.Submit(*std::move(request));
+  absl::Status submitted = server.engine_.Submit(std::move(request));
   if (!submitted.ok()) {
     server.Unregister(call.get());
     OpenAiError e = ErrorFromStatus(submitted);
@@ -354,6 +353,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
   call->submitted = true;
   if (!call->stream) return AnswerOrWait(call, connection);
 
+  call->out = std::move(stream_start);
   MHD_Response* response = MHD_create_response_from_callback(
       MHD_SIZE_UNKNOWN, kStreamBlockBytes, &ReadStream, new CallHandle{call},
       &FreeStream);
@@ -447,61 +447,19 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
     OpenAiError e = ChatError(ErrorFromStatus(request.status()), parsed);
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
-  CompletionContext context;
-  context.id = request->id;
-  context.created = absl::ToUnixSeconds(absl::Now());
-  context.model = options.model_id;
-  context.logprobs = parsed.logprobs;
-  context.include_usage = parsed.completion.include_usage;
-  context.n = request->n;
-  const Tokenizer& tokenizer = server.engine_.tokenizer();
-  context.token_bytes = [&tokenizer](int32_t id) {
-    return tokenizer.TokenBytes(id);
-  };
-  call->chat_renderer = std::make_unique<ChatRenderer>(std::move(context));
+  auto renderer = std::make_unique<ChatRenderer>(Context(
+      server, *request, parsed.logprobs, parsed.completion.include_usage));
   call->stream = parsed.completion.stream;
-  const MHD_ConnectionInfo* info =
-      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-  call->fd = info != nullptr ? info->connect_fd : -1;
-
+  // The role chunks go out at once, before the first token.
+  std::string stream_start = call->stream ? renderer->StreamStart() : "";
+  call->renderer = std::move(renderer);
   spdlog::debug(
       "HTTP chat request {} accepted: messages={} prompt_tokens={} "
       "max_new_tokens={} seed={} stream={}",
       request->id, parsed.messages.size(), request->prompt.size(),
       request->stopping.max_new_tokens, request->sampling.seed, call->stream);
-  {
-    absl::MutexLock lock(&call->mu);
-    call->n = request->n;
-    call->timeline.n = request->n;
-  }
-  request->control = call->control;
-  request->sink = Sink(call);
-  request->arrival = absl::Now();
-  server.Register(call);
-  absl::Status submitted = server.engine_.Submit(*std::move(request));
-  if (!submitted.ok()) {
-    server.Unregister(call.get());
-    OpenAiError e = ErrorFromStatus(submitted);
-    return Answer(*call, connection, e.http_status, ErrorBody(e));
-  }
-  call->submitted = true;
-  if (!call->stream) return AnswerOrWait(call, connection);
-
-  // The role chunk goes out at once, before the first token.
-  call->out = call->chat_renderer->StreamStart();
-  MHD_Response* response = MHD_create_response_from_callback(
-      MHD_SIZE_UNKNOWN, kStreamBlockBytes, &ReadStream, new CallHandle{call},
-      &FreeStream);
-  if (response == nullptr) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                          "text/event-stream");
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-  MHD_add_response_header(response, "X-Accel-Buffering", "no");
-  call->sent_status = 200;
-  const MHD_Result queued =
-      MHD_queue_response(connection, MHD_HTTP_OK, response);
-  MHD_destroy_response(response);
-  return queued;
+  return Submit(server, call, connection, *std::move(request),
+                std::move(stream_start));
 }
 
 MHD_Result Handlers::AnswerOrWait(const std::shared_ptr<Call>& call,
@@ -518,14 +476,14 @@ MHD_Result Handlers::AnswerOrWait(const std::shared_ptr<Call>& call,
       MHD_suspend_connection(connection);
     }
   }
-  for (GenerationEvent& event : events) call->Render(std::move(event));
-  if (!call->RenderEnded()) {
+  for (GenerationEvent& event : events) call->renderer->Add(std::move(event));
+  if (!call->renderer->ended()) {
     if (!closing) return MHD_YES;
     OpenAiError e = ErrorFromStatus(absl::UnavailableError(
         "the request was cancelled: the server is shutting down"));
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
-  auto [status, body] = call->RenderFinish();
+  auto [status, body] = call->renderer->Finish();
   return Answer(*call, connection, status, body);
 }
 
@@ -573,8 +531,8 @@ ssize_t Handlers::ReadStream(void* cls, uint64_t /*pos*/, char* buf,
       }
     }
     // Everything that piled up becomes one chunk.
-    call.out = call.RenderStream(std::move(events));
-    call.stream_done = call.RenderEnded();
+    call.out = call.renderer->StreamEvents(std::move(events));
+    call.stream_done = call.renderer->ended();
   }
   const size_t n = std::min(max, call.out.size() - call.out_pos);
   std::memcpy(buf, call.out.data() + call.out_pos, n);
@@ -612,7 +570,7 @@ void Handlers::Completed(void* cls, MHD_Connection* /*connection*/,
       code = StatusCodeForHttpStatus(call->sent_status);
     }
   } else if (complete && !client_gone) {
-    code = call->stream ? call->RenderFinalCode()
+    code = call->stream ? call->renderer->final_code()
                         : StatusCodeForHttpStatus(call->sent_status);
   }
   if (server.options_.metrics != nullptr) {
