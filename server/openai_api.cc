@@ -63,7 +63,7 @@ OpenAiError Unsupported(const std::string& param, const std::string& message) {
 // The parameters both endpoints take with one meaning (ParseChatRequest
 // hands them to ParseCompletionRequest as they are): OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
-// ignore_eos, stop_token_ids).
+// ignore_eos, stop_token_ids, min_tokens).
 constexpr const char* kSharedParameters[] = {"model",
                                              "temperature",
                                              "top_p",
@@ -76,6 +76,7 @@ constexpr const char* kSharedParameters[] = {"model",
                                              "stop",
                                              "stop_token_ids",
                                              "ignore_eos",
+                                             "min_tokens",
                                              "stream",
                                              "stream_options",
                                              "n",
@@ -92,9 +93,8 @@ ParameterSet* WithShared(std::initializer_list<const char*> own) {
 
 // The parameters a completions request may carry.
 const ParameterSet& KnownParameters() {
-  static const ParameterSet* known =
-      WithShared({"prompt", "max_tokens", "min_tokens", "logprobs", "best_of",
-                  "echo", "suffix"});
+  static const ParameterSet* known = WithShared(
+      {"prompt", "max_tokens", "logprobs", "best_of", "echo", "suffix"});
   return *known;
 }
 

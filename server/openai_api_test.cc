@@ -640,7 +640,8 @@ TEST(OpenAiChatParseTest, MessagesAndEveryParameter) {
        "name": "ann"},
       {"role": "assistant", "content": "", "tool_calls": null},
       {"role": "user", "content": "c"}],
-    "max_completion_tokens": 9, "temperature": 0.5, "top_p": 0.9,
+    "max_completion_tokens": 9, "min_tokens": 2, "temperature": 0.5,
+    "top_p": 0.9,
     "top_k": 7, "min_p": 0.1, "seed": 42, "stop": ["x", "y"],
     "presence_penalty": 0.5, "frequency_penalty": -0.5,
     "logprobs": true, "top_logprobs": 3, "stream": true,
@@ -657,6 +658,7 @@ TEST(OpenAiChatParseTest, MessagesAndEveryParameter) {
   const v1::GenerateRequest& g = r.completion.generate;
   EXPECT_FALSE(g.has_text() || g.has_token_ids());  // the caller's to set
   EXPECT_EQ(g.stopping().max_new_tokens(), 9u);
+  EXPECT_EQ(g.stopping().min_new_tokens(), 2u);
   EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
   EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
   EXPECT_EQ(g.sampling().top_k(), 7);
