@@ -39,4 +39,5 @@ exec "$bin" \
   --max_queue="${SEQBOAT_MAX_QUEUE:-256}" \
   --drain_grace_seconds="${SEQBOAT_DRAIN_GRACE_SECONDS:-30}" \
   --cpu_threads="${SEQBOAT_CPU_THREADS:-0}" \
+  --cpu_weights="${SEQBOAT_CPU_WEIGHTS:-auto}" \
   "$@"
