@@ -56,6 +56,7 @@ absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host,
   if (!buf.ok()) return buf.status();
   std::memcpy(buf->get(), host, n * sizeof(float));
   owned_.push_back(*buf);
+  weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
   return static_cast<const float*>(buf->get());
 }
 

@@ -118,9 +118,10 @@ TEST(CpuWeightTypesTest, SixteenBitMatricesTakeHalfTheMemory) {
     ASSERT_TRUE(Model::Load(dir, *fp32, {2, 8}).ok());
     ASSERT_TRUE(Model::Load(dir, *bf16, {2, 8}).ok());
     ASSERT_TRUE(Model::Load(dir, *int8, {2, 8}).ok());
-    // Routers stay fp32, so a little over a half and a quarter.
+    // Routers, vectors (norms, biases) and int8's per-row scales stay fp32,
+    // so a little over a half and a quarter on these small models.
     EXPECT_LT(bf16->WeightBytes(), 0.55 * fp32->WeightBytes()) << dir;
-    EXPECT_LT(int8->WeightBytes(), 0.30 * fp32->WeightBytes()) << dir;
+    EXPECT_LT(int8->WeightBytes(), 0.35 * fp32->WeightBytes()) << dir;
   }
 }
 
