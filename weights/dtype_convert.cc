@@ -1,5 +1,7 @@
 #include "weights/dtype_convert.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 namespace seqboat {
@@ -53,6 +55,14 @@ float F16ToF32(uint16_t bits) {
   }
   mantissa &= 0x3ffu;
   return FromBits(sign | (f32_exponent << 23) | (mantissa << 13));
+}
+
+uint16_t F32ToF16(float value) {
+  // F16C is part of the build's baseline (x86-64-v3).
+  return static_cast<uint16_t>(_mm_extract_epi16(
+      _mm_cvtps_ph(_mm_set_ss(value),
+                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+      0));
 }
 
 uint16_t F32ToBf16(float value) {

@@ -3,7 +3,8 @@
 // bf16/f16 -> f32 are exact (every value, including subnormals, infinities and
 // NaN payloads, is representable in f32). f32 -> bf16 rounds to nearest, ties
 // to even, as PyTorch does; NaN stays a (quiet) NaN with its sign, and values
-// past the bf16 range round to infinity.
+// past the bf16 range round to infinity. f32 -> f16 likewise (F16C's rounding,
+// the same as CUDA's __float2half_rn), subnormal halves included.
 //
 // The bulk versions read their source with memcpy, so it may be unaligned
 // (tensor data in a mapped safetensors file often is).
@@ -18,6 +19,7 @@ namespace seqboat {
 float Bf16ToF32(uint16_t bits);
 float F16ToF32(uint16_t bits);
 uint16_t F32ToBf16(float value);
+uint16_t F32ToF16(float value);
 
 // `src` holds `count` little-endian 16-bit values; `dst` receives `count`
 // floats. The ranges must not overlap.

@@ -116,6 +116,22 @@ TEST(DTypeConvertTest, F32ToBf16KeepsNaN) {
   EXPECT_EQ(F32ToBf16(FromBits(0x7fffffff)), 0x7fff);
 }
 
+TEST(DTypeConvertTest, F32ToF16RoundsToNearestEvenAndRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    const float f = F16ToF32(bits);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(f)))) << h;
+    } else {
+      EXPECT_EQ(F32ToF16(f), bits) << h;
+    }
+  }
+  // 1 + 2^-11 is halfway between 1 and the next half (1 + 2^-10): to even.
+  EXPECT_EQ(F32ToF16(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(F32ToF16(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
+  EXPECT_EQ(F32ToF16(70000.0f), 0x7c00);  // past 65504: infinity
+}
+
 TEST(DTypeConvertTest, Bf16RoundTripsExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const float f = Bf16ToF32(static_cast<uint16_t>(b));

@@ -16,26 +16,29 @@ void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
   mamba_blocks::ScanBlock(p, s, blk);
 }
 
-void CpuBackend::MambaConv(const MambaConvParams& p) {
-  const int64_t work = SegmentRows(p.segs, p.nsegs) * p.e * p.k;
+namespace {
+
+// Every (segment, block of channels) pair of an op, over the OpenMP threads.
+template <typename Params>
+void ForEachBlock(const Params& p, int64_t work,
+                  void (*block)(const Params&, int, int)) {
   const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
-  void (*block)(const MambaConvParams&, int, int) =
-      isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock;
 #pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
   for (int s = 0; s < p.nsegs; ++s) {
     for (int blk = 0; blk < blocks; ++blk) block(p, s, blk);
   }
 }
 
+}  // namespace
+
+void CpuBackend::MambaConv(const MambaConvParams& p) {
+  ForEachBlock(p, SegmentRows(p.segs, p.nsegs) * p.e * p.k,
+               isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock);
+}
+
 void CpuBackend::MambaScan(const MambaScanParams& p) {
-  const int64_t work = SegmentRows(p.segs, p.nsegs) * p.e * p.n_state * 4;
-  const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
-  void (*block)(const MambaScanParams&, int, int) =
-      isa_ == Isa::kAvx512 ? Avx512ScanBlock : Avx2ScanBlock;
-#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
-  for (int s = 0; s < p.nsegs; ++s) {
-    for (int blk = 0; blk < blocks; ++blk) block(p, s, blk);
-  }
+  ForEachBlock(p, SegmentRows(p.segs, p.nsegs) * p.e * p.n_state * 4,
+               isa_ == Isa::kAvx512 ? Avx512ScanBlock : Avx2ScanBlock);
 }
 
 }  // namespace seqboat::cpu

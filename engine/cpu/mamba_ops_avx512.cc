@@ -7,18 +7,9 @@
 
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/op_math.h"
-#include "engine/cpu/mamba_ops_isa.h"
-
-#if defined(__clang__)
-#pragma clang attribute push(                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
-
+#include "engine/cpu/avx512_target_begin.h"
 #include "engine/cpu/mamba_blocks.h"
+#include "engine/cpu/mamba_ops_isa.h"
 
 namespace seqboat::cpu {
 
@@ -32,8 +23,4 @@ void Avx512ScanBlock(const MambaScanParams& p, int s, int blk) {
 
 }  // namespace seqboat::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "engine/cpu/avx512_target_end.h"

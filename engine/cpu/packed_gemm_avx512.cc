@@ -6,23 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/cpu/avx512_target_begin.h"
 #include "engine/cpu/packed_gemm.h"
-#include "engine/cpu/packed_matrix.h"
-
-#if defined(__clang__)
-#pragma clang attribute push(                                          \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-// GCC 12 flags _mm512_undefined_ps's deliberate self-initialisation inside
-// its own conversion intrinsics once they are inlined here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "engine/cpu/packed_gemm_tiles.h"
+#include "engine/cpu/packed_matrix.h"
 
 namespace seqboat::cpu {
 namespace {
@@ -79,9 +66,4 @@ void Avx512GemmBlock(const GemmBlock& b) { tiles::AnyBlock<Avx512Vec>(b); }
 
 }  // namespace seqboat::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "engine/cpu/avx512_target_end.h"

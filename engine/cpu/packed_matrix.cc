@@ -1,7 +1,5 @@
 #include "engine/cpu/packed_matrix.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -21,15 +19,6 @@ void* AlignedZeroed(size_t bytes) {
   void* p = std::aligned_alloc(kAlign, rounded);
   if (p != nullptr) std::memset(p, 0, rounded);
   return p;
-}
-
-uint16_t F32ToF16(float v) {
-  // F16C rounds to nearest even, overflows to infinity and keeps NaN: the
-  // same as CUDA's __float2half_rn.
-  return static_cast<uint16_t>(_mm_extract_epi16(
-      _mm_cvtps_ph(_mm_set_ss(v),
-                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-      0));
 }
 
 }  // namespace

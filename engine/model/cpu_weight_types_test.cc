@@ -9,8 +9,6 @@
 //
 // int8 (weight-only, per-row scales) has no exact counterpart; its error
 // against fp32 logits is measured and bounded here (figures printed).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -40,15 +38,13 @@ class RoundingBackend : public ForwardingBackend {
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
     std::vector<float> rounded(host, host + rows * cols);
-    for (float& v : rounded) v = bf16_ ? Bf16ToF32(F32ToBf16(v)) : ToF16(v);
+    for (float& v : rounded) {
+      v = bf16_ ? Bf16ToF32(F32ToBf16(v)) : F16ToF32(F32ToF16(v));
+    }
     return inner().UploadMatrix(rounded.data(), rows, cols);
   }
 
  private:
-  static float ToF16(float v) {
-    const __m128i h = _mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT);
-    return _mm_cvtss_f32(_mm_cvtph_ps(h));
-  }
   const bool bf16_;
 };
 
