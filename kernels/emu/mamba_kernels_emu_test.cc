@@ -16,11 +16,12 @@
 namespace seqboat::emu_test {
 namespace {
 
-// Both sides evaluate op_math::ConvStep / ScanStep per (token, channel) in
-// the same order, but the CPU backend builds with -ffast-math and vectorises
-// exp through libmvec, while the emulated kernels use plain scalar libm: each
-// op can differ by an ulp (seen: 2.4e-7 on outputs of magnitude ~1). An
-// indexing or state error shows up as an O(1) difference.
+// Both sides evaluate op_math's conv and scan arithmetic per (token, channel),
+// but the CPU backend builds with -ffast-math and vectorises it (the state
+// sum in another order of additions, contractions of its own), while the
+// emulated kernels run it as scalar code: each op can differ by an ulp or two
+// (seen: 2.4e-7 on outputs of magnitude ~1). An indexing or state error shows
+// up as an O(1) difference.
 constexpr float kTol = 1e-6f;
 
 using parity::mamba::Dims;
