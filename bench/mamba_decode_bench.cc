@@ -33,6 +33,7 @@
 #include "bench/bench_util.h"
 #include "bench/random_model.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/packed_matrix.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mamba2.h"
 #include "engine/model/config.h"
@@ -232,10 +233,10 @@ int Run() {
   for (int i = 0; i < acc_tokens; ++i) acc_ids[i] = (i * 7919 + 11) % 256;
   std::vector<float> fp32_logits;
   bool first = true;
-  for (absl::string_view type :
-       absl::StrSplit(absl::GetFlag(FLAGS_weights), ',')) {
+  for (const std::string& type : std::vector<std::string>(
+           absl::StrSplit(absl::GetFlag(FLAGS_weights), ','))) {
     CpuBackendOptions opt;
-    opt.weights = std::string(type);
+    opt.weights = type;
     opt.isa = absl::GetFlag(FLAGS_isa);
     auto made = MakeCpuBackend(opt);
     if (!made.ok()) {
@@ -255,16 +256,15 @@ int Run() {
         static_cast<double>(model.arena().bytes_per_slot());
     // What one step must read: the matrices in their type (WeightBytes also
     // counts the embedding, which a step reads a row of: left out).
-    const double elem = std::string(type) == "fp32"   ? 4.0
-                        : std::string(type) == "int8" ? 1.0
-                                                      : 2.0;
+    // (The backend was made, so the type parses.)
+    const double elem = cpu::ElementBytes(*cpu::ParseWeightType(type));
     const double weight_bytes = shapes.weight_bytes / 4.0 * elem;
     std::printf(
         "\n== %s weights on %s: %zu blocks, d_model %lld, vocab %lld, "
         "%.1f M matrix params, %.3f GFLOP/token, backend holds %.0f MB of "
         "weights, state %.1f KiB/sequence\n",
-        std::string(type).c_str(), backend->DeviceName().c_str(),
-        model.layers().size(), static_cast<long long>(model.config().d_model),
+        type.c_str(), backend->DeviceName().c_str(), model.layers().size(),
+        static_cast<long long>(model.config().d_model),
         static_cast<long long>(model.config().vocab_size),
         shapes.weight_bytes / 4e6, shapes.flops_per_token / 1e9,
         backend->WeightBytes() / 1e6, state_bytes / 1024);
@@ -305,7 +305,7 @@ int Run() {
       const int s = *model.arena().Acquire();
       std::vector<float> logits = TeacherForcedLogits(model, s, acc_ids);
       model.arena().Release(s);
-      if (std::string(type) == "fp32") {
+      if (type == "fp32") {
         fp32_logits = std::move(logits);
       } else if (!fp32_logits.empty()) {
         const int64_t v = model.vocab_size();
