@@ -54,6 +54,27 @@ double MeasureReadBandwidth() {
   return n * sizeof(float) / *std::min_element(t.begin(), t.end()) / 1e9;
 }
 
+double MeasureUpdateBandwidth() {
+  const size_t n = size_t{1} << 27;  // 512 MiB of floats
+  std::vector<float> buf(n, 1.0f);
+  std::vector<double> t;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto a = Clock::now();
+#pragma omp parallel
+    {
+      const size_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const size_t lo = n * id / nt / 8 * 8, hi = n * (id + 1) / nt / 8 * 8;
+      const __m256 m = _mm256_set1_ps(0.5f), c = _mm256_set1_ps(1.0f);
+      for (size_t i = lo; i < hi; i += 8) {
+        _mm256_storeu_ps(&buf[i],
+                         _mm256_fmadd_ps(_mm256_loadu_ps(&buf[i]), m, c));
+      }
+    }
+    t.push_back(Seconds(a, Clock::now()));
+  }
+  return 2.0 * n * sizeof(float) / *std::min_element(t.begin(), t.end()) / 1e9;
+}
+
 // Fills `slots` with a prompt, then times decode steps of all of them.
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
                          int steps) {

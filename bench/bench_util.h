@@ -16,6 +16,9 @@ double Seconds(Clock::time_point a, Clock::time_point b);
 double Median(std::vector<double> v);
 // Read bandwidth (GB/s) over 1 GiB, all threads: the best of five runs.
 double MeasureReadBandwidth();
+// Bandwidth (GB/s, reads plus writes) of updating 512 MiB in place, all
+// threads: the best of five runs. A recurrent state's traffic has this shape.
+double MeasureUpdateBandwidth();
 // Median seconds of one decode step of every slot in `slots` (after warm-up).
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
                          int steps);

@@ -139,15 +139,21 @@ SEQBOAT_HD float ScanDelta(float dt_raw, float dt_bias) {
   return Softplus(dt_raw + dt_bias);
 }
 
+// One state entry's update: h' = exp(delta a) h + (delta x) b.
+SEQBOAT_HD float ScanEntry(float h, float a, float b, float delta, float dx) {
+  return Exp(delta * a) * h + dx * b;
+}
+
 // The state update of one channel at one token given its step size delta;
 // returns Σ c_i h_i. Apart from ScanStep so that the CPU can compute the
-// per-channel scalars (softplus, the gate) for many channels at once.
+// per-channel scalars (softplus, the gate) for many channels at once (and
+// the sums for many channels at once: it updates with ScanEntry too).
 SEQBOAT_HD float ScanState(float* h, const float* a, const float* b,
                            const float* c, float delta, float x, int n) {
   const float dx = delta * x;
   float y = 0.0f;
   for (int i = 0; i < n; ++i) {
-    const float hi = Exp(delta * a[i]) * h[i] + dx * b[i];
+    const float hi = ScanEntry(h[i], a[i], b[i], delta, dx);
     h[i] = hi;
     y += c[i] * hi;
   }

@@ -3,8 +3,10 @@
 // mamba_ops_avx512.cc under its target pragma; the backend picks by its Isa).
 // A block's per-channel scalars (the step sizes' softplus, the gates' SiLU)
 // are computed in passes over the block that vectorise across channels; a
-// channel's state vector is then one or two registers. Included only by those
-// units, after op_math.h and after their pragma. Not a public header.
+// channel's state vector is then one or two registers. The scan takes the
+// unit's vector type V for the one step that needs shuffles (DotRows16).
+// Included only by those units, after op_math.h and after their pragma. Not a
+// public header.
 #ifndef SEQBOAT_ENGINE_CPU_MAMBA_BLOCKS_H_
 #define SEQBOAT_ENGINE_CPU_MAMBA_BLOCKS_H_
 
@@ -24,11 +26,51 @@ inline constexpr int kBlock = 64;
 // baseline form.
 #define SEQBOAT_MAMBA_BLOCK __attribute__((flatten)) static inline
 
+// d_conv 4 (every Mamba checkpoint): the block's windows and taps are
+// turned tap-major on entry ([tap][channel], in local arrays), so that a
+// token is kK vector FMAs across channels and the shift is whole vectors;
+// the windows go back to the state's [channel][tap] layout after the
+// segment's last token. The sum is op_math::ConvSum's, in its order.
+template <int kK>
+SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p,
+                                      const Segment& seg, int c0, int width) {
+  constexpr int kW = kK - 1;
+  float* windows =
+      p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kW;
+  float win[kW][kBlock], w[kK][kBlock], bias[kBlock];
+  for (int j = 0; j < width; ++j) {
+    for (int i = 0; i < kW; ++i) win[i][j] = windows[j * kW + i];
+    for (int i = 0; i < kK; ++i)
+      w[i][j] = p.w[static_cast<int64_t>(c0 + j) * kK + i];
+    bias[j] = p.bias != nullptr ? p.bias[c0 + j] : 0.0f;
+  }
+  for (int t = seg.start; t < seg.start + seg.len; ++t) {
+    const float* x = p.x + static_cast<int64_t>(t) * p.ldx + c0;
+    float* out = p.out + static_cast<int64_t>(t) * p.e + c0;
+    for (int j = 0; j < width; ++j) {
+      float acc = bias[j];
+      for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i][j];
+      acc += w[kW][j] * x[j];
+      out[j] = op_math::SiluByExp(acc);
+    }
+    for (int i = 0; i + 1 < kW; ++i) {
+      for (int j = 0; j < width; ++j) win[i][j] = win[i + 1][j];
+    }
+    for (int j = 0; j < width; ++j) win[kW - 1][j] = x[j];
+  }
+  for (int j = 0; j < width; ++j) {
+    for (int i = 0; i < kW; ++i) windows[j * kW + i] = win[i][j];
+  }
+}
+
 SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s, int blk) {
   const int e = p.e, k = p.k;
   const Segment& seg = p.segs[s];
+  // A zero-length segment may share a live one's slot: it touches nothing.
+  if (seg.len <= 0) return;
   const int c0 = blk * kBlock;
   const int width = std::min(kBlock, e - c0);
+  if (k == 4) return ConvTapMajor<4>(p, seg, c0, width);
   float* windows =
       p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * (k - 1);
   for (int t = seg.start; t < seg.start + seg.len; ++t) {
@@ -44,14 +86,51 @@ SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s, int blk) {
   }
 }
 
-// One token of a block: kN > 0 fixes the state size at compile time (the
-// loop over it unrolls into whole registers and one horizontal sum), 0
-// takes it from p.
-template <int kN>
-SEQBOAT_MAMBA_BLOCK void ScanToken(const MambaScanParams& p, const Segment& seg,
-                                   int64_t row, int c0, int width,
-                                   const float* delta, const float* gate) {
-  const int e = p.e, n_state = kN > 0 ? kN : p.n_state;
+// One token of a block with d_state 16 (Mamba-1 checkpoints use it almost
+// without exception): each channel's state is updated as one vector, then
+// C·h for 16 channels at a time is V::DotRows16, which sums 16 rows with
+// one transposing tree instead of a horizontal sum per channel.
+template <class V>
+SEQBOAT_MAMBA_BLOCK void ScanToken16(const MambaScanParams& p,
+                                     const Segment& seg, int64_t row, int c0,
+                                     int width, const float* delta,
+                                     const float* gate) {
+  constexpr int kN = 16;
+  const float* b = p.bc + row * p.ldbc;
+  const float* c = b + kN;
+  const float* x = p.x + row * p.e + c0;
+  float* h0 =
+      p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kN;
+  const float* a0 = p.a + static_cast<int64_t>(c0) * kN;
+  for (int j = 0; j < width; ++j) {
+    float* h = h0 + j * kN;
+    const float* a = a0 + j * kN;
+    const float dx = delta[j] * x[j];
+    // The state streams from memory at large batches: ask for the line a
+    // block (one 4 KiB page, where the hardware prefetcher stops) ahead.
+    __builtin_prefetch(h + kBlock * kN, 1);
+    for (int i = 0; i < kN; ++i)
+      h[i] = op_math::ScanEntry(h[i], a[i], b[i], delta[j], dx);
+  }
+  float y[kBlock];
+  int j = 0;
+  for (; j + 16 <= width; j += 16) V::DotRows16(h0 + j * kN, c, y + j);
+  for (; j < width; ++j) {
+    float sum = 0.0f;
+    for (int i = 0; i < kN; ++i) sum += c[i] * h0[j * kN + i];
+    y[j] = sum;
+  }
+  float* out = p.out + row * p.e + c0;
+  const float* d = p.d + c0;
+  for (j = 0; j < width; ++j) out[j] = (y[j] + d[j] * x[j]) * gate[j];
+}
+
+// Any other d_state: op_math::ScanState per channel.
+SEQBOAT_MAMBA_BLOCK void ScanTokenAnyN(const MambaScanParams& p,
+                                       const Segment& seg, int64_t row, int c0,
+                                       int width, const float* delta,
+                                       const float* gate) {
+  const int e = p.e, n_state = p.n_state;
   const float* b_row = p.bc + row * p.ldbc;
   for (int j = 0; j < width; ++j) {
     const int c = c0 + j;
@@ -65,6 +144,7 @@ SEQBOAT_MAMBA_BLOCK void ScanToken(const MambaScanParams& p, const Segment& seg,
   }
 }
 
+template <class V>
 SEQBOAT_MAMBA_BLOCK void ScanBlock(const MambaScanParams& p, int s, int blk) {
   const int e = p.e;
   const Segment& seg = p.segs[s];
@@ -79,11 +159,10 @@ SEQBOAT_MAMBA_BLOCK void ScanBlock(const MambaScanParams& p, int s, int blk) {
     for (int j = 0; j < width; ++j)
       delta[j] = op_math::ScanDelta(dt[j], bias[j]);
     for (int j = 0; j < width; ++j) gate[j] = op_math::SiluByExp(z[j]);
-    // Mamba-1 checkpoints use d_state 16 almost without exception.
     if (p.n_state == 16) {
-      ScanToken<16>(p, seg, row, c0, width, delta, gate);
+      ScanToken16<V>(p, seg, row, c0, width, delta, gate);
     } else {
-      ScanToken<0>(p, seg, row, c0, width, delta, gate);
+      ScanTokenAnyN(p, seg, row, c0, width, delta, gate);
     }
   }
 }

@@ -1,6 +1,8 @@
 // Mamba-1's recurrent ops on the CPU: OpenMP over (segment, block of
 // channels) pairs, tokens of a segment in order; each pair runs
 // mamba_blocks.h compiled for the backend's instruction set.
+#include <immintrin.h>
+
 #include "engine/cpu/cpu_backend_impl.h"
 #include "engine/cpu/mamba_blocks.h"
 #include "engine/cpu/mamba_ops_isa.h"
@@ -8,12 +10,46 @@
 
 namespace seqboat::cpu {
 
+namespace {
+
+struct Avx2Vec {
+  // out[j] = Σ_i c[i] h[16 j + i] for 16 rows: each row's two halves are
+  // added, then 8 rows at a time go through a tree of unpacks and shuffles
+  // that leaves row j's sum in lane j (Avx512Vec's tree on 8 lanes).
+  static void DotRows16(const float* h, const float* c, float* out) {
+    const __m256 c_lo = _mm256_loadu_ps(c), c_hi = _mm256_loadu_ps(c + 8);
+    for (int g = 0; g < 2; ++g) {
+      __m256 q[8];
+      for (int j = 0; j < 8; ++j) {
+        const float* r = h + 16 * (8 * g + j);
+        q[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), c_hi,
+                               _mm256_mul_ps(_mm256_loadu_ps(r), c_lo));
+      }
+      __m256 s[4];
+      for (int j = 0; j < 4; ++j) {
+        s[j] = _mm256_add_ps(_mm256_unpacklo_ps(q[2 * j], q[2 * j + 1]),
+                             _mm256_unpackhi_ps(q[2 * j], q[2 * j + 1]));
+      }
+      __m256 v[2];
+      for (int j = 0; j < 2; ++j) {
+        v[j] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * j], s[2 * j + 1], 0x44),
+                             _mm256_shuffle_ps(s[2 * j], s[2 * j + 1], 0xee));
+      }
+      _mm256_storeu_ps(out + 8 * g,
+                       _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20),
+                                     _mm256_permute2f128_ps(v[0], v[1], 0x31)));
+    }
+  }
+};
+
+}  // namespace
+
 void Avx2ConvBlock(const MambaConvParams& p, int s, int blk) {
   mamba_blocks::ConvBlock(p, s, blk);
 }
 
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
-  mamba_blocks::ScanBlock(p, s, blk);
+  mamba_blocks::ScanBlock<Avx2Vec>(p, s, blk);
 }
 
 namespace {
