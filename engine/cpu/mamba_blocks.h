@@ -86,6 +86,25 @@ SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s, int blk) {
   }
 }
 
+// The state rows of `width` channels (16 entries each) at one token. Apart,
+// with restricted pointers, so that the row loop holds the Exp constants in
+// registers and carries no aliasing checks.
+__attribute__((flatten, noinline)) static void UpdateRows16(
+    float* __restrict h, const float* __restrict a, const float* __restrict b,
+    const float* __restrict delta, const float* __restrict x, int width) {
+  constexpr int kN = 16;
+  for (int j = 0; j < width; ++j) {
+    const float dx = delta[j] * x[j];
+    // The state streams from memory at large batches: ask for the line a
+    // block (one 4 KiB page, where the hardware prefetcher stops) ahead.
+    __builtin_prefetch(h + j * kN + kBlock * kN, 1);
+    for (int i = 0; i < kN; ++i) {
+      h[j * kN + i] =
+          op_math::ScanEntry(h[j * kN + i], a[j * kN + i], b[i], delta[j], dx);
+    }
+  }
+}
+
 // One token of a block with d_state 16 (Mamba-1 checkpoints use it almost
 // without exception): each channel's state is updated as one vector, then
 // C·h for 16 channels at a time is V::DotRows16, which sums 16 rows with
@@ -102,16 +121,7 @@ SEQBOAT_MAMBA_BLOCK void ScanToken16(const MambaScanParams& p,
   float* h0 =
       p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kN;
   const float* a0 = p.a + static_cast<int64_t>(c0) * kN;
-  for (int j = 0; j < width; ++j) {
-    float* h = h0 + j * kN;
-    const float* a = a0 + j * kN;
-    const float dx = delta[j] * x[j];
-    // The state streams from memory at large batches: ask for the line a
-    // block (one 4 KiB page, where the hardware prefetcher stops) ahead.
-    __builtin_prefetch(h + kBlock * kN, 1);
-    for (int i = 0; i < kN; ++i)
-      h[i] = op_math::ScanEntry(h[i], a[i], b[i], delta[j], dx);
-  }
+  UpdateRows16(h0, a0, b, delta, x, width);
   float y[kBlock];
   int j = 0;
   for (; j + 16 <= width; j += 16) V::DotRows16(h0 + j * kN, c, y + j);

@@ -30,8 +30,12 @@ void PackedGemm(Isa isa, const float* x, int64_t ldx, int n,
   const int64_t k = std::max<int64_t>(w.cols(), 1);
   const int64_t panels = w.panels();
   const int64_t panel_bytes = k * kPanel * ElementBytes(w.type());
-  const int64_t chunk = std::max(
-      kMinChunkPanels, kChunkBytes / std::max<int64_t>(panel_bytes, 1));
+  const int64_t tile =
+      isa == Isa::kAvx512 ? Avx512TilePanels(n) : Avx2TilePanels(n);
+  const int64_t chunk =
+      std::max(kMinChunkPanels,
+               kChunkBytes / std::max<int64_t>(panel_bytes, 1) + tile / 2) /
+      tile * tile;
   const int64_t row_block = std::max<int64_t>(8, kRowBytes / (4 * k)) / 8 * 8;
   const bool threads = WorthThreads(int64_t{n} * w.rows() * k) && panels > 1;
 #pragma omp parallel if (threads)

@@ -44,6 +44,10 @@ struct GemmBlock {
 };
 void Avx2GemmBlock(const GemmBlock& b);
 void Avx512GemmBlock(const GemmBlock& b);
+// Panels per tile when n rows are multiplied: a thread's chunks of panels
+// are made multiples of it, so that no chunk ends in a narrower tile.
+int Avx2TilePanels(int n);
+int Avx512TilePanels(int n);
 
 }  // namespace seqboat::cpu
 

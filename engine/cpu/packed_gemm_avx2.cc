@@ -63,4 +63,8 @@ struct Avx2Vec {
 
 void Avx2GemmBlock(const GemmBlock& b) { tiles::AnyBlock<Avx2Vec>(b); }
 
+int Avx2TilePanels(int n) {
+  return tiles::NvFor<Avx2Vec>(std::min(n, Avx2Vec::kMaxRows));
+}
+
 }  // namespace seqboat::cpu

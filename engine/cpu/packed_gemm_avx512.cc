@@ -64,6 +64,10 @@ struct Avx512Vec {
 
 void Avx512GemmBlock(const GemmBlock& b) { tiles::AnyBlock<Avx512Vec>(b); }
 
+int Avx512TilePanels(int n) {
+  return tiles::NvFor<Avx512Vec>(std::min(n, Avx512Vec::kMaxRows));
+}
+
 }  // namespace seqboat::cpu
 
 #include "engine/cpu/avx512_target_end.h"
