@@ -26,63 +26,82 @@ inline constexpr int kBlock = 64;
 // baseline form.
 #define SEQBOAT_MAMBA_BLOCK __attribute__((flatten)) static inline
 
-// d_conv 4 (every Mamba checkpoint): the block's windows and taps are
-// turned tap-major on entry ([tap][channel], in local arrays), so that a
+// d_conv 4 (every Mamba checkpoint): the block's taps and each segment's
+// windows are turned tap-major ([tap][channel], in local arrays), so that a
 // token is kK vector FMAs across channels and the shift is whole vectors;
 // the windows go back to the state's [channel][tap] layout after the
-// segment's last token. The sum is op_math::ConvSum's, in its order.
+// segment's last token. The taps are turned once for all the segments of
+// the call. The sum is op_math::ConvSum's, in its order.
 template <int kK>
-SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p,
-                                      const Segment& seg, int c0, int width) {
+SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
+                                      int c0, int width) {
   constexpr int kW = kK - 1;
-  float* windows =
-      p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kW;
   float win[kW][kBlock], w[kK][kBlock], bias[kBlock];
   for (int j = 0; j < width; ++j) {
-    for (int i = 0; i < kW; ++i) win[i][j] = windows[j * kW + i];
     for (int i = 0; i < kK; ++i)
       w[i][j] = p.w[static_cast<int64_t>(c0 + j) * kK + i];
     bias[j] = p.bias != nullptr ? p.bias[c0 + j] : 0.0f;
   }
-  for (int t = seg.start; t < seg.start + seg.len; ++t) {
-    const float* x = p.x + static_cast<int64_t>(t) * p.ldx + c0;
-    float* out = p.out + static_cast<int64_t>(t) * p.e + c0;
+  for (int s = s0; s < s1; ++s) {
+    const Segment& seg = p.segs[s];
+    // A zero-length segment may share a live one's slot: it touches nothing.
+    if (seg.len <= 0) continue;
+    float* windows =
+        p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kW;
+    if (s + 1 < s1) {
+      // The next segment's windows are a jump away: ask for them now.
+      const char* next = reinterpret_cast<const char*>(
+          p.state + p.segs[s + 1].slot * p.state_stride +
+          static_cast<int64_t>(c0) * kW);
+      for (int b = 0; b < width * kW * 4; b += 64)
+        __builtin_prefetch(next + b, 1);
+    }
     for (int j = 0; j < width; ++j) {
-      float acc = bias[j];
-      for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i][j];
-      acc += w[kW][j] * x[j];
-      out[j] = op_math::SiluByExp(acc);
+      for (int i = 0; i < kW; ++i) win[i][j] = windows[j * kW + i];
     }
-    for (int i = 0; i + 1 < kW; ++i) {
-      for (int j = 0; j < width; ++j) win[i][j] = win[i + 1][j];
+    for (int t = seg.start; t < seg.start + seg.len; ++t) {
+      const float* x = p.x + static_cast<int64_t>(t) * p.ldx + c0;
+      float* out = p.out + static_cast<int64_t>(t) * p.e + c0;
+      for (int j = 0; j < width; ++j) {
+        float acc = bias[j];
+        for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i][j];
+        acc += w[kW][j] * x[j];
+        out[j] = op_math::SiluByExp(acc);
+      }
+      for (int i = 0; i + 1 < kW; ++i) {
+        for (int j = 0; j < width; ++j) win[i][j] = win[i + 1][j];
+      }
+      for (int j = 0; j < width; ++j) win[kW - 1][j] = x[j];
     }
-    for (int j = 0; j < width; ++j) win[kW - 1][j] = x[j];
-  }
-  for (int j = 0; j < width; ++j) {
-    for (int i = 0; i < kW; ++i) windows[j * kW + i] = win[i][j];
+    for (int j = 0; j < width; ++j) {
+      for (int i = 0; i < kW; ++i) windows[j * kW + i] = win[i][j];
+    }
   }
 }
 
-SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s, int blk) {
+// Segments [s0, s1) over one block of channels.
+SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s0, int s1,
+                                   int blk) {
   const int e = p.e, k = p.k;
-  const Segment& seg = p.segs[s];
-  // A zero-length segment may share a live one's slot: it touches nothing.
-  if (seg.len <= 0) return;
   const int c0 = blk * kBlock;
   const int width = std::min(kBlock, e - c0);
-  if (k == 4) return ConvTapMajor<4>(p, seg, c0, width);
-  float* windows =
-      p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * (k - 1);
-  for (int t = seg.start; t < seg.start + seg.len; ++t) {
-    const float* x = p.x + static_cast<int64_t>(t) * p.ldx + c0;
-    float* out = p.out + static_cast<int64_t>(t) * e + c0;
-    for (int j = 0; j < width; ++j) {
-      const int c = c0 + j;
-      out[j] = op_math::ConvSum(windows + static_cast<int64_t>(j) * (k - 1),
-                                p.w + static_cast<int64_t>(c) * k,
-                                p.bias != nullptr ? p.bias[c] : 0.0f, x[j], k);
+  if (k == 4) return ConvTapMajor<4>(p, s0, s1, c0, width);
+  for (int s = s0; s < s1; ++s) {
+    const Segment& seg = p.segs[s];
+    float* windows = p.state + seg.slot * p.state_stride +
+                     static_cast<int64_t>(c0) * (k - 1);
+    for (int t = seg.start; t < seg.start + seg.len; ++t) {
+      const float* x = p.x + static_cast<int64_t>(t) * p.ldx + c0;
+      float* out = p.out + static_cast<int64_t>(t) * e + c0;
+      for (int j = 0; j < width; ++j) {
+        const int c = c0 + j;
+        out[j] =
+            op_math::ConvSum(windows + static_cast<int64_t>(j) * (k - 1),
+                             p.w + static_cast<int64_t>(c) * k,
+                             p.bias != nullptr ? p.bias[c] : 0.0f, x[j], k);
+      }
+      for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
     }
-    for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
   }
 }
 

@@ -3,6 +3,8 @@
 // mamba_blocks.h compiled for the backend's instruction set.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "engine/cpu/cpu_backend_impl.h"
 #include "engine/cpu/mamba_blocks.h"
 #include "engine/cpu/mamba_ops_isa.h"
@@ -44,8 +46,8 @@ struct Avx2Vec {
 
 }  // namespace
 
-void Avx2ConvBlock(const MambaConvParams& p, int s, int blk) {
-  mamba_blocks::ConvBlock(p, s, blk);
+void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
+  mamba_blocks::ConvBlock(p, s0, s1, blk);
 }
 
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
@@ -68,8 +70,19 @@ void ForEachBlock(const Params& p, int64_t work,
 }  // namespace
 
 void CpuBackend::MambaConv(const MambaConvParams& p) {
-  ForEachBlock(p, SegmentRows(p.segs, p.nsegs) * p.e * p.k,
-               isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock);
+  void (*block)(const MambaConvParams&, int, int, int) =
+      isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock;
+  // Segments in groups, each group's taps turned once per block.
+  constexpr int kGroup = 16;
+  const int groups = (p.nsegs + kGroup - 1) / kGroup;
+  const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
+  const int64_t work = SegmentRows(p.segs, p.nsegs) * p.e * p.k;
+#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
+  for (int g = 0; g < groups; ++g) {
+    for (int blk = 0; blk < blocks; ++blk) {
+      block(p, g * kGroup, std::min(p.nsegs, (g + 1) * kGroup), blk);
+    }
+  }
 }
 
 void CpuBackend::MambaScan(const MambaScanParams& p) {

@@ -50,8 +50,8 @@ struct Avx512Vec {
 
 }  // namespace
 
-void Avx512ConvBlock(const MambaConvParams& p, int s, int blk) {
-  mamba_blocks::ConvBlock(p, s, blk);
+void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
+  mamba_blocks::ConvBlock(p, s0, s1, blk);
 }
 
 void Avx512ScanBlock(const MambaScanParams& p, int s, int blk) {

@@ -7,9 +7,9 @@
 
 namespace seqboat::cpu {
 
-void Avx2ConvBlock(const MambaConvParams& p, int s, int blk);
+void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk);
-void Avx512ConvBlock(const MambaConvParams& p, int s, int blk);
+void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
 void Avx512ScanBlock(const MambaScanParams& p, int s, int blk);
 
 }  // namespace seqboat::cpu
