@@ -1,6 +1,7 @@
-// Mamba-1's recurrent ops on the CPU: OpenMP over (segment, block of
-// channels) pairs, tokens of a segment in order; each pair runs
-// mamba_blocks.h compiled for the backend's instruction set.
+// Mamba's recurrent ops on the CPU: OpenMP over (segment, block of channels)
+// pairs for the scan and (group of segments, block) pairs for the conv,
+// tokens of a segment in order; each pair runs mamba_blocks.h compiled for
+// the backend's instruction set.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -54,21 +55,6 @@ void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
   mamba_blocks::ScanBlock<Avx2Vec>(p, s, blk);
 }
 
-namespace {
-
-// Every (segment, block of channels) pair of an op, over the OpenMP threads.
-template <typename Params>
-void ForEachBlock(const Params& p, int64_t work,
-                  void (*block)(const Params&, int, int)) {
-  const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
-#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
-  for (int s = 0; s < p.nsegs; ++s) {
-    for (int blk = 0; blk < blocks; ++blk) block(p, s, blk);
-  }
-}
-
-}  // namespace
-
 void CpuBackend::MambaConv(const MambaConvParams& p) {
   void (*block)(const MambaConvParams&, int, int, int) =
       isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock;
@@ -86,8 +72,14 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
 }
 
 void CpuBackend::MambaScan(const MambaScanParams& p) {
-  ForEachBlock(p, SegmentRows(p.segs, p.nsegs) * p.e * p.n_state * 4,
-               isa_ == Isa::kAvx512 ? Avx512ScanBlock : Avx2ScanBlock);
+  void (*block)(const MambaScanParams&, int, int) =
+      isa_ == Isa::kAvx512 ? Avx512ScanBlock : Avx2ScanBlock;
+  const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
+  const int64_t work = SegmentRows(p.segs, p.nsegs) * p.e * p.n_state * 4;
+#pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
+  for (int s = 0; s < p.nsegs; ++s) {
+    for (int blk = 0; blk < blocks; ++blk) block(p, s, blk);
+  }
 }
 
 }  // namespace seqboat::cpu

@@ -1,5 +1,6 @@
-// Mamba-1's conv and scan over one (segment, block of channels) pair, per
-// instruction set (mamba_blocks.h compiled for each). Not a public header.
+// Mamba's conv over segments [s0, s1) and Mamba-1's scan over one segment,
+// each for one block of channels, per instruction set (mamba_blocks.h
+// compiled for each). Not a public header.
 #ifndef SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
 #define SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
 
