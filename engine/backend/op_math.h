@@ -17,10 +17,12 @@ namespace seqboat::op_math {
 // Within one ulp of exp for x in [-87, 88]; 0 below -87 (where expf gives
 // subnormals), clamped above 88 (the scan only passes x <= 0).
 SEQBOAT_HD float Exp(float x) {
-  // Comparisons, not fminf/fmaxf: those carry NaN rules that keep the
+  // No lower clamp: below -87 the result is replaced by 0 at the end, so
+  // the bits in between may be anything (and a clamp there lets the compiler
+  // thread its constant through the whole polynomial into blends). The upper
+  // clamp is a comparison, not fminf: that carries NaN rules that keep the
   // vectoriser away unless finite math is assumed.
-  const float lo = x < -87.0f ? -87.0f : x;
-  const float xc = lo > 88.0f ? 88.0f : lo;
+  const float xc = x > 88.0f ? 88.0f : x;
   const float k = floorf(xc * 1.44269504088896341f + 0.5f);
   const float r = xc - k * 0.693359375f - k * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -30,12 +32,17 @@ SEQBOAT_HD float Exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+  // 2^k: k + 127 lands in the low mantissa bits of k + 1.5 * 2^23 + 127
+  // (k is an integer), and a shift moves it into the exponent field. Float
+  // arithmetic and bit casts only, so any k (even far out of int range below
+  // -87, where the result is discarded) is defined behaviour.
+  const float shifted = k + (12582912.0f + 127.0f);
 #if defined(__CUDA_ARCH__)
-  const float scale = __int_as_float(bits);
+  const float scale = __uint_as_float(__float_as_uint(shifted) << 23);
 #else
   // A bit cast the vectoriser sees through (memcpy via the stack it does not).
-  const float scale = __builtin_bit_cast(float, bits);
+  const float scale =
+      __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, shifted) << 23);
 #endif
   return x < -87.0f ? 0.0f : y * scale;
 }
