@@ -25,7 +25,9 @@ SEQBOAT_HD float Mamba2Delta(float dt_raw, float dt_bias, float lo, float hi) {
 }
 
 // The head's decay exp(Δ A) at one token (A < 0, so the argument is <= 0).
-SEQBOAT_HD float Mamba2Decay(float delta, float a) { return Exp(delta * a); }
+SEQBOAT_HD float Mamba2Decay(float delta, float a) {
+  return ExpUpTo88(delta * a);
+}
 
 // One state entry h[h, p, n] after a token: decay · h + (Δ x_p) · B_n.
 SEQBOAT_HD float Mamba2StateEntry(float h, float decay, float dx, float b) {

@@ -11,20 +11,18 @@
 
 namespace seqboat::op_math {
 
-// exp(x) from arithmetic alone (Cody-Waite range reduction and Cephes'
-// degree-6 polynomial), so the loops over a state vector vectorise on the CPU
-// instead of calling expf once per element; the GPU runs the same arithmetic.
-// Within one ulp of exp for x in [-87, 88]; 0 below -87 (where expf gives
-// subnormals), clamped above 88 (the scan only passes x <= 0).
-SEQBOAT_HD float Exp(float x) {
-  // No lower clamp: below -87 the result is replaced by 0 at the end, so
-  // the bits in between may be anything (and a clamp there lets the compiler
-  // thread its constant through the whole polynomial into blends). The upper
-  // clamp is a comparison, not fminf: that carries NaN rules that keep the
-  // vectoriser away unless finite math is assumed.
-  const float xc = x > 88.0f ? 88.0f : x;
-  const float k = floorf(xc * 1.44269504088896341f + 0.5f);
-  const float r = xc - k * 0.693359375f - k * -2.12194440e-4f;
+// exp(x) for x <= 88 from arithmetic alone (Cody-Waite range reduction and
+// Cephes' degree-6 polynomial), so the loops over a state vector vectorise on
+// the CPU instead of calling expf once per element; the GPU runs the same
+// arithmetic. Within one ulp of exp for x in [-87, 88]; 0 below -87 (where
+// expf gives subnormals). Above 88 the value is meaningless (but defined):
+// callers pass arguments bounded there (the scans' Δ·A is never positive),
+// others call Exp, which clamps. Without a clamp in its way the compiler
+// keeps this a straight line of vector arithmetic (a clamp's constant gets
+// threaded through the polynomial into compares and blends).
+SEQBOAT_HD float ExpUpTo88(float x) {
+  const float k = floorf(x * 1.44269504088896341f + 0.5f);
+  const float r = x - k * 0.693359375f - k * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -46,6 +44,11 @@ SEQBOAT_HD float Exp(float x) {
 #endif
   return x < -87.0f ? 0.0f : y * scale;
 }
+
+// exp(x) for any x: ExpUpTo88 with its argument clamped to 88. The clamp is
+// a comparison, not fminf: that carries NaN rules that keep the vectoriser
+// away unless finite math is assumed.
+SEQBOAT_HD float Exp(float x) { return ExpUpTo88(x > 88.0f ? 88.0f : x); }
 
 // ln(x) for normal x > 0 from arithmetic alone, like Exp (Cephes' logf:
 // x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-8 polynomial in m - 1);
@@ -97,7 +100,7 @@ SEQBOAT_HD float SiluByExp(float x) { return x / (1.0f + Exp(-x)); }
 // keeps the relative accuracy that rounding 1 + u would lose; below x = -87
 // it is 0 (Exp's clamp).
 SEQBOAT_HD float Softplus(float x) {
-  const float u = Exp(x < 20.0f ? x : 20.0f);
+  const float u = ExpUpTo88(x < 20.0f ? x : 20.0f);
   float series = 1.0f / 8.0f;
   series = 1.0f / 7.0f - u * series;
   series = 1.0f / 6.0f - u * series;
@@ -148,7 +151,7 @@ SEQBOAT_HD float ScanDelta(float dt_raw, float dt_bias) {
 
 // One state entry's update: h' = exp(delta a) h + (delta x) b.
 SEQBOAT_HD float ScanEntry(float h, float a, float b, float delta, float dx) {
-  return Exp(delta * a) * h + dx * b;
+  return ExpUpTo88(delta * a) * h + dx * b;
 }
 
 // The state update of one channel at one token given its step size delta;
