@@ -1,6 +1,8 @@
 #include "engine/backend/op_math.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "gtest/gtest.h"
 
@@ -17,6 +19,29 @@ TEST(OpMathTest, ExpIsWithinOneUlpOverItsRange) {
   EXPECT_EQ(Exp(0.0f), 1.0f);
   EXPECT_EQ(Exp(-100.0f), 0.0f);
   EXPECT_EQ(Exp(-INFINITY), 0.0f);
+}
+
+// ExpUpTo88 is Exp without the clamp at 88: the same bits wherever that
+// clamp does nothing, including far below -87 (where 2^k would be out of
+// int range: the result is still 0) and NaN. Above 88 Exp saturates.
+TEST(OpMathTest, ExpUpTo88IsExpBelowTheClamp) {
+  auto bits = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  int differ = 0;
+  for (float x = -200.0f; x <= 88.0f; x += 0.00313f) {
+    if (bits(ExpUpTo88(x)) != bits(Exp(x))) ++differ;
+  }
+  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(ExpUpTo88(-3.0e38f), 0.0f);
+  EXPECT_EQ(ExpUpTo88(-INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(ExpUpTo88(NAN)));
+  EXPECT_TRUE(std::isnan(Exp(NAN)));
+  EXPECT_EQ(Exp(1000.0f), Exp(88.0f));
+  EXPECT_EQ(Exp(INFINITY), Exp(88.0f));
+  EXPECT_TRUE(std::isfinite(Exp(INFINITY)));
 }
 
 TEST(OpMathTest, LogIsWithinTwoUlpOfLog) {
