@@ -98,7 +98,7 @@ SEQBOAT_HD float SiluByExp(float x) { return x / (1.0f + Exp(-x)); }
 // 20), from Exp and Log so that a loop over channels vectorises (the scan's
 // step sizes). For exp(x) < 0.1 log1p's series (to u^8, error < u^9 / 9)
 // keeps the relative accuracy that rounding 1 + u would lose; below x = -87
-// it is 0 (Exp's clamp).
+// it is 0 (where ExpUpTo88 gives 0).
 SEQBOAT_HD float Softplus(float x) {
   const float u = ExpUpTo88(x < 20.0f ? x : 20.0f);
   float series = 1.0f / 8.0f;
@@ -170,11 +170,16 @@ SEQBOAT_HD float ScanState(float* h, const float* a, const float* b,
   return y;
 }
 
+// A channel's output from its C·h, D, input and gate SiLU(z).
+SEQBOAT_HD float ScanOutput(float ch, float d, float x, float gate) {
+  return (ch + d * x) * gate;
+}
+
 SEQBOAT_HD float ScanStep(float* h, const float* a, const float* b,
                           const float* c, float dt_raw, float dt_bias, float x,
                           float d, float z, int n) {
   const float delta = ScanDelta(dt_raw, dt_bias);
-  return (ScanState(h, a, b, c, delta, x, n) + d * x) * SiluByExp(z);
+  return ScanOutput(ScanState(h, a, b, c, delta, x, n), d, x, SiluByExp(z));
 }
 
 }  // namespace seqboat::op_math

@@ -151,7 +151,8 @@ SEQBOAT_MAMBA_BLOCK void ScanToken16(const MambaScanParams& p,
   }
   float* out = p.out + row * p.e + c0;
   const float* d = p.d + c0;
-  for (j = 0; j < width; ++j) out[j] = (y[j] + d[j] * x[j]) * gate[j];
+  for (j = 0; j < width; ++j)
+    out[j] = op_math::ScanOutput(y[j], d[j], x[j], gate[j]);
 }
 
 // Any other d_state: op_math::ScanState per channel.
@@ -169,7 +170,7 @@ SEQBOAT_MAMBA_BLOCK void ScanTokenAnyN(const MambaScanParams& p,
     const float y =
         op_math::ScanState(h, p.a + static_cast<int64_t>(c) * n_state, b_row,
                            b_row + n_state, delta[j], x, n_state);
-    p.out[row * e + c] = (y + p.d[c] * x) * gate[j];
+    p.out[row * e + c] = op_math::ScanOutput(y, p.d[c], x, gate[j]);
   }
 }
 
