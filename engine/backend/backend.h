@@ -78,6 +78,9 @@ class Backend {
   virtual absl::Status Health() const { return absl::OkStatus(); }
 
   // --- memory ---------------------------------------------------------------
+  // Whether device memory is the host's own (the CPU backend): ops may then
+  // write into a caller's host buffer directly, with no CopyToHost after.
+  virtual bool MemoryIsHost() const { return false; }
   // Zeroed device memory, aligned for vector loads.
   virtual absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) = 0;
   virtual void Zero(void* dst, size_t bytes) = 0;

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   int64_t WeightBytes() const override { return weight_bytes_; }
 
   // Memory (cpu_backend.cc).
+  bool MemoryIsHost() const override { return true; }
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override;
   void Zero(void* dst, size_t bytes) override;
   void CopyToDevice(void* dst, const void* host_src, size_t bytes) override;

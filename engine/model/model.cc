@@ -119,7 +119,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
 }
 
 absl::Status Model::Run(const int32_t* ids, int n, const Segment* segs,
-                        int nsegs, const int32_t* logit_rows, int m) {
+                        int nsegs, const int32_t* logit_rows, int m,
+                        float* head_out) {
   if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step of ", n, " rows and ", m,
@@ -143,7 +144,7 @@ absl::Status Model::Run(const int32_t* ids, int n, const Segment* segs,
                   pad_rows_.data(), bucket);
     });
   } else {
-    s = Step(ids, n, segs, nsegs, logit_rows, m);
+    s = Step(ids, n, segs, nsegs, logit_rows, m, head_out);
   }
   return s;
 }
@@ -151,8 +152,13 @@ absl::Status Model::Run(const int32_t* ids, int n, const Segment* segs,
 absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
                             int nsegs, const int32_t* logit_rows, int m,
                             float* logits) {
-  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m);
-  if (s.ok() && m > 0) {
+  // Host memory backends write the head's rows where the caller wants them:
+  // at batch 128 with a 50k vocabulary that saves a 26 MB copy a step. (A
+  // padded step writes more rows than the caller has: it never goes there.)
+  float* direct =
+      backend_->MemoryIsHost() && buckets_.empty() ? logits : nullptr;
+  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m, direct);
+  if (s.ok() && m > 0 && direct == nullptr) {
     backend_->CopyToHost(
         logits, logits_.get(),
         static_cast<size_t>(m) * config_.vocab_size * sizeof(float));
@@ -195,7 +201,8 @@ int Model::DecodeBucket(const Segment* segs, int nsegs, int n,
 }
 
 absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
-                         int nsegs, const int32_t* logit_rows, int m) {
+                         int nsegs, const int32_t* logit_rows, int m,
+                         float* head_out) {
   Backend& be = *backend_;
   const int d = static_cast<int>(config_.d_model),
             v = static_cast<int>(config_.vocab_size);
@@ -208,7 +215,8 @@ absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
   if (m == 0) return absl::OkStatus();
   auto* g = static_cast<float*>(gathered_.get());
   auto* u = static_cast<float*>(normed_.get());
-  auto* out = static_cast<float*>(logits_.get());
+  float* out =
+      head_out != nullptr ? head_out : static_cast<float*>(logits_.get());
   be.GatherRows(r, d, logit_rows, m, g);
   const float* h = g;
   if (config_.final_norm.has_value()) {

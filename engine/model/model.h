@@ -65,13 +65,16 @@ class Model {
  private:
   Model() = default;
   // Checks the limits and runs Step, padded and captured when DecodeBucket
-  // allows; leaves the m logit rows first in logits_.
+  // allows; leaves the m logit rows first in logits_, or in `head_out` (m
+  // rows, only where the backend's memory is the host's and no step is
+  // padded).
   absl::Status Run(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                   const int32_t* logit_rows, int m);
+                   const int32_t* logit_rows, int m, float* head_out = nullptr);
   // Embedding, blocks, final norm and head for n rows; leaves m logit rows in
-  // logits_ (device).
+  // head_out, or in logits_ (device) when it is null.
   absl::Status Step(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                    const int32_t* logit_rows, int m);
+                    const int32_t* logit_rows, int m,
+                    float* head_out = nullptr);
   // The bucket a decode-only step pads to, or 0 to run it as it is.
   int DecodeBucket(const Segment* segs, int nsegs, int n,
                    const int32_t* logit_rows, int m) const;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 
 namespace seqboat {
@@ -147,6 +148,40 @@ TEST(ModelTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
                    reinterpret_cast<const float*>(y.data()), x.size() / 4),
         1e-6f);
   }
+}
+
+// The CPU backend's head writes into the caller's buffer; a backend whose
+// memory is not the host's gets a copy. Both give the same m rows, and
+// neither writes past them.
+class DeviceMemoryCpu final : public ForwardingBackend {
+ public:
+  DeviceMemoryCpu() : ForwardingBackend(MakeCpuBackend()) {}
+  bool MemoryIsHost() const override { return false; }
+};
+
+TEST(ModelTest, LogitsWrittenInPlaceEqualCopiedOnesAndStayInTheirRows) {
+  auto host = MakeCpuBackend();
+  DeviceMemoryCpu device;
+  ASSERT_TRUE(host->MemoryIsHost());
+  auto a = Model::Load(kTinyMamba, *host, {4, 16, std::vector<int>{}});
+  auto b = Model::Load(kTinyMamba, device, {4, 16, std::vector<int>{}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int v = (*a)->vocab_size();
+  const std::vector<int32_t> tokens = Tokens(6);
+  const int32_t rows[2] = {2, 5};  // two of the six rows want logits
+  constexpr float kGuard = -12345.0f;
+  std::vector<float> la(3 * v, kGuard), lb(3 * v, kGuard);
+  Segment sa{*(*a)->arena().Acquire(), 0, 6},
+      sb{*(*b)->arena().Acquire(), 0, 6};
+  ASSERT_TRUE((*a)->Forward(tokens.data(), 6, &sa, 1, rows, 2, la.data()).ok());
+  ASSERT_TRUE((*b)->Forward(tokens.data(), 6, &sb, 1, rows, 2, lb.data()).ok());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), 2 * v * sizeof(float)), 0);
+  for (int j = 2 * v; j < 3 * v; ++j) {
+    ASSERT_EQ(la[j], kGuard) << j;
+    ASSERT_EQ(lb[j], kGuard) << j;
+  }
+  // The rows are real logits, not the guard or zeros.
+  EXPECT_GT(MaxAbsDiff(la.data(), la.data() + v, v), 0.0f);
 }
 
 TEST(ModelTest, StacksThatReadBackMidStepAreNeverPadded) {

@@ -44,6 +44,7 @@ class ForwardingBackend : public Backend {
                               tokens);
   }
 
+  bool MemoryIsHost() const override { return inner_->MemoryIsHost(); }
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override {
     return inner_->Alloc(bytes);
   }
