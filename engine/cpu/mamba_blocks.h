@@ -26,6 +26,30 @@ inline constexpr int kBlock = 64;
 // baseline form.
 #define SEQBOAT_MAMBA_BLOCK __attribute__((flatten)) static inline
 
+// One token of a segment over `width` channels, on the windows where they
+// lie ([channel][tap]): a decode step's segment has one token, and turning
+// its windows tap-major and back would cost more than the token does. The
+// compiler loads and stores the kK-1 taps of 16 channels as whole vectors
+// with permutes. Apart, with restricted pointers, so that it vectorises
+// without aliasing checks. The sum is op_math::ConvSum's, in its order.
+template <int kK>
+__attribute__((flatten, noinline)) static void ConvOneToken(
+    float* __restrict windows, const float (*__restrict w)[kBlock],
+    const float* __restrict bias, const float* __restrict x,
+    float* __restrict out, int width) {
+  constexpr int kW = kK - 1;
+  for (int j = 0; j < width; ++j) {
+    float* win = windows + j * kW;
+    float acc = bias[j];
+    for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i];
+    acc += w[kW][j] * x[j];
+    for (int i = 0; i + 1 < kW; ++i) win[i] = win[i + 1];
+    win[kW - 1] = x[j];
+    out[j] = acc;
+  }
+  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
+}
+
 // d_conv 4 (every Mamba checkpoint): the block's taps and each segment's
 // windows are turned tap-major ([tap][channel], in local arrays), so that a
 // token is kK vector FMAs across channels and the shift is whole vectors;
@@ -55,6 +79,12 @@ SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
           static_cast<int64_t>(c0) * kW);
       for (int b = 0; b < width * kW * 4; b += 64)
         __builtin_prefetch(next + b, 1);
+    }
+    if (seg.len == 1) {
+      ConvOneToken<kK>(
+          windows, w, bias, p.x + static_cast<int64_t>(seg.start) * p.ldx + c0,
+          p.out + static_cast<int64_t>(seg.start) * p.e + c0, width);
+      continue;
     }
     for (int j = 0; j < width; ++j) {
       for (int i = 0; i < kW; ++i) win[i][j] = windows[j * kW + i];
