@@ -44,6 +44,46 @@ TEST(OpMathTest, ExpUpTo88IsExpBelowTheClamp) {
   EXPECT_TRUE(std::isfinite(Exp(INFINITY)));
 }
 
+TEST(OpMathTest, Exp2OfProductIsWithinTwoUlpOfExp2) {
+  double worst = 0;
+  for (float u = -126.0f; u < 127.0f; u += 0.00093f) {
+    for (float v : {1.0f, 0.37f, -2.9f}) {
+      const double prod = static_cast<double>(u) * v;
+      if (prod < -126 || prod > 127) continue;
+      const double want = std::exp2(prod);
+      worst = std::max(worst, std::fabs(Exp2OfProduct(u, v) - want) / want);
+    }
+  }
+  EXPECT_LT(worst, 2.4e-7);  // two fp32 epsilons
+  EXPECT_EQ(Exp2OfProduct(1.0f, 0.0f), 1.0f);
+  EXPECT_EQ(Exp2OfProduct(-3.0f, 1.0f), 0.125f);  // powers of 2 exactly
+  EXPECT_EQ(Exp2OfProduct(4.0f, 5.0f), 1048576.0f);
+  EXPECT_EQ(Exp2OfProduct(1.0f, -127.0f), 0.0f);
+  EXPECT_EQ(Exp2OfProduct(3.0e30f, -3.0e30f), 0.0f);
+  EXPECT_EQ(Exp2OfProduct(1.0f, -INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(Exp2OfProduct(NAN, -1.0f)));
+}
+
+// The scan's decay exp(delta a), as 2^((delta log2 e) a): rounding
+// delta log2(e) costs about |delta a| 2^-24 relatively, the order of the
+// rounding of the product delta a that an fp32 reference makes first.
+TEST(OpMathTest, ScanEntryDecaysByExpOfDeltaA) {
+  double worst = 0;
+  for (float delta = 1e-4f; delta < 12.0f; delta *= 1.013f) {
+    for (float a = -20.0f; a < -0.01f; a *= 0.93f) {
+      const double da = static_cast<double>(delta) * a;
+      if (da < -87) continue;
+      const double want = std::exp(da);
+      const double got = ScanEntry(1.0f, a, 0.0f, delta * kLog2e, 0.0f);
+      worst = std::max(worst, std::fabs(got - want) / want /
+                                  (2.4e-7 + std::fabs(da) * 1.2e-7));
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_EQ(ScanEntry(2.0f, -1.0f, 3.0f, 0.0f, 0.5f),
+            3.5f);  // delta 0: h + dx b
+}
+
 TEST(OpMathTest, LogIsWithinTwoUlpOfLog) {
   double worst = 0;
   for (float x = 1e-30f; x < 1e30f; x *= 1.0009765625f) {

@@ -143,13 +143,13 @@ __attribute__((flatten, noinline)) static void UpdateRows16(
     const float* __restrict delta, const float* __restrict x, int width) {
   constexpr int kN = 16;
   for (int j = 0; j < width; ++j) {
-    const float dx = delta[j] * x[j];
+    const float dx = delta[j] * x[j], delta_log2e = delta[j] * op_math::kLog2e;
     // The state streams from memory at large batches: ask for the line a
     // block (one 4 KiB page, where the hardware prefetcher stops) ahead.
     __builtin_prefetch(h + j * kN + kBlock * kN, 1);
     for (int i = 0; i < kN; ++i) {
-      h[j * kN + i] =
-          op_math::ScanEntry(h[j * kN + i], a[j * kN + i], b[i], delta[j], dx);
+      h[j * kN + i] = op_math::ScanEntry(h[j * kN + i], a[j * kN + i], b[i],
+                                         delta_log2e, dx);
     }
   }
 }
