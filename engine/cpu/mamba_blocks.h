@@ -153,8 +153,11 @@ __attribute__((flatten, noinline)) static void UpdateRows16(
   for (int j = 0; j < width; ++j) {
     const float dx = dxs[j], delta_log2e = dls[j];
     // The state streams from memory at large batches: ask for the line a
-    // block (one 4 KiB page, where the hardware prefetcher stops) ahead.
+    // block (one 4 KiB page, where the hardware prefetcher stops) ahead into
+    // L1, and two blocks ahead into L2 (scan at batch 128 about 8 % faster
+    // than with the first alone; four or eight blocks measured the same).
     __builtin_prefetch(h + j * kN + kBlock * kN, 1);
+    __builtin_prefetch(h + j * kN + 2 * kBlock * kN, 1, 2);
     for (int i = 0; i < kN; ++i) {
       h[j * kN + i] = op_math::ScanEntry(h[j * kN + i], a[j * kN + i], b[i],
                                          delta_log2e, dx);
