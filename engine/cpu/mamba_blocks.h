@@ -26,28 +26,51 @@ inline constexpr int kBlock = 64;
 // baseline form.
 #define SEQBOAT_MAMBA_BLOCK __attribute__((flatten)) static inline
 
-// One token of a segment over `width` channels, on the windows where they
-// lie ([channel][tap]): a decode step's segment has one token, and turning
-// its windows tap-major and back would cost more than the token does. The
-// compiler loads and stores the kK-1 taps of 16 channels as whole vectors
-// with permutes. Apart, with restricted pointers, so that it vectorises
-// without aliasing checks. The sum is op_math::ConvSum's, in its order.
-template <int kK>
+// One token over all e channels on the windows' and the taps' own
+// [channel][tap] layouts: a decode row. Its windows are one contiguous run
+// of the slot's state, which streams from memory at large batches; turning
+// them tap-major and back (ConvTapMajor) would cost more than the token
+// does. The compiler loads and stores the taps and windows of 16 channels
+// as whole vectors with permutes. Apart, with restricted pointers, so that
+// it vectorises without aliasing checks. The sum is op_math::ConvSum's, in
+// its order.
+template <int kK, bool kBias>
 __attribute__((flatten, noinline)) static void ConvOneToken(
-    float* __restrict windows, const float (*__restrict w)[kBlock],
+    float* __restrict windows, const float* __restrict w,
     const float* __restrict bias, const float* __restrict x,
-    float* __restrict out, int width) {
+    float* __restrict out, int e) {
   constexpr int kW = kK - 1;
-  for (int j = 0; j < width; ++j) {
+  for (int j = 0; j < e; ++j) {
     float* win = windows + j * kW;
-    float acc = bias[j];
-    for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i];
-    acc += w[kW][j] * x[j];
+    const float* tap = w + j * kK;
+    float acc = kBias ? bias[j] : 0.0f;
+    for (int i = 0; i < kW; ++i) acc += tap[i] * win[i];
+    acc += tap[kW] * x[j];
     for (int i = 0; i + 1 < kW; ++i) win[i] = win[i + 1];
     win[kW - 1] = x[j];
     out[j] = acc;
   }
-  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
+  for (int j = 0; j < e; ++j) out[j] = op_math::SiluByExp(out[j]);
+}
+
+// Segment s, which has one token, with d_conv 4 (every Mamba checkpoint).
+SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s) {
+  const Segment& seg = p.segs[s];
+  float* windows = p.state + seg.slot * p.state_stride;
+  const float* x = p.x + static_cast<int64_t>(seg.start) * p.ldx;
+  float* out = p.out + static_cast<int64_t>(seg.start) * p.e;
+  if (s + 1 < p.nsegs) {
+    // The next slot's windows are a jump away: ask L2 for them now.
+    const char* next = reinterpret_cast<const char*>(
+        p.state + p.segs[s + 1].slot * p.state_stride);
+    for (int64_t b = 0; b < int64_t{p.e} * 3 * 4; b += 64)
+      __builtin_prefetch(next + b, 1, 2);
+  }
+  if (p.bias != nullptr) {
+    ConvOneToken<4, true>(windows, p.w, p.bias, x, out, p.e);
+  } else {
+    ConvOneToken<4, false>(windows, p.w, nullptr, x, out, p.e);
+  }
 }
 
 // d_conv 4 (every Mamba checkpoint): the block's taps and each segment's
@@ -69,7 +92,8 @@ SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
   for (int s = s0; s < s1; ++s) {
     const Segment& seg = p.segs[s];
     // A zero-length segment may share a live one's slot: it touches nothing.
-    if (seg.len <= 0) continue;
+    // One-token segments have their own pass (ConvSegmentOneToken).
+    if (seg.len <= 1) continue;
     float* windows =
         p.state + seg.slot * p.state_stride + static_cast<int64_t>(c0) * kW;
     if (s + 1 < s1) {
@@ -79,12 +103,6 @@ SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
           static_cast<int64_t>(c0) * kW);
       for (int b = 0; b < width * kW * 4; b += 64)
         __builtin_prefetch(next + b, 1);
-    }
-    if (seg.len == 1) {
-      ConvOneToken<kK>(
-          windows, w, bias, p.x + static_cast<int64_t>(seg.start) * p.ldx + c0,
-          p.out + static_cast<int64_t>(seg.start) * p.e + c0, width);
-      continue;
     }
     for (int j = 0; j < width; ++j) {
       for (int i = 0; i < kW; ++i) win[i][j] = windows[j * kW + i];

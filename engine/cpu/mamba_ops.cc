@@ -1,7 +1,8 @@
 // Mamba's recurrent ops on the CPU: OpenMP over (segment, block of channels)
 // pairs for the scan and (group of segments, block) pairs for the conv,
-// tokens of a segment in order; each pair runs mamba_blocks.h compiled for
-// the backend's instruction set.
+// tokens of a segment in order, and over one-token segments for the conv of
+// decode rows; each runs mamba_blocks.h compiled for the backend's
+// instruction set.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,11 +52,31 @@ void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
   mamba_blocks::ConvBlock(p, s0, s1, blk);
 }
 
+void Avx2ConvOneToken(const MambaConvParams& p, int s) {
+  mamba_blocks::ConvSegmentOneToken(p, s);
+}
+
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
   mamba_blocks::ScanBlock<Avx2Vec>(p, s, blk);
 }
 
 void CpuBackend::MambaConv(const MambaConvParams& p) {
+  // With d_conv 4, one-token segments (decode rows) take a pass of their own
+  // over whole slots (ConvSegmentOneToken); the block loop skips them.
+  int64_t ones = 0, longer = 0;
+  for (int s = 0; s < p.nsegs; ++s) {
+    ones += p.segs[s].len == 1;
+    longer += p.segs[s].len > 1;
+  }
+  if (p.k == 4 && ones > 0) {
+    void (*one)(const MambaConvParams&, int) =
+        isa_ == Isa::kAvx512 ? Avx512ConvOneToken : Avx2ConvOneToken;
+#pragma omp parallel for schedule(static) if (WorthThreads(ones * p.e * p.k))
+    for (int s = 0; s < p.nsegs; ++s) {
+      if (p.segs[s].len == 1) one(p, s);
+    }
+    if (longer == 0) return;
+  }
   void (*block)(const MambaConvParams&, int, int, int) =
       isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock;
   // Segments in groups, each group's taps turned once per block.
