@@ -11,15 +11,30 @@
 
 namespace seqboat::op_math {
 
+// 2^k for an integer k in [-126, 127] given as a float: k + 127 lands in the
+// low mantissa bits of k + 1.5 * 2^23 + 127, and a shift moves it into the
+// exponent field. Float arithmetic and bit casts only, so any k (even far
+// out of int range, where the callers discard the result) is defined
+// behaviour.
+SEQBOAT_HD float Pow2(float k) {
+  const float shifted = k + (12582912.0f + 127.0f);
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(__float_as_uint(shifted) << 23);
+#else
+  // A bit cast the vectoriser sees through (memcpy via the stack it does not).
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, shifted) << 23);
+#endif
+}
+
 // exp(x) for x <= 88 from arithmetic alone (Cody-Waite range reduction and
 // Cephes' degree-6 polynomial), so the loops over a state vector vectorise on
 // the CPU instead of calling expf once per element; the GPU runs the same
 // arithmetic. Within one ulp of exp for x in [-87, 88]; 0 below -87 (where
 // expf gives subnormals). Above 88 the value is meaningless (but defined):
-// callers pass arguments bounded there (the scans' Δ·A is never positive),
-// others call Exp, which clamps. Without a clamp in its way the compiler
-// keeps this a straight line of vector arithmetic (a clamp's constant gets
-// threaded through the polynomial into compares and blends).
+// callers pass arguments bounded there (Mamba-2's Δ·A is never positive,
+// Softplus passes -|x|), others call Exp, which clamps. Without a clamp in its
+// way the compiler keeps this a straight line of vector arithmetic (a clamp's
+// constant gets threaded through the polynomial into compares and blends).
 SEQBOAT_HD float ExpUpTo88(float x) {
   const float k = floorf(x * 1.44269504088896341f + 0.5f);
   const float r = x - k * 0.693359375f - k * -2.12194440e-4f;
@@ -30,19 +45,7 @@ SEQBOAT_HD float ExpUpTo88(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  // 2^k: k + 127 lands in the low mantissa bits of k + 1.5 * 2^23 + 127
-  // (k is an integer), and a shift moves it into the exponent field. Float
-  // arithmetic and bit casts only, so any k (even far out of int range below
-  // -87, where the result is discarded) is defined behaviour.
-  const float shifted = k + (12582912.0f + 127.0f);
-#if defined(__CUDA_ARCH__)
-  const float scale = __uint_as_float(__float_as_uint(shifted) << 23);
-#else
-  // A bit cast the vectoriser sees through (memcpy via the stack it does not).
-  const float scale =
-      __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, shifted) << 23);
-#endif
-  return x < -87.0f ? 0.0f : y * scale;
+  return x < -87.0f ? 0.0f : y * Pow2(k);
 }
 
 // exp(x) for any x: ExpUpTo88 with its argument clamped to 88. The clamp is
@@ -140,15 +143,7 @@ SEQBOAT_HD float Exp2OfProduct(float u, float v) {
   p = p * r + 2.4022647738e-1f;
   p = p * r + 6.9314718246e-1f;
   p = p * r + 1.0f;
-  // 2^k as in ExpUpTo88.
-  const float shifted = k + (12582912.0f + 127.0f);
-#if defined(__CUDA_ARCH__)
-  const float scale = __uint_as_float(__float_as_uint(shifted) << 23);
-#else
-  const float scale =
-      __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, shifted) << 23);
-#endif
-  return t < -125.5f ? 0.0f : p * scale;
+  return t < -125.5f ? 0.0f : p * Pow2(k);
 }
 
 // One state entry's update: h' = exp(delta a) h + (delta x) b, given
