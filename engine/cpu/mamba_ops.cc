@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/cpu/cpu_backend_impl.h"
 #include "engine/cpu/mamba_blocks.h"
@@ -52,8 +53,8 @@ void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
   mamba_blocks::ConvBlock(p, s0, s1, blk);
 }
 
-void Avx2ConvOneToken(const MambaConvParams& p, int s) {
-  mamba_blocks::ConvSegmentOneToken(p, s);
+void Avx2ConvOneToken(const MambaConvParams& p, int s, const float* taps) {
+  mamba_blocks::ConvSegmentOneToken(p, s, taps);
 }
 
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk) {
@@ -69,11 +70,19 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
     longer += p.segs[s].len > 1;
   }
   if (p.k == 4 && ones > 0) {
-    void (*one)(const MambaConvParams&, int) =
+    void (*one)(const MambaConvParams&, int, const float*) =
         isa_ == Isa::kAvx512 ? Avx512ConvOneToken : Avx2ConvOneToken;
+    // The taps tap-major, [k][e], for all the call's decode rows.
+    std::vector<float> turned(static_cast<size_t>(p.k) * p.e);
+    for (int c = 0; c < p.e; ++c) {
+      for (int i = 0; i < p.k; ++i) {
+        turned[static_cast<size_t>(i) * p.e + c] = p.w[c * p.k + i];
+      }
+    }
+    const float* taps = turned.data();
 #pragma omp parallel for schedule(static) if (WorthThreads(ones * p.e * p.k))
     for (int s = 0; s < p.nsegs; ++s) {
-      if (p.segs[s].len == 1) one(p, s);
+      if (p.segs[s].len == 1) one(p, s, taps);
     }
     if (longer == 0) return;
   }

@@ -54,8 +54,8 @@ void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
   mamba_blocks::ConvBlock(p, s0, s1, blk);
 }
 
-void Avx512ConvOneToken(const MambaConvParams& p, int s) {
-  mamba_blocks::ConvSegmentOneToken(p, s);
+void Avx512ConvOneToken(const MambaConvParams& p, int s, const float* taps) {
+  mamba_blocks::ConvSegmentOneToken(p, s, taps);
 }
 
 void Avx512ScanBlock(const MambaScanParams& p, int s, int blk) {

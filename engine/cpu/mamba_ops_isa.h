@@ -1,7 +1,7 @@
 // Mamba's conv over segments [s0, s1) and Mamba-1's scan over one segment,
 // each for one block of channels, and the conv of one one-token segment
-// over all channels, per instruction set (mamba_blocks.h compiled for
-// each). Not a public header.
+// over all channels (taps turned tap-major, [k][e]), per instruction set
+// (mamba_blocks.h compiled for each). Not a public header.
 #ifndef SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
 #define SEQBOAT_ENGINE_CPU_MAMBA_OPS_ISA_H_
 
@@ -10,10 +10,10 @@
 namespace seqboat::cpu {
 
 void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
-void Avx2ConvOneToken(const MambaConvParams& p, int s);
+void Avx2ConvOneToken(const MambaConvParams& p, int s, const float* taps);
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk);
 void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
-void Avx512ConvOneToken(const MambaConvParams& p, int s);
+void Avx512ConvOneToken(const MambaConvParams& p, int s, const float* taps);
 void Avx512ScanBlock(const MambaScanParams& p, int s, int blk);
 
 }  // namespace seqboat::cpu
