@@ -54,7 +54,7 @@ __attribute__((flatten, noinline)) static void ConvOneToken(
 
 // Segment s, which has one token, with d_conv 4 (every Mamba checkpoint),
 // by blocks of channels; taps: p.w turned tap-major, [4][e]. One contiguous
-// run of state per slot, streamed: at batch 32 and 128 this is 20-25 %
+// run of state per slot, streamed: at batch 32 and 128 this is 15-25 %
 // faster than blocks of channels across 16 slots (mamba_ops_bench).
 SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s,
                                              const float* taps) {
