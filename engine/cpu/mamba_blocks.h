@@ -58,6 +58,7 @@ __attribute__((flatten, noinline)) static void ConvOneToken(
 // faster than blocks of channels across 16 slots (mamba_ops_bench).
 SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s,
                                              const float* taps) {
+  constexpr int kW = 3;  // floats of a channel's window
   const Segment& seg = p.segs[s];
   float* windows = p.state + seg.slot * p.state_stride;
   const float* x = p.x + static_cast<int64_t>(seg.start) * p.ldx;
@@ -68,14 +69,15 @@ SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s,
       p.state + p.segs[s + 1 < p.nsegs ? s + 1 : s].slot * p.state_stride);
   for (int c0 = 0; c0 < p.e; c0 += kBlock) {
     const int width = std::min(kBlock, p.e - c0);
-    for (int b = 0; b < width * 3 * 4; b += 64)
-      __builtin_prefetch(next + c0 * 3 * 4 + b, 1, 2);
+    const int64_t bytes = int64_t{width} * kW * sizeof(float);
+    for (int64_t b = 0; b < bytes; b += 64)
+      __builtin_prefetch(next + c0 * kW * sizeof(float) + b, 1, 2);
     if (p.bias != nullptr) {
-      ConvOneToken<4, true>(windows + c0 * 3, taps + c0, p.bias + c0, x + c0,
-                            out + c0, width, p.e);
+      ConvOneToken<kW + 1, true>(windows + c0 * kW, taps + c0, p.bias + c0,
+                                 x + c0, out + c0, width, p.e);
     } else {
-      ConvOneToken<4, false>(windows + c0 * 3, taps + c0, nullptr, x + c0,
-                             out + c0, width, p.e);
+      ConvOneToken<kW + 1, false>(windows + c0 * kW, taps + c0, nullptr, x + c0,
+                                  out + c0, width, p.e);
     }
   }
 }
