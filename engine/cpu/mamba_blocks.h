@@ -82,20 +82,21 @@ SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s,
   }
 }
 
-// d_conv 4 (every Mamba checkpoint): the block's taps and each segment's
-// windows are turned tap-major ([tap][channel], in local arrays), so that a
-// token is kK vector FMAs across channels and the shift is whole vectors;
-// the windows go back to the state's [channel][tap] layout after the
-// segment's last token. The taps are turned once for all the segments of
-// the call. The sum is op_math::ConvSum's, in its order.
+// d_conv 4 (every Mamba checkpoint), taps: p.w turned tap-major, [kK][e]
+// (once per call, by MambaConv). Each segment's windows are turned
+// tap-major too ([tap][channel], in a local array), so that a token is kK
+// vector FMAs across channels and the shift is whole vectors; the windows
+// go back to the state's [channel][tap] layout after the segment's last
+// token. The sum is op_math::ConvSum's, in its order.
 template <int kK>
 SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
-                                      int c0, int width) {
+                                      int c0, int width,
+                                      const float* __restrict taps) {
   constexpr int kW = kK - 1;
-  float win[kW][kBlock], w[kK][kBlock], bias[kBlock];
+  float win[kW][kBlock], bias[kBlock];
+  const float* __restrict w[kK];
+  for (int i = 0; i < kK; ++i) w[i] = taps + static_cast<int64_t>(i) * p.e + c0;
   for (int j = 0; j < width; ++j) {
-    for (int i = 0; i < kK; ++i)
-      w[i][j] = p.w[static_cast<int64_t>(c0 + j) * kK + i];
     bias[j] = p.bias != nullptr ? p.bias[c0 + j] : 0.0f;
   }
   for (int s = s0; s < s1; ++s) {
@@ -136,13 +137,14 @@ SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
   }
 }
 
-// Segments [s0, s1) over one block of channels.
+// Segments [s0, s1) over one block of channels; taps as ConvTapMajor's
+// when d_conv is 4, else unused.
 SEQBOAT_MAMBA_BLOCK void ConvBlock(const MambaConvParams& p, int s0, int s1,
-                                   int blk) {
+                                   int blk, const float* taps) {
   const int e = p.e, k = p.k;
   const int c0 = blk * kBlock;
   const int width = std::min(kBlock, e - c0);
-  if (k == 4) return ConvTapMajor<4>(p, s0, s1, c0, width);
+  if (k == 4) return ConvTapMajor<4>(p, s0, s1, c0, width, taps);
   for (int s = s0; s < s1; ++s) {
     const Segment& seg = p.segs[s];
     float* windows = p.state + seg.slot * p.state_stride +

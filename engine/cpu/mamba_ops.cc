@@ -49,8 +49,9 @@ struct Avx2Vec {
 
 }  // namespace
 
-void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
-  mamba_blocks::ConvBlock(p, s0, s1, blk);
+void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk,
+                   const float* taps) {
+  mamba_blocks::ConvBlock(p, s0, s1, blk, taps);
 }
 
 void Avx2ConvOneToken(const MambaConvParams& p, int s, const float* taps) {
@@ -69,26 +70,29 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
     ones += p.segs[s].len == 1;
     longer += p.segs[s].len > 1;
   }
-  if (p.k == 4 && ones > 0) {
-    void (*one)(const MambaConvParams&, int, const float*) =
-        isa_ == Isa::kAvx512 ? Avx512ConvOneToken : Avx2ConvOneToken;
-    // The taps tap-major, [k][e], for all the call's decode rows.
-    std::vector<float> turned(static_cast<size_t>(p.k) * p.e);
+  // With d_conv 4, the taps tap-major, [k][e], for all the call's segments.
+  std::vector<float> turned;
+  if (p.k == 4 && ones + longer > 0) {
+    turned.resize(static_cast<size_t>(p.k) * p.e);
     for (int c = 0; c < p.e; ++c) {
       for (int i = 0; i < p.k; ++i) {
         turned[static_cast<size_t>(i) * p.e + c] = p.w[c * p.k + i];
       }
     }
-    const float* taps = turned.data();
+  }
+  const float* taps = turned.data();
+  if (p.k == 4 && ones > 0) {
+    void (*one)(const MambaConvParams&, int, const float*) =
+        isa_ == Isa::kAvx512 ? Avx512ConvOneToken : Avx2ConvOneToken;
 #pragma omp parallel for schedule(static) if (WorthThreads(ones * p.e * p.k))
     for (int s = 0; s < p.nsegs; ++s) {
       if (p.segs[s].len == 1) one(p, s, taps);
     }
     if (longer == 0) return;
   }
-  void (*block)(const MambaConvParams&, int, int, int) =
+  void (*block)(const MambaConvParams&, int, int, int, const float*) =
       isa_ == Isa::kAvx512 ? Avx512ConvBlock : Avx2ConvBlock;
-  // Segments in groups, each group's taps turned once per block.
+  // Segments in groups of 16, each group over every block of channels.
   constexpr int kGroup = 16;
   const int groups = (p.nsegs + kGroup - 1) / kGroup;
   const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;
@@ -96,7 +100,7 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
 #pragma omp parallel for collapse(2) schedule(static) if (WorthThreads(work))
   for (int g = 0; g < groups; ++g) {
     for (int blk = 0; blk < blocks; ++blk) {
-      block(p, g * kGroup, std::min(p.nsegs, (g + 1) * kGroup), blk);
+      block(p, g * kGroup, std::min(p.nsegs, (g + 1) * kGroup), blk, taps);
     }
   }
 }

@@ -50,8 +50,9 @@ struct Avx512Vec {
 
 }  // namespace
 
-void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk) {
-  mamba_blocks::ConvBlock(p, s0, s1, blk);
+void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk,
+                     const float* taps) {
+  mamba_blocks::ConvBlock(p, s0, s1, blk, taps);
 }
 
 void Avx512ConvOneToken(const MambaConvParams& p, int s, const float* taps) {

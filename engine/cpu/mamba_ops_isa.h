@@ -9,10 +9,12 @@
 
 namespace seqboat::cpu {
 
-void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
+void Avx2ConvBlock(const MambaConvParams& p, int s0, int s1, int blk,
+                   const float* taps);
 void Avx2ConvOneToken(const MambaConvParams& p, int s, const float* taps);
 void Avx2ScanBlock(const MambaScanParams& p, int s, int blk);
-void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk);
+void Avx512ConvBlock(const MambaConvParams& p, int s0, int s1, int blk,
+                     const float* taps);
 void Avx512ConvOneToken(const MambaConvParams& p, int s, const float* taps);
 void Avx512ScanBlock(const MambaScanParams& p, int s, int blk);
 
