@@ -70,9 +70,11 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
     ones += p.segs[s].len == 1;
     longer += p.segs[s].len > 1;
   }
+  // Zero-length segments (padding) touch nothing.
+  if (ones + longer == 0) return;
   // With d_conv 4, the taps tap-major, [k][e], for all the call's segments.
   std::vector<float> turned;
-  if (p.k == 4 && ones + longer > 0) {
+  if (p.k == 4) {
     turned.resize(static_cast<size_t>(p.k) * p.e);
     for (int c = 0; c < p.e; ++c) {
       for (int i = 0; i < p.k; ++i) {
