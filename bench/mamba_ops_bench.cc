@@ -109,11 +109,12 @@ int Run() {
     // The step's inputs, shared by the layers. Mamba-1: in_proj rows
     // [b, 2e] (x | z), conv outputs [b, e], dt [b, e], B and C [b, 2n].
     // Mamba-2: in_proj rows [b, conv_ch] (xBC), conv outputs [b, conv_ch],
-    // dt [b, heads]. Outputs [b, e].
+    // dt [b, heads]; its B and C are in xBC. Outputs [b, e].
     const int in_w = sh.mamba2 ? sh.conv_ch : 2 * kE;
     std::vector<float> in(static_cast<size_t>(b) * in_w),
         conv_out(static_cast<size_t>(b) * sh.conv_ch),
-        dt(static_cast<size_t>(b) * d_len), bc(b * 2 * sh.n), y(b * kE);
+        dt(static_cast<size_t>(b) * d_len), bc(sh.mamba2 ? 0 : b * 2 * sh.n),
+        y(b * kE);
     for (std::vector<float>* v : {&in, &dt, &bc})
       for (float& f : *v) f = u(rng);
     std::vector<Segment> segs(b);
