@@ -24,7 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "engine/model/model.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 
 ABSL_FLAG(std::string, model_dir, "", "canonical model directory");
 ABSL_FLAG(std::string, label, "", "name printed with the results");

@@ -34,12 +34,12 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "bench/random_model.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/packed_matrix.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mamba2.h"
 #include "engine/model/config.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/packed_matrix.h"
 
 ABSL_FLAG(std::string, model_dir, "",
           "existing canonical model; empty makes the 130M shape");

@@ -24,7 +24,7 @@
 #include "bench/bench_util.h"
 #include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
-#include "engine/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, batches, "1,32,128", "decode batch sizes");
 ABSL_FLAG(std::string, isa, "auto", "CPU instruction set: auto, avx2, avx512");

@@ -15,8 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, model_dir, "", "canonical model directory");
 ABSL_FLAG(std::string, label, "", "name printed on the result line");

@@ -14,7 +14,7 @@ targets=(//...)
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "no /usr/local/cuda/bin/nvcc: building without the CUDA backend"
   flags=(--define=cuda=off)
-  targets=(-- //... -//kernels/... -//tools/cuda_emu/... -//third_party:cuda
+  targets=(-- //... -//kernels/cuda/... -//tools/cuda_emu/... -//third_party:cuda
            -//tests/gpu/...
            -//bench:cuda_decode_bench)
 fi

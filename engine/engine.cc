@@ -208,6 +208,15 @@ class EngineImpl final : public Engine {
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, std::unique_ptr<Backend> backend) {
+  absl::StatusOr<std::unique_ptr<ModelDir>> dir =
+      ModelDir::Open(options.model_dir);
+  if (!dir.ok()) return dir.status();
+  return Create(options, std::move(backend), **dir);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const EngineOptions& options, std::unique_ptr<Backend> backend,
+    ModelDir& dir) {
   if (options.max_slots <= 0 || options.max_queue < 0 ||
       options.step_token_budget <= 0) {
     return absl::InvalidArgumentError(
@@ -220,12 +229,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   ModelLimits limits;
   limits.max_slots = options.max_slots;
   limits.max_rows_per_step = options.step_token_budget + options.max_slots;
-  auto model = Model::Load(options.model_dir, *backend, limits);
+  auto model = Model::Load(dir, *backend, limits);
   if (!model.ok()) return model.status();
   std::set<std::string> logged;
   for (const std::string& warning : (*model)->config().warnings) {
     if (logged.insert(warning).second) {
-      spdlog::warn("{}/config.json: {}", options.model_dir, warning);
+      spdlog::warn("{}: {}", dir.FilePath("config.json"), warning);
     }
   }
   // The model's config.json names its EOS; it wins over the tokenizer's guess.
@@ -234,8 +243,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     tokenizer_options.eos_token_id =
         static_cast<int32_t>(*(*model)->config().eos_token_id);
   }
-  auto tokenizer =
-      LoadTokenizer(options.model_dir + "/tokenizer.json", tokenizer_options);
+  auto tokenizer = ParseTokenizerFile(
+      dir.tokenizer_json(), dir.FilePath("tokenizer.json"), tokenizer_options);
   if (!tokenizer.ok()) return tokenizer.status();
   if ((*tokenizer)->vocab_size() > (*model)->vocab_size()) {
     return absl::InvalidArgumentError(absl::StrCat(

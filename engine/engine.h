@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/model_dir/model_dir.h"
 #include "engine/request.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -73,8 +74,13 @@ struct ModelSummary {
 
 class Engine {
  public:
-  // Loads the model onto `backend` (chosen by the caller: see
-  // server/backend_choice.h) and starts the engine thread.
+  // Loads the model of `dir` onto `backend` (chosen by the caller: see
+  // server/backend_choice.h), with the tokenizer of `dir`, and starts the
+  // engine thread. `dir`'s weights are closed once the model is loaded.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options, std::unique_ptr<Backend> backend,
+      ModelDir& dir);
+  // The same from options.model_dir (ModelDir::Open).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const EngineOptions& options, std::unique_ptr<Backend> backend);
   virtual ~Engine() = default;

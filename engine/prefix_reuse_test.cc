@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "weights/safetensors.h"
 #include "weights/safetensors_writer.h"
 

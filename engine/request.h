@@ -12,23 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/backend/sampling_params.h"
 
 namespace seqboat {
-
-// Sampling parameters, already validated by the server (see proto comments).
-struct SamplingParams {
-  float temperature = 1.0f;  // 0 means greedy
-  int32_t top_k = 0;         // 0 means off
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;  // 1 means off
-  // OpenAI's penalties over the tokens generated so far (not the prompt):
-  // a generated token's logit loses frequency_penalty per time it was
-  // generated, then presence_penalty once. 0 means off.
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;
-};
 
 struct StoppingParams {
   int32_t max_new_tokens = 256;
@@ -42,16 +28,6 @@ struct StoppingParams {
 };
 
 enum class FinishReason { kNone, kLength, kStopString, kEos, kCancelled };
-
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;
-};
-
-struct TokenLogprobs {
-  TokenLogprob chosen;
-  std::vector<TokenLogprob> top;  // best first
-};
 
 // One step's output for one of a request's sequences (`index`, the choice).
 // A sequence's events arrive in order, and its last one has finish != kNone

@@ -23,7 +23,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 targets=()
-for f in kernels/*_gpu_test.cc tests/gpu/*_gpu_test.cc; do
+for f in kernels/cuda/*_gpu_test.cc tests/gpu/*_gpu_test.cc; do
   pkg="$(dirname "$f")"; name="$(basename "$f" .cc)"
   targets+=("//$pkg:$name")
 done

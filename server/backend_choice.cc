@@ -1,11 +1,11 @@
 #include "server/backend_choice.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_isa.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "spdlog/spdlog.h"
 #if SEQBOAT_WITH_CUDA
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #endif
 
 namespace seqboat {

@@ -1,8 +1,6 @@
 #include "server/chat_template.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -42,20 +40,13 @@ absl::StatusOr<std::optional<std::string>> TokenString(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromModelDir(
-    const std::string& dir, const jinja::Limits& limits) {
-  const std::string path = absl::StrCat(dir, "/tokenizer_config.json");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path,
-                     " does not exist, so the model has no chat "
-                     "template"));
+    const ModelDir& dir, const jinja::Limits& limits) {
+  const std::string path = dir.FilePath("tokenizer_config.json");
+  if (!dir.tokenizer_config_json().has_value()) {
+    return absl::NotFoundError(absl::StrCat(
+        path, " does not exist, so the model has no chat template"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": read failed"));
-  return FromTokenizerConfig(text.str(), path, limits);
+  return FromTokenizerConfig(*dir.tokenizer_config_json(), path, limits);
 }
 
 absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(

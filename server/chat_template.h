@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/model_dir/model_dir.h"
 #include "server/jinja/template.h"
 #include "server/jinja/text.h"
 
@@ -34,12 +35,12 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // `dir`/tokenizer_config.json's template. NOT_FOUND when the file or its
-  // chat_template is absent (a model without a template); INVALID_ARGUMENT,
-  // naming the file, when either cannot be read or the template does not
-  // parse.
+  // The template of `dir`'s tokenizer_config.json. NOT_FOUND when the file
+  // or its chat_template is absent (a model without a template);
+  // INVALID_ARGUMENT, naming the file, when the file cannot be read or the
+  // template does not parse.
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> FromModelDir(
-      const std::string& dir, const jinja::Limits& limits = {});
+      const ModelDir& dir, const jinja::Limits& limits = {});
   // The same from the text of a tokenizer_config.json; `source` names it in
   // errors.
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> FromTokenizerConfig(

@@ -79,7 +79,9 @@ TEST(ChatTemplate, AModelWithoutATemplateIsNotFound) {
     EXPECT_THAT(std::string(t.status().message()),
                 HasSubstr("no chat_template"));
   }
-  auto missing = ChatTemplate::FromModelDir("/nonexistent/model");
+  auto no_config = ModelDir::Open("tests/data/tiny_mamba");
+  ASSERT_TRUE(no_config.ok()) << no_config.status();
+  auto missing = ChatTemplate::FromModelDir(**no_config);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()),
               HasSubstr("tokenizer_config.json does not exist"));
@@ -115,15 +117,25 @@ TEST(ChatTemplate, BadConfigsAreInvalidAndNamed) {
 TEST(ChatTemplate, ReadsTheModelDirectory) {
   const std::filesystem::path dir =
       std::filesystem::path(testing::TempDir()) / "chat_template_model";
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  for (const char* file :
+       {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::copy_file(
+        std::filesystem::path("tests/data/tiny_mamba") / file, dir / file);
+  }
   std::ofstream(dir / "tokenizer_config.json") << kChatMl;
-  auto t = ChatTemplate::FromModelDir(dir.string());
+  auto opened = ModelDir::Open(dir.string());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto t = ChatTemplate::FromModelDir(**opened);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->special_tokens(),
             (std::vector<std::pair<std::string, std::string>>{
                 {"eos_token", "<|im_end|>"}}));
   std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{%"})";
-  auto bad = ChatTemplate::FromModelDir(dir.string());
+  auto reopened = ModelDir::Open(dir.string());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto bad = ChatTemplate::FromModelDir(**reopened);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("tokenizer_config.json: chat_template: line 1"));

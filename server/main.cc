@@ -28,7 +28,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
-#include "engine/model/weight_store.h"
+#include "engine/model_dir/model_dir.h"
 #include "server/backend_choice.h"
 #include "server/chat_template.h"
 #include "server/engine_gauges.h"
@@ -293,10 +293,16 @@ int Run() {
   choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   choice.cpu_weights = absl::GetFlag(FLAGS_cpu_weights);
   choice.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
-  // A file that cannot be read is reported by the model load, with context.
-  if (auto stored = WeightStore::StoredMatrixType(
-          absl::GetFlag(FLAGS_model_dir) + "/model.safetensors");
-      stored.ok()) {
+  absl::StatusOr<std::unique_ptr<ModelDir>> model_dir =
+      ModelDir::Open(absl::GetFlag(FLAGS_model_dir));
+  if (!model_dir.ok()) {
+    spdlog::error("cannot load model from {}: {}",
+                  absl::GetFlag(FLAGS_model_dir),
+                  model_dir.status().ToString());
+    return 1;
+  }
+  // Without an embedding the model load below says what is missing.
+  if (auto stored = (*model_dir)->StoredMatrixType(); stored.ok()) {
     choice.stored_weights = *stored;
   }
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(choice);
@@ -320,7 +326,7 @@ int Run() {
     metrics.OnAdmit(queued);
   };
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, *std::move(backend));
+      Engine::Create(options, *std::move(backend), **model_dir);
   if (!engine.ok()) {
     spdlog::error("cannot load model from {}: {}", options.model_dir,
                   engine.status().ToString());
@@ -381,7 +387,7 @@ int Run() {
     template_limits.max_work_bytes = std::max(
         template_limits.max_work_bytes, 16 * template_limits.max_output_bytes);
     absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
-        ChatTemplate::FromModelDir(options.model_dir, template_limits);
+        ChatTemplate::FromModelDir(**model_dir, template_limits);
     if (chat_template.ok()) {
       o.chat_template = *std::move(chat_template);
     } else if (chat_template.status().code() == absl::StatusCode::kNotFound) {

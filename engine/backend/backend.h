@@ -196,7 +196,7 @@ class Backend {
   // Whether the engine should sample with SampleRows rather than copy the
   // logits to the host and sample there: true where logits live on a device.
   virtual bool SamplesOnDevice() const { return false; }
-  // tokens[j] = the token engine/sampling's Sampler picks, with rows[j]'s
+  // tokens[j] = the token engine/backend's Sampler picks, with rows[j]'s
   // parameters, penalised ids and step, from row j of logit_scale * logits
   // (logits: [m, vocab], the backend's memory). rows, seen_ids (the flat id
   // array the rows index) and tokens are host memory; returns once tokens

@@ -20,7 +20,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/layers/layer.h"
-#include "engine/model/weight_store.h"
+#include "engine/model_dir/weight_store.h"
 
 namespace seqboat {
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
+#include "engine/state/slot_state.h"
 
 namespace seqboat {
 
@@ -30,18 +31,11 @@ struct StepContext {
       nullptr;  // device, ScratchFloatsPerRow() * n floats at least
 };
 
-class Layer {
+// Its recurrent state (SlotState) lives in the arena, one region per block.
+class Layer : public SlotState {
  public:
-  virtual ~Layer() = default;
-  virtual std::string kind() const = 0;
-  // Bytes of recurrent state one sequence needs in this block (0 if none).
-  virtual int64_t StateBytesPerSlot() const = 0;
   // Scratch floats per step row that Forward may use.
   virtual int64_t ScratchFloatsPerRow() const = 0;
-  // Gives the block its arena region: [max_slots, StateBytesPerSlot()] bytes.
-  virtual void BindState(void* base) = 0;
-  // Clears one slot's state (a new sequence starts from zeros).
-  virtual void ResetSlot(Backend& backend, int slot) = 0;
   // residual [n, d_model] is updated in place by the block.
   virtual absl::Status Forward(const StepContext& ctx, float* residual) = 0;
   // Appends the block's counters (none by default).

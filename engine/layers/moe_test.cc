@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/testing/matrix_upload_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "weights/safetensors_writer.h"
 
 namespace seqboat {

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
 #include "engine/layers/block.h"
-#include "engine/model/weight_store.h"
+#include "engine/model_dir/weight_store.h"
 
 namespace seqboat {
 

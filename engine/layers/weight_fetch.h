@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
-#include "engine/model/weight_store.h"
+#include "engine/model_dir/weight_store.h"
 
 namespace seqboat {
 // A device copy of the whole tensor (any rank), flattened.

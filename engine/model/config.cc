@@ -1,7 +1,5 @@
 #include "engine/model/config.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,17 +7,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_text.h"
 #include "base/json_reader.h"
 #include "base/status_macros.h"
 #include "engine/layers/block_registry.h"
+#include "engine/model_dir/model_dir.h"
 
 namespace seqboat {
 namespace {
 
 using nlohmann::json;
-
-// A config is a few kilobytes; refuse to slurp anything huge.
-constexpr long kMaxConfigBytes = 16l << 20;
 
 absl::Status ParseBlock(const json& value, size_t index,
                         const std::string& source,
@@ -125,24 +122,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                             &std::fclose);
-  if (file == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open"));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
-    text.append(buffer, n);
-    if (text.size() > static_cast<size_t>(kMaxConfigBytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": larger than ", kMaxConfigBytes, " bytes; not a config"));
-    }
-  }
-  if (std::ferror(file.get())) {
-    return absl::DataLossError(absl::StrCat(path, ": read error"));
-  }
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileText(path, ModelDir::kMaxConfigBytes));
   return ParseModelConfig(text, path);
 }
 

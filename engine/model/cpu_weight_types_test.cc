@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
+#include "base/dtype_convert.h"
 #include "engine/model/model.h"
 #include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
-#include "weights/dtype_convert.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace seqboat {
 namespace {

@@ -28,21 +28,25 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
                                                    Backend& backend,
                                                    const ModelLimits& limits) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelDir> opened, ModelDir::Open(dir));
+  return Load(*opened, backend, limits);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
+                                                   Backend& backend,
+                                                   const ModelLimits& limits) {
   if (limits.max_slots <= 0 || limits.max_rows_per_step <= 0) {
     return absl::InvalidArgumentError("model limits must be positive");
   }
-  auto config = LoadModelConfig(dir + "/config.json");
+  auto config =
+      ParseModelConfig(dir.config_json(), dir.FilePath("config.json"));
   if (!config.ok()) return config.status();
-  auto weights = WeightStore::Open(dir + "/model.safetensors");
-  if (!weights.ok()) return weights.status();
+  ASSIGN_OR_RETURN(WeightStore * store, dir.weights());
 
   std::unique_ptr<Model> model(new Model());
   model->config_ = *std::move(config);
   model->limits_ = limits;
   model->backend_ = &backend;
-  // Backends copy what they upload: the file's mapping and its fp32
-  // conversions go when loading ends.
-  std::unique_ptr<WeightStore> store = *std::move(weights);
   const ModelConfig& cfg = model->config_;
   WeightStore& ws = *store;
   const int64_t d = cfg.d_model, v = cfg.vocab_size;
@@ -73,8 +77,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
     model->layers_.push_back(*std::move(layer));
   }
   RETURN_IF_ERROR(ws.CheckAllUsed());
+  // Backends copy what they upload: the file's mapping and its fp32
+  // conversions go now.
+  dir.CloseWeights();
 
-  std::vector<Layer*> raw;
+  std::vector<SlotState*> raw;
   int64_t scratch_per_row = 0;
   for (auto& l : model->layers_) {
     raw.push_back(l.get());

@@ -14,7 +14,7 @@
 #include "engine/layers/layer.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/model/config.h"
-#include "engine/model/weight_store.h"
+#include "engine/model_dir/model_dir.h"
 #include "engine/state/slot_arena.h"
 
 namespace seqboat {
@@ -29,7 +29,12 @@ struct ModelLimits {
 
 class Model {
  public:
-  // Reads dir/config.json and dir/model.safetensors; every tensor must be used.
+  // Builds the model of `dir`'s config.json from its weights, every tensor
+  // used, then closes the weights (the backend holds its own copies).
+  static absl::StatusOr<std::unique_ptr<Model>> Load(ModelDir& dir,
+                                                     Backend& backend,
+                                                     const ModelLimits& limits);
+  // The same from a directory's path (ModelDir::Open).
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      Backend& backend,
                                                      const ModelLimits& limits);

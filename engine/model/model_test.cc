@@ -5,9 +5,9 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
 #include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace seqboat {
 namespace {

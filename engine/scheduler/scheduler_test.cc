@@ -9,10 +9,10 @@
 #include <set>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
 #include "engine/testing/event_collector.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace seqboat {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "engine/backend/sample_row.h"
+#include "engine/backend/sampler.h"
 #include "engine/request.h"
-#include "engine/sampling/sampler.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"
 #include "engine/tokenizer/tokenizer.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/backend/sample_row.h"
+#include "engine/backend/sampler.h"
 #include "engine/request.h"
-#include "engine/sampling/sampler.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"
 

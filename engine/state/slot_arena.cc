@@ -9,20 +9,20 @@
 namespace seqboat {
 
 SlotArena::SlotArena(Backend& backend, int max_slots,
-                     std::vector<Layer*> layers)
+                     std::vector<SlotState*> layers)
     : backend_(backend), max_slots_(max_slots), layers_(std::move(layers)) {
   in_use_.assign(max_slots, false);
   for (int s = max_slots - 1; s >= 0; --s) free_.push_back(s);
 }
 
 absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
-    Backend& backend, int max_slots, const std::vector<Layer*>& layers) {
+    Backend& backend, int max_slots, const std::vector<SlotState*>& layers) {
   if (max_slots <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_slots must be > 0, got ", max_slots));
   }
   int64_t per_slot_total = 0;
-  for (const Layer* layer : layers)
+  for (const SlotState* layer : layers)
     per_slot_total += layer->StateBytesPerSlot();
   if (const int64_t free_bytes = backend.FreeBytes(); free_bytes >= 0) {
     RETURN_IF_ERROR(CheckArenaFits(per_slot_total, max_slots, free_bytes,
@@ -55,7 +55,7 @@ std::optional<int> SlotArena::Acquire() {
   const int slot = free_.back();
   free_.pop_back();
   in_use_[slot] = true;
-  for (Layer* layer : layers_) {
+  for (SlotState* layer : layers_) {
     if (layer->StateBytesPerSlot() > 0) layer->ResetSlot(backend_, slot);
   }
   return slot;

@@ -12,16 +12,17 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
-#include "engine/layers/layer.h"
+#include "engine/state/slot_state.h"
 
 namespace seqboat {
 
 class SlotArena {
  public:
-  // Allocates and binds every layer's state region. RESOURCE_EXHAUSTED, with
-  // the size asked for, when the backend cannot hold it.
+  // Allocates and binds every holder's state region (one per block).
+  // RESOURCE_EXHAUSTED, with the size asked for, when the backend cannot hold
+  // it.
   static absl::StatusOr<std::unique_ptr<SlotArena>> Create(
-      Backend& backend, int max_slots, const std::vector<Layer*>& layers);
+      Backend& backend, int max_slots, const std::vector<SlotState*>& holders);
 
   // The lowest free slot with its state zeroed, or nullopt when all are taken.
   std::optional<int> Acquire();
@@ -38,11 +39,11 @@ class SlotArena {
   void Restore(int slot, const std::vector<uint8_t>& snapshot);
 
  private:
-  SlotArena(Backend& backend, int max_slots, std::vector<Layer*> layers);
+  SlotArena(Backend& backend, int max_slots, std::vector<SlotState*> holders);
 
   Backend& backend_;
   int max_slots_;
-  std::vector<Layer*> layers_;
+  std::vector<SlotState*> layers_;
   std::vector<DeviceBuffer> regions_;  // one per layer with state
   std::vector<int64_t> region_bytes_;  // per-slot bytes of each layer
   std::vector<bool> in_use_;

@@ -1,12 +1,11 @@
 #include "engine/tokenizer/tokenizer.h"
 
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_text.h"
 #include "base/json_reader.h"
 #include "base/status_macros.h"
 #include "engine/tokenizer/byte_tokenizer.h"
@@ -138,20 +137,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
     const std::string& path, const TokenizerOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  }
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileText(path, kMaxTokenizerJsonBytes));
+  return ParseTokenizerFile(text, path, options);
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerFile(
+    std::string_view json_text, const std::string& source,
+    const TokenizerOptions& options) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      ParseTokenizerJson(text.str(), options);
+      ParseTokenizerJson(json_text, options);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
-                        absl::StrCat(path, ": ", tok.status().message()));
+                        absl::StrCat(source, ": ", tok.status().message()));
   }
   return tok;
 }

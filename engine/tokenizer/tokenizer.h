@@ -80,9 +80,17 @@ struct TokenizerOptions {
   int32_t eos_token_id = -1;
 };
 
+// The largest tokenizer.json read (the largest vocabularies' files are tens
+// of megabytes).
+inline constexpr int64_t kMaxTokenizerJsonBytes = int64_t{256} << 20;
+
 // Reads a tokenizer.json. Errors name the file and the field at fault.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(
     const std::string& path, const TokenizerOptions& options = {});
+// A tokenizer.json's text read elsewhere; errors start with `source`.
+absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerFile(
+    std::string_view json_text, const std::string& source,
+    const TokenizerOptions& options = {});
 // Same, from the file's text; errors name the field at fault.
 absl::StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(
     std::string_view json_text, const TokenizerOptions& options = {});

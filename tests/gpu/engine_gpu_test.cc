@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace seqboat {
 namespace {

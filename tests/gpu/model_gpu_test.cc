@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
-#include "kernels/testing/gpu_test_util.h"
+#include "kernels/cuda/testing/gpu_test_util.h"
 
 namespace seqboat::gpu_test {
 namespace {

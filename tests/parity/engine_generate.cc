@@ -14,8 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, model, "", "canonical model directory");
 ABSL_FLAG(std::string, tokens, "", "comma-separated prompt token ids");

@@ -14,8 +14,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, model, "", "canonical model directory");
 ABSL_FLAG(std::string, tokens, "", "comma-separated token ids");

@@ -10,7 +10,7 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
 
     Args:
       name: the cc_library.
-      src: the .cu file's label, e.g. "//kernels:mamba_kernels.cu".
+      src: the .cu file's label, e.g. "//kernels/cuda:mamba_kernels.cu".
       hdrs: headers the .cu file includes (its launcher header, the shared
         math), listed as textual headers; .cuh files are accepted there.
       deps: cc_library targets for the headers' own dependencies.
@@ -27,7 +27,7 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
         name = name,
         testonly = True,
         srcs = [cc],
-        textual_hdrs = hdrs + ["//kernels:launch.cuh"],
+        textual_hdrs = hdrs + ["//kernels/cuda:launch.cuh"],
         # `#pragma unroll` is nvcc's.
         copts = ["-Wno-unknown-pragmas"],
         deps = deps + ["//tools/cuda_emu:emulator"],

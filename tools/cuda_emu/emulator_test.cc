@@ -9,7 +9,7 @@
 // CUDA keywords below mean what they mean there.
 #include "tools/cuda_emu/cuda_emulation.h"
 // clang-format off
-#include "kernels/launch.cuh"
+#include "kernels/cuda/launch.cuh"
 // clang-format on
 
 #include <algorithm>

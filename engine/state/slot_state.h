@@ -1,0 +1,30 @@
+// What the slot arena needs of a holder of per-sequence state (a block of
+// the layer stack): how many bytes one sequence takes, where its region is,
+// and how to clear one slot. Fixed-size state is what lets the arena be
+// allocated once, before the first request.
+#ifndef SEQBOAT_ENGINE_STATE_SLOT_STATE_H_
+#define SEQBOAT_ENGINE_STATE_SLOT_STATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace seqboat {
+
+class SlotState {
+ public:
+  virtual ~SlotState() = default;
+  // For messages ("mamba1").
+  virtual std::string kind() const = 0;
+  // Bytes of state one sequence needs (0 if none).
+  virtual int64_t StateBytesPerSlot() const = 0;
+  // Gives the holder its region: [max_slots, StateBytesPerSlot()] bytes.
+  virtual void BindState(void* base) = 0;
+  // Clears one slot's state (a new sequence starts from zeros).
+  virtual void ResetSlot(Backend& backend, int slot) = 0;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_STATE_SLOT_STATE_H_

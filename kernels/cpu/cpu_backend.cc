@@ -1,0 +1,165 @@
+// Memory and the dense ops of the CPU backend.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/backend/op_math.h"
+#include "kernels/cpu/cpu_backend_impl.h"
+#include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/parallel.h"
+
+namespace seqboat {
+namespace cpu {
+namespace {
+constexpr size_t kAlign = 64;
+}  // namespace
+
+CpuBackend::CpuBackend(int threads, WeightType weights, Isa isa)
+    : weights_(weights), isa_(isa) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+std::string CpuBackend::DeviceName() const {
+  return absl::StrCat("cpu (", IsaName(isa_), ", ", WeightTypeName(weights_),
+                      " weights)");
+}
+
+absl::StatusOr<DeviceBuffer> CpuBackend::Alloc(size_t bytes) {
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+  }
+  std::memset(p, 0, rounded);
+  return DeviceBuffer(p, std::free);
+}
+
+void CpuBackend::Zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+
+void CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
+absl::StatusOr<const float*> CpuBackend::UploadVector(const float* host,
+                                                      int64_t n) {
+  auto buf = Alloc(n * sizeof(float));
+  if (!buf.ok()) return buf.status();
+  std::memcpy(buf->get(), host, n * sizeof(float));
+  owned_.push_back(*buf);
+  weight_bytes_ += n * static_cast<int64_t>(sizeof(float));
+  return static_cast<const float*>(buf->get());
+}
+
+absl::StatusOr<Matrix> CpuBackend::UploadMatrix(const float* host, int64_t rows,
+                                                int64_t cols) {
+  return UploadAs(host, rows, cols, weights_);
+}
+
+absl::StatusOr<Matrix> CpuBackend::UploadMatrixFp32(const float* host,
+                                                    int64_t rows,
+                                                    int64_t cols) {
+  return UploadAs(host, rows, cols, WeightType::kF32);
+}
+
+absl::StatusOr<Matrix> CpuBackend::UploadAs(const float* host, int64_t rows,
+                                            int64_t cols, WeightType type) {
+  auto packed = PackedMatrix::Pack(host, rows, cols, type);
+  if (!packed.ok()) return packed.status();
+  weight_bytes_ += static_cast<int64_t>((*packed)->bytes());
+  matrices_.push_back(*std::move(packed));
+  return Matrix{matrices_.back().get(), rows, cols, type == WeightType::kF32};
+}
+
+void CpuBackend::Embed(const int32_t* ids, int n, const Matrix& m, float scale,
+                       float* out) {
+  const PackedMatrix& table = Packed(m);
+  for (int i = 0; i < n; ++i) {
+    table.ReadRow(ids[i], scale, out + static_cast<int64_t>(i) * m.cols);
+  }
+}
+
+void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
+                         float eps, float* out) {
+  RmsNormStrided(x, d, n, d, w, eps, out, d);
+}
+
+void CpuBackend::RmsNormStrided(const float* x, int ldx, int n, int d,
+                                const float* w, float eps, float* out,
+                                int ldo) {
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
+  for (int i = 0; i < n; ++i) {
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float* oi = out + static_cast<int64_t>(i) * ldo;
+    float sum_sq = 0.0f;
+    for (int j = 0; j < d; ++j) sum_sq += xi[j] * xi[j];
+    const float s = op_math::RmsScale(sum_sq, d, eps);
+    if (w != nullptr) {
+      for (int j = 0; j < d; ++j) oi[j] = xi[j] * s * w[j];
+    } else {
+      for (int j = 0; j < d; ++j) oi[j] = xi[j] * s;
+    }
+  }
+}
+
+void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
+                           const float* b, float eps, float* out) {
+#pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
+  for (int i = 0; i < n; ++i) {
+    const float* xi = x + static_cast<int64_t>(i) * d;
+    float* oi = out + static_cast<int64_t>(i) * d;
+    float sum = 0.0f;
+    for (int j = 0; j < d; ++j) sum += xi[j];
+    const float mean = sum / static_cast<float>(d);
+    float sum_sq = 0.0f;
+    for (int j = 0; j < d; ++j) sum_sq += (xi[j] - mean) * (xi[j] - mean);
+    const float s = op_math::RmsScale(sum_sq, d, eps);
+    for (int j = 0; j < d; ++j) {
+      float v = (xi[j] - mean) * s;
+      if (w != nullptr) v *= w[j];
+      if (b != nullptr) v += b[j];
+      oi[j] = v;
+    }
+  }
+}
+
+void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
+                      const float* bias, float* y, int ldy, bool accumulate) {
+  PackedGemm(isa_, x, ldx, n, Packed(w), bias, y, ldy, accumulate);
+}
+
+void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
+                            float* out) {
+  for (int j = 0; j < m; ++j) {
+    std::memcpy(out + static_cast<int64_t>(j) * d,
+                x + static_cast<int64_t>(rows[j]) * d, d * sizeof(float));
+  }
+}
+
+}  // namespace cpu
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(
+    const CpuBackendOptions& options) {
+  auto weights = cpu::ParseWeightType(options.weights);
+  if (!weights.ok()) return weights.status();
+  const cpu::CpuFeatures features = cpu::DetectCpu();
+  auto isa = cpu::ChooseIsa(options.isa, features);
+  if (!isa.ok()) return isa.status();
+  return std::make_unique<cpu::CpuBackend>(options.threads, *weights, *isa);
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(int threads) {
+  return std::make_unique<cpu::CpuBackend>(threads, cpu::WeightType::kF32,
+                                           cpu::DetectCpu().Best());
+}
+
+}  // namespace seqboat

@@ -1,0 +1,201 @@
+// The CUDA backend's class, shared by the files that define its ops: memory,
+// descriptor staging, GEMMs and graph capture in cuda_backend.cc, then one
+// host file per op family (dense_ops.cc, mamba_ops.cc, ...) that stages the
+// op's host descriptors and calls the family's launchers (*_kernels.h).
+//
+// Host descriptors (token ids, segments, row lists) go through a pinned
+// staging buffer: Stage() copies them there and enqueues the upload, so a
+// recorded graph re-reads them on every replay. While replaying (see
+// RunCaptured) ops only stage and launch nothing.
+#ifndef SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
+#define SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/descriptor_staging.h"
+
+namespace seqboat::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Use Create; the constructor only stores the options.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  std::string DeviceName() const override;
+  int64_t FreeBytes() const override;
+  int64_t WeightBytes() const override { return weight_bytes_; }
+
+  // Step capture (cuda_backend.cc).
+  std::vector<int> CaptureBuckets(int max_slots) const override;
+  absl::Status RunCaptured(int64_t key,
+                           const std::function<absl::Status()>& step) override;
+
+  // Memory (cuda_backend.cc).
+  absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override;
+  void Zero(void* dst, size_t bytes) override;
+  void CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
+  void CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  absl::StatusOr<const float*> UploadVector(const float* host,
+                                            int64_t n) override;
+  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
+                                      int64_t cols) override;
+  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
+                                          int64_t cols) override;
+
+  // Dense ops (dense_ops.cc; Gemm in cuda_backend.cc).
+  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
+             float* out) override;
+  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
+               float* out) override;
+  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
+                      float eps, float* out, int ldo) override;
+  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
+                 float eps, float* out) override;
+  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
+            float* y, int ldy, bool accumulate) override;
+  void GatherRows(const float* x, int d, const int32_t* rows, int m,
+                  float* out) override;
+
+  // Mamba-1 (mamba_ops.cc).
+  void MambaConv(const MambaConvParams& p) override;
+  void MambaScan(const MambaScanParams& p) override;
+
+  // Mamba-2 (mamba2_ops.cc).
+  void Mamba2Scan(const Mamba2ScanParams& p) override;
+  void GatedRmsNorm(const GatedRmsNormParams& p) override;
+
+  // Attention over a sink + rolling-window KV cache (attention_ops.cc).
+  void SinkAttention(const SinkAttentionParams& p) override;
+  void SinkCacheAppend(const SinkAppendParams& p) override;
+
+  // SeqBoat (seqboat_ops.cc).
+  absl::Status CheckSeqBoat(const SeqBoatShape& shape) const override;
+  void SeqBoatEma(const SeqBoatEmaParams& p) override;
+  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
+                    float* conf, int32_t* compact, int32_t* active) override;
+  void SeqBoatAttend(const SeqBoatAttendParams& p) override;
+  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
+                  const float* conf, const int32_t* compact, int n, int d,
+                  float* out) override;
+
+  // mlp / moe (dense_ops.cc) and S4D (s4d_ops.cc).
+  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
+                   int f, Activation act, float* out, int ldo,
+                   bool accumulate) override;
+  void AddBias(float* y, int ldy, int n, int d, const float* v) override;
+  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
+                int top_k, bool renormalize, int32_t* experts,
+                float* gates) override;
+  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
+                        const float* scales, int m, float* dst,
+                        int lddst) override;
+  void S4dScan(const S4dScanParams& p) override;
+
+  // Sampling (sampling_ops.cc).
+  bool SamplesOnDevice() const override { return true; }
+  absl::Status SampleRows(const float* logits, int m, int vocab,
+                          float logit_scale, const SampleRow* rows,
+                          const int32_t* seen_ids, int32_t* tokens) override;
+
+  // The first CUDA or cuBLAS error since the last call (sticky until taken).
+  absl::Status TakeError() override;
+  absl::Status Health() const override { return fault_; }
+
+  cudaStream_t stream() const { return stream_; }
+  Storage storage() const { return storage_; }
+  // How `w` is stored on the device.
+  Storage StorageOf(const Matrix& w) const {
+    return w.fp32 ? Storage::kF32 : storage_;
+  }
+  // False while a recorded step replays: ops then stage and return.
+  bool launching() const { return !replaying_; }
+
+  // Copies `count` host elements to the staging buffer and enqueues their
+  // upload; returns the device copy (valid for the current step). Returns
+  // null for count 0.
+  template <typename T>
+  const T* Stage(const T* host, size_t count) {
+    return static_cast<const T*>(StageBytes(host, count * sizeof(T)));
+  }
+
+  // Scratch device memory of at least `bytes` for one op family (`id`: a
+  // ScratchId). It never moves under a recording: growing keeps the old
+  // buffer alive with the backend, since graphs recorded with it may still
+  // replay. Null on failure, which is recorded for TakeError.
+  enum ScratchId { kGemmInput = 0, kSinkAttentionSplits, kScratchIds };
+  void* Scratch(ScratchId id, size_t bytes, const char* what);
+
+  // Makes options_.device current on the calling thread: the CUDA runtime's
+  // current device is per thread, and the engine runs steps on its own.
+  void UseDevice();
+
+  // Records the first failure; ops have no Status of their own.
+  void Check(cudaError_t e, const char* what);
+  void CheckLaunch(const char* what) { Check(cudaGetLastError(), what); }
+
+ private:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  absl::Status Init();
+  absl::StatusOr<Matrix> UploadAs(const float* host, int64_t rows, int64_t cols,
+                                  Storage storage);
+  const void* StageBytes(const void* host, size_t bytes);
+  // Waits for the stream and starts staging from offset 0 again.
+  void SyncAndRewindStaging();
+  // Starts staging from offset 0; everything staged must have been consumed.
+  void RewindStaging();
+  void DropGraphs();
+
+  struct Recording {
+    cudaGraphExec_t exec = nullptr;
+    // What the recorded step staged: a replay must stage the same.
+    DescriptorStaging::Log staged;
+  };
+
+  CudaBackendOptions options_;
+  Storage storage_ = Storage::kBf16;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  // Descriptor staging: pinned host and device buffers of equal size, and
+  // where this pass placed what in them.
+  uint8_t* staging_host_ = nullptr;
+  uint8_t* staging_dev_ = nullptr;
+  DescriptorStaging staging_{nullptr, 0};
+  bool capturing_ = false;
+  bool replaying_ = false;
+  std::map<int64_t, Recording> graphs_;
+  std::map<int64_t, int> capture_failures_;
+  std::vector<DeviceBuffer> owned_;  // uploaded weights
+  struct ScratchBuffer {
+    DeviceBuffer buffer;
+    size_t bytes = 0;
+  };
+  ScratchBuffer scratch_[kScratchIds];
+  std::vector<DeviceBuffer> retired_scratch_;
+  int64_t weight_bytes_ = 0;
+  absl::Status error_;
+  // The first sticky CUDA error (IsStickyCudaError): the device is lost.
+  absl::Status fault_;
+  // SampleRows' scratch (the tokens, then the kernels' workspace) and its
+  // penalised ids when too many to stage. Grown between steps, never
+  // referenced by a recorded graph.
+  DeviceBuffer sample_scratch_, sample_seen_;
+  size_t sample_scratch_bytes_ = 0, sample_seen_bytes_ = 0;
+};
+
+}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_

@@ -1,0 +1,28 @@
+// Launchers of the Mamba-1 kernels (mamba_kernels.cu): the causal depthwise
+// conv and the selective scan, one thread per (segment, channel), tokens of a
+// segment in order. Pointers are device memory; each launcher enqueues on
+// `stream` and returns at once. nsegs == 0 or e == 0 launches nothing.
+//
+// Segments of one call have distinct slots, except zero-length segments
+// (decode padding), which may share a slot with a real one: those threads
+// neither read nor write state.
+#ifndef SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_
+#define SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "engine/backend/mamba_params.h"
+
+namespace seqboat::cuda {
+
+// Window in registers for k in {2, 3, 4}, in global memory otherwise.
+void LaunchMambaConv(const MambaConvParams& p, cudaStream_t stream);
+
+// State and A rows in registers for n_state in {4, 8, 16, 32}, the state in
+// global memory otherwise.
+void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream);
+
+}  // namespace seqboat::cuda
+
+#endif  // SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_

@@ -1,0 +1,65 @@
+// Sampling on the GPU: stage the rows and their penalised ids, launch the
+// sampling kernels on the step's logits, read back one token per row. The
+// rows' checks, the scratch's sizes and the launcher parameters come from
+// sampling_params, which the emulation tests share.
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/sampling_kernels.h"
+#include "kernels/cuda/sampling_params.h"
+
+namespace seqboat::cuda {
+
+absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
+                                     float logit_scale, const SampleRow* rows,
+                                     const int32_t* seen_ids, int32_t* tokens) {
+  if (m <= 0) return absl::OkStatus();
+  if (capturing_ || replaying_) {
+    return absl::FailedPreconditionError(
+        "SampleRows inside a captured step (it reads back to the host)");
+  }
+  const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(rows, m);
+  if (!plan.ok()) return plan.status();
+  const size_t seen = plan->seen;
+
+  const absl::StatusOr<size_t> need = SampleScratchBytes(m, vocab);
+  if (!need.ok()) return need.status();
+  if (*need > sample_scratch_bytes_) {
+    const size_t want = SampleScratchGrowth(m, vocab, *need);
+    sample_scratch_.reset();
+    sample_scratch_bytes_ = 0;
+    auto buf = Alloc(want);
+    if (!buf.ok()) return buf.status();
+    sample_scratch_ = *buf;
+    sample_scratch_bytes_ = want;
+  }
+
+  // The ids of long contexts can outgrow the staging buffer; they then take
+  // a buffer of their own.
+  const int32_t* dev_seen = nullptr;
+  const size_t seen_bytes = seen * sizeof(int32_t);
+  if (seen_bytes > 0 && seen_bytes <= staging_.capacity() / 4) {
+    dev_seen = Stage(seen_ids, seen);
+  } else if (seen_bytes > 0) {
+    if (seen_bytes > sample_seen_bytes_) {
+      sample_seen_.reset();
+      sample_seen_bytes_ = 0;
+      auto buf = Alloc(seen_bytes * 2);
+      if (!buf.ok()) return buf.status();
+      sample_seen_ = *buf;
+      sample_seen_bytes_ = seen_bytes * 2;
+    }
+    CopyToDevice(sample_seen_.get(), seen_ids, seen_bytes);
+    dev_seen = static_cast<const int32_t*>(sample_seen_.get());
+  }
+
+  const SampleRow* dev_rows = Stage(rows, static_cast<size_t>(m));
+  if (dev_rows == nullptr) return TakeError();
+  const SampleRowsParams p =
+      SampleRowsParamsFor(logits, m, vocab, logit_scale, dev_rows, dev_seen,
+                          *plan, sample_scratch_.get(), sample_scratch_bytes_);
+  Check(LaunchSampleRows(p, stream_), "SampleRows");
+  // Waits for the kernels and rewinds the staging buffer.
+  CopyToHost(tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
+  return TakeError();
+}
+
+}  // namespace seqboat::cuda
