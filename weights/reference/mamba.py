@@ -3,7 +3,7 @@
 Written from MODELS.md 1.2 and 1.4, plus Jamba's optional RMSNorms over the
 dt, B and C slices of x_proj's output (block field `dt_bc_norm`). The selective
 scan is a plain loop over time on the whole sequence; it deliberately shares
-nothing with the training scan (weights/train_scan.py), the test-only step form
+nothing with the training scan (weights/training/train_scan.py), the test-only step form
 or the engine's step, so that agreement between them is evidence, not
 tautology.
 """

@@ -11,8 +11,9 @@ import os
 import pytest
 import torch
 
-from weights import canonical, fortunes
+from weights import canonical
 from weights.reference.model import ReferenceModel
+from weights.training import fortunes
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MODELS = os.path.join(ROOT, "weights", "models")
@@ -26,7 +27,7 @@ def _common_layout(model_dir):
     cfg, tensors, meta = canonical.load_model_dir(model_dir)
     assert cfg["vocab_size"] == canonical.BYTE_VOCAB and cfg["d_model"] == 128
     assert cfg["eos_token_id"] == fortunes.EOS and cfg["bos_token_id"] is None
-    assert meta["converter"] == "weights.train_hybrid"
+    assert meta["converter"] == "weights.training.train_hybrid"
     assert all(t.dtype == torch.float32 for t in tensors.values())
     assert os.path.getsize(os.path.join(model_dir, "model.safetensors")) <= 8 * 1024 * 1024
     with open(os.path.join(model_dir, "tokenizer.json")) as f:
@@ -45,7 +46,7 @@ def test_default_model_layout_uses_every_kind():
     cfg, tensors = _common_layout(DEFAULT)
     assert cfg["name"] == "seqboat-hybrid-bytes"
     kinds = [b["kind"] for b in cfg["blocks"]]
-    # Every kind the training code has (weights/train_hybrid.py); it has no Mamba-2
+    # Every kind the training code has (weights/training/train_hybrid.py); it has no Mamba-2
     # block, so the bundled model cannot hold one.
     assert set(kinds) == set(canonical.BLOCK_SHAPES) - {"mamba2"} == {
         "mamba1", "seqboat", "attention", "moe", "s4d", "mlp"}

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from weights import convert, fortunes, train, train_eval
+from weights import convert
 from weights.reference.model import ReferenceModel
-from weights.train_model import MambaLM, generate
-from weights.train_scan import selective_scan
+from weights.training import fortunes, train, train_eval
+from weights.training.train_model import MambaLM, generate
+from weights.training.train_scan import selective_scan
 
 
 def plain_scan(delta, A, Bm, Cm, x):

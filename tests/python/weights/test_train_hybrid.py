@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from weights import canonical
-from weights import train_hybrid as th
 from weights.reference import attention as attn_ref
 from weights.reference import mamba as mamba_ref
 from weights.reference import moe as moe_ref
 from weights.reference import s4d as s4d_ref
 from weights.reference import seqboat as seqboat_ref
 from weights.reference.model import ReferenceModel
+from weights.training import train_hybrid as th
 
 
 def _randomise(module, scale=0.3, seed=0):

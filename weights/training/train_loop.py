@@ -1,4 +1,4 @@
-"""The optimisation both training scripts (weights/train.py, weights/train_hybrid.py) run.
+"""The optimisation both training scripts (weights/training/train.py, weights/training/train_hybrid.py) run.
 
 AdamW (0.9, 0.95) on random windows of seq_len + 1 tokens of the train stream,
 gradient clipping, and a linear warm-up then cosine decay to min-lr-frac x lr.

@@ -1,6 +1,6 @@
 """Train the bundled byte-level Mamba-1 model on Debian's fortunes, then convert it.
 
-    python -m weights.train [--out weights/models/default] [--time-budget 1560] ...
+    python -m weights.training.train [--out weights/models/default] [--time-budget 1560] ...
 
 Steps: read fortunes, hold out ~5% (hash split), train with AdamW on random
 windows of the EOS-joined train stream, evaluate held-out bits per byte next to
@@ -23,8 +23,9 @@ import time
 
 import torch
 
-from weights import convert, fortunes, safetensors_io, train_eval, train_loop
-from weights.train_model import MambaLM, generate
+from weights import convert, safetensors_io
+from weights.training import fortunes, train_eval, train_loop
+from weights.training.train_model import MambaLM, generate
 
 
 def parse_args(argv):
@@ -106,9 +107,9 @@ def training_md(a, stats, argv, wall, diff, samp, size):
     hp = {k: v for k, v in vars(a).items() if k not in ("out", "hf_out", "overwrite", "fortune_dir")}
     lines = [
         "# seqboat-mamba-bytes: how this model was trained", "",
-        "Byte-level Mamba-1 trained by `weights/train.py` on the plain-text files of Debian's",
+        "Byte-level Mamba-1 trained by `weights/training/train.py` on the plain-text files of Debian's",
         "`fortunes` package (`/usr/share/games/fortunes`), fortunes joined by EOS (id 256).",
-        "", "## Command", "", "```", "python -m weights.train " + " ".join(shlex.quote(x) for x in argv),
+        "", "## Command", "", "```", "python -m weights.training.train " + " ".join(shlex.quote(x) for x in argv),
         "```", "", "## Result", "",
         "| figure | value |", "|---|---|",
         f"| held-out bits/byte (model) | **{stats['bpb']:.3f}** |",

@@ -4,7 +4,7 @@ Parameter names match MODELS.md 1.5 exactly (backbone.embeddings.weight,
 backbone.layers.{i}.mixer.A_log, ...), so saving the state_dict gives an HF
 checkpoint that goes through the same converter as any downloaded model.
 
-The selective scan is weights/train_scan.py (a cache-friendly autograd Function
+The selective scan is weights/training/train_scan.py (a cache-friendly autograd Function
 with chunked checkpointing), which is what makes CPU training fast enough. The
 whole model is verified against the independent full-sequence reference
 (weights/reference/mamba.py) in the tests.
@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from weights.train_scan import selective_scan
+from weights.training.train_scan import selective_scan
 
 
 class RMSNorm(nn.Module):

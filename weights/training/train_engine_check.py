@@ -1,6 +1,6 @@
 """Check a trained canonical model in the C++ engine: logits vs the reference, greedy text.
 
-    python -m weights.train_engine_check --model weights/models/default [--md OUT.md]
+    python -m weights.training.train_engine_check --model weights/models/default [--md OUT.md]
 
 Runs bazel-bin/tests/parity/engine_logits on the first 256 bytes of a held-out
 fortune (after EOS), decoding token by token and in chunks of 16, and compares
@@ -18,8 +18,8 @@ import tempfile
 import numpy as np
 import torch
 
-from weights import fortunes
 from weights.reference.model import ReferenceModel
+from weights.training import fortunes
 
 BIN = "bazel-bin/tests/parity"
 PROMPTS = ["The ", "Q: What is ", "A man "]
@@ -41,7 +41,7 @@ def main(argv=None):
     text = held_out_text()
     tokens = [fortunes.EOS] + list(text)
     ref = ReferenceModel.load(a.model, torch.float64).forward(tokens).numpy()
-    lines = ["## Engine check (`python -m weights.train_engine_check`)", "",
+    lines = ["## Engine check (`python -m weights.training.train_engine_check`)", "",
              f"Held-out text ({len(text)} bytes, after EOS): `{text[:60]!r}...`", "",
              "| engine mode | max abs logit diff vs reference (f64) | argmax agreement |",
              "|---|---|---|"]

@@ -1,10 +1,10 @@
 """Train a byte-level hybrid that uses every canonical block kind, or a pure Mamba-1 baseline.
 
-    python -m weights.train_hybrid --stack hybrid --tokens 450000 --out DIR
-    python -m weights.train_hybrid --stack mamba --n-mamba 8 --tokens 450000 --out DIR
-    python -m weights.train_hybrid report --hybrid H.json --baseline B.json --md OUT.md
+    python -m weights.training.train_hybrid --stack hybrid --tokens 450000 --out DIR
+    python -m weights.training.train_hybrid --stack mamba --n-mamba 8 --tokens 450000 --out DIR
+    python -m weights.training.train_hybrid report --hybrid H.json --baseline B.json --md OUT.md
 
-Same data and held-out split as weights/train.py (Debian fortunes, 5 % by CRC-32,
+Same data and held-out split as weights/training/train.py (Debian fortunes, 5 % by CRC-32,
 EOS 256 between fortunes). The budget is a fixed number of training tokens (not
 wall time), so two runs with the same --tokens/--seq-len/--batch/--lr see the same
 data volume and the same step-based schedule whatever the machine load.
@@ -12,7 +12,7 @@ data volume and the same step-based schedule whatever the machine load.
 Training forms, block by block (each trainable module exports the canonical
 tensors of MODELS.md 6.2, and tests/python/weights/test_train_hybrid.py checks
 every one against weights/reference on random inputs):
-  mamba1     weights/train_model.MambaMixer (chunked-checkpoint selective scan).
+  mamba1     weights/training/train_model.MambaMixer (chunked-checkpoint selective scan).
   seqboat    the reference full-sequence layer itself (weights/reference/seqboat.py),
              one sequence at a time, fed with canonical tensors derived from the
              original code's parameters (delta, alpha, beta, gamma, omega, temp).
@@ -44,10 +44,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from weights import canonical, fortunes, train_eval, train_loop
+from weights import canonical
 from weights.reference import seqboat as seqboat_ref
 from weights.reference.attention import rope_half
-from weights.train_model import MambaMixer, RMSNorm
+from weights.training import fortunes, train_eval, train_loop
+from weights.training.train_model import MambaMixer, RMSNorm
 
 
 # --------------------------------------------------------------------------- blocks
@@ -525,8 +526,8 @@ def main(argv=None):
     staging = out + ".staging"
     shutil.rmtree(staging, ignore_errors=True)
     canonical.write_model_dir(staging, model.config(name), model.canonical(),
-                              {"source": "weights/train_hybrid.py",
-                               "converter": "weights.train_hybrid"},
+                              {"source": "weights/training/train_hybrid.py",
+                               "converter": "weights.training.train_hybrid"},
                               tokenizer=canonical.byte_tokenizer())
     # Longer than sinks + window + 1 tokens, so the attention block's sink rule is checked.
     diff = train_eval.logit_diff(model, staging, b"The quick brown fox jumps over the lazy dog. " * 3)
@@ -561,14 +562,14 @@ def report(argv):
         h = json.load(f)
     with open(a.baseline) as f:
         b = json.load(f)
-    cmd = lambda s: "python -m weights.train_hybrid " + " ".join(shlex.quote(x) for x in s["argv"])
+    cmd = lambda s: "python -m weights.training.train_hybrid " + " ".join(shlex.quote(x) for x in s["argv"])
     row = lambda label, key, fmt: f"| {label} | {fmt(h[key])} | {fmt(b[key])} |"
     lines = [
         "# seqboat-hybrid-bytes: how this model was trained", "",
         "Byte-level hybrid using every block kind the engine has, trained by",
-        "`weights/train_hybrid.py` on the plain-text files of Debian's `fortunes` package",
+        "`weights/training/train_hybrid.py` on the plain-text files of Debian's `fortunes` package",
         "(`/usr/share/games/fortunes`), fortunes joined by EOS (id 256); the same data and",
-        "held-out split as the earlier pure-Mamba default (`weights/train.py`).", "",
+        "held-out split as the earlier pure-Mamba default (`weights/training/train.py`).", "",
         "Stack (d_model 128, tied embeddings, final RMSNorm):", "",
         "| # | kind | settings |", "|---|---|---|",
     ]
@@ -583,7 +584,7 @@ def report(argv):
         "Both runs were started together as two processes with one torch thread each, so",
         "they shared the machine's load; the budget is a fixed token count, not wall time.", "",
         "```", cmd(h) + " &", cmd(b) + " &", "wait",
-        f"python -m weights.train_hybrid report --hybrid {a.hybrid} --baseline {a.baseline} "
+        f"python -m weights.training.train_hybrid report --hybrid {a.hybrid} --baseline {a.baseline} "
         f"--md {a.md}", "```", "",
         "## Result", "",
         "| figure | hybrid (this model) | pure Mamba-1, same budget |", "|---|---|---|",
@@ -621,7 +622,7 @@ def report(argv):
         "matrices only, gradient clip 1.0, random windows of seq-len+1 tokens of the train",
         "stream, same seed (same windows) for both runs. MoE: Switch load-balancing loss",
         "weight `aux` (hybrid only; training-time term, not part of the model).", "",
-        "Training forms (see the module docstring of `weights/train_hybrid.py`): the SeqBoat",
+        "Training forms (see the module docstring of `weights/training/train_hybrid.py`): the SeqBoat",
         "block runs the reference full-sequence layer itself (hard decision u1 > u0 without",
         "gradient, confidence c_t with gradient); the attention block is trained with the exact",
         "sink mask and the reference's cache-index RoPE positions at sequence length 256",

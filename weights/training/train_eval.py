@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from weights import fortunes
+from weights.training import fortunes
 
 PROMPTS = ["", "The ", "Q: What ", "A man "]
 
