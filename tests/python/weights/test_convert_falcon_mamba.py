@@ -6,17 +6,16 @@ input is an error that names its culprit, exits 1 and leaves no output behind.
 (tests/python/parity/test_hf_falcon_mamba_parity.py runs the C++ engine.)
 """
 
-import json
 import types
 
 import pytest
 import torch
 
-from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
+import converter_cases as cases
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+from convert_cli import edit_config, edit_tensors, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import FalconMambaConfig, FalconMambaForCausalLM  # noqa: E402
@@ -59,14 +58,9 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, use_bias):
     model = make_model(seed=1, tied=tied, use_bias=use_bias)
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    code, err = run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert code == 0, err
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert ref.std() > 0.1
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    conf, _ = cases.convert_ok("falcon-mamba", src, out, capsys)
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS, min_std=0.1)
 
-    conf = json.loads((out / "config.json").read_text())
     b = conf["blocks"][0]
     assert [x["kind"] for x in conf["blocks"]] == ["mamba1"] * 3
     assert b["norm"] == {"type": "rmsnorm", "eps": 1e-5}
@@ -74,9 +68,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, use_bias):
     assert (b["d_inner"], b["d_state"], b["d_conv"], b["dt_rank"]) == (80, 6, 3, 5)
     assert b["in_proj_bias"] == b["out_proj_bias"] == use_bias and b["conv_bias"]
     assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
-    t, meta = safetensors_io.load_file(out / "model.safetensors")
-    assert ("lm_head.weight" in t) == (not tied)
-    assert meta["converter"].endswith("/falcon-mamba")
+    cases.written_tensors(out, "falcon-mamba", tied)
 
 
 def test_mixer_norm_is_what_separates_it_from_mamba(tmp_path, capsys):
@@ -85,8 +77,7 @@ def test_mixer_norm_is_what_separates_it_from_mamba(tmp_path, capsys):
     model = make_model(seed=2)
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    assert run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"],
-               capsys)[0] == 0
+    cases.convert_ok("falcon-mamba", src, out, capsys)
     m = ReferenceModel.load(out, torch.float64)
     with_norm = m.forward(TOKENS)
     for blk in m.config["blocks"]:
@@ -107,13 +98,7 @@ def test_defaults_expand_and_auto_rank(tmp_path, capsys):
             c.pop(key, None)
         c["expand"] = 16
     edit_config(src, strip)
-    tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
-    (src / "tokenizer.json").write_text(json.dumps(tok))
-    out = tmp_path / "out"
-    code, err = run(["--source", "falcon-mamba", str(src), str(out)], capsys)
-    assert code == 0, err
-    assert json.loads((out / "tokenizer.json").read_text()) == tok
-    conf = json.loads((out / "config.json").read_text())
+    conf = cases.convert_with_tokenizer("falcon-mamba", src, tmp_path / "out", capsys)
     b = conf["blocks"][0]
     assert b["dt_bc_norm"]["eps"] == 1e-6 and b["d_inner"] == 80 and b["dt_rank"] == 2
     assert (conf["eos_token_id"], conf["bos_token_id"]) == (11, 0)
@@ -129,75 +114,47 @@ def test_defaults_expand_and_auto_rank(tmp_path, capsys):
     assert "backbone.layers.0.mixer.A_log" in err and "expected [64, 6]" in err
 
 
-@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
-def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
-    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "falcon-mamba", layout)
-
-
-def test_truncated_pytorch_bin(tmp_path):
-    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "falcon-mamba")
+test_every_save_pretrained_layout_converts_alike = cases.layouts_test(
+    "falcon-mamba", lambda: make_model(seed=4))
+test_truncated_pytorch_bin = cases.truncated_bin_test("falcon-mamba", make_model)
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):
     src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
-    out = tmp_path / "bf16"
-    proc = run_process(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer",
-                        "--dtype", "bf16"])
-    assert proc.returncode == 0, proc.stderr
-    assert "3 mamba1 blocks" in proc.stdout
-    t, _ = safetensors_io.load_file(out / "model.safetensors")
-    for name in ("blocks.0.in_proj.weight", "blocks.0.x_proj.weight", "embed.weight"):
-        assert t[name].dtype == torch.bfloat16, name
-    for name in ("blocks.0.A", "blocks.0.D", "blocks.0.dt_proj.bias"):
-        assert t[name].dtype == torch.float32, name
-    canonical.load_model_dir(out)
+    cases.assert_bf16_conversion(
+        "falcon-mamba", src, tmp_path / "bf16", "3 mamba1 blocks",
+        ("blocks.0.in_proj.weight", "blocks.0.x_proj.weight", "embed.weight"),
+        ("blocks.0.A", "blocks.0.D", "blocks.0.dt_proj.bias"))
 
     proc = run_process(["--source", "falcon-mamba", str(src), str(tmp_path / "w"),
                         "--byte-tokenizer", "--window", "8"])
     assert proc.returncode == 1 and "--window does not apply" in proc.stderr
 
 
+_cfg = cases.config_case
+
 CORRUPT = {
-    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "backbone.layers.2.mixer.dt_proj.bias")),
-        ["missing tensor", "backbone.layers.2.mixer.dt_proj.bias"]),
-    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.1.mixer.x_proj.weight": torch.zeros(16, 80)})),
-        ["backbone.layers.1.mixer.x_proj.weight", "[16, 80]", "[17, 80]"]),
+    "missing_tensor": cases.missing_tensor("backbone.layers.2.mixer.dt_proj.bias"),
+    "wrong_shape": cases.wrong_shape("backbone.layers.1.mixer.x_proj.weight", (16, 80),
+                                     (17, 80)),
     # The norms' all-ones buffers are not persistent: a file holding one is
     # not what transformers writes.
-    "norm_buffer": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.0.mixer.b_c_rms": torch.ones(6)})),
-        ["unknown tensor", "backbone.layers.0.mixer.b_c_rms"]),
-    "lm_head_missing": (lambda s: (edit_config(s, lambda c: c.update(tie_word_embeddings=False))),
-                        ["missing tensor 'lm_head.weight'"]),
+    "norm_buffer": cases.unknown_tensor("backbone.layers.0.mixer.b_c_rms", torch.ones(6)),
+    "lm_head_missing": _cfg(["missing tensor 'lm_head.weight'"], tie_word_embeddings=False),
     "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
         {"backbone.layers.0.mixer.D": torch.ones(80, dtype=torch.int32)})),
         ["backbone.layers.0.mixer.D", "not floating point"]),
-    "plain_mamba": (lambda s: edit_config(s, lambda c: c.update(
-        model_type="mamba", architectures=["MambaForCausalLM"])),
-        ["unknown architecture", "'mamba'", "falcon_mamba"]),
-    "bias_missing": (lambda s: edit_config(s, lambda c: c.update(use_bias=True)),
-                     ["missing tensor", "backbone.layers.0.mixer.in_proj.bias"]),
-    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
-                   ["hidden_act", "gelu"]),
-    "mixer_eps": (lambda s: edit_config(s, lambda c: c.update(mixer_rms_eps=0)),
-                  ["mixer_rms_eps", "positive number"]),
-    "rank": (lambda s: edit_config(s, lambda c: c.update(time_step_rank="big")),
-             ["time_step_rank"]),
-    "bias_flag": (lambda s: edit_config(s, lambda c: c.update(use_conv_bias="yes")),
-                  ["use_conv_bias", "true or false"]),
-    "eos": (lambda s: edit_config(s, lambda c: c.update(eos_token_id=300)),
-            ["eos_token_id", "vocab_size 257"]),
+    "plain_mamba": _cfg(["unknown architecture", "'mamba'", "falcon_mamba"], model_type="mamba",
+                        architectures=["MambaForCausalLM"]),
+    "bias_missing": _cfg(["missing tensor", "backbone.layers.0.mixer.in_proj.bias"],
+                         use_bias=True),
+    "activation": cases.ACTIVATION,
+    "mixer_eps": _cfg(["mixer_rms_eps", "positive number"], mixer_rms_eps=0),
+    "rank": _cfg(["time_step_rank"], time_step_rank="big"),
+    "bias_flag": _cfg(["use_conv_bias", "true or false"], use_conv_bias="yes"),
+    "eos": _cfg(["eos_token_id", "vocab_size 257"], eos_token_id=300),
     **hf_layouts.BROKEN_FILES,
 }
 
-
-@pytest.mark.parametrize("case", sorted(CORRUPT))
-def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    corrupt, needles = CORRUPT[case]
-    corrupt(src)
-    out = tmp_path / "out"
-    code, err = run(["--source", "falcon-mamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
+test_bad_checkpoint_is_a_clean_error = cases.bad_checkpoint_test(
+    "falcon-mamba", make_model, CORRUPT)

@@ -7,17 +7,16 @@ converts alike; every bad input is an error that names its culprit, exits 1
 and leaves no output behind.
 """
 
-import json
 import types
 
 import pytest
 import torch
 
-from weights import canonical, safetensors_io
-from weights.reference.model import ReferenceModel
+from weights import safetensors_io
 
+import converter_cases as cases
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+from convert_cli import assert_clean_failure, edit_config, run
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import BambaConfig, BambaForCausalLM  # noqa: E402
@@ -64,11 +63,9 @@ def hf_float64_logits(model, tokens):
 
 
 def convert_ok(src, out, capsys, *extra):
-    code, err = run(["--source", "hf-bamba", str(src), str(out), "--byte-tokenizer", *extra],
-                    capsys)
-    assert code == 0, err
+    conf, err = cases.convert_ok("hf-bamba", src, out, capsys, *extra)
     assert "warning" not in err
-    return json.loads((out / "config.json").read_text())
+    return conf
 
 
 @pytest.mark.parametrize("tied,bias", [(False, False), (True, True)])
@@ -82,10 +79,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, bias):
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
     conf = convert_ok(src, out, capsys, "--sinks", "2", "--window", "40")
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert ref.std() > 0.5
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS, min_std=0.5)
 
     assert [b["kind"] for b in conf["blocks"]] == KINDS
     norm = {"type": "rmsnorm", "eps": 1e-5}
@@ -102,9 +96,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, bias):
     assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
     assert conf["final_norm"] == dict(norm, affine=True)
 
-    t, meta = safetensors_io.load_file(out / "model.safetensors")
-    assert ("lm_head.weight" in t) == (not tied)
-    assert meta["converter"].endswith("/hf-bamba")
+    t = cases.written_tensors(out, "hf-bamba", tied)
     sd = model.state_dict()
     # The attention weights stay in the checkpoint's layout.
     assert torch.equal(t["blocks.2.attn.q.weight"].double(),
@@ -130,9 +122,7 @@ def test_rope_fields_from_config_json_override_the_class(tmp_path, capsys):
     conf = convert_ok(src, out, capsys)
     a = conf["blocks"][2]
     assert (a["rotary_dim"], a["rope_theta"], a["rope_scaling"]["type"]) == (4, 500000.0, "yarn")
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS)
 
 
 def test_no_attention_layers_and_grouped_mixer(tmp_path, capsys):
@@ -149,15 +139,9 @@ def test_no_attention_layers_and_grouped_mixer(tmp_path, capsys):
 
 def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
     src = hf_layouts.save(make_model(), tmp_path / "hf")
-    tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
-    (src / "tokenizer.json").write_text(json.dumps(tok))
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-bamba", str(src), str(out)], capsys)
-    assert code == 0, err
-    conf = json.loads((out / "config.json").read_text())
+    conf = cases.convert_with_tokenizer("hf-bamba", src, tmp_path / "out", capsys)
     # 4 + 4092 keys exceed the 512 trained positions: the window shrinks to 507.
     assert (conf["blocks"][2]["sinks"], conf["blocks"][2]["window"]) == (4, 507)
-    assert json.loads((out / "tokenizer.json").read_text()) == tok
 
     big = hf_layouts.save(make_model(max_position_embeddings=262144), tmp_path / "hf_big")
     conf = convert_ok(big, tmp_path / "out2", capsys)
@@ -170,103 +154,60 @@ def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
                          "max_position_embeddings 512")
 
 
-@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
-def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
-    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "hf-bamba", layout)
-
-
-def test_truncated_pytorch_bin(tmp_path):
-    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-bamba")
+test_every_save_pretrained_layout_converts_alike = cases.layouts_test(
+    "hf-bamba", lambda: make_model(seed=4))
+test_truncated_pytorch_bin = cases.truncated_bin_test("hf-bamba", make_model)
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):
     src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
-    out = tmp_path / "bf16"
-    proc = run_process(["--source", "hf-bamba", str(src), str(out), "--byte-tokenizer",
-                        "--dtype", "bf16"])
-    assert proc.returncode == 0, proc.stderr
-    assert "2 mamba2, 4 mlp, 2 attention blocks" in proc.stdout
-    t, _ = safetensors_io.load_file(out / "model.safetensors")
-    for name in ("blocks.0.in_proj.weight", "blocks.0.gated_norm.weight",
-                 "blocks.2.attn.k.weight", "blocks.3.mlp.gate.weight", "embed.weight",
-                 "lm_head.weight"):
-        assert t[name].dtype == torch.bfloat16, name
-    for name in ("blocks.0.A", "blocks.0.D", "blocks.0.dt_bias"):
-        assert t[name].dtype == torch.float32, name
-    canonical.load_model_dir(out)
+    cases.assert_bf16_conversion(
+        "hf-bamba", src, tmp_path / "bf16", "2 mamba2, 4 mlp, 2 attention blocks",
+        ("blocks.0.in_proj.weight", "blocks.0.gated_norm.weight", "blocks.2.attn.k.weight",
+         "blocks.3.mlp.gate.weight", "embed.weight", "lm_head.weight"),
+        ("blocks.0.A", "blocks.0.D", "blocks.0.dt_bias"))
 
 
-def _cfg(**fields):
-    return lambda s: edit_config(s, lambda c: c.update(fields))
-
+_cfg = cases.config_case
 
 CORRUPT = {
-    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.2.mamba.dt_bias")),
-        ["missing tensor", "model.layers.2.mamba.dt_bias"]),
-    "missing_mlp_in_mamba_layer": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.0.feed_forward.up_proj.weight")),
-        ["missing tensor", "model.layers.0.feed_forward.up_proj.weight"]),
-    "missing_attention": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.3.self_attn.k_proj.weight")),
-        ["missing tensor", "model.layers.3.self_attn.k_proj.weight"]),
-    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.1.self_attn.q_proj.weight": torch.zeros(47, 48)})),
-        ["model.layers.1.self_attn.q_proj.weight", "[47, 48]", "[48, 48]"]),
-    "mamba_tensor_in_attention_layer": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.1.mamba.D": torch.ones(8)})),
-        ["unknown tensor", "model.layers.1.mamba.D"]),
-    "lm_head_missing": (lambda s: edit_tensors(s, lambda t: t.pop("lm_head.weight")),
-                        ["missing tensor 'lm_head.weight'"]),
-    "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.0.mamba.A_log": torch.zeros(8, dtype=torch.int32)})),
-        ["model.layers.0.mamba.A_log", "not floating point"]),
-    "unknown_architecture": (_cfg(model_type="jamba", architectures=["JambaForCausalLM"]),
-                             ["unknown architecture", "'jamba'"]),
-    "activation": (_cfg(hidden_act="gelu"), ["hidden_act", "gelu"]),
-    "attention_bias_missing": (_cfg(attention_bias=True),
-                               ["missing tensor", "model.layers.1.self_attn.k_proj.bias"]),
-    "mlp_bias_missing": (_cfg(mlp_bias=True),
-                         ["missing tensor", "model.layers.0.feed_forward.down_proj.bias"]),
-    "attention_index_out_of_range": (_cfg(attn_layer_indices=[1, 4]),
-                                     ["attn_layer_indices", "[1, 4]", "num_hidden_layers 4"]),
-    "attention_index_repeated": (_cfg(attn_layer_indices=[1, 1, 3]), ["attn_layer_indices"]),
-    "attention_layer_moved": (_cfg(attn_layer_indices=[0, 3]),
-                              ["missing tensor", "model.layers.0.self_attn"]),
-    "odd_rotary_dim": (_cfg(partial_rotary_factor=0.3125),
-                       ["partial_rotary_factor", "int(16 x 0.3125) = 5"]),
-    "rotary_beyond_head": (_cfg(partial_rotary_factor=1.5),
-                           ["partial_rotary_factor", "= 24", "head_dim 16"]),
-    "rope_type": (_cfg(rope_scaling={"rope_type": "longrope", "factor": 2.0}),
-                  ["rope_scaling", "longrope"]),
-    "mamba_heads": (_cfg(mamba_d_head=10), ["mamba_n_heads", "96"]),
-    "mamba_groups": (_cfg(mamba_n_groups=3), ["mamba_n_groups", "mamba_n_heads 8"]),
-    "mamba_expand": (_cfg(mamba_expand=1.5), ["mamba_expand"]),
+    "missing_tensor": cases.missing_tensor("model.layers.2.mamba.dt_bias"),
+    "missing_mlp_in_mamba_layer": cases.missing_tensor(
+        "model.layers.0.feed_forward.up_proj.weight"),
+    "missing_attention": cases.missing_tensor("model.layers.3.self_attn.k_proj.weight"),
+    "wrong_shape": cases.wrong_shape("model.layers.1.self_attn.q_proj.weight", (47, 48),
+                                     (48, 48)),
+    "mamba_tensor_in_attention_layer": cases.unknown_tensor("model.layers.1.mamba.D",
+                                                            torch.ones(8)),
+    "lm_head_missing": cases.LM_HEAD_MISSING,
+    "integer_tensor": cases.integer_tensor("model.layers.0.mamba.A_log", 8),
+    "unknown_architecture": _cfg(["unknown architecture", "'jamba'"], model_type="jamba",
+                                 architectures=["JambaForCausalLM"]),
+    "activation": cases.ACTIVATION,
+    "attention_bias_missing": _cfg(["missing tensor", "model.layers.1.self_attn.k_proj.bias"],
+                                   attention_bias=True),
+    "mlp_bias_missing": _cfg(["missing tensor", "model.layers.0.feed_forward.down_proj.bias"],
+                             mlp_bias=True),
+    "attention_index_out_of_range": _cfg(
+        ["attn_layer_indices", "[1, 4]", "num_hidden_layers 4"], attn_layer_indices=[1, 4]),
+    "attention_index_repeated": _cfg(["attn_layer_indices"], attn_layer_indices=[1, 1, 3]),
+    "attention_layer_moved": _cfg(["missing tensor", "model.layers.0.self_attn"],
+                                  attn_layer_indices=[0, 3]),
+    "odd_rotary_dim": _cfg(["partial_rotary_factor", "int(16 x 0.3125) = 5"],
+                           partial_rotary_factor=0.3125),
+    "rotary_beyond_head": _cfg(["partial_rotary_factor", "= 24", "head_dim 16"],
+                               partial_rotary_factor=1.5),
+    "rope_type": _cfg(["rope_scaling", "longrope"],
+                      rope_scaling={"rope_type": "longrope", "factor": 2.0}),
+    "mamba_heads": _cfg(["mamba_n_heads", "96"], mamba_d_head=10),
+    "mamba_groups": _cfg(["mamba_n_groups", "mamba_n_heads 8"], mamba_n_groups=3),
+    "mamba_expand": _cfg(["mamba_expand"], mamba_expand=1.5),
     "class_default_state": (lambda s: edit_config(s, lambda c: c.pop("mamba_d_state")),
                             ["model.layers.0.mamba.conv1d.bias", "[136]", "[608]"]),
-    "head_grouping": (_cfg(num_key_value_heads=2), ["num_key_value_heads"]),
+    "head_grouping": _cfg(["num_key_value_heads"], num_key_value_heads=2),
     **hf_layouts.BROKEN_FILES,
 }
 
 
-@pytest.mark.parametrize("case", sorted(CORRUPT))
-def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    corrupt, needles = CORRUPT[case]
-    corrupt(src)
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-bamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
-
-
-@pytest.mark.parametrize("argv,needle", [
-    (["--sinks", "-1"], "--sinks"),
-    (["--window", "-3"], "--window"),
-    (["--sinks", "0", "--window", "0"], "at least 1"),
-])
-def test_bad_cache_size(tmp_path, capsys, argv, needle):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-bamba", str(src), str(out), "--byte-tokenizer", *argv],
-                    capsys)
-    assert_clean_failure(out, code, err, needle)
+test_bad_checkpoint_is_a_clean_error = cases.bad_checkpoint_test("hf-bamba", make_model, CORRUPT)
+test_bad_cache_size = cases.bad_cache_size_test("hf-bamba", make_model)

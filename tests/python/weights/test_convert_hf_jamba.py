@@ -5,17 +5,16 @@ evicts, must give transformers' own float64 forward; every bad input is an
 error that names its culprit, exits 1 and leaves no output behind.
 """
 
-import json
 import types
 
 import pytest
 import torch
 
-from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
+import converter_cases as cases
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+from convert_cli import edit_config, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
@@ -67,15 +66,9 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, proj_bias)
     model = make_model(seed=1, tied=tied, proj_bias=proj_bias)
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer",
-                     "--sinks", "2", "--window", "40"], capsys)
-    assert code == 0, err
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert ref.std() > 0.5
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    conf, _ = cases.convert_ok("hf-jamba", src, out, capsys, "--sinks", "2", "--window", "40")
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS, min_std=0.5)
 
-    conf = json.loads((out / "config.json").read_text())
     assert [b["kind"] for b in conf["blocks"]] == KINDS
     norm = {"type": "rmsnorm", "eps": 1e-5}
     m, a, e = conf["blocks"][0], conf["blocks"][2], conf["blocks"][3]
@@ -90,9 +83,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, proj_bias)
     assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
     assert conf["final_norm"] == dict(norm, affine=True)
 
-    t, meta = safetensors_io.load_file(out / "model.safetensors")
-    assert ("lm_head.weight" in t) == (not tied)
-    assert meta["converter"].endswith("/hf-jamba")
+    t = cases.written_tensors(out, "hf-jamba", tied)
     sd = model.state_dict()
     assert torch.equal(t["blocks.7.moe.gate.weight"][3].double(),
                        sd["model.layers.3.feed_forward.experts.3.gate_proj.weight"])
@@ -104,21 +95,12 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, proj_bias)
 
 def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
     src = hf_layouts.save(make_model(), tmp_path / "hf")
-    tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
-    (src / "tokenizer.json").write_text(json.dumps(tok))
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-jamba", str(src), str(out)], capsys)
-    assert code == 0, err
-    conf = json.loads((out / "config.json").read_text())
+    conf = cases.convert_with_tokenizer("hf-jamba", src, tmp_path / "out", capsys)
     assert (conf["blocks"][2]["sinks"], conf["blocks"][2]["window"]) == (4, 4092)
-    assert json.loads((out / "tokenizer.json").read_text()) == tok
 
     # A shorter trained context shortens the default window: S + W + 1 keys <= 256.
     small = hf_layouts.save(make_model(max_position_embeddings=256), tmp_path / "hf_small")
-    out2 = tmp_path / "out2"
-    assert run(["--source", "hf-jamba", str(small), str(out2), "--byte-tokenizer"],
-               capsys)[0] == 0
-    b = json.loads((out2 / "config.json").read_text())["blocks"][2]
+    b = cases.convert_ok("hf-jamba", small, tmp_path / "out2", capsys)[0]["blocks"][2]
     assert (b["sinks"], b["window"]) == (4, 251)
 
 
@@ -127,37 +109,24 @@ def test_one_expert_means_mlp_blocks_only(tmp_path, capsys):
                        num_hidden_layers=2)
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert code == 0, err
-    conf = json.loads((out / "config.json").read_text())
+    conf, _ = cases.convert_ok("hf-jamba", src, out, capsys)
     assert [b["kind"] for b in conf["blocks"]] == ["attention", "mlp", "mamba1", "mlp"]
     ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
     assert torch.allclose(ref, hf_float64_logits(model, TOKENS), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
-def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
-    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "hf-jamba", layout)
-
-
-def test_truncated_pytorch_bin(tmp_path):
-    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-jamba")
+test_every_save_pretrained_layout_converts_alike = cases.layouts_test(
+    "hf-jamba", lambda: make_model(seed=4))
+test_truncated_pytorch_bin = cases.truncated_bin_test("hf-jamba", make_model)
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):
     src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
-    out = tmp_path / "bf16"
-    proc = run_process(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer",
-                        "--dtype", "bf16"])
-    assert proc.returncode == 0, proc.stderr
-    assert "4 mamba1, 3 mlp, 2 attention, 3 moe blocks" in proc.stdout
-    t, _ = safetensors_io.load_file(out / "model.safetensors")
-    for name in ("blocks.0.in_proj.weight", "blocks.0.dt_norm.weight", "blocks.2.attn.q.weight",
-                 "blocks.3.moe.up.weight", "embed.weight"):
-        assert t[name].dtype == torch.bfloat16, name
-    for name in ("blocks.0.A", "blocks.0.D", "blocks.0.dt_proj.bias", "blocks.3.moe.router.weight"):
-        assert t[name].dtype == torch.float32, name
-    canonical.load_model_dir(out)
+    cases.assert_bf16_conversion(
+        "hf-jamba", src, tmp_path / "bf16", "4 mamba1, 3 mlp, 2 attention, 3 moe blocks",
+        ("blocks.0.in_proj.weight", "blocks.0.dt_norm.weight", "blocks.2.attn.q.weight",
+         "blocks.3.moe.up.weight", "embed.weight"),
+        ("blocks.0.A", "blocks.0.D", "blocks.0.dt_proj.bias", "blocks.3.moe.router.weight"))
 
     bad = tmp_path / "bad"
     edit_config(src, lambda c: c.update(hidden_act="gelu"))
@@ -165,67 +134,32 @@ def test_dtype_option_and_cli_exit_status(tmp_path):
     assert proc.returncode == 1 and "hidden_act" in proc.stderr and not bad.exists()
 
 
+_cfg = cases.config_case
+
 CORRUPT = {
-    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.3.mamba.b_layernorm.weight")),
-        ["missing tensor", "model.layers.3.mamba.b_layernorm.weight"]),
-    "missing_expert": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.5.feed_forward.experts.2.down_proj.weight")),
-        ["missing tensor", "model.layers.5.feed_forward.experts.2.down_proj.weight"]),
-    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.0.mamba.x_proj.weight": torch.zeros(17, 64)})),
-        ["model.layers.0.mamba.x_proj.weight", "[17, 64]", "[18, 64]"]),
-    "unknown_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.0.mamba.z_layernorm.weight": torch.zeros(8)})),
-        ["unknown tensor", "model.layers.0.mamba.z_layernorm.weight"]),
-    "lm_head_missing": (lambda s: edit_tensors(s, lambda t: t.pop("lm_head.weight")),
-                        ["missing tensor 'lm_head.weight'"]),
-    "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.1.feed_forward.router.weight": torch.zeros(4, 32, dtype=torch.int32)})),
-        ["model.layers.1.feed_forward.router.weight", "not floating point"]),
-    "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
-        model_type="mixtral", architectures=["MixtralForCausalLM"])),
-        ["unknown architecture", "mixtral"]),
-    "proj_bias_missing": (lambda s: edit_config(s, lambda c: c.update(mamba_proj_bias=True)),
-                          ["missing tensor", "model.layers.0.mamba.in_proj.bias"]),
-    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
-                   ["hidden_act", "gelu"]),
-    "sliding_window": (lambda s: edit_config(s, lambda c: c.update(sliding_window=64)),
-                       ["sliding_window"]),
-    "attn_offset": (lambda s: edit_config(s, lambda c: c.update(attn_layer_offset=3)),
-                    ["attn_layer_offset", "attn_layer_period 3"]),
-    "expert_offset": (lambda s: edit_config(s, lambda c: c.update(expert_layer_offset=-1)),
-                      ["expert_layer_offset", "non-negative integer"]),
-    "top_k": (lambda s: edit_config(s, lambda c: c.update(num_experts_per_tok=5)),
-              ["num_experts_per_tok", "num_experts 4"]),
-    "head_grouping": (lambda s: edit_config(s, lambda c: c.update(num_key_value_heads=3)),
-                      ["num_key_value_heads"]),
-    "head_split": (lambda s: edit_config(s, lambda c: c.update(num_attention_heads=5)),
-                   ["hidden_size", "num_attention_heads 5"]),
-    "dt_rank": (lambda s: edit_config(s, lambda c: c.update(mamba_dt_rank="big")),
-                ["mamba_dt_rank"]),
+    "missing_tensor": cases.missing_tensor("model.layers.3.mamba.b_layernorm.weight"),
+    "missing_expert": cases.missing_tensor(
+        "model.layers.5.feed_forward.experts.2.down_proj.weight"),
+    "wrong_shape": cases.wrong_shape("model.layers.0.mamba.x_proj.weight", (17, 64), (18, 64)),
+    "unknown_tensor": cases.unknown_tensor("model.layers.0.mamba.z_layernorm.weight",
+                                           torch.zeros(8)),
+    "lm_head_missing": cases.LM_HEAD_MISSING,
+    "integer_tensor": cases.integer_tensor("model.layers.1.feed_forward.router.weight", 4, 32),
+    "unknown_architecture": _cfg(["unknown architecture", "mixtral"], model_type="mixtral",
+                                 architectures=["MixtralForCausalLM"]),
+    "proj_bias_missing": _cfg(["missing tensor", "model.layers.0.mamba.in_proj.bias"],
+                              mamba_proj_bias=True),
+    "activation": cases.ACTIVATION,
+    "sliding_window": _cfg(["sliding_window"], sliding_window=64),
+    "attn_offset": _cfg(["attn_layer_offset", "attn_layer_period 3"], attn_layer_offset=3),
+    "expert_offset": _cfg(["expert_layer_offset", "non-negative integer"],
+                          expert_layer_offset=-1),
+    "top_k": _cfg(["num_experts_per_tok", "num_experts 4"], num_experts_per_tok=5),
+    "head_grouping": _cfg(["num_key_value_heads"], num_key_value_heads=3),
+    "head_split": _cfg(["hidden_size", "num_attention_heads 5"], num_attention_heads=5),
+    "dt_rank": _cfg(["mamba_dt_rank"], mamba_dt_rank="big"),
     **hf_layouts.BROKEN_FILES,
 }
 
-
-@pytest.mark.parametrize("case", sorted(CORRUPT))
-def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    corrupt, needles = CORRUPT[case]
-    corrupt(src)
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
-
-
-@pytest.mark.parametrize("argv,needle", [
-    (["--sinks", "-1"], "--sinks"),
-    (["--window", "-3"], "--window"),
-    (["--sinks", "0", "--window", "0"], "at least 1"),
-])
-def test_bad_cache_size(tmp_path, capsys, argv, needle):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-jamba", str(src), str(out), "--byte-tokenizer", *argv],
-                    capsys)
-    assert_clean_failure(out, code, err, needle)
+test_bad_checkpoint_is_a_clean_error = cases.bad_checkpoint_test("hf-jamba", make_model, CORRUPT)
+test_bad_cache_size = cases.bad_cache_size_test("hf-jamba", make_model)

@@ -16,8 +16,9 @@ import torch
 from weights import canonical, safetensors_io
 from weights.reference.model import ReferenceModel
 
+import converter_cases as cases
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+from convert_cli import assert_clean_failure, edit_config, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,  # noqa: E402
@@ -77,15 +78,9 @@ def test_converted_model_matches_transformers(tmp_path, capsys, bias, tied):
     model = make_model(bias=bias, tied=tied, seed=1)
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    code, err = run(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer",
-                     "--sinks", "2", "--window", "40"], capsys)
-    assert code == 0, err
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert ref.std() > 0.5
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    conf, _ = cases.convert_ok("hf-llama", src, out, capsys, "--sinks", "2", "--window", "40")
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS, min_std=0.5)
 
-    conf = json.loads((out / "config.json").read_text())
     assert [b["kind"] for b in conf["blocks"]] == ["attention", "mlp"] * 2
     a, m = conf["blocks"][0], conf["blocks"][1]
     assert (a["n_heads"], a["n_kv_heads"], a["head_dim"]) == (4, 2, 8)
@@ -95,9 +90,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, bias, tied):
     assert m["gated"] and m["act"] == "silu" and m["d_ff"] == 48
     assert a["norm"] == m["norm"] == {"type": "rmsnorm", "eps": 1e-5}
     assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
-    t, meta = safetensors_io.load_file(out / "model.safetensors")
-    assert ("lm_head.weight" in t) == (not tied)
-    assert meta["converter"].endswith("/hf-llama")
+    t = cases.written_tensors(out, "hf-llama", tied)
     sd = model.state_dict()
     assert torch.equal(t["blocks.3.mlp.gate.weight"].double(),
                        sd["model.layers.1.mlp.gate_proj.weight"])
@@ -206,14 +199,8 @@ def test_mistral_sliding_window_defaults_to_mistral_config(tmp_path, capsys):
 
 def test_default_cache_size_and_tokenizer_copy(tmp_path, capsys):
     src = hf_layouts.save(make_model(max_position_embeddings=4096), tmp_path / "hf")
-    tok = {"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": []}
-    (src / "tokenizer.json").write_text(json.dumps(tok))
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-llama", str(src), str(out)], capsys)
-    assert code == 0, err
-    conf = json.loads((out / "config.json").read_text())
+    conf = cases.convert_with_tokenizer("hf-llama", src, tmp_path / "out", capsys)
     assert (conf["blocks"][0]["sinks"], conf["blocks"][0]["window"]) == (4, 2044)
-    assert json.loads((out / "tokenizer.json").read_text()) == tok
 
     # A shorter trained context shortens the default window: query position S + W < 256.
     small = hf_layouts.save(make_model(), tmp_path / "hf_small")
@@ -234,31 +221,22 @@ def test_mistral_without_sliding_window(tmp_path, capsys):
     assert torch.allclose(ref, hf_float64_logits(model, TOKENS), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
-def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
-    model = make_model(bias=True, seed=4)
-    hf_layouts.assert_layout_converts_alike(model, tmp_path, "hf-llama", layout)
+test_every_save_pretrained_layout_converts_alike = cases.layouts_test(
+    "hf-llama", lambda: make_model(bias=True, seed=4))
+test_truncated_pytorch_bin = cases.truncated_bin_test("hf-llama", make_model)
 
 
-def test_truncated_pytorch_bin(tmp_path):
-    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-llama")
-
+_cfg = cases.config_case
 
 CORRUPT = {
-    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "model.layers.1.self_attn.k_proj.weight")),
-        ["missing tensor", "model.layers.1.self_attn.k_proj.weight"]),
-    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.0.mlp.down_proj.weight": torch.zeros(32, 47)})),
-        ["model.layers.0.mlp.down_proj.weight", "[32, 47]", "[32, 48]"]),
-    "unknown_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"model.layers.0.self_attn.rotary_emb.inv_freq": torch.zeros(4)})),
-        ["unknown tensor", "rotary_emb.inv_freq"]),
-    "bias_missing": (lambda s: edit_config(s, lambda c: c.update(attention_bias=True)),
-                     ["missing tensor", "model.layers.0.self_attn.k_proj.bias"]),
-    "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
-        model_type="gpt_neox", architectures=["GPTNeoXForCausalLM"])),
-        ["unknown architecture", "gpt_neox"]),
+    "missing_tensor": cases.missing_tensor("model.layers.1.self_attn.k_proj.weight"),
+    "wrong_shape": cases.wrong_shape("model.layers.0.mlp.down_proj.weight", (32, 47), (32, 48)),
+    "unknown_tensor": cases.unknown_tensor("model.layers.0.self_attn.rotary_emb.inv_freq",
+                                           torch.zeros(4), named="rotary_emb.inv_freq"),
+    "bias_missing": _cfg(["missing tensor", "model.layers.0.self_attn.k_proj.bias"],
+                         attention_bias=True),
+    "unknown_architecture": _cfg(["unknown architecture", "gpt_neox"], model_type="gpt_neox",
+                                 architectures=["GPTNeoXForCausalLM"]),
     "rope_unknown_type": (lambda s: edit_config(s, lambda c: c.update(rope_scaling={
         "rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]})),
         ["rope_scaling type 'longrope' is not supported", "linear, dynamic, llama3, yarn"]),
@@ -298,10 +276,8 @@ CORRUPT = {
     "qwen2_missing_bias": (lambda s: edit_config(s, lambda c: c.update(
         model_type="qwen2", architectures=["Qwen2ForCausalLM"])),
         ["missing tensor", "model.layers.0.self_attn.k_proj.bias"]),
-    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
-                   ["hidden_act", "gelu"]),
-    "head_grouping": (lambda s: edit_config(s, lambda c: c.update(num_key_value_heads=3)),
-                      ["num_key_value_heads"]),
+    "activation": cases.ACTIVATION,
+    "head_grouping": _cfg(["num_key_value_heads"], num_key_value_heads=3),
     "head_split": (lambda s: edit_config(s, lambda c: c.update(
         num_attention_heads=5, num_key_value_heads=None, head_dim=None)),
         ["hidden_size", "num_attention_heads 5", "head_dim is absent"]),
@@ -309,27 +285,12 @@ CORRUPT = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CORRUPT))
-def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    corrupt, needles = CORRUPT[case]
-    corrupt(src)
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
-
-
-@pytest.mark.parametrize("argv,needle", [
+test_bad_checkpoint_is_a_clean_error = cases.bad_checkpoint_test("hf-llama", make_model, CORRUPT)
+test_bad_cache_size = cases.bad_cache_size_test("hf-llama", make_model, [
     (["--window", "252"], "max_position_embeddings 256"),
     (["--sinks", "-1"], "--sinks"),
     (["--sinks", "0", "--window", "0"], "at least 1"),
 ])
-def test_bad_cache_size(tmp_path, capsys, argv, needle):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer", *argv],
-                    capsys)
-    assert_clean_failure(out, code, err, needle)
 
 
 def test_serving_options_only_for_llama(tmp_path, capsys):

@@ -7,18 +7,17 @@ every save_pretrained layout converts alike; every bad input is an error that
 names its culprit, exits 1 and leaves no output behind.
 """
 
-import json
 import math
 import types
 
 import pytest
 import torch
 
-from weights import canonical, safetensors_io
-from weights.reference.model import ReferenceModel
+from weights import safetensors_io
 
+import converter_cases as cases
 import hf_layouts
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run, run_process
+from convert_cli import edit_config
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import Mamba2Config, Mamba2ForCausalLM  # noqa: E402
@@ -66,15 +65,10 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, use_bias):
     # pytorch_model.bin: its safetensors save refuses the shared head.
     model.save_pretrained(src, safe_serialization=not tied)
     out = tmp_path / "out"
-    code, err = run(["--source", "hf-mamba2", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert code == 0, err
+    conf, err = cases.convert_ok("hf-mamba2", src, out, capsys)
     assert "warning" not in err
-    ref = ReferenceModel.load(out, torch.float64).forward(TOKENS)
-    want = hf_float64_logits(model, TOKENS)
-    assert ref.std() > 0.5
-    assert torch.allclose(ref, want, rtol=0, atol=1e-5), (ref - want).abs().max()
+    cases.assert_reference_matches(out, hf_float64_logits(model, TOKENS), TOKENS, min_std=0.5)
 
-    conf = json.loads((out / "config.json").read_text())
     assert [b["kind"] for b in conf["blocks"]] == ["mamba2"] * 3
     b = conf["blocks"][0]
     assert b == {"kind": "mamba2", "norm": {"type": "rmsnorm", "eps": 1e-5}, "n_heads": 8,
@@ -83,9 +77,7 @@ def test_converted_model_matches_transformers(tmp_path, capsys, tied, use_bias):
                  "dt_min": 0.0, "dt_max": None, "gated_norm_eps": 1e-5}
     assert conf["tie_embeddings"] == tied and conf["eos_token_id"] == 256
 
-    t, meta = safetensors_io.load_file(out / "model.safetensors")
-    assert ("lm_head.weight" in t) == (not tied)
-    assert meta["converter"].endswith("/hf-mamba2")
+    t = cases.written_tensors(out, "hf-mamba2", tied)
     sd = model.state_dict()
     assert torch.equal(t["blocks.2.gated_norm.weight"].double(),
                        sd["backbone.layers.2.mixer.norm.weight"])
@@ -99,97 +91,62 @@ def test_groups_and_time_step_limit_are_carried(tmp_path, capsys):
     model = make_model(seed=2, n_groups=4, time_step_limit=(0.002, 0.08))
     src = hf_layouts.save(model, tmp_path / "hf")
     out = tmp_path / "out"
-    code, err = run(["--source", "hf-mamba2", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert code == 0, err
+    conf, err = cases.convert_ok("hf-mamba2", src, out, capsys)
     # The references disagree between prefill and decode on a clamped dt.
     assert "convert: warning: time_step_limit [0.002, 0.08]" in err
-    b = json.loads((out / "config.json").read_text())["blocks"][1]
+    b = conf["blocks"][1]
     assert (b["n_groups"], b["dt_min"], b["dt_max"]) == (4, 0.002, 0.08)
     t, _ = safetensors_io.load_file(out / "model.safetensors")
     assert tuple(t["blocks.1.conv.weight"].shape) == (96 + 2 * 4 * 20, 4)
     assert tuple(t["blocks.1.in_proj.weight"].shape) == (96 + 96 + 160 + 8, 48)
 
 
-@pytest.mark.parametrize("layout", sorted(hf_layouts.LAYOUTS))
-def test_every_save_pretrained_layout_converts_alike(tmp_path, layout):
-    hf_layouts.assert_layout_converts_alike(make_model(seed=4), tmp_path, "hf-mamba2", layout)
-
-
-def test_truncated_pytorch_bin(tmp_path):
-    hf_layouts.assert_truncated_bin_fails(make_model(), tmp_path, "hf-mamba2")
+test_every_save_pretrained_layout_converts_alike = cases.layouts_test(
+    "hf-mamba2", lambda: make_model(seed=4))
+test_truncated_pytorch_bin = cases.truncated_bin_test("hf-mamba2", make_model)
 
 
 def test_dtype_option_and_cli_exit_status(tmp_path):
     src = hf_layouts.save(make_model(seed=5), tmp_path / "hf")
-    out = tmp_path / "bf16"
-    proc = run_process(["--source", "hf-mamba2", str(src), str(out), "--byte-tokenizer",
-                        "--dtype", "bf16"])
-    assert proc.returncode == 0, proc.stderr
-    assert "3 mamba2 blocks" in proc.stdout
-    t, _ = safetensors_io.load_file(out / "model.safetensors")
-    for name in ("blocks.0.in_proj.weight", "blocks.0.conv.weight", "blocks.0.gated_norm.weight",
-                 "blocks.0.out_proj.weight", "embed.weight", "lm_head.weight"):
-        assert t[name].dtype == torch.bfloat16, name
-    for name in ("blocks.0.A", "blocks.0.D", "blocks.0.dt_bias"):
-        assert t[name].dtype == torch.float32, name
-    canonical.load_model_dir(out)
+    cases.assert_bf16_conversion(
+        "hf-mamba2", src, tmp_path / "bf16", "3 mamba2 blocks",
+        ("blocks.0.in_proj.weight", "blocks.0.conv.weight", "blocks.0.gated_norm.weight",
+         "blocks.0.out_proj.weight", "embed.weight", "lm_head.weight"),
+        ("blocks.0.A", "blocks.0.D", "blocks.0.dt_bias"))
 
 
-def _limit(value):
-    return lambda s: edit_config(s, lambda c: c.update(time_step_limit=value))
+def _limit(value, needles):
+    return cases.config_case(needles, time_step_limit=value)
 
+
+_cfg = cases.config_case
 
 CORRUPT = {
-    "missing_tensor": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "backbone.layers.1.mixer.dt_bias")),
-        ["missing tensor", "backbone.layers.1.mixer.dt_bias"]),
-    "missing_gated_norm": (lambda s: edit_tensors(s, lambda t: t.pop(
-        "backbone.layers.2.mixer.norm.weight")),
-        ["missing tensor", "backbone.layers.2.mixer.norm.weight"]),
-    "wrong_shape": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.0.mixer.in_proj.weight": torch.zeros(239, 48)})),
-        ["backbone.layers.0.mixer.in_proj.weight", "[239, 48]", "[240, 48]"]),
-    "A_log_per_channel": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.0.mixer.A_log": torch.zeros(8, 20)})),
-        ["backbone.layers.0.mixer.A_log", "[8, 20]", "[8]"]),
-    "unknown_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.0.mixer.dt_proj.weight": torch.zeros(8, 8)})),
-        ["unknown tensor", "backbone.layers.0.mixer.dt_proj.weight"]),
-    "lm_head_missing": (lambda s: edit_tensors(s, lambda t: t.pop("lm_head.weight")),
-                        ["missing tensor 'lm_head.weight'"]),
-    "integer_tensor": (lambda s: edit_tensors(s, lambda t: t.update(
-        {"backbone.layers.1.mixer.D": torch.zeros(8, dtype=torch.int32)})),
-        ["backbone.layers.1.mixer.D", "not floating point"]),
-    "unknown_architecture": (lambda s: edit_config(s, lambda c: c.update(
-        model_type="mamba", architectures=["MambaForCausalLM"])),
-        ["unknown architecture", "'mamba'"]),
-    "bias_missing": (lambda s: edit_config(s, lambda c: c.update(use_bias=True)),
-                     ["missing tensor", "backbone.layers.0.mixer.in_proj.bias"]),
-    "activation": (lambda s: edit_config(s, lambda c: c.update(hidden_act="gelu")),
-                   ["hidden_act", "gelu"]),
-    "no_norm": (lambda s: edit_config(s, lambda c: c.update(rms_norm=False)), ["rms_norm"]),
-    "norm_before_gate": (lambda s: edit_config(s, lambda c: c.update(norm_before_gate=True)),
-                         ["norm_before_gate"]),
-    "heads_mismatch": (lambda s: edit_config(s, lambda c: c.update(num_heads=6)),
-                       ["num_heads", "6 x 'head_dim' 12 = 72", "96"]),
-    "groups_do_not_divide": (lambda s: edit_config(s, lambda c: c.update(n_groups=3)),
-                             ["n_groups", "num_heads 8"]),
+    "missing_tensor": cases.missing_tensor("backbone.layers.1.mixer.dt_bias"),
+    "missing_gated_norm": cases.missing_tensor("backbone.layers.2.mixer.norm.weight"),
+    "wrong_shape": cases.wrong_shape("backbone.layers.0.mixer.in_proj.weight", (239, 48),
+                                     (240, 48)),
+    "A_log_per_channel": cases.wrong_shape("backbone.layers.0.mixer.A_log", (8, 20), (8,)),
+    "unknown_tensor": cases.unknown_tensor("backbone.layers.0.mixer.dt_proj.weight",
+                                           torch.zeros(8, 8)),
+    "lm_head_missing": cases.LM_HEAD_MISSING,
+    "integer_tensor": cases.integer_tensor("backbone.layers.1.mixer.D", 8),
+    "unknown_architecture": _cfg(["unknown architecture", "'mamba'"], model_type="mamba",
+                                 architectures=["MambaForCausalLM"]),
+    "bias_missing": _cfg(["missing tensor", "backbone.layers.0.mixer.in_proj.bias"],
+                         use_bias=True),
+    "activation": cases.ACTIVATION,
+    "no_norm": _cfg(["rms_norm"], rms_norm=False),
+    "norm_before_gate": _cfg(["norm_before_gate"], norm_before_gate=True),
+    "heads_mismatch": _cfg(["num_heads", "6 x 'head_dim' 12 = 72", "96"], num_heads=6),
+    "groups_do_not_divide": _cfg(["n_groups", "num_heads 8"], n_groups=3),
     "groups_default": (lambda s: edit_config(s, lambda c: c.pop("n_groups")),
                        ["backbone.layers.0.mixer.conv1d.bias", "[136]", "[416]"]),
-    "limit_not_pair": (_limit([0.0]), ["time_step_limit"]),
-    "limit_reversed": (_limit([0.1, 0.01]), ["time_step_limit", "[0.1, 0.01]"]),
-    "limit_negative": (_limit([-1.0, math.inf]), ["time_step_limit"]),
-    "state_size": (lambda s: edit_config(s, lambda c: c.update(state_size=0)),
-                   ["state_size", "positive integer"]),
+    "limit_not_pair": _limit([0.0], ["time_step_limit"]),
+    "limit_reversed": _limit([0.1, 0.01], ["time_step_limit", "[0.1, 0.01]"]),
+    "limit_negative": _limit([-1.0, math.inf], ["time_step_limit"]),
+    "state_size": _cfg(["state_size", "positive integer"], state_size=0),
     **hf_layouts.BROKEN_FILES,
 }
 
-
-@pytest.mark.parametrize("case", sorted(CORRUPT))
-def test_bad_checkpoint_is_a_clean_error(tmp_path, capsys, case):
-    src = hf_layouts.save(make_model(), tmp_path / "hf")
-    corrupt, needles = CORRUPT[case]
-    corrupt(src)
-    out = tmp_path / "out"
-    code, err = run(["--source", "hf-mamba2", str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
+test_bad_checkpoint_is_a_clean_error = cases.bad_checkpoint_test("hf-mamba2", make_model, CORRUPT)
