@@ -29,6 +29,23 @@ def hf_greedy(model, prompt, n, cache=None):
     return ids
 
 
+@torch.no_grad()
+def hf_recurrent_greedy(model, prompt, n):
+    """n greedy tokens after `prompt` through the recurrent cache (cache_params)
+    of transformers' Mamba family, stepped as its generate() steps it: the
+    prefill's cache_position has conv_kernel entries, which is how the mixer
+    tells a prefill from a decode step."""
+    position = torch.arange(0, model.config.conv_kernel)
+    out = model(torch.tensor([prompt]), use_cache=True, cache_position=position)
+    ids = [int(out.logits[0, -1].argmax())]
+    while len(ids) < n:
+        position = position[-1:] + 1
+        out = model(torch.tensor([[ids[-1]]]), cache_params=out.cache_params, use_cache=True,
+                    cache_position=position)
+        ids.append(int(out.logits[0, -1].argmax()))
+    return ids
+
+
 def assert_engine_matches_transformers(model, source, prompt, tmp_path, repo_root,
                                        engine_logits, engine_generate, cache=None,
                                        chunks=(32,)):

@@ -14,8 +14,6 @@ runs chunks of 16), and 64 greedy tokens identical to transformers' own cached
 greedy loop.
 """
 
-import types
-
 import pytest
 import torch
 
@@ -24,12 +22,10 @@ from transformers import BambaConfig, BambaForCausalLM  # noqa: E402
 from transformers.models.bamba.modeling_bamba import (  # noqa: E402
     HybridMambaAttentionDynamicCache)
 
+import hf_models  # noqa: E402
 from hf_run import assert_engine_matches_transformers  # noqa: E402
 
-# Cache utilities mark tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
@@ -45,16 +41,10 @@ def make_hf_model(seed, tied, **over):
     kw.update(over)
     model = BambaForCausalLM(BambaConfig(**kw)).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so that a converter
-            # that dropped or swapped one would show.
-            if name.endswith(("norm.weight", "layernorm.weight", "mamba.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
-            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-                # Spread the logits so greedy choices are not near-ties; a tied
-                # head gets less, or the residual's own token wins every step.
-                p.mul_(2.0 if tied else 8.0)
+    hf_models.perturb(model, ("norm.weight", "layernorm.weight", "mamba.D", ".bias"), 0.2)
+    # Spread the logits so greedy choices are not near-ties; a tied head gets
+    # less, or the residual's own token wins every step.
+    hf_models.scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 8.0)
     return model
 
 

@@ -11,8 +11,6 @@ the prompt), and 64 greedy tokens identical to transformers' own greedy loop
 through its recurrent cache (the engine prefills in 16-token steps).
 """
 
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -20,12 +18,11 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import FalconMambaConfig, FalconMambaForCausalLM  # noqa: E402
 
+import hf_models  # noqa: E402
 from engine_run import convert, engine_greedy, run_engine  # noqa: E402
+from hf_run import hf_recurrent_greedy  # noqa: E402
 
-# MambaCache marks its tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
@@ -39,37 +36,14 @@ def make_hf_model(seed, tied, use_bias):
                             tie_word_embeddings=tied, pad_token_id=None, bos_token_id=None,
                             eos_token_id=256)
     model = FalconMambaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so a converter that
-            # dropped or swapped one would show.
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.1 * torch.randn_like(p))
-            # Spread the logits so greedy choices are not near-ties. Through a
-            # tied head the residual's own token would win every step unless
-            # the mixers outweigh the embedding.
-            if name.endswith(("embeddings.weight", "lm_head.weight")):
-                p.mul_(2.0 if tied else 20.0)
-            if tied and name.endswith("out_proj.weight"):
-                p.mul_(20.0)
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.1)
+    # Spread the logits so greedy choices are not near-ties. Through a tied
+    # head the residual's own token would win every step unless the mixers
+    # outweigh the embedding.
+    hf_models.scale(model, ("embeddings.weight", "lm_head.weight"), 2.0 if tied else 20.0)
+    if tied:
+        hf_models.scale(model, ("out_proj.weight",), 20.0)
     return model
-
-
-@torch.no_grad()
-def hf_greedy(model, prompt, n):
-    """Greedy decoding through transformers' recurrent cache, stepped as its
-    generate() steps it (generate() itself cannot be imported with Debian's
-    torch 1.13 on Python 3.11): the prefill's cache_position has conv_kernel
-    entries, which is how the mixer tells a prefill from a decode step."""
-    position = torch.arange(0, model.config.conv_kernel)
-    out = model(torch.tensor([prompt]), use_cache=True, cache_position=position)
-    ids = [int(out.logits[0, -1].argmax())]
-    while len(ids) < n:
-        position = position[-1:] + 1
-        out = model(torch.tensor([[ids[-1]]]), cache_params=out.cache_params, use_cache=True,
-                    cache_position=position)
-        ids.append(int(out.logits[0, -1].argmax()))
-    return ids
 
 
 def prompt_ids(n=130):
@@ -99,6 +73,6 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, tied, use_bia
         print(f"chunk {chunk}: max |engine - transformers| {err:.2e}")
         assert err <= 1e-3, f"chunk {chunk}: max |engine - transformers| {err:.2e}"
 
-    want_ids = hf_greedy(model, prompt, 64)
+    want_ids = hf_recurrent_greedy(model, prompt, 64)
     assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
     assert engine_greedy(engine_generate, out, prompt, 64) == want_ids

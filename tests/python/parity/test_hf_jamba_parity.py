@@ -11,8 +11,6 @@ logits over a 128-token prompt within 1e-3 (fp32), and 64 greedy tokens
 identical to transformers' own cached greedy loop.
 """
 
-import types
-
 import pytest
 import torch
 
@@ -21,12 +19,10 @@ from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
 from transformers.models.jamba.modeling_jamba import (  # noqa: E402
     HybridMambaAttentionDynamicCache)
 
+import hf_models  # noqa: E402
 from hf_run import assert_engine_matches_transformers  # noqa: E402
 
-# Cache utilities mark tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
@@ -43,20 +39,13 @@ def make_hf_model(seed, tied):
                       eos_token_id=256)
     model = JambaForCausalLM(cfg).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so a converter that
-            # dropped or swapped one would show.
-            if name.endswith(("norm.weight", "mamba.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
-            if name.endswith("router.weight"):
-                # Decisive routing: a near-tie between two experts' probabilities
-                # could go either way in fp32 and change the expert that runs.
-                p.mul_(10.0)
-            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-                # Spread the logits so greedy choices are not near-ties; a tied
-                # head gets less, or the residual's own token wins every step.
-                p.mul_(2.0 if tied else 12.0)
+    hf_models.perturb(model, ("norm.weight", "mamba.D", ".bias"), 0.2)
+    # Decisive routing: a near-tie between two experts' probabilities could go
+    # either way in fp32 and change the expert that runs.
+    hf_models.scale(model, ("router.weight",), 10.0)
+    # Spread the logits so greedy choices are not near-ties; a tied head gets
+    # less, or the residual's own token wins every step.
+    hf_models.scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 12.0)
     return model
 
 

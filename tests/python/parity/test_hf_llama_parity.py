@@ -28,8 +28,6 @@ transformers would raise θ for every position of a pass longer than 512; the
 engine keeps plain RoPE over its rolling window (README).
 """
 
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -37,14 +35,12 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
+import hf_models  # noqa: E402
 from engine_run import convert, run_engine  # noqa: E402
 from hf_run import assert_engine_matches_transformers  # noqa: E402
 from weights.reference.model import ReferenceModel  # noqa: E402
 
-# Cache utilities mark tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
@@ -68,18 +64,10 @@ def make_hf_model(seed, bias, tied, rope_scaling=None):
                       bos_token_id=None, eos_token_id=256, rope_scaling=rope_scaling)
     model = LlamaForCausalLM(cfg).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms start at 1 and biases at 0: move them so a converter that
-            # dropped or swapped one would show.
-            if name.endswith("norm.weight"):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith(".bias"):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-                # Spread the logits so greedy choices are not near-ties; a tied
-                # head gets less, or the residual's own token wins every step.
-                p.mul_(2.0 if tied else 8.0)
+    hf_models.perturb(model, ("norm.weight", ".bias"), 0.1)
+    # Spread the logits so greedy choices are not near-ties; a tied head gets
+    # less, or the residual's own token wins every step.
+    hf_models.scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 8.0)
     return model
 
 

@@ -10,8 +10,6 @@ tokens equal those of transformers' recurrent cache path. Shapes: head_dim 12,
 d_state 20, tied and untied heads, with and without biases.
 """
 
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -19,12 +17,11 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import Mamba2Config, Mamba2ForCausalLM  # noqa: E402
 
+import hf_models  # noqa: E402
 from engine_run import convert, engine_greedy, run_engine  # noqa: E402
+from hf_run import hf_recurrent_greedy  # noqa: E402
 
-# Mamba2Cache marks its tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 
@@ -38,33 +35,11 @@ def make_hf_model(seed, tied, use_bias):
                        tie_word_embeddings=tied, pad_token_id=None, bos_token_id=None,
                        eos_token_id=256)
     model = Mamba2ForCausalLM(cfg).eval()
-    with torch.no_grad():
-        # transformers' init leaves norms and D at 1 and biases at 0; move them so
-        # that a converter that dropped or swapped one of them would show.
-        for name, p in model.named_parameters():
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith("norm_f.weight"):
-                # Spread the logits so greedy choices are not near-ties. (Scaling a
-                # tied embedding instead makes the residual echo the input token.)
-                p.mul_(20.0)
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.1)
+    # Spread the logits so greedy choices are not near-ties. (Scaling a tied
+    # embedding instead makes the residual echo the input token.)
+    hf_models.scale(model, ("norm_f.weight",), 20.0)
     return model
-
-
-@torch.no_grad()
-def hf_greedy(model, prompt, n):
-    """Greedy decoding through transformers' own recurrent cache path, stepped as
-    its generate() steps it (generate() itself cannot be imported with Debian's
-    torch 1.13 on Python 3.11)."""
-    position = torch.arange(0, model.config.conv_kernel)
-    out = model(torch.tensor([prompt]), use_cache=True, cache_position=position)
-    ids = [int(out.logits[0, -1].argmax())]
-    while len(ids) < n:
-        position = position[-1:] + 1
-        out = model(torch.tensor([[ids[-1]]]), cache_params=out.cache_params, use_cache=True,
-                    cache_position=position)
-        ids.append(int(out.logits[0, -1].argmax()))
-    return ids
 
 
 def prompt_ids(n=128):
@@ -94,6 +69,6 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, tied, use_bia
     err = np.abs(got - want).max()
     assert err <= 1e-3, f"max |engine - transformers| {err:.2e}"
 
-    want_ids = hf_greedy(model, prompt, 64)
+    want_ids = hf_recurrent_greedy(model, prompt, 64)
     assert len(set(want_ids)) > 4  # not a degenerate repetition of one token
     assert engine_greedy(engine_generate, out, prompt, 64) == want_ids

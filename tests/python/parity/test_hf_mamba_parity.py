@@ -10,7 +10,6 @@ greedy generate() (64 tokens, through its recurrent cache path).
 
 import json
 import subprocess
-import types
 
 import numpy as np
 import pytest
@@ -19,13 +18,11 @@ import torch
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
 
+import hf_models  # noqa: E402
 from engine_run import convert, engine_greedy  # noqa: E402
+from hf_run import hf_recurrent_greedy  # noqa: E402
 
-
-# MambaCache marks its tensors for torch.compile with torch._dynamo, which
-# Debian's torch 1.13 does not have; the mark is only a compiler hint.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS, so every id the model can emit is sampleable
 
@@ -37,16 +34,9 @@ def make_hf_model(seed, use_bias):
                       use_conv_bias=True, layer_norm_epsilon=1e-5, residual_in_fp32=True,
                       tie_word_embeddings=True)
     model = MambaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        # transformers' init leaves norms at 1 and D at 1; move them so a converter
-        # that dropped or swapped one of them would show.
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or name.endswith("norm_f.weight"):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith("mixer.D"):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith("embeddings.weight"):
-                p.mul_(20.0)  # spread the tied-head logits so greedy choices are not near-ties
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D"), 0.1)
+    # Spread the tied-head logits so greedy choices are not near-ties.
+    hf_models.scale(model, ("embeddings.weight",), 20.0)
     return model
 
 
@@ -56,22 +46,6 @@ def engine_last_logits(binary, model_dir, prompt, tmp_path):
                     "--tokens", ",".join(map(str, prompt)), "--out", str(out), "--chunk", "32"],
                    check=True, capture_output=True)
     return np.load(out)[-1]
-
-
-@torch.no_grad()
-def hf_greedy(model, prompt, n):
-    """Greedy decoding through transformers' own recurrent cache path, stepping
-    the cache exactly as its generate() does (generate() itself cannot be imported
-    with Debian's torch 1.13 on Python 3.11)."""
-    position = torch.arange(0, model.config.conv_kernel)
-    out = model(torch.tensor([prompt]), use_cache=True, cache_position=position)
-    ids = [int(out.logits[0, -1].argmax())]
-    while len(ids) < n:
-        position = position[-1:] + 1
-        out = model(torch.tensor([[ids[-1]]]), cache_params=out.cache_params, use_cache=True,
-                    cache_position=position)
-        ids.append(int(out.logits[0, -1].argmax()))
-    return ids
 
 
 def prompt_ids(n=128):
@@ -96,7 +70,7 @@ def test_save_pretrained_checkpoint_matches_transformers(tmp_path, use_bias, rep
     assert want.std() > 1.0  # logits are spread, so the comparison means something
     assert np.abs(got - want).max() <= 1e-3
 
-    want_ids = hf_greedy(model, prompt, 64)
+    want_ids = hf_recurrent_greedy(model, prompt, 64)
     assert engine_greedy(engine_generate, out, prompt, 64) == want_ids
 
 

@@ -14,8 +14,6 @@ Adding sinks (--sinks 2) is a model change the float64 reference follows
 and transformers does not.
 """
 
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -24,12 +22,12 @@ transformers = pytest.importorskip("transformers", reason="installed by deploy/s
 from transformers import (MistralConfig, MistralForCausalLM, Qwen2Config,  # noqa: E402
                           Qwen2ForCausalLM)
 
+import hf_models  # noqa: E402
 from engine_run import convert, engine_greedy, run_engine  # noqa: E402
 from hf_run import assert_engine_matches_transformers, hf_greedy  # noqa: E402
 from weights.reference.model import ReferenceModel  # noqa: E402
 
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 VOCAB = 257  # the byte tokenizer's ids: bytes + EOS
 SLIDING_WINDOW = 48
@@ -39,12 +37,8 @@ def spread(model, tied):
     """Norms and biases moved off their initial values (so a dropped one shows),
     embeddings scaled so greedy choices are not near-ties."""
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or name.endswith(".bias"):
-                p.add_(0.1 * torch.randn_like(p))
-            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-                p.mul_(2.0 if tied else 8.0)
+    hf_models.perturb(model, ("norm.weight", ".bias"), 0.1)
+    hf_models.scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 8.0)
     return model
 
 

@@ -6,7 +6,6 @@ input is an error that names its culprit, exits 1 and leaves no output behind.
 (tests/python/parity/test_hf_falcon_mamba_parity.py runs the C++ engine.)
 """
 
-import types
 
 import pytest
 import torch
@@ -15,14 +14,13 @@ from weights.reference.model import ReferenceModel
 
 import converter_cases as cases
 import hf_layouts
+import hf_models
 from convert_cli import edit_config, edit_tensors, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import FalconMambaConfig, FalconMambaForCausalLM  # noqa: E402
 
-# MambaCache marks its tensors with torch._dynamo, which Debian's torch 1.13 lacks.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 70, 97, 108, 99, 111, 110, 32, 77, 97, 109, 98, 97, 10, 0, 255, 200, 7, 256,
           65, 66, 67, 68, 69, 70, 71, 72, 73]
@@ -36,12 +34,7 @@ def make_model(seed=0, tied=True, use_bias=False, **over):
               tie_word_embeddings=tied, pad_token_id=None, bos_token_id=None, eos_token_id=256)
     kw.update(over)
     model = FalconMambaForCausalLM(FalconMambaConfig(**kw)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so a converter that
-            # dropped or swapped one would show.
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.2)
     return model
 
 

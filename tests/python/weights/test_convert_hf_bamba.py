@@ -7,7 +7,6 @@ converts alike; every bad input is an error that names its culprit, exits 1
 and leaves no output behind.
 """
 
-import types
 
 import pytest
 import torch
@@ -16,14 +15,13 @@ from weights import safetensors_io
 
 import converter_cases as cases
 import hf_layouts
+import hf_models
 from convert_cli import assert_clean_failure, edit_config, run
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import BambaConfig, BambaForCausalLM  # noqa: E402
 
-# transformers' caches mark tensors with torch._dynamo, which Debian's torch 1.13 lacks.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85]
@@ -46,12 +44,7 @@ def make_model(seed=0, tied=False, **over):
     kw.update(over)
     model = BambaForCausalLM(BambaConfig(**kw)).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so that a converter
-            # that dropped or swapped one would show.
-            if name.endswith(("norm.weight", "layernorm.weight", "mamba.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", "layernorm.weight", "mamba.D", ".bias"), 0.2)
     return model
 
 

@@ -5,7 +5,6 @@ evicts, must give transformers' own float64 forward; every bad input is an
 error that names its culprit, exits 1 and leaves no output behind.
 """
 
-import types
 
 import pytest
 import torch
@@ -14,13 +13,13 @@ from weights.reference.model import ReferenceModel
 
 import converter_cases as cases
 import hf_layouts
+import hf_models
 from convert_cli import edit_config, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import JambaConfig, JambaForCausalLM  # noqa: E402
 
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78]
@@ -42,14 +41,9 @@ def make_model(seed=0, tied=False, proj_bias=False, **over):
     kw.update(over)
     model = JambaForCausalLM(JambaConfig(**kw)).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms start at 1, D at 1, biases at 0: move them so that a converter
-            # that dropped or swapped one would show.
-            if name.endswith(("norm.weight", "mamba.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
-            if name.endswith("router.weight"):
-                p.mul_(10.0)   # decisive routing: no near-ties between expert choices
+    hf_models.perturb(model, ("norm.weight", "mamba.D", ".bias"), 0.2)
+    # Decisive routing: no near-ties between expert choices.
+    hf_models.scale(model, ("router.weight",), 10.0)
     return model
 
 

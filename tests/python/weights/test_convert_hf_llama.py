@@ -8,7 +8,6 @@ error that names its culprit, exits 1 and leaves no output behind.
 
 import json
 import math
-import types
 
 import pytest
 import torch
@@ -18,6 +17,7 @@ from weights.reference.model import ReferenceModel
 
 import converter_cases as cases
 import hf_layouts
+import hf_models
 from convert_cli import assert_clean_failure, edit_config, run, run_process
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
@@ -27,8 +27,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
 from weights.reference.attention import rope_inv_freq  # noqa: E402
 
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78]
@@ -50,10 +49,7 @@ def make_model(bias=False, tied=False, seed=0, arch="llama", **over):
                            "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[arch]
     model = model_class(config(**kw)).eval()
     model.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(("norm.weight", ".bias")):
-                p.add_(0.1 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", ".bias"), 0.1)
     return model
 
 

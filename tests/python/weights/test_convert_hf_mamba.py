@@ -5,7 +5,6 @@ forward computed from hand-built checkpoints.)
 """
 
 import json
-import types
 
 import pytest
 import torch
@@ -14,13 +13,12 @@ from weights import convert
 from weights.converters.convert_error import ConvertError
 
 import hf_layouts
+import hf_models
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import MambaConfig, MambaForCausalLM  # noqa: E402
 
-# MambaCache marks its tensors with torch._dynamo, which Debian's torch 1.13 lacks.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 
 def make_model(seed=0, use_bias=True):

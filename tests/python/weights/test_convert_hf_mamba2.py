@@ -8,7 +8,6 @@ names its culprit, exits 1 and leaves no output behind.
 """
 
 import math
-import types
 
 import pytest
 import torch
@@ -17,14 +16,13 @@ from weights import safetensors_io
 
 import converter_cases as cases
 import hf_layouts
+import hf_models
 from convert_cli import edit_config
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import Mamba2Config, Mamba2ForCausalLM  # noqa: E402
 
-# Mamba2Cache marks its tensors with torch._dynamo, which Debian's torch 1.13 lacks.
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85]
@@ -41,12 +39,7 @@ def make_model(seed=0, tied=False, use_bias=False, **over):
               eos_token_id=256)
     kw.update(over)
     model = Mamba2ForCausalLM(Mamba2Config(**kw)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            # Norms and D start at 1, biases at 0: move them so that a converter
-            # that dropped or swapped one would show.
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.2)
     return model
 
 

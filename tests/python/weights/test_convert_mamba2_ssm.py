@@ -9,7 +9,6 @@ convert exactly as the same weights in the mamba_ssm layout do.
 """
 
 import json
-import types
 
 import pytest
 import torch
@@ -19,13 +18,13 @@ from weights.converters import mamba2_ssm
 from weights.converters.convert_error import ConvertWarning
 from weights.reference.model import ReferenceModel
 
+import hf_models
 from convert_cli import assert_clean_failure, run
 
 transformers = pytest.importorskip("transformers", reason="installed by deploy/setup.sh")
 from transformers import Mamba2Config, Mamba2ForCausalLM  # noqa: E402
 
-if not hasattr(torch, "_dynamo"):
-    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
+hf_models.stub_dynamo()
 
 TOKENS = [256, 84, 104, 101, 32, 113, 117, 105, 99, 107, 10, 0, 255, 200, 7, 256, 65, 66, 67,
           68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85]
@@ -46,10 +45,7 @@ def write_checkpoint(path, seed=0):
         vocab_size=264, hidden_size=48, expand=2, num_heads=8, head_dim=12, state_size=20,
         n_groups=1, num_hidden_layers=2, conv_kernel=4, chunk_size=16, use_bias=False,
         use_conv_bias=True, layer_norm_epsilon=1e-5, tie_word_embeddings=True)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.2)
     path.mkdir()
     state = {k.replace("backbone.embeddings.", "backbone.embedding."): v.clone()
              for k, v in model.state_dict().items()}
@@ -133,10 +129,7 @@ def mamba_ssm_state(seed):
         vocab_size=264, hidden_size=64, expand=2, num_heads=2, head_dim=64, state_size=128,
         n_groups=2, num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True,
         tie_word_embeddings=False))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(("norm.weight", "norm_f.weight", "mixer.D", ".bias")):
-                p.add_(0.2 * torch.randn_like(p))
+    hf_models.perturb(model, ("norm.weight", "norm_f.weight", "mixer.D", ".bias"), 0.2)
     return {k.replace("backbone.embeddings.", "backbone.embedding."): v.detach().clone()
             for k, v in model.state_dict().items()}
 
