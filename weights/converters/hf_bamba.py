@@ -44,11 +44,11 @@ unknown or mis-shaped.
 
 import json
 
-from weights.converters import hf_mamba2, sink_cache
+from weights.converters import hf_layers, hf_mamba2, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_config import (attention_heads, canonical_config, load_config,
-                                          positive_number)
+from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_config import (attention_heads, canonical_config, check_architecture,
+                                          check_silu, load_config, positive_number)
 from weights.converters.hf_rope import canonical_rope_scaling
 from weights.converters.mamba_common import positive_int
 
@@ -106,13 +106,8 @@ def _rotary_dim(cfg, head_dim):
 
 def read_dims(cfg):
     """Canonical dimensions and the per-layer plan from an HF Bamba config dict."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("model_type") != "bamba" or (archs and "BambaForCausalLM" not in archs):
-        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
-                           f"architectures={archs!r}); expected bamba / BambaForCausalLM")
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config: field 'hidden_act' {cfg['hidden_act']!r} unsupported "
-                           "(only silu: the Mamba mixer and the MLP use it)")
+    check_architecture(cfg, "bamba", "BambaForCausalLM")
+    check_silu(cfg, ": the Mamba mixer and the MLP use it")
     cfg = {**DEFAULTS, **cfg}
     D = positive_int(cfg, "hidden_size")
     L = positive_int(cfg, "num_hidden_layers")
@@ -165,16 +160,11 @@ def source_shapes(dims):
         s[p + "input_layernorm.weight"] = (D,)
         s[p + "pre_ff_layernorm.weight"] = (D,)
         if mixer == "attention":
-            for n, shape in (("q", (qd, D)), ("k", (kd, D)), ("v", (kd, D)), ("o", (D, qd))):
-                s[p + f"self_attn.{n}_proj.weight"] = shape
-                if dims["attn_bias"]:
-                    s[p + f"self_attn.{n}_proj.bias"] = shape[:1]
+            s.update(hf_layers.attention_shapes(p + "self_attn.", D, qd, kd,
+                                                lambda n: dims["attn_bias"]))
         else:
             s.update(hf_mamba2.mixer_shapes(p + "mamba.", dims))
-        for n, shape in (("gate", (F_, D)), ("up", (F_, D)), ("down", (D, F_))):
-            s[p + f"feed_forward.{n}_proj.weight"] = shape
-            if dims["mlp_bias"]:
-                s[p + f"feed_forward.{n}_proj.bias"] = shape[:1]
+        s.update(hf_layers.mlp_shapes(p + "feed_forward.", D, F_, dims["mlp_bias"]))
     return s
 
 
@@ -182,29 +172,20 @@ def map_tensors(tensors, dims, tied, dtype):
     """Source tensors -> canonical tensors (matrices in `dtype`; A, D, dt_bias fp32)."""
     check_tensors(tensors, source_shapes(dims), EMBED, tied)
 
-    def mat(name):
-        return tensors[name].to(dtype).contiguous()
-
-    out = {"embed.weight": mat(EMBED), "final_norm.weight": mat("model.final_layernorm.weight")}
-    if not tied:
-        out["lm_head.weight"] = mat("lm_head.weight")
+    mat = matrices(tensors, dtype)
+    out = map_ends(mat, EMBED, "model.final_layernorm.weight", tied)
     for j, mixer in enumerate(dims["layers"]):
         s, a, m = f"model.layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
         out[a + "norm.weight"] = mat(s + "input_layernorm.weight")
         if mixer == "attention":
             # The half-split layout is the canonical one; the engine reorders
             # channels for partial rotary itself (engine/layers/rope.h).
-            for n in ("q", "k", "v", "o"):
-                out[a + f"attn.{n}.weight"] = mat(s + f"self_attn.{n}_proj.weight")
-                if dims["attn_bias"]:
-                    out[a + f"attn.{n}.bias"] = mat(s + f"self_attn.{n}_proj.bias")
+            out.update(hf_layers.map_attention(mat, s + "self_attn.", a,
+                                               lambda n: dims["attn_bias"]))
         else:
             out.update(hf_mamba2.map_mixer(tensors, s + "mamba.", a, dims, dtype))
         out[m + "norm.weight"] = mat(s + "pre_ff_layernorm.weight")
-        for n in ("gate", "up", "down"):
-            out[m + f"mlp.{n}.weight"] = mat(s + f"feed_forward.{n}_proj.weight")
-            if dims["mlp_bias"]:
-                out[m + f"mlp.{n}.bias"] = mat(s + f"feed_forward.{n}_proj.bias")
+        out.update(hf_layers.map_mlp(mat, s + "feed_forward.", m, dims["mlp_bias"]))
     return out
 
 

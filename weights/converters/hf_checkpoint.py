@@ -97,3 +97,17 @@ def check_tensors(tensors, want, embed_name, tied):
         if not tensors[name].is_floating_point():
             raise ConvertError(f"tensor {name!r}: dtype {tensors[name].dtype} is not "
                                "floating point")
+
+
+def matrices(tensors, dtype):
+    """name -> tensors[name] in `dtype`, contiguous: how converters write matrices."""
+    return lambda name: tensors[name].to(dtype).contiguous()
+
+
+def map_ends(mat, embed_name, final_norm_name, tied):
+    """The canonical tensors around the blocks: the embedding, the final norm's
+    weight and, unless tied, lm_head.weight (`mat`: matrices())."""
+    out = {"embed.weight": mat(embed_name), "final_norm.weight": mat(final_norm_name)}
+    if not tied:
+        out["lm_head.weight"] = mat(HEAD)
+    return out

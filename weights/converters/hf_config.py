@@ -24,6 +24,30 @@ def load_config(src):
     return cfg
 
 
+def check_architecture(cfg, model_type, architecture):
+    """cfg is of `model_type`, and names `architecture` among its architectures
+    where it lists any."""
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") != model_type or (archs and architecture not in archs):
+        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
+                           f"architectures={archs!r}); expected {model_type} / {architecture}")
+
+
+def check_silu(cfg, why=""):
+    """hidden_act is silu, as it is when absent; `why` follows "only silu" in the error."""
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config: field 'hidden_act' {cfg['hidden_act']!r} unsupported "
+                           f"(only silu{why})")
+
+
+def boolean(cfg, key, default):
+    """cfg[key] (`default`, the HF config class's own, when absent): true or false."""
+    v = cfg.get(key, default)
+    if not isinstance(v, bool):
+        raise ConvertError(f"config: field {key!r} must be true or false, got {v!r}")
+    return v
+
+
 def positive_number(cfg, key, default):
     """cfg[key] (`default`, the HF config class's own, when absent) as a positive float."""
     v = cfg.get(key, default)

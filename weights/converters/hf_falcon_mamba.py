@@ -27,9 +27,9 @@ import math
 import os
 
 from weights import canonical
-from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import load_tensors
-from weights.converters.hf_config import load_config, positive_number, token_id
+from weights.converters.hf_config import (boolean, check_architecture, check_silu,
+                                          load_config, positive_number, token_id)
 from weights.converters.mamba_common import map_tensors, positive_int
 
 NAME = "falcon-mamba"
@@ -45,24 +45,10 @@ def _int(cfg, key):
     return positive_int({key: cfg.get(key, DEFAULTS[key])}, key)
 
 
-def _bool(cfg, key, default):
-    v = cfg.get(key, default)
-    if not isinstance(v, bool):
-        raise ConvertError(f"config: field {key!r} must be true or false, got {v!r}")
-    return v
-
-
 def read_dims(cfg):
     """Canonical dimensions and epsilons from an HF FalconMamba config dict."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("model_type") != "falcon_mamba" or (
-            archs and "FalconMambaForCausalLM" not in archs):
-        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
-                           f"architectures={archs!r}); expected falcon_mamba / "
-                           "FalconMambaForCausalLM")
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config: field 'hidden_act' {cfg['hidden_act']!r} unsupported "
-                           "(only silu)")
+    check_architecture(cfg, "falcon_mamba", "FalconMambaForCausalLM")
+    check_silu(cfg)
     D = _int(cfg, "hidden_size")
     if "intermediate_size" in cfg:
         E = positive_int(cfg, "intermediate_size")
@@ -70,12 +56,12 @@ def read_dims(cfg):
         E = _int(cfg, "expand") * D
     rank = cfg.get("time_step_rank", "auto")
     R = math.ceil(D / 16) if rank == "auto" else positive_int(cfg, "time_step_rank")
-    use_bias = _bool(cfg, "use_bias", False)
+    use_bias = boolean(cfg, "use_bias", False)
     return {"vocab_size": _int(cfg, "vocab_size"), "d_model": D,
             "n_layers": _int(cfg, "num_hidden_layers"), "d_inner": E,
             "d_state": _int(cfg, "state_size"), "d_conv": _int(cfg, "conv_kernel"),
             "dt_rank": R, "in_proj_bias": use_bias, "out_proj_bias": use_bias,
-            "conv_bias": _bool(cfg, "use_conv_bias", True),
+            "conv_bias": boolean(cfg, "use_conv_bias", True),
             "eps": positive_number(cfg, "layer_norm_epsilon", 1e-5),
             "mixer_eps": positive_number(cfg, "mixer_rms_eps", 1e-6)}
 
@@ -84,7 +70,7 @@ def convert(src, dtype):
     """Return (canonical config, canonical tensors) for an HF FalconMamba directory."""
     cfg = load_config(src)
     dims = read_dims(cfg)
-    tied = _bool(cfg, "tie_word_embeddings", True)
+    tied = boolean(cfg, "tie_word_embeddings", True)
     tensors = map_tensors(load_tensors(src), dims, EMBED, tied, dtype)
     V = dims["vocab_size"]
     config = canonical.mamba_config(

@@ -33,11 +33,11 @@ import math
 
 import torch
 
-from weights.converters import sink_cache
+from weights.converters import hf_layers, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_config import (attention_heads, canonical_config, load_config,
-                                          positive_number)
+from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_config import (attention_heads, canonical_config, check_architecture,
+                                          check_silu, load_config, positive_number)
 from weights.converters.mamba_common import positive_int
 
 NAME = "hf-jamba"
@@ -57,13 +57,8 @@ def _int(cfg, key, default, minimum=1):
 
 def read_dims(cfg):
     """Canonical dimensions and the per-layer plan from an HF Jamba config dict."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("model_type") != "jamba" or (archs and "JambaForCausalLM" not in archs):
-        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
-                           f"architectures={archs!r}); expected jamba / JambaForCausalLM")
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config: field 'hidden_act' {cfg['hidden_act']!r} unsupported "
-                           "(only silu: the Mamba mixer and the experts use it)")
+    check_architecture(cfg, "jamba", "JambaForCausalLM")
+    check_silu(cfg, ": the Mamba mixer and the experts use it")
     if cfg.get("sliding_window") is not None:
         raise ConvertError(f"config: field 'sliding_window' {cfg['sliding_window']!r} is not "
                            "supported (only full-attention checkpoints convert)")
@@ -116,8 +111,7 @@ def source_shapes(dims):
         s[p + "input_layernorm.weight"] = (D,)
         s[p + "pre_ff_layernorm.weight"] = (D,)
         if mixer == "attention":
-            for n, shape in (("q", (qd, D)), ("k", (kd, D)), ("v", (kd, D)), ("o", (D, qd))):
-                s[p + f"self_attn.{n}_proj.weight"] = shape
+            s.update(hf_layers.attention_shapes(p + "self_attn.", D, qd, kd, lambda n: False))
         else:
             m = p + "mamba."
             s[m + "in_proj.weight"] = (2 * E, D)
@@ -141,9 +135,7 @@ def source_shapes(dims):
         if ffn == "moe":
             s[f + "router.weight"] = (X, D)
         for x in experts:
-            s[x + "gate_proj.weight"] = (F_, D)
-            s[x + "up_proj.weight"] = (F_, D)
-            s[x + "down_proj.weight"] = (D, F_)
+            s.update(hf_layers.mlp_shapes(x, D, F_, False))
     return s
 
 
@@ -151,21 +143,17 @@ def map_tensors(tensors, dims, tied, dtype):
     """Source tensors -> canonical tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
     check_tensors(tensors, source_shapes(dims), EMBED, tied)
 
-    def mat(name):
-        return tensors[name].to(dtype).contiguous()
+    mat = matrices(tensors, dtype)
 
     def f32(name):
         return tensors[name].float().contiguous()
 
-    out = {"embed.weight": mat(EMBED), "final_norm.weight": mat("model.final_layernorm.weight")}
-    if not tied:
-        out["lm_head.weight"] = mat("lm_head.weight")
+    out = map_ends(mat, EMBED, "model.final_layernorm.weight", tied)
     for j, (mixer, ffn) in enumerate(dims["layers"]):
         s, a, b = f"model.layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
         out[a + "norm.weight"] = mat(s + "input_layernorm.weight")
         if mixer == "attention":
-            for n in ("q", "k", "v", "o"):
-                out[a + f"attn.{n}.weight"] = mat(s + f"self_attn.{n}_proj.weight")
+            out.update(hf_layers.map_attention(mat, s + "self_attn.", a, lambda n: False))
         else:
             m = s + "mamba."
             out[a + "in_proj.weight"] = mat(m + "in_proj.weight")
@@ -187,8 +175,7 @@ def map_tensors(tensors, dims, tied, dtype):
         out[b + "norm.weight"] = mat(s + "pre_ff_layernorm.weight")
         f = s + "feed_forward."
         if ffn == "mlp":
-            for n in ("gate", "up", "down"):
-                out[b + f"mlp.{n}.weight"] = mat(f + f"{n}_proj.weight")
+            out.update(hf_layers.map_mlp(mat, f, b, False))
         else:
             out[b + "moe.router.weight"] = f32(f + "router.weight")  # canonical.ROUTER_SUFFIXES
             for n in ("gate", "up", "down"):

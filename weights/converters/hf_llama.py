@@ -43,9 +43,9 @@ holds one EOS).
 
 import json
 
-from weights.converters import sink_cache
+from weights.converters import hf_layers, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors
+from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
 from weights.converters.hf_config import (attention_heads, canonical_config, load_config,
                                           positive_number)
 from weights.converters.hf_rope import canonical_rope_scaling
@@ -129,38 +129,24 @@ def source_shapes(dims):
         p = f"model.layers.{j}."
         s[p + "input_layernorm.weight"] = (D,)
         s[p + "post_attention_layernorm.weight"] = (D,)
-        for n, shape in (("q", (qd, D)), ("k", (kd, D)), ("v", (kd, D)), ("o", (D, qd))):
-            s[p + f"self_attn.{n}_proj.weight"] = shape
-            if _has_bias(dims, n):
-                s[p + f"self_attn.{n}_proj.bias"] = shape[:1]
-        for n, shape in (("gate", (F_, D)), ("up", (F_, D)), ("down", (D, F_))):
-            s[p + f"mlp.{n}_proj.weight"] = shape
-            if dims["mlp_bias"]:
-                s[p + f"mlp.{n}_proj.bias"] = shape[:1]
+        s.update(hf_layers.attention_shapes(p + "self_attn.", D, qd, kd,
+                                            lambda n: _has_bias(dims, n)))
+        s.update(hf_layers.mlp_shapes(p + "mlp.", D, F_, dims["mlp_bias"]))
     return s
 
 
 def map_tensors(tensors, dims, tied, dtype):
     check_tensors(tensors, source_shapes(dims), EMBED, tied)
 
-    def mat(name):
-        return tensors[name].to(dtype).contiguous()
-
-    out = {"embed.weight": mat(EMBED), "final_norm.weight": mat("model.norm.weight")}
-    if not tied:
-        out["lm_head.weight"] = mat("lm_head.weight")
+    mat = matrices(tensors, dtype)
+    out = map_ends(mat, EMBED, "model.norm.weight", tied)
     for j in range(dims["n_layers"]):
         s, a, m = f"model.layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
         out[a + "norm.weight"] = mat(s + "input_layernorm.weight")
-        for n in ("q", "k", "v", "o"):
-            out[a + f"attn.{n}.weight"] = mat(s + f"self_attn.{n}_proj.weight")
-            if _has_bias(dims, n):
-                out[a + f"attn.{n}.bias"] = mat(s + f"self_attn.{n}_proj.bias")
+        out.update(hf_layers.map_attention(mat, s + "self_attn.", a,
+                                           lambda n: _has_bias(dims, n)))
         out[m + "norm.weight"] = mat(s + "post_attention_layernorm.weight")
-        for n in ("gate", "up", "down"):
-            out[m + f"mlp.{n}.weight"] = mat(s + f"mlp.{n}_proj.weight")
-            if dims["mlp_bias"]:
-                out[m + f"mlp.{n}.bias"] = mat(s + f"mlp.{n}_proj.bias")
+        out.update(hf_layers.map_mlp(mat, s + "mlp.", m, dims["mlp_bias"]))
     return out
 
 

@@ -11,7 +11,7 @@ import os
 
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import load_tensors
-from weights.converters.hf_config import load_config
+from weights.converters.hf_config import check_architecture, load_config
 from weights.converters.mamba_common import canonical_config, map_tensors, positive_int
 
 NAME = "hf-mamba"
@@ -20,10 +20,7 @@ EMBED = "backbone.embeddings.weight"
 
 def read_dims(cfg):
     """Canonical dimensions from an HF Mamba config dict."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("model_type") != "mamba" or (archs and "MambaForCausalLM" not in archs):
-        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
-                           f"architectures={archs!r}); expected mamba / MambaForCausalLM")
+    check_architecture(cfg, "mamba", "MambaForCausalLM")
     if cfg.get("hidden_act", "silu") != "silu":
         raise ConvertError(f"config: hidden_act {cfg['hidden_act']!r} unsupported (only silu)")
     D = positive_int(cfg, "hidden_size")

@@ -32,8 +32,9 @@ import torch
 
 from weights import canonical
 from weights.converters.convert_error import ConvertError, ConvertWarning
-from weights.converters.hf_checkpoint import check_tensors, load_tensors
-from weights.converters.hf_config import canonical_config, load_config, positive_number
+from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_config import (boolean, canonical_config, check_architecture,
+                                          load_config, positive_number)
 from weights.converters.mamba_common import positive_int
 
 NAME = "hf-mamba2"
@@ -48,13 +49,6 @@ DEFAULTS = {"num_heads": 128, "head_dim": 64, "vocab_size": 32768, "hidden_size"
 def _int(cfg, key):
     """cfg[key], or Mamba2Config's default when absent, as a positive integer."""
     return positive_int({key: cfg.get(key, DEFAULTS[key])}, key)
-
-
-def _bool(cfg, key, default):
-    v = cfg.get(key, default)
-    if not isinstance(v, bool):
-        raise ConvertError(f"config: field {key!r} must be true or false, got {v!r}")
-    return v
 
 
 def time_step_limit(v, field="time_step_limit"):
@@ -78,17 +72,14 @@ def time_step_limit(v, field="time_step_limit"):
 
 def read_dims(cfg):
     """Canonical dimensions and block fields from an HF Mamba-2 config dict."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("model_type") != "mamba2" or (archs and "Mamba2ForCausalLM" not in archs):
-        raise ConvertError(f"config: unknown architecture (model_type={cfg.get('model_type')!r}, "
-                           f"architectures={archs!r}); expected mamba2 / Mamba2ForCausalLM")
+    check_architecture(cfg, "mamba2", "Mamba2ForCausalLM")
     if cfg.get("hidden_act", "silu") != "silu":
         raise ConvertError(f"config: hidden_act {cfg['hidden_act']!r} unsupported (only silu)")
     # transformers ignores rms_norm and always normalises; mamba_ssm's rmsnorm=False
     # means no norm at all, so a checkpoint saying so was not trained with one.
-    if not _bool(cfg, "rms_norm", True):
+    if not boolean(cfg, "rms_norm", True):
         raise ConvertError("config: field 'rms_norm' false (no gated norm) is unsupported")
-    if _bool(cfg, "norm_before_gate", False):
+    if boolean(cfg, "norm_before_gate", False):
         raise ConvertError("config: field 'norm_before_gate' true is unsupported (only the "
                            "gate before the norm, as every released checkpoint)")
     D = _int(cfg, "hidden_size")
@@ -102,14 +93,14 @@ def read_dims(cfg):
     if H % G:
         raise ConvertError(f"config: field 'n_groups' {G} does not divide num_heads {H}")
     _int(cfg, "chunk_size")         # only rounding depends on it (MODELS.md 7.13)
-    bias = _bool(cfg, "use_bias", False)
+    bias = boolean(cfg, "use_bias", False)
     dt_min, dt_max = time_step_limit(cfg.get("time_step_limit", [0.0, math.inf]))
     eps = positive_number(cfg, "layer_norm_epsilon", 1e-5)
     return {"vocab_size": _int(cfg, "vocab_size"), "d_model": D,
             "n_layers": _int(cfg, "num_hidden_layers"), "n_heads": H, "head_dim": P,
             "d_state": _int(cfg, "state_size"), "n_groups": G, "d_conv": _int(cfg, "conv_kernel"),
             "in_proj_bias": bias, "out_proj_bias": bias,
-            "conv_bias": _bool(cfg, "use_conv_bias", True), "dt_min": dt_min, "dt_max": dt_max,
+            "conv_bias": boolean(cfg, "use_conv_bias", True), "dt_min": dt_min, "dt_max": dt_max,
             "eps": eps}
 
 
@@ -171,13 +162,8 @@ def map_mixer(tensors, s, c, dims, dtype):
 def map_tensors(tensors, dims, embed_name, tied, dtype):
     """Source tensors -> canonical tensors (matrices in `dtype`; A, D, dt_bias fp32)."""
     check_tensors(tensors, source_shapes(dims, embed_name), embed_name, tied)
-
-    def mat(name):
-        return tensors[name].to(dtype).contiguous()
-
-    out = {"embed.weight": mat(embed_name), "final_norm.weight": mat("backbone.norm_f.weight")}
-    if not tied:
-        out["lm_head.weight"] = mat("lm_head.weight")
+    mat = matrices(tensors, dtype)
+    out = map_ends(mat, embed_name, "backbone.norm_f.weight", tied)
     for i in range(dims["n_layers"]):
         out[f"blocks.{i}.norm.weight"] = mat(f"backbone.layers.{i}.norm.weight")
         out.update(map_mixer(tensors, f"backbone.layers.{i}.mixer.", f"blocks.{i}.", dims,
@@ -205,6 +191,6 @@ def convert(src, dtype):
     """Return (canonical config, canonical tensors) for an HF Mamba-2 directory."""
     cfg = load_config(src)
     dims = read_dims(cfg)
-    tied = _bool(cfg, "tie_word_embeddings", False)
+    tied = boolean(cfg, "tie_word_embeddings", False)
     tensors = map_tensors(load_tensors(src), dims, EMBED, tied, dtype)
     return canonical_config(cfg, src, dims, tied, blocks(dims)), tensors

@@ -9,7 +9,7 @@ import torch
 
 from weights import canonical
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors
+from weights.converters.hf_checkpoint import check_tensors, map_ends, matrices
 
 
 def source_shapes(dims, embed_name):
@@ -42,12 +42,8 @@ def map_tensors(tensors, dims, embed_name, tied, dtype):
     # when untied (or equal to the embedding), nothing unknown, all floating point.
     check_tensors(tensors, source_shapes(dims, embed_name), embed_name, tied)
 
-    def mat(name):
-        return tensors[name].to(dtype).contiguous()
-
-    out = {"embed.weight": mat(embed_name), "final_norm.weight": mat("backbone.norm_f.weight")}
-    if not tied:
-        out["lm_head.weight"] = mat("lm_head.weight")
+    mat = matrices(tensors, dtype)
+    out = map_ends(mat, embed_name, "backbone.norm_f.weight", tied)
     for i in range(dims["n_layers"]):
         s, c = f"backbone.layers.{i}.", f"blocks.{i}."
         out[c + "norm.weight"] = mat(s + "norm.weight")
