@@ -14,11 +14,31 @@ from typing import Any, Optional, Sequence, Union
 
 import grpc
 
-# build_request, Prompt and ChannelOptions are re-exported (seqboat names the first).
+# ChannelOptions: re-exported, as it was before the core moved out.
 from seqboat._core import (ChannelOptions, ClientCore, Prompt, StreamCore,  # noqa: F401
-                           build_request, rpc_errors, tokenization)
+                           request_from, rpc_errors, tokenization)
 from seqboat.types import (Delta, GenerateNResult, GenerateResult, ModelInfo,
                            Tokenization, _Accumulator, _ChoicesAccumulator)
+from seqboat.v1 import generate_pb2 as pb
+
+
+def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
+                  temperature: Optional[float] = None, top_k: Optional[int] = None,
+                  top_p: Optional[float] = None, min_p: Optional[float] = None,
+                  repetition_penalty: Optional[float] = None,
+                  presence_penalty: Optional[float] = None,
+                  frequency_penalty: Optional[float] = None,
+                  seed: Optional[int] = None,
+                  stop: Union[str, Sequence[str], None] = None,
+                  stop_token_ids: Optional[Sequence[int]] = None,
+                  ignore_eos: bool = False, logprobs: Optional[int] = None,
+                  request_id: Optional[str] = None,
+                  min_new_tokens: Optional[int] = None,
+                  n: Optional[int] = None) -> pb.GenerateRequest:
+    """The GenerateRequest for these arguments. Unset arguments stay unset, so
+    the server applies its defaults; the server checks every value's range and
+    answers INVALID_ARGUMENT naming the field. Here only types are checked."""
+    return request_from(locals())
 
 
 class Stream(StreamCore):

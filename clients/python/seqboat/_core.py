@@ -6,7 +6,7 @@ stream. _client.py holds the two clients as shells over this core."""
 from __future__ import annotations
 
 import contextlib
-from typing import (Any, Dict, Iterator, NoReturn, Optional, Sequence, Tuple, Type,
+from typing import (Any, Iterator, Mapping, NoReturn, Optional, Sequence, Tuple, Type,
                     Union)
 
 import grpc
@@ -27,22 +27,15 @@ def _set(message: Any, field: str, value: Any, param: str) -> None:
         raise errors.InvalidArgument(f"{param}: {e}") from None
 
 
-def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
-                  temperature: Optional[float] = None, top_k: Optional[int] = None,
-                  top_p: Optional[float] = None, min_p: Optional[float] = None,
-                  repetition_penalty: Optional[float] = None,
-                  presence_penalty: Optional[float] = None,
-                  frequency_penalty: Optional[float] = None,
-                  seed: Optional[int] = None,
-                  stop: Union[str, Sequence[str], None] = None,
-                  stop_token_ids: Optional[Sequence[int]] = None,
-                  ignore_eos: bool = False, logprobs: Optional[int] = None,
-                  request_id: Optional[str] = None,
-                  min_new_tokens: Optional[int] = None,
-                  n: Optional[int] = None) -> pb.GenerateRequest:
-    """The GenerateRequest for these arguments. Unset arguments stay unset, so
-    the server applies its defaults; the server checks every value's range and
-    answers INVALID_ARGUMENT naming the field. Here only types are checked."""
+def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
+    """The GenerateRequest for the arguments of build_request or of a client's
+    call (their locals(): `prompt` and the keyword arguments they declare; the
+    others, such as `self` and `timeout`, are not read). Unset arguments stay
+    unset, so the server applies its defaults; the server checks every value's
+    range and answers INVALID_ARGUMENT naming the field. Here only types are
+    checked."""
+    get = arguments.get
+    prompt = arguments["prompt"]
     r = pb.GenerateRequest()
     if isinstance(prompt, str):
         r.text = prompt
@@ -53,36 +46,34 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
             r.token_ids.ids.extend(prompt)
         except (TypeError, ValueError) as e:
             raise TypeError(f"prompt: not text nor a sequence of token ids: {e}") from None
-    if request_id is not None:
-        _set(r, "request_id", request_id, "request_id")
-    for name, value in (("temperature", temperature), ("top_k", top_k),
-                        ("top_p", top_p), ("min_p", min_p),
-                        ("repetition_penalty", repetition_penalty),
-                        ("presence_penalty", presence_penalty),
-                        ("frequency_penalty", frequency_penalty), ("seed", seed)):
-        if value is not None:
-            _set(r.sampling, name, value, name)
-    if max_tokens is not None:
-        _set(r.stopping, "max_new_tokens", max_tokens, "max_tokens")
-    if min_new_tokens is not None:
-        _set(r.stopping, "min_new_tokens", min_new_tokens, "min_new_tokens")
-    if n is not None:
-        _set(r, "n", n, "n")
+    if get("request_id") is not None:
+        _set(r, "request_id", get("request_id"), "request_id")
+    for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                 "presence_penalty", "frequency_penalty", "seed"):
+        if get(name) is not None:
+            _set(r.sampling, name, get(name), name)
+    if get("max_tokens") is not None:
+        _set(r.stopping, "max_new_tokens", get("max_tokens"), "max_tokens")
+    if get("min_new_tokens") is not None:
+        _set(r.stopping, "min_new_tokens", get("min_new_tokens"), "min_new_tokens")
+    if get("n") is not None:
+        _set(r, "n", get("n"), "n")
+    stop = get("stop")
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else list(stop)
         try:
             r.stopping.stop.extend(stops)
         except (TypeError, ValueError) as e:
             raise errors.InvalidArgument(f"stop: {e}") from None
-    if stop_token_ids is not None:
+    if get("stop_token_ids") is not None:
         try:
-            r.stopping.stop_token_ids.extend(stop_token_ids)
+            r.stopping.stop_token_ids.extend(get("stop_token_ids"))
         except (TypeError, ValueError) as e:
             raise errors.InvalidArgument(f"stop_token_ids: {e}") from None
-    r.stopping.ignore_eos = bool(ignore_eos)
-    if logprobs is not None:
+    r.stopping.ignore_eos = bool(get("ignore_eos", False))
+    if get("logprobs") is not None:
         r.logprobs.enabled = True
-        _set(r.logprobs, "top_n", logprobs, "logprobs")
+        _set(r.logprobs, "top_n", get("logprobs"), "logprobs")
     return r
 
 
@@ -119,14 +110,11 @@ class ClientCore:
     def _deadline(self, timeout: Optional[float]) -> Optional[float]:
         return self._timeout if timeout is None else timeout
 
-    def _generate_call(self, arguments: Dict[str, Any]) -> Any:
-        """The Generate call for the arguments of a public call (its locals():
-        self, prompt, timeout and build_request's keyword arguments), so that
-        each public call names its arguments once, in its signature."""
-        options = {k: v for k, v in arguments.items()
-                   if k not in ("self", "prompt", "timeout")}
-        request = build_request(arguments["prompt"], **options)
-        return self._stub.Generate(request, timeout=self._deadline(arguments["timeout"]))
+    def _generate_call(self, arguments: Mapping[str, Any]) -> Any:
+        """The Generate call for the arguments of a public call (its locals(),
+        so that each public call names its arguments once, in its signature)."""
+        return self._stub.Generate(request_from(arguments),
+                                   timeout=self._deadline(arguments["timeout"]))
 
     def _tokenize_call(self, text: str, timeout: Optional[float]) -> Any:
         return self._stub.Tokenize(pb.TokenizeRequest(text=text),
