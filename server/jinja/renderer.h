@@ -1,6 +1,8 @@
-// One rendering of a parsed template: scopes, statements, expressions and
-// the budget of Limits (render.cc), and the builtin filters, tests, methods
-// and globals (builtins.cc). Internal to //server/jinja.
+// One rendering of a parsed template: scopes, statements and the budget of
+// Limits (render.cc), expressions and calls (eval.cc), attributes, items and
+// slices (access.cc), operators (operators.cc), % formatting (format.cc),
+// and the builtin filters, tests, methods and globals (builtins.h). Internal
+// to //server/jinja.
 #ifndef SEQBOAT_SERVER_JINJA_RENDERER_H_
 #define SEQBOAT_SERVER_JINJA_RENDERER_H_
 
@@ -37,6 +39,8 @@ absl::StatusOr<std::vector<Value>> BindArgs(const std::string& function,
 
 // The error of using an undefined value ("'x' is undefined").
 absl::Status UndefinedError(const Value& v);
+// INVALID_ARGUMENT: what Python raises as a TypeError or a ValueError.
+absl::Status Invalid(std::string message);
 
 class Renderer {
  public:
@@ -45,6 +49,9 @@ class Renderer {
   absl::StatusOr<Str> Run(const Body& body, const Variables& variables);
 
   // --- for the builtins
+  const Limits& limits() const { return limits_; }
+  // strftime_now's time.
+  absl::Time now() const { return now_; }
   absl::Status Step(int64_t n = 1);
   // Counts a string about to be built against the longest string and the
   // total work.
@@ -59,6 +66,8 @@ class Renderer {
   // `attribute` as Jinja's filters take it: "a.b" or "0" steps, by item.
   absl::StatusOr<Value> GetPath(const Value& obj, const Value& attribute);
   absl::StatusOr<Value> Call(const Value& fn, Args args, Kwargs kwargs);
+  absl::StatusOr<Value> CallMethod(const Value& self, const std::string& name,
+                                   Args args, Kwargs kwargs);
   absl::StatusOr<Value> Filter(const std::string& name, Value subject,
                                Args args, Kwargs kwargs);
   absl::StatusOr<bool> Test(const std::string& name, const Value& subject,
@@ -103,6 +112,15 @@ class Renderer {
   absl::Status Output(Str* out, const Str& text);
   absl::StatusOr<Value> Eval(const Expr& e, const FramePtr& frame);
   absl::StatusOr<Value> EvalNode(const Expr& e, const FramePtr& frame);
+  // EvalNode's larger cases.
+  absl::StatusOr<Value> EvalList(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalDict(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalGetitem(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalFilter(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalTest(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalUnary(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalConcat(const Expr& e, const FramePtr& frame);
+  absl::StatusOr<Value> EvalCompare(const Expr& e, const FramePtr& frame);
   absl::Status EvalArgs(const Expr& e, size_t first, const FramePtr& frame,
                         Args* args, Kwargs* kwargs);
   absl::StatusOr<Value> Lookup(const std::string& name, const FramePtr& frame);
@@ -112,10 +130,6 @@ class Renderer {
                                   Kwargs kwargs);
   absl::StatusOr<Value> CallGlobal(const std::string& name, Args args,
                                    Kwargs kwargs);
-  absl::StatusOr<Value> CallMethod(const Value& self, const std::string& name,
-                                   Args args, Kwargs kwargs);
-  absl::StatusOr<Value> StrMethod(const Value& self, const std::string& name,
-                                  Args args, Kwargs kwargs);
 
   const Limits limits_;
   const absl::Time now_;
