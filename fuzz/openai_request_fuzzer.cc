@@ -12,7 +12,8 @@
 #include "engine/tokenizer/utf8.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/request_checks.h"
-#include "server/openai_api.h"
+#include "server/openai_error.h"
+#include "server/openai_request.h"
 #include "server/request_validation.h"
 
 namespace {

@@ -1,5 +1,3 @@
-#include "server/openai_api.h"
-
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -8,6 +6,9 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/openai_error.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
 #include "server/request_validation.h"
 
 namespace seqboat {

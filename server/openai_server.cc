@@ -17,7 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/http_endpoint.h"
-#include "server/openai_api.h"
+#include "server/openai_error.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -102,28 +104,6 @@ MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
                         const char* allow = nullptr) {
   return Respond(connection, static_cast<unsigned>(error.http_status),
                  ErrorBody(error), kJson, allow);
-}
-
-OpenAiError HttpError(int status, std::string message, std::string type,
-                      std::string code = "") {
-  OpenAiError e;
-  e.http_status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
-OpenAiError NotFound(const char* method, const std::string& path) {
-  return HttpError(404, absl::StrCat("Invalid URL (", method, " ", path, ")"),
-                   "invalid_request_error");
-}
-
-OpenAiError MethodNotAllowed(const char* method, const std::string& path,
-                             const char* allowed) {
-  return HttpError(
-      405, absl::StrCat(method, " is not allowed on ", path, "; use ", allowed),
-      "invalid_request_error");
 }
 
 bool IsGet(const char* method) {

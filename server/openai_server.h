@@ -6,7 +6,7 @@
 // tokenized with the template's special tokens, never the client's.
 //
 // Served by libmicrohttpd from a small pool of event-loop threads. A request
-// is parsed (openai_api), validated (request_validation, as for gRPC) and
+// is parsed (openai_request), validated (request_validation, as for gRPC) and
 // submitted on one of them; the engine's sink only appends the event to the
 // call and resumes its connection, so a slow reader never holds the engine
 // thread: its events pile up and go out as one larger chunk. A connection

@@ -1,72 +1,23 @@
-// The OpenAI completions and chat completions APIs' JSON, mapped onto
-// seqboat's own request and events: a /v1/completions body becomes a
-// v1::GenerateRequest (which request_validation then checks, as for gRPC),
-// and so does a /v1/chat/completions body once the model's chat template
-// has rendered its messages; engine events become completion objects and
-// SSE chunks, and statuses become OpenAI's error object with its HTTP
-// status. No I/O and no engine here, so every mapping
-// is testable on its own; server/openai_server serves it.
-#ifndef SEQBOAT_SERVER_OPENAI_API_H_
-#define SEQBOAT_SERVER_OPENAI_API_H_
+// The OpenAI completions and chat completions APIs' responses, rendered
+// from seqboat's engine events: completion objects and chat.completion
+// objects, their streamed chunks as server-sent events, usage, logprobs in
+// each API's form, errors as OpenAI's error object; and the /v1/models
+// list. Pure: no I/O, no engine.
+#ifndef SEQBOAT_SERVER_OPENAI_RESPONSE_H_
+#define SEQBOAT_SERVER_OPENAI_RESPONSE_H_
 
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/request.h"
 #include "seqboat/v1/generate.pb.h"
-#include "server/chat_template.h"
-#include "server/request_validation.h"
 
 namespace seqboat {
-
-// OpenAI's error object and the HTTP status it goes with.
-struct OpenAiError {
-  int http_status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // "" is rendered as null
-  std::string code;   // "" is rendered as null
-};
-
-// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
-std::string ErrorBody(const OpenAiError& error);
-
-// A status from validation or the engine as OpenAI's error: INVALID_ARGUMENT
-// is 400 with the field renamed to the OpenAI parameter it came from
-// ("stopping.max_new_tokens must be ..." becomes "max_tokens must be ...",
-// param "max_tokens"), RESOURCE_EXHAUSTED (queue full) 429, UNAVAILABLE
-// (draining, device lost) 503, NOT_FOUND 404, anything else 500.
-OpenAiError ErrorFromStatus(const absl::Status& status);
-
-// The status code of the same meaning as an HTTP status (400 is
-// INVALID_ARGUMENT, 429 RESOURCE_EXHAUSTED...), for the metrics both front
-// ends share.
-absl::StatusCode StatusCodeForHttpStatus(int http_status);
-
-// What one POST /v1/completions asks for.
-struct CompletionRequest {
-  // The prompt and every engine parameter, for RequestFromProto.
-  v1::GenerateRequest generate;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-};
-
-// Parses a /v1/completions body: JSON syntax, the type of every field, the
-// model name (absent, or `model_id`), and the parameters the engine has no
-// equivalent for (best_of other than n, echo, suffix, logit_bias: refused
-// naming the parameter). Unknown fields
-// are refused, as OpenAI does. Ranges are left to RequestFromProto, except
-// where the JSON value cannot be represented in the proto's field (a
-// negative max_tokens), which `limits` words as validation would. On failure
-// returns false and fills *error.
-bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
-                            const ValidationLimits& limits,
-                            CompletionRequest* out, OpenAiError* error);
 
 // What is fixed for one completion's responses.
 struct CompletionContext {
@@ -172,44 +123,6 @@ std::string TokenText(const std::string& bytes);
 std::string ModelListBody(const std::string& model_id, int64_t created);
 std::string ModelBody(const std::string& model_id, int64_t created);
 
-// --- /v1/chat/completions
-
-// The most messages one chat request may hold.
-inline constexpr int kMaxChatMessages = 1024;
-
-// What one POST /v1/chat/completions asks for.
-struct ChatRequest {
-  // Roles are "system", "user" or "assistant" ("developer" arrives as
-  // "system"); content is text (a list of text parts joined by "\n").
-  std::vector<ChatMessage> messages;
-  // Every engine parameter, stream and include_usage, as a completions
-  // request holds them; the prompt is left to the caller (the rendered
-  // template).
-  CompletionRequest completion;
-  // Chat's logprobs (a boolean); top_logprobs is completion's top_n.
-  bool logprobs = false;
-  // How the client named the token limit: "max_tokens" or
-  // "max_completion_tokens".
-  std::string max_tokens_param = "max_tokens";
-};
-
-// Parses a /v1/chat/completions body: the messages (roles, content as a
-// string or text parts, name), max_tokens or max_completion_tokens,
-// logprobs and top_logprobs, and every parameter completions take, checked
-// as ParseCompletionRequest checks them. Refuses, naming the parameter:
-// unknown fields, no messages or more than kMaxChatMessages, an unknown
-// role, missing content, parts that are not text, tool calls and tools, a
-// response_format other than text. On failure returns false and fills
-// *error.
-bool ParseChatRequest(std::string_view body, const std::string& model_id,
-                      const ValidationLimits& limits, ChatRequest* out,
-                      OpenAiError* error);
-
-// An error about the fields of request.completion as the chat request
-// names them: prompt is messages, logprobs is top_logprobs, max_tokens is
-// the parameter the client used.
-OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
-
 // Renders a chat request's events as OpenAI's chat.completion object, or
 // as chat.completion.chunk events: the first of each choice (StreamStart)
 // carries delta.role, the others delta.content, logprobs in chat's form
@@ -234,4 +147,4 @@ class ChatRenderer : public ChoicesRenderer {
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_SERVER_OPENAI_API_H_
+#endif  // SEQBOAT_SERVER_OPENAI_RESPONSE_H_

@@ -1,0 +1,257 @@
+// /v1/chat/completions bodies: the messages, and the rest as a completions
+// request.
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
+#include "server/openai_request.h"
+#include "server/openai_request_fields.h"
+
+namespace seqboat {
+namespace {
+
+using openai::Field;
+using openai::Invalid;
+using openai::json;
+using openai::ReadBody;
+using openai::ReadBool;
+using openai::Unsupported;
+
+// The parameters a chat request may carry: the shared ones, and those read
+// in ParseChatRequest.
+const openai::ParameterSet& ChatParameters() {
+  static const openai::ParameterSet* known =
+      openai::WithShared({"messages", "max_tokens", "max_completion_tokens",
+                          "logprobs", "top_logprobs", "tools", "tool_choice",
+                          "parallel_tool_calls", "response_format"});
+  return *known;
+}
+
+std::optional<OpenAiError> ReadContent(const json& content,
+                                       const std::string& where,
+                                       std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) {
+    return Invalid("messages",
+                   absl::StrCat(where,
+                                " must be a string or a list of text parts, "
+                                "got ",
+                                BriefJson(content)));
+  }
+  // Text parts joined by newlines, as vLLM joins them.
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string at = absl::StrCat(where, "[", j, "]");
+    if (!part.is_object()) {
+      return Invalid("messages", absl::StrCat(at, " must be an object"));
+    }
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Invalid("messages", absl::StrCat(at, ".type must be a string"));
+    }
+    if (type->get<std::string>() != "text") {
+      return Unsupported(
+          "messages",
+          absl::StrCat(at, " is of type '", type->get<std::string>(),
+                       "'; this server takes text parts only"));
+    }
+    const json* text = Field(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return Invalid("messages", absl::StrCat(at, ".text must be a string"));
+    }
+    if (j > 0) *out += "\n";
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// The fields a message may carry: role, content and name; those of tool
+// calls are refused as unsupported, anything else as unknown.
+std::optional<OpenAiError> CheckMessageFields(const json& m,
+                                              const std::string& where) {
+  for (const auto& [key, value] : m.items()) {
+    if (key == "role" || key == "content" || key == "name") continue;
+    if (value.is_null()) continue;
+    if (key == "tool_calls" || key == "tool_call_id" ||
+        key == "function_call" || key == "audio" || key == "refusal") {
+      return Unsupported("messages",
+                         absl::StrCat(where, ".", key,
+                                      " is not supported: this server does "
+                                      "not call tools"));
+    }
+    return Invalid("messages",
+                   absl::StrCat(where, " has an unknown field '", key, "'"));
+  }
+  return std::nullopt;
+}
+
+// messages[i], named `where` in errors.
+std::optional<OpenAiError> ReadMessage(const json& m, const std::string& where,
+                                       ChatMessage* message) {
+  if (!m.is_object()) {
+    return Invalid("messages", absl::StrCat(where, " must be an object"));
+  }
+  if (auto e = CheckMessageFields(m, where)) return e;
+  const json* role = Field(m, "role");
+  if (role == nullptr || !role->is_string()) {
+    return Invalid("messages", absl::StrCat(where, ".role must be a string"));
+  }
+  message->role = role->get<std::string>();
+  if (message->role == "developer") message->role = "system";
+  if (message->role != "system" && message->role != "user" &&
+      message->role != "assistant") {
+    return Invalid(
+        "messages",
+        absl::StrCat(where,
+                     ".role must be 'system', 'developer', 'user' or "
+                     "'assistant', got ",
+                     BriefJson(*role)));
+  }
+  const json* content = Field(m, "content");
+  if (content == nullptr) {
+    return Invalid("messages", absl::StrCat(where, ".content is missing"));
+  }
+  if (auto e = ReadContent(*content, absl::StrCat(where, ".content"),
+                           &message->content)) {
+    return e;
+  }
+  if (const json* name = Field(m, "name")) {
+    if (!name->is_string()) {
+      return Invalid("messages", absl::StrCat(where, ".name must be a string"));
+    }
+    message->name = name->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<OpenAiError> ReadMessages(const json& body,
+                                        std::vector<ChatMessage>* out) {
+  const json* messages = Field(body, "messages");
+  if (messages == nullptr) {
+    return Invalid("messages", "messages is required");
+  }
+  if (!messages->is_array()) {
+    return Invalid("messages", "messages must be an array of messages");
+  }
+  if (messages->empty()) {
+    return Invalid("messages", "messages must hold at least one message");
+  }
+  if (messages->size() > static_cast<size_t>(kMaxChatMessages)) {
+    return Invalid(
+        "messages",
+        absl::StrCat("messages holds ", messages->size(),
+                     " messages, more than the limit of ", kMaxChatMessages));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    ChatMessage message;
+    if (auto e = ReadMessage((*messages)[i], absl::StrCat("messages[", i, "]"),
+                             &message)) {
+      return e;
+    }
+    out->push_back(std::move(message));
+  }
+  return std::nullopt;
+}
+
+// The tool and format parameters, accepted at the values that ask for
+// plain text.
+std::optional<OpenAiError> ReadChatUnsupported(const json& body) {
+  if (const json* tools = Field(body, "tools")) {
+    if (!tools->is_array() || !tools->empty()) {
+      return Unsupported("tools",
+                         "tools are not supported: this server does "
+                         "not call tools");
+    }
+  }
+  if (const json* choice = Field(body, "tool_choice")) {
+    if (!choice->is_string() || (choice->get<std::string>() != "none" &&
+                                 choice->get<std::string>() != "auto")) {
+      return Unsupported("tool_choice",
+                         "tool_choice must be \"none\": this server does not "
+                         "call tools");
+    }
+  }
+  if (const json* parallel = Field(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean()) {
+      return Invalid("parallel_tool_calls",
+                     "parallel_tool_calls must be a boolean");
+    }
+  }
+  if (const json* format = Field(body, "response_format")) {
+    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string() ||
+        type->get<std::string>() != "text") {
+      return Unsupported("response_format",
+                         "response_format must be {\"type\": \"text\"}: "
+                         "structured output is not supported");
+    }
+  }
+  return std::nullopt;
+}
+
+// Renames parameter `from` to `to` in an error, param and message.
+void Rename(OpenAiError* e, const std::string& from, const std::string& to) {
+  if (e->param != from) return;
+  e->param = to;
+  if (absl::StartsWith(e->message, from)) {
+    e->message = to + e->message.substr(from.size());
+  }
+}
+
+}  // namespace
+
+bool ParseChatRequest(std::string_view body, const std::string& model_id,
+                      const ValidationLimits& limits, ChatRequest* out,
+                      OpenAiError* error) {
+  auto fail = [error](OpenAiError e) {
+    *error = std::move(e);
+    return false;
+  };
+  json parsed;
+  if (auto e = ReadBody(body, ChatParameters(), &parsed)) return fail(*e);
+  *out = ChatRequest();
+  if (auto e = ReadMessages(parsed, &out->messages)) return fail(*e);
+  if (auto e = ReadChatUnsupported(parsed)) return fail(*e);
+
+  // The rest is a completions request with these names.
+  json completion = json::object();
+  for (const char* key : openai::kSharedParameters) {
+    if (auto it = parsed.find(key); it != parsed.end()) completion[key] = *it;
+  }
+  if (const json* limit = Field(parsed, "max_completion_tokens")) {
+    completion["max_tokens"] = *limit;
+    out->max_tokens_param = "max_completion_tokens";
+  } else if (const json* limit = Field(parsed, "max_tokens")) {
+    completion["max_tokens"] = *limit;
+  }
+  if (auto e = ReadBool(parsed, "logprobs", &out->logprobs)) return fail(*e);
+  if (const json* top = Field(parsed, "top_logprobs")) {
+    if (!out->logprobs) {
+      return fail(
+          Invalid("top_logprobs", "top_logprobs requires logprobs to be true"));
+    }
+    completion["logprobs"] = *top;
+  } else if (out->logprobs) {
+    completion["logprobs"] = 0;
+  }
+  if (!ParseCompletionRequest(completion.dump(), model_id, limits,
+                              &out->completion, error)) {
+    *error = ChatError(std::move(*error), *out);
+    return false;
+  }
+  return true;
+}
+
+OpenAiError ChatError(OpenAiError error, const ChatRequest& request) {
+  Rename(&error, "prompt", "messages");
+  Rename(&error, "logprobs", "top_logprobs");
+  Rename(&error, "max_tokens", request.max_tokens_param);
+  return error;
+}
+
+}  // namespace seqboat

@@ -1,0 +1,79 @@
+// The OpenAI completions and chat completions request bodies, mapped onto
+// seqboat's own request: a /v1/completions body becomes a
+// v1::GenerateRequest (which request_validation then checks, as for gRPC),
+// and so does a /v1/chat/completions body once the model's chat template
+// has rendered its messages. What the engine cannot do is refused, naming
+// the parameter, as OpenAI's error object. Pure: no I/O, no engine.
+#ifndef SEQBOAT_SERVER_OPENAI_REQUEST_H_
+#define SEQBOAT_SERVER_OPENAI_REQUEST_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqboat/v1/generate.pb.h"
+#include "server/chat_template.h"
+#include "server/openai_error.h"
+#include "server/request_validation.h"
+
+namespace seqboat {
+
+// What one POST /v1/completions asks for.
+struct CompletionRequest {
+  // The prompt and every engine parameter, for RequestFromProto.
+  v1::GenerateRequest generate;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses a /v1/completions body: JSON syntax, the type of every field, the
+// model name (absent, or `model_id`), and the parameters the engine has no
+// equivalent for (best_of other than n, echo, suffix, logit_bias: refused
+// naming the parameter). Unknown fields
+// are refused, as OpenAI does. Ranges are left to RequestFromProto, except
+// where the JSON value cannot be represented in the proto's field (a
+// negative max_tokens), which `limits` words as validation would. On failure
+// returns false and fills *error.
+bool ParseCompletionRequest(std::string_view body, const std::string& model_id,
+                            const ValidationLimits& limits,
+                            CompletionRequest* out, OpenAiError* error);
+
+// The most messages one chat request may hold.
+inline constexpr int kMaxChatMessages = 1024;
+
+// What one POST /v1/chat/completions asks for.
+struct ChatRequest {
+  // Roles are "system", "user" or "assistant" ("developer" arrives as
+  // "system"); content is text (a list of text parts joined by "\n").
+  std::vector<ChatMessage> messages;
+  // Every engine parameter, stream and include_usage, as a completions
+  // request holds them; the prompt is left to the caller (the rendered
+  // template).
+  CompletionRequest completion;
+  // Chat's logprobs (a boolean); top_logprobs is completion's top_n.
+  bool logprobs = false;
+  // How the client named the token limit: "max_tokens" or
+  // "max_completion_tokens".
+  std::string max_tokens_param = "max_tokens";
+};
+
+// Parses a /v1/chat/completions body: the messages (roles, content as a
+// string or text parts, name), max_tokens or max_completion_tokens,
+// logprobs and top_logprobs, and every parameter completions take, checked
+// as ParseCompletionRequest checks them. Refuses, naming the parameter:
+// unknown fields, no messages or more than kMaxChatMessages, an unknown
+// role, missing content, parts that are not text, tool calls and tools, a
+// response_format other than text. On failure returns false and fills
+// *error.
+bool ParseChatRequest(std::string_view body, const std::string& model_id,
+                      const ValidationLimits& limits, ChatRequest* out,
+                      OpenAiError* error);
+
+// An error about the fields of request.completion as the chat request
+// names them: prompt is messages, logprobs is top_logprobs, max_tokens is
+// the parameter the client used.
+OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_OPENAI_REQUEST_H_
