@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/http_endpoint.h"
+#include "server/openai_chat_prompt.h"
 #include "server/openai_error.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -362,55 +363,22 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
   }
   call->body.clear();
   call->body.shrink_to_fit();
-  const auto refuse = [&](std::string message, std::string code) {
-    OpenAiError e;
-    e.message = std::move(message);
-    e.param = "messages";
-    e.code = std::move(code);
+  const auto refuse = [&](const OpenAiError& e) {
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   };
   if (options.chat_template == nullptr) {
-    return refuse(absl::StrCat("The model `", options.model_id,
-                               "` has no usable chat template: ",
-                               options.no_chat_template,
-                               "; send the prompt to /v1/completions instead"),
-                  "no_chat_template");
+    return refuse(
+        NoChatTemplateError(options.model_id, options.no_chat_template));
   }
   absl::StatusOr<jinja::Str> prompt =
       options.chat_template->Render(parsed.messages);
   if (!prompt.ok()) {
-    const std::string why(prompt.status().message());
     spdlog::debug("chat template refused a request: {}",
                   prompt.status().ToString());
-    switch (prompt.status().code()) {
-      case absl::StatusCode::kAborted:
-        return refuse(
-            absl::StrCat("The model's chat template refused the messages: ",
-                         why),
-            "chat_template_refused");
-      case absl::StatusCode::kResourceExhausted:
-        return refuse(absl::StrCat("The messages, rendered through the "
-                                   "model's chat template, are over the "
-                                   "server's limits: ",
-                                   why),
-                      "prompt_too_long");
-      default:
-        return refuse(
-            absl::StrCat("The model's chat template cannot render these "
-                         "messages: chat template ",
-                         why),
-            "chat_template_error");
-    }
-  }
-  // The template's special tokens become control tokens; the messages'
-  // text, even where it spells one, stays text.
-  std::vector<TextRange> literal;
-  literal.reserve(prompt->untrusted.size());
-  for (const jinja::Span& span : prompt->untrusted) {
-    literal.push_back({span.begin, span.end});
+    return refuse(ChatTemplateError(prompt.status()));
   }
   const std::vector<int32_t> ids =
-      server.engine_.tokenizer().EncodeChat(prompt->text, literal);
+      EncodeChatPrompt(*prompt, server.engine_.tokenizer());
   v1::GenerateRequest& generate = parsed.completion.generate;
   generate.mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
   for (int32_t id : server.chat_stop_ids_) {
@@ -566,14 +534,8 @@ OpenAiServer::OpenAiServer(Engine* engine, Options options)
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().vocab_size)),
       created_(absl::ToUnixSeconds(absl::Now())) {
-  if (options_.chat_template == nullptr) return;
-  const Tokenizer& tokenizer = engine->tokenizer();
-  for (const auto& [name, token] : options_.chat_template->special_tokens()) {
-    if (name != "eos_token") continue;
-    const std::vector<int32_t> ids = tokenizer.EncodeChat(token, {});
-    if (ids.size() == 1 && tokenizer.IsSpecial(ids[0])) {
-      chat_stop_ids_.push_back(ids[0]);
-    }
+  if (options_.chat_template != nullptr) {
+    chat_stop_ids_ = ChatStopIds(*options_.chat_template, engine->tokenizer());
   }
 }
 
