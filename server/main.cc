@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "engine/engine.h"
 #include "engine/model_dir/model_dir.h"
 #include "server/backend_choice.h"
@@ -183,8 +184,8 @@ std::string HostPort(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-// Waits for SIGTERM or SIGINT (blocked in every thread, see Run) for at most
-// `timeout`; returns the signal or 0.
+// Waits for SIGTERM or SIGINT (blocked in every thread, see
+// BlockShutdownSignals) for at most `timeout`; returns the signal or 0.
 int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
   timespec ts = absl::ToTimespec(timeout);
   int sig = sigtimedwait(&signals, nullptr, &ts);
@@ -240,51 +241,39 @@ void Drain(Engine& engine, const TextGenerationService& service,
   server.Shutdown(std::chrono::system_clock::now());
 }
 
-int Run() {
-  absl::Status flags = CheckFlags();
-  if (!flags.ok()) {
-    std::cerr << "seqboat_server: " << flags.message() << "\n";
-    return 1;
-  }
-  absl::Status logging = SetUpLogging();
-  if (!logging.ok()) {
-    std::cerr << "seqboat_server: " << logging.message() << "\n";
-    return 1;
-  }
-
-  // Block the shutdown signals before any thread starts, so they inherit the
-  // mask and the signals wait in the queue for sigtimedwait below: no handler
-  // and no global state needed.
+// Blocks the shutdown signals before any thread starts, so that threads
+// inherit the mask and the signals wait in the queue for sigtimedwait: no
+// handler and no global state needed.
+sigset_t BlockShutdownSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  // Metrics exist before the engine so its observers can record into them,
-  // and outlive it (the engine thread calls them until Shutdown).
-  MetricsRegistry registry;
-  ServingMetrics metrics(&registry);
-  // /readyz: true between "listening" and the start of a drain.
-  std::atomic<bool> ready{false};
-  std::unique_ptr<HttpEndpoint> http;
-  if (absl::GetFlag(FLAGS_http_port) >= 0) {
-    HttpEndpoint::Handlers handlers;
-    handlers.metrics = [&registry] { return registry.Render(); };
-    handlers.ready = [&ready] { return ready.load(); };
-    // Up before the model loads, so liveness probes pass during a long load.
-    absl::StatusOr<std::unique_ptr<HttpEndpoint>> started = HttpEndpoint::Start(
-        absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_http_port), handlers);
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().ToString());
-      return 1;
-    }
-    http = *std::move(started);
-    // Printed before the gRPC line, which tells callers startup is done.
-    std::cout << "http listening on "
-              << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
-  }
+// /metrics, /healthz and /readyz on --http_port (null when it is -1). Up
+// before the model loads, so liveness probes pass during a long load.
+absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
+    MetricsRegistry& registry, const std::atomic<bool>& ready) {
+  if (absl::GetFlag(FLAGS_http_port) < 0) return nullptr;
+  HttpEndpoint::Handlers handlers;
+  handlers.metrics = [&registry] { return registry.Render(); };
+  handlers.ready = [&ready] { return ready.load(); };
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<HttpEndpoint> http,
+      HttpEndpoint::Start(absl::GetFlag(FLAGS_host),
+                          absl::GetFlag(FLAGS_http_port), handlers));
+  // Printed before the gRPC line, which tells callers startup is done.
+  std::cout << "http listening on "
+            << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
+  return http;
+}
 
+// The backend of the flags; --cpu_weights=auto keeps the matrix type the
+// model stores.
+absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
   BackendChoice choice;
   choice.name = absl::GetFlag(FLAGS_backend);
   choice.cuda_device = absl::GetFlag(FLAGS_cuda_device);
@@ -293,24 +282,16 @@ int Run() {
   choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   choice.cpu_weights = absl::GetFlag(FLAGS_cpu_weights);
   choice.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
-  absl::StatusOr<std::unique_ptr<ModelDir>> model_dir =
-      ModelDir::Open(absl::GetFlag(FLAGS_model_dir));
-  if (!model_dir.ok()) {
-    spdlog::error("cannot load model from {}: {}",
-                  absl::GetFlag(FLAGS_model_dir),
-                  model_dir.status().ToString());
-    return 1;
+  // Without an embedding the model load says what is missing.
+  if (absl::StatusOr<std::string> stored = model.StoredMatrixType();
+      stored.ok()) {
+    choice.stored_weights = *std::move(stored);
   }
-  // Without an embedding the model load below says what is missing.
-  if (auto stored = (*model_dir)->StoredMatrixType(); stored.ok()) {
-    choice.stored_weights = *stored;
-  }
-  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(choice);
-  if (!backend.ok()) {
-    spdlog::error("backend {}: {}", choice.name, backend.status().ToString());
-    return 1;
-  }
+  return ChooseBackend(choice);
+}
 
+// The engine's options; its observers record into `metrics`.
+EngineOptions EngineOptionsFromFlags(ServingMetrics& metrics) {
   EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.max_slots = absl::GetFlag(FLAGS_max_slots);
@@ -325,14 +306,11 @@ int Run() {
   options.on_admit = [&metrics](absl::Duration queued) {
     metrics.OnAdmit(queued);
   };
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options, *std::move(backend), **model_dir);
-  if (!engine.ok()) {
-    spdlog::error("cannot load model from {}: {}", options.model_dir,
-                  engine.status().ToString());
-    return 1;
-  }
+  return options;
+}
 
+// What both front ends check requests against.
+ValidationLimits LimitsFromFlags(const EngineOptions& options) {
   ValidationLimits limits;
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
@@ -343,102 +321,113 @@ int Run() {
           ? absl::GetFlag(FLAGS_max_prompt_bytes)
           : static_cast<int32_t>(std::min<int64_t>(
                 int64_t{16} * options.max_prompt_tokens, 1 << 30));
-  TextGenerationService service(engine->get(), limits, &metrics);
+  return limits;
+}
 
+struct GrpcServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// `service` over gRPC on --host:--port, with health checking (not serving
+// until Run says so) and reflection.
+absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string host = absl::GetFlag(FLAGS_host);
-  int bound_port = 0;
-  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
-                           grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    spdlog::error("cannot listen on {}",
-                  HostPort(host, absl::GetFlag(FLAGS_port)));
-    (*engine)->Shutdown();
-    return 1;
+  const std::string address =
+      HostPort(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));
+  GrpcServer started;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &started.port);
+  builder.RegisterService(service);
+  started.server = builder.BuildAndStart();
+  if (started.server == nullptr || started.port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
-  const ModelSummary& summary = (*engine)->summary();
-  std::unique_ptr<OpenAiServer> openai;
-  if (absl::GetFlag(FLAGS_openai_port) >= 0) {
-    OpenAiServer::Options o;
-    o.host = host;
-    o.port = absl::GetFlag(FLAGS_openai_port);
-    o.model_id = absl::GetFlag(FLAGS_served_model_name);
-    if (o.model_id.empty()) o.model_id = summary.name;
-    if (o.model_id.empty()) {
-      std::filesystem::path dir =
-          std::filesystem::path(options.model_dir).lexically_normal();
-      if (!dir.has_filename()) dir = dir.parent_path();  // "models/x/"
-      o.model_id = dir.filename().string();
-    }
-    o.limits = limits;
-    // JSON escapes can make a prompt's text several times longer.
-    o.max_body_bytes =
-        4 * static_cast<size_t>(limits.max_prompt_bytes) + (size_t{64} << 10);
-    o.ready = [&ready] { return ready.load(); };
-    o.metrics = &metrics;
-    // The template may render a prompt as long as the prompt limit.
-    jinja::Limits template_limits;
-    template_limits.max_output_bytes =
-        static_cast<size_t>(limits.max_prompt_bytes);
-    template_limits.max_work_bytes = std::max(
-        template_limits.max_work_bytes, 16 * template_limits.max_output_bytes);
-    absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
-        ChatTemplate::FromModelDir(**model_dir, template_limits);
-    if (chat_template.ok()) {
-      o.chat_template = *std::move(chat_template);
-    } else if (chat_template.status().code() == absl::StatusCode::kNotFound) {
-      spdlog::info("no chat template ({}): /v1/chat/completions answers 400",
-                   std::string(chat_template.status().message()));
-      o.no_chat_template = "its tokenizer_config.json has no chat_template";
-    } else {
-      spdlog::warn(
-          "the chat template cannot be used, /v1/chat/completions "
-          "answers 400: {}",
-          std::string(chat_template.status().message()));
-      o.no_chat_template =
-          "its chat template does not parse (the server's log says where)";
-    }
-    absl::StatusOr<std::unique_ptr<OpenAiServer>> started =
-        OpenAiServer::Start(engine->get(), std::move(o));
-    if (!started.ok()) {
-      spdlog::error("{}", started.status().ToString());
-      server->Shutdown(std::chrono::system_clock::now());
-      (*engine)->Shutdown();
-      return 1;
-    }
-    openai = *std::move(started);
-    std::cout << "openai listening on " << HostPort(host, openai->port())
-              << std::endl;
+  return started;
+}
+
+// The id /v1/models lists: --served_model_name, else config.json's name,
+// else the model directory's.
+std::string OpenAiModelId(const ModelSummary& summary,
+                          const std::string& model_dir) {
+  std::string id = absl::GetFlag(FLAGS_served_model_name);
+  if (id.empty()) id = summary.name;
+  if (id.empty()) {
+    std::filesystem::path dir =
+        std::filesystem::path(model_dir).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // "models/x/"
+    id = dir.filename().string();
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
-  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-  AddEngineGauges(&registry, engine->get());
-  ready.store(true);
+  return id;
+}
 
-  spdlog::info(
-      "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots "
-      "of {} state bytes each, queue {}, prefix cache {} bytes, port {}",
-      summary.name, summary.layer_kinds.size(), summary.vocab_size,
-      summary.backend, options.max_slots, summary.state_bytes_per_slot,
-      options.max_queue, options.prefix_cache_bytes, bound_port);
-  std::cout << "listening on " << HostPort(host, bound_port) << std::endl;
+// The model's chat template into `o`, or why chat requests are refused.
+void LoadChatTemplate(const ModelDir& model_dir, const ValidationLimits& limits,
+                      OpenAiServer::Options* o) {
+  // The template may render a prompt as long as the prompt limit.
+  jinja::Limits template_limits;
+  template_limits.max_output_bytes =
+      static_cast<size_t>(limits.max_prompt_bytes);
+  template_limits.max_work_bytes = std::max(
+      template_limits.max_work_bytes, 16 * template_limits.max_output_bytes);
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> chat_template =
+      ChatTemplate::FromModelDir(model_dir, template_limits);
+  if (chat_template.ok()) {
+    o->chat_template = *std::move(chat_template);
+  } else if (chat_template.status().code() == absl::StatusCode::kNotFound) {
+    spdlog::info("no chat template ({}): /v1/chat/completions answers 400",
+                 std::string(chat_template.status().message()));
+    o->no_chat_template = "its tokenizer_config.json has no chat_template";
+  } else {
+    spdlog::warn(
+        "the chat template cannot be used, /v1/chat/completions "
+        "answers 400: {}",
+        std::string(chat_template.status().message()));
+    o->no_chat_template =
+        "its chat template does not parse (the server's log says where)";
+  }
+}
 
-  // Also watches for a lost device: the engine then refuses all work, so the
-  // replica leaves the load balancer and exits non-zero for its supervisor
-  // to restart it, rather than failing every request while looking healthy.
-  // And returns freed heap to the system once nothing is running, so RSS
-  // comes back near its baseline after a burst.
+// The OpenAI-compatible API on --openai_port (null when it is -1).
+absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
+    Engine* engine, const ValidationLimits& limits, const ModelDir& model_dir,
+    ServingMetrics* metrics, const std::atomic<bool>& ready) {
+  if (absl::GetFlag(FLAGS_openai_port) < 0) return nullptr;
+  OpenAiServer::Options o;
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_openai_port);
+  o.model_id = OpenAiModelId(engine->summary(), model_dir.path());
+  o.limits = limits;
+  // JSON escapes can make a prompt's text several times longer.
+  o.max_body_bytes =
+      4 * static_cast<size_t>(limits.max_prompt_bytes) + (size_t{64} << 10);
+  o.ready = [&ready] { return ready.load(); };
+  o.metrics = metrics;
+  LoadChatTemplate(model_dir, limits, &o);
+  ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
+                   OpenAiServer::Start(engine, std::move(o)));
+  std::cout << "openai listening on "
+            << HostPort(absl::GetFlag(FLAGS_host), openai->port()) << std::endl;
+  return openai;
+}
+
+// Serves until SIGTERM or SIGINT (returns the signal) or until the device is
+// lost (returns 0 with *fault set): the engine then refuses all work, so the
+// replica leaves the load balancer and exits non-zero for its supervisor to
+// restart it, rather than failing every request while looking healthy.
+// Returns freed heap to the system once nothing is running, so RSS comes
+// back near its baseline after a burst.
+int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
+                            const TextGenerationService& service,
+                            const OpenAiServer* openai, std::string* fault) {
   IdleTrimmer trimmer;
   int sig = 0;
-  std::string fault;
-  while (sig == 0 && fault.empty()) {
+  while (sig == 0 && fault->empty()) {
     sig = WaitForSignal(signals, absl::Seconds(1));
-    const EngineStats stats = (*engine)->Stats();
-    fault = stats.fault;
+    const EngineStats stats = engine.Stats();
+    *fault = stats.fault;
     const bool idle = stats.running == 0 && stats.waiting == 0 &&
                       service.active_streams() == 0 &&
                       (openai == nullptr || openai->active_calls() == 0);
@@ -447,17 +436,104 @@ int Run() {
                     ResidentBytes() >> 20);
     }
   }
+  return sig;
+}
+
+int Run() {
+  absl::Status flags = CheckFlags();
+  if (!flags.ok()) {
+    std::cerr << "seqboat_server: " << flags.message() << "\n";
+    return 1;
+  }
+  absl::Status logging = SetUpLogging();
+  if (!logging.ok()) {
+    std::cerr << "seqboat_server: " << logging.message() << "\n";
+    return 1;
+  }
+  const sigset_t signals = BlockShutdownSignals();
+
+  // Metrics exist before the engine so its observers can record into them,
+  // and outlive it (the engine thread calls them until Shutdown).
+  MetricsRegistry registry;
+  ServingMetrics metrics(&registry);
+  // /readyz: true between "listening" and the start of a drain.
+  std::atomic<bool> ready{false};
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
+      StartHttpSidePort(registry, ready);
+  if (!http.ok()) {
+    spdlog::error("{}", http.status().ToString());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<ModelDir>> model_dir =
+      ModelDir::Open(absl::GetFlag(FLAGS_model_dir));
+  if (!model_dir.ok()) {
+    spdlog::error("cannot load model from {}: {}",
+                  absl::GetFlag(FLAGS_model_dir),
+                  model_dir.status().ToString());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = BuildBackend(**model_dir);
+  if (!backend.ok()) {
+    spdlog::error("backend {}: {}", absl::GetFlag(FLAGS_backend),
+                  backend.status().ToString());
+    return 1;
+  }
+  const EngineOptions options = EngineOptionsFromFlags(metrics);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options, *std::move(backend), **model_dir);
+  if (!engine.ok()) {
+    spdlog::error("cannot load model from {}: {}", options.model_dir,
+                  engine.status().ToString());
+    return 1;
+  }
+
+  const ValidationLimits limits = LimitsFromFlags(options);
+  TextGenerationService service(engine->get(), limits, &metrics);
+  absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
+  if (!grpc_server.ok()) {
+    spdlog::error("{}", std::string(grpc_server.status().message()));
+    (*engine)->Shutdown();
+    return 1;
+  }
+  grpc::Server& server = *grpc_server->server;
+  absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
+      StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready);
+  if (!openai.ok()) {
+    spdlog::error("{}", openai.status().ToString());
+    server.Shutdown(std::chrono::system_clock::now());
+    (*engine)->Shutdown();
+    return 1;
+  }
+  server.GetHealthCheckService()->SetServingStatus(true);
+  server.GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  AddEngineGauges(&registry, engine->get());
+  ready.store(true);
+
+  const ModelSummary& summary = (*engine)->summary();
+  spdlog::info(
+      "serving model '{}' ({} layers, vocab {}) on backend {} with {} slots "
+      "of {} state bytes each, queue {}, prefix cache {} bytes, port {}",
+      summary.name, summary.layer_kinds.size(), summary.vocab_size,
+      summary.backend, options.max_slots, summary.state_bytes_per_slot,
+      options.max_queue, options.prefix_cache_bytes, grpc_server->port);
+  std::cout << "listening on "
+            << HostPort(absl::GetFlag(FLAGS_host), grpc_server->port)
+            << std::endl;
+
+  std::string fault;
+  const int sig = ServeUntilSignalOrFault(signals, **engine, service,
+                                          openai->get(), &fault);
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
                  absl::GetFlag(FLAGS_drain_grace_seconds));
   } else {
     spdlog::critical("device lost, stopping: {}", fault);
   }
-  Drain(**engine, service, openai.get(), *server, signals, ready);
+  Drain(**engine, service, openai->get(), server, signals, ready);
   // After the engine's last event, as OpenAiServer requires.
-  openai.reset();
+  openai->reset();
   // The gauges read the engine: the HTTP side goes before it does.
-  http.reset();
+  http->reset();
   spdlog::info("stopped");
   return sig != 0 ? 0 : 1;
 }
