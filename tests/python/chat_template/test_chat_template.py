@@ -1,4 +1,4 @@
-"""The C++ chat template renderer (//server:chat_template_tool) against
+"""The C++ chat template renderer (//tests/tools:chat_template_tool) against
 transformers' apply_chat_template(..., tokenize=False) (transformers pinned in
 weights/requirements.txt, Jinja2 from Debian).
 
@@ -29,7 +29,7 @@ from transformers import PreTrainedTokenizerFast
 from transformers.utils import chat_template_utils
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-TOOL = ROOT / "bazel-bin" / "server" / "chat_template_tool"
+TOOL = ROOT / "bazel-bin" / "tests" / "tools" / "chat_template_tool"
 FIXTURES = json.loads((ROOT / "tests/data/chat_templates/templates.json").read_text())
 TEMPLATES = FIXTURES["templates"]
 NOW = 1_718_000_000  # strftime_now's clock on both sides (2024-06-10)
@@ -94,7 +94,7 @@ def transformers_render(config, messages, add_generation_prompt):
 
 def cpp_render(cases):
     if not TOOL.exists():
-        pytest.fail(f"{TOOL} is missing: run `bazel build //server:chat_template_tool`")
+        pytest.fail(f"{TOOL} is missing: run `bazel build //tests/tools:chat_template_tool`")
     out = subprocess.run([str(TOOL)], input=json.dumps({"cases": cases, "now": NOW}),
                          capture_output=True, text=True, check=True)
     results = json.loads(out.stdout)["results"]

@@ -1,4 +1,4 @@
-"""The C++ tokenizer (//engine/tokenizer:tokenize_tool) against Hugging Face's
+"""The C++ tokenizer (//tests/tools:tokenize_tool) against Hugging Face's
 `tokenizers` (pinned in weights/requirements.txt) on the generated
 tokenizer.json files of tests/data/tokenizers.
 
@@ -46,7 +46,7 @@ from tokenizers import Tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "tokenizers"
-TOOL = ROOT / "bazel-bin" / "engine" / "tokenizer" / "tokenize_tool"
+TOOL = ROOT / "bazel-bin" / "tests" / "tools" / "tokenize_tool"
 TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json", "neox_bpe.json",
               "qwen2_bpe.json"]
 BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json", "qwen2_bpe.json"}
@@ -56,7 +56,7 @@ NEOX = "neox_bpe.json"  # its normalizer is NFC
 @pytest.fixture(scope="module")
 def tool():
     if not TOOL.exists():
-        pytest.fail(f"{TOOL} is missing: run `bazel build //engine/tokenizer:tokenize_tool`")
+        pytest.fail(f"{TOOL} is missing: run `bazel build //tests/tools:tokenize_tool`")
     return TOOL
 
 

@@ -31,7 +31,7 @@ from convert_cli import assert_clean_failure, run, run_process
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ENGINE_LOGITS = os.path.join(ROOT, "bazel-bin", "tests", "parity", "engine_logits")
-TOKENIZE_TOOL = os.path.join(ROOT, "bazel-bin", "engine", "tokenizer", "tokenize_tool")
+TOKENIZE_TOOL = os.path.join(ROOT, "bazel-bin", "tests", "tools", "tokenize_tool")
 VOCAB = 260          # fairseq-style dictionary size; >= 257 so the byte tokenizer fits
 T = 96
 
@@ -529,7 +529,7 @@ def test_dictionary_becomes_a_tokenizer_with_fairseq_ids(tmp_path, capsys):
     assert all(hf.id_to_token(i) == s for i, s in enumerate(symbols) if i != 1)
 
     if not os.path.exists(TOKENIZE_TOOL):
-        pytest.fail(f"{TOKENIZE_TOOL} is missing: run `bazel build //engine/tokenizer:all`")
+        pytest.fail(f"{TOKENIZE_TOOL} is missing: run `bazel build //tests/tools:tokenize_tool`")
     text_path = tmp_path / "prompt.txt"
     text_path.write_bytes(text.encode())
     got = subprocess.run([TOKENIZE_TOOL, "encode", str(out / "tokenizer.json"), str(text_path)],
