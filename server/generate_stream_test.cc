@@ -14,6 +14,7 @@
 #include "base/sanitizers.h"
 #include "gtest/gtest.h"
 #include "seqboat/v1/generate.grpc.pb.h"
+#include "server/testing/read_stream.h"
 
 namespace seqboat {
 namespace {
@@ -287,29 +288,20 @@ TEST_F(GenerateStreamTest, SlowReaderGetsEverythingCoalesced) {
   }
   call.sink(Final(FinishReason::kLength, 1, kEvents));
 
-  std::vector<int32_t> ids;
-  std::string text;
-  int messages = 0;
-  v1::GenerateResponse msg;
-  v1::GenerateResponse last;
-  while (reader->Read(&msg)) {
-    ++messages;
-    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
-    text += msg.text();
-    last = msg;
-  }
-  ASSERT_TRUE(reader->Finish().ok());
-  ASSERT_EQ(ids.size(), static_cast<size_t>(kEvents));
-  for (int i = 0; i < kEvents; ++i) EXPECT_EQ(ids[i], i);
-  EXPECT_TRUE(text == expected_text) << "text lost or reordered";
-  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
-  EXPECT_EQ(last.usage().generated_tokens(), static_cast<uint32_t>(kEvents));
+  const StreamRead read = ReadStream(*reader);
+  ASSERT_TRUE(read.status.ok());
+  ASSERT_EQ(read.ids.size(), static_cast<size_t>(kEvents));
+  for (int i = 0; i < kEvents; ++i) EXPECT_EQ(read.ids[i], i);
+  EXPECT_TRUE(read.text == expected_text) << "text lost or reordered";
+  EXPECT_EQ(read.last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(read.last.usage().generated_tokens(),
+            static_cast<uint32_t>(kEvents));
   // A sanitizer slows the producer here below the writer's pace, so how many
   // events share a message says nothing there.
   if (!kSanitizerBuild) {
-    EXPECT_LT(messages, kEvents / 2) << "events were not coalesced";
+    EXPECT_LT(read.messages, kEvents / 2) << "events were not coalesced";
   }
-  EXPECT_GE(messages, 2);
+  EXPECT_GE(read.messages, 2);
 }
 
 TEST_F(GenerateStreamTest, ClientCancelSetsFlagAndLateEventsAreSafe) {

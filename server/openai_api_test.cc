@@ -343,6 +343,15 @@ GenerationEvent Tokens(std::vector<int32_t> ids, std::string text) {
   return e;
 }
 
+// "H" and a token of part of "€", with logprobs: the first with two
+// alternatives (itself and "i"), the second with none.
+GenerationEvent TokensWithLogprobs() {
+  GenerationEvent e = Tokens({72, 200}, "H");
+  e.logprobs.push_back({{72, -0.5f}, {{72, -0.5f}, {105, -1.5f}}});
+  e.logprobs.push_back({{200, -0.25f}, {}});
+  return e;
+}
+
 GenerationEvent Final(FinishReason reason, std::string stop = "") {
   GenerationEvent e;
   e.finish = reason;
@@ -462,11 +471,9 @@ TEST(CompletionRendererTest, ErrorsEndTheStreamWithAnErrorObject) {
 
 TEST(CompletionRendererTest, LogprobsInTheCompletionsForm) {
   CompletionRenderer r(Context(/*logprobs=*/true));
-  GenerationEvent e = Tokens({72, 200}, "H");
-  e.logprobs.push_back({{72, -0.5f}, {{72, -0.5f}, {105, -1.5f}}});
-  e.logprobs.push_back({{200, -0.25f}, {}});
   bool done = false;
-  std::vector<json> chunks = DataLines(r.StreamEvents({e}), &done);
+  std::vector<json> chunks =
+      DataLines(r.StreamEvents({TokensWithLogprobs()}), &done);
   ASSERT_EQ(chunks.size(), 1u);
   const json& lp = chunks[0]["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"], json::parse(R"(["H", "bytes:\\xe2\\x82"])"));
@@ -881,11 +888,9 @@ TEST(ChatRendererTest, UsageChunkAndErrors) {
 
 TEST(ChatRendererTest, LogprobsInTheChatForm) {
   ChatRenderer r(ChatContext(/*logprobs=*/true));
-  GenerationEvent e = Tokens({72, 200}, "H");
-  e.logprobs.push_back({{72, -0.5f}, {{72, -0.5f}, {105, -1.5f}}});
-  e.logprobs.push_back({{200, -0.25f}, {}});
   bool done = false;
-  std::vector<json> chunks = DataLines(r.StreamEvents({e}), &done);
+  std::vector<json> chunks =
+      DataLines(r.StreamEvents({TokensWithLogprobs()}), &done);
   ASSERT_EQ(chunks.size(), 1u);
   EXPECT_EQ(chunks[0]["choices"][0]["logprobs"], json::parse(R"({"content": [
       {"token": "H", "logprob": -0.5, "bytes": [72], "top_logprobs": [

@@ -7,7 +7,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,7 +14,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -24,6 +22,7 @@
 #include "server/chat_template.h"
 #include "server/metrics.h"
 #include "server/serving_metrics.h"
+#include "server/testing/fake_engine.h"
 
 namespace seqboat {
 namespace {
@@ -31,61 +30,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
-
-// An Engine that queues accepted requests for the test to drive by hand and
-// answers Submit with a status the test chooses.
-class FakeEngine final : public Engine {
- public:
-  FakeEngine() {
-    auto tokenizer = ParseTokenizerJson(R"({"model": {"type": "Bytes"},
-      "added_tokens": [{"id": 256, "content": "<|endoftext|>",
-                        "special": true}]})");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = *std::move(tokenizer);
-    summary_.name = "fake";
-    summary_.vocab_size = 257;
-    summary_.eos_token_id = 256;
-  }
-
-  absl::Status Submit(Request request) override {
-    absl::MutexLock lock(&mu_);
-    if (!submit_status_.ok()) return submit_status_;
-    accepted_.push_back(std::move(request));
-    return absl::OkStatus();
-  }
-  void BeginDrain() override {}
-  void Shutdown() override {}
-  EngineStats Stats() const override { return {}; }
-  const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  const ModelSummary& summary() const override { return summary_; }
-  const EngineOptions& options() const override { return options_; }
-
-  void set_submit_status(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    submit_status_ = std::move(status);
-  }
-  // Waits for the next accepted request.
-  Request Take() {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(
-        absl::Condition(
-            +[](std::deque<Request>* q) { return !q->empty(); }, &accepted_),
-        absl::Seconds(10));
-    EXPECT_FALSE(accepted_.empty()) << "no request reached the engine";
-    if (accepted_.empty()) return Request();
-    Request r = std::move(accepted_.front());
-    accepted_.pop_front();
-    return r;
-  }
-
- private:
-  std::unique_ptr<Tokenizer> tokenizer_;
-  ModelSummary summary_;
-  EngineOptions options_;
-  absl::Mutex mu_;
-  absl::Status submit_status_ ABSL_GUARDED_BY(mu_);
-  std::deque<Request> accepted_ ABSL_GUARDED_BY(mu_);
-};
 
 GenerationEvent Tokens(std::vector<int32_t> ids) {
   GenerationEvent e;

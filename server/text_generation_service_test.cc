@@ -4,19 +4,19 @@
 #include <grpcpp/impl/client_unary_call.h>
 
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "seqboat/v1/generate.grpc.pb.h"
+#include "server/testing/fake_engine.h"
+#include "server/testing/read_stream.h"
 
 namespace seqboat {
 namespace {
@@ -25,71 +25,24 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// An Engine that queues accepted requests for the test to drive by hand and
-// answers Submit with a status the test chooses.
-class FakeEngine final : public Engine {
- public:
-  FakeEngine() {
-    auto tokenizer = ParseTokenizerJson(R"({"model": {"type": "Bytes"},
-      "added_tokens": [{"id": 256, "content": "<|endoftext|>",
-                        "special": true}]})");
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = *std::move(tokenizer);
-    summary_.name = "fake";
-    summary_.layer_kinds = {"mamba", "mamba"};
-    summary_.vocab_size = 300;  // padded beyond the tokenizer's 257
-    summary_.eos_token_id = 256;
-    summary_.state_bytes_per_slot = 4096;
-    summary_.backend = "cpu";
-    options_.max_slots = 3;
-    options_.max_queue = 5;
-  }
+// The model GetModelInfo describes.
+ModelSummary Summary() {
+  ModelSummary summary;
+  summary.name = "fake";
+  summary.layer_kinds = {"mamba", "mamba"};
+  summary.vocab_size = 300;  // padded beyond the tokenizer's 257
+  summary.eos_token_id = 256;
+  summary.state_bytes_per_slot = 4096;
+  summary.backend = "cpu";
+  return summary;
+}
 
-  absl::Status Submit(Request request) override {
-    absl::MutexLock lock(&mu_);
-    ++submits_;
-    if (!submit_status_.ok()) return submit_status_;
-    accepted_.push_back(std::move(request));
-    return absl::OkStatus();
-  }
-  void BeginDrain() override {}
-  void Shutdown() override {}
-  EngineStats Stats() const override { return {}; }
-  const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  const ModelSummary& summary() const override { return summary_; }
-  const EngineOptions& options() const override { return options_; }
-
-  void set_submit_status(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    submit_status_ = std::move(status);
-  }
-  int submits() {
-    absl::MutexLock lock(&mu_);
-    return submits_;
-  }
-  // Waits for the next accepted request.
-  Request Take() {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(
-        absl::Condition(
-            +[](std::deque<Request>* q) { return !q->empty(); }, &accepted_),
-        absl::Seconds(10));
-    EXPECT_FALSE(accepted_.empty()) << "no request reached the engine";
-    if (accepted_.empty()) return Request();
-    Request r = std::move(accepted_.front());
-    accepted_.pop_front();
-    return r;
-  }
-
- private:
-  std::unique_ptr<Tokenizer> tokenizer_;
-  ModelSummary summary_;
-  EngineOptions options_;
-  absl::Mutex mu_;
-  absl::Status submit_status_ ABSL_GUARDED_BY(mu_);
-  int submits_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<Request> accepted_ ABSL_GUARDED_BY(mu_);
-};
+EngineOptions Options() {
+  EngineOptions options;
+  options.max_slots = 3;
+  options.max_queue = 5;
+  return options;
+}
 
 GenerationEvent Token(int32_t id, std::string text) {
   GenerationEvent e;
@@ -128,7 +81,7 @@ class TextGenerationServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
-  FakeEngine engine_;
+  FakeEngine engine_{Summary(), Options()};
   int port_ = 0;
   std::unique_ptr<TextGenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -283,28 +236,19 @@ TEST_F(TextGenerationServiceTest, SlowReaderGetsCoalescedMessages) {
   // The engine finishes all its work while nobody reads.
   engine_thread.join();
 
-  std::vector<int32_t> ids;
-  std::string text;
-  int messages = 0;
-  v1::GenerateResponse msg;
-  v1::GenerateResponse last;
-  while (reader->Read(&msg)) {
-    ++messages;
-    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
-    text += msg.text();
-    last = msg;
-  }
-  ASSERT_TRUE(reader->Finish().ok());
-  ASSERT_EQ(ids.size(), static_cast<size_t>(kEvents));
+  const StreamRead read = ReadStream(*reader);
+  ASSERT_TRUE(read.status.ok());
+  ASSERT_EQ(read.ids.size(), static_cast<size_t>(kEvents));
   std::string expected;
   for (int i = 0; i < kEvents; ++i) {
-    EXPECT_EQ(ids[i], i % 256);
+    EXPECT_EQ(read.ids[i], i % 256);
     expected += std::to_string(i) + filler;
   }
-  EXPECT_TRUE(text == expected);
-  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
-  EXPECT_EQ(last.usage().generated_tokens(), static_cast<uint32_t>(kEvents));
-  EXPECT_LT(messages, kEvents / 2);
+  EXPECT_TRUE(read.text == expected);
+  EXPECT_EQ(read.last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(read.last.usage().generated_tokens(),
+            static_cast<uint32_t>(kEvents));
+  EXPECT_LT(read.messages, kEvents / 2);
 }
 
 // Bytes that are not a valid request (a string field that is not UTF-8, a
