@@ -79,11 +79,11 @@ double MeasureUpdateBandwidth() {
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
                          int steps) {
   const int b = static_cast<int>(slots.size());
-  std::vector<int32_t> ids(b, 65), rows(b);
-  std::vector<Segment> segs(b);
+  StepRows step;
+  step.ids.assign(b, 65);
   for (int i = 0; i < b; ++i) {
-    segs[i] = {slots[i], i, 1};
-    rows[i] = i;
+    step.segs.push_back({slots[i], i, 1});
+    step.logit_rows.push_back(i);
   }
   // The engine's own path: a backend that samples on the device never copies
   // the logits out (at batch 256 they are 51 MB for a 50k vocabulary).
@@ -97,14 +97,12 @@ double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
   for (int s = 0; s < steps + 2; ++s) {
     // Tokens vary over steps and sequences, so blocks whose work depends on
     // the token (a SeqBoat router) see a realistic mix.
-    for (int i = 0; i < b; ++i) ids[i] = (s * 7 + i * 13 + 1) % 256;
+    for (int i = 0; i < b; ++i) step.ids[i] = (s * 7 + i * 13 + 1) % 256;
     const auto a = Clock::now();
     const absl::Status st =
         on_device
-            ? model.ForwardSample(ids.data(), b, segs.data(), b, rows.data(), b,
-                                  greedy.data(), nullptr, tokens.data())
-            : model.Forward(ids.data(), b, segs.data(), b, rows.data(), b,
-                            logits.data());
+            ? model.ForwardSample(step, greedy.data(), nullptr, tokens.data())
+            : model.Forward(step, logits.data());
     if (!st.ok()) {
       std::fprintf(stderr, "forward failed: %s\n", st.ToString().c_str());
       std::exit(1);
@@ -115,16 +113,16 @@ double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
 }
 
 double Prefill(Model& model, int slot, int tokens, int chunk) {
-  std::vector<int32_t> ids(chunk);
-  for (int i = 0; i < chunk; ++i) ids[i] = (i * 13 + 7) % 256;
   std::vector<float> logits(model.vocab_size());
+  StepRows step;
   const auto a = Clock::now();
   for (int done = 0; done < tokens; done += chunk) {
     const int len = std::min(chunk, tokens - done);
-    Segment seg{slot, 0, len};
-    int32_t last = len - 1;
-    if (!model.Forward(ids.data(), len, &seg, 1, &last, 1, logits.data()).ok())
-      std::exit(1);
+    step.ids.resize(len);
+    for (int i = 0; i < len; ++i) step.ids[i] = (i * 13 + 7) % 256;
+    step.segs = {{slot, 0, len}};
+    step.logit_rows = {len - 1};
+    if (!model.Forward(step, logits.data()).ok()) std::exit(1);
   }
   return Seconds(a, Clock::now());
 }

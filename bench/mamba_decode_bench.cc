@@ -150,8 +150,14 @@ double GemmPassSeconds(GemmSet& g, const StepShapes& shapes, int b) {
                   g.x.data(), cols, g.host[i].data(), cols, 0.0f, g.y.data(),
                   rows);
     } else {
-      g.be->Gemm(g.x.data(), cols, b, g.mats[i], nullptr, g.y.data(), rows,
-                 false);
+      GemmParams mats2;
+      mats2.x = g.x.data();
+      mats2.ldx = cols;
+      mats2.n = b;
+      mats2.w = g.mats[i];
+      mats2.y = g.y.data();
+      mats2.ldy = rows;
+      g.be->Gemm(mats2);
     }
   }
   return Seconds(a, Clock::now());
@@ -207,10 +213,8 @@ std::vector<float> TeacherForcedLogits(Model& model, int slot,
   const int64_t v = model.vocab_size();
   std::vector<float> out(tokens.size() * v);
   for (size_t t = 0; t < tokens.size(); ++t) {
-    Segment seg{slot, 0, 1};
-    int32_t row = 0;
-    if (!model.Forward(&tokens[t], 1, &seg, 1, &row, 1, out.data() + t * v)
-             .ok()) {
+    const StepRows one{{tokens[t]}, {{slot, 0, 1}}, {0}};
+    if (!model.Forward(one, out.data() + t * v).ok()) {
       std::exit(1);
     }
   }

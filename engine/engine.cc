@@ -113,14 +113,12 @@ class EngineImpl final : public Engine {
 
   void RunStep() {
     scheduler_.PlanStep(batch_);
-    const int m = static_cast<int>(batch_.logit_rows.size());
+    const int m = batch_.rows.m();
     // The backend samples when it can and no row wants logprobs, which only
     // the host computes; then no logits leave the device.
     bool on_device = backend_->SamplesOnDevice() && m > 0;
     for (Sequence* seq : batch_.logit_seqs) on_device &= !seq->wants_logprobs();
     const int vocab = model_->vocab_size();
-    const int n = static_cast<int>(batch_.ids.size());
-    const int nsegs = static_cast<int>(batch_.segs.size());
     const absl::Time step_start = absl::Now();
     absl::Status s;
     if (on_device) {
@@ -129,14 +127,11 @@ class EngineImpl final : public Engine {
       for (Sequence* seq : batch_.logit_seqs)
         sample_rows_.push_back(seq->NextSampleRow(&seen_ids_));
       tokens_.resize(static_cast<size_t>(m));
-      s = model_->ForwardSample(batch_.ids.data(), n, batch_.segs.data(), nsegs,
-                                batch_.logit_rows.data(), m,
-                                sample_rows_.data(), seen_ids_.data(),
-                                tokens_.data());
+      s = model_->ForwardSample(batch_.rows, sample_rows_.data(),
+                                seen_ids_.data(), tokens_.data());
     } else {
       logits_.resize(static_cast<size_t>(m) * vocab);
-      s = model_->Forward(batch_.ids.data(), n, batch_.segs.data(), nsegs,
-                          batch_.logit_rows.data(), m, logits_.data());
+      s = model_->Forward(batch_.rows, logits_.data());
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -45,12 +45,9 @@ class DeviceSamplingCpu final : public ForwardingBackend {
     return buckets;
   }
   bool SamplesOnDevice() const override { return true; }
-  absl::Status SampleRows(const float* logits, int m, int vocab,
-                          float logit_scale, const SampleRow* rows,
-                          const int32_t* seen_ids, int32_t* tokens) override {
-    *rows_sampled_ += m;
-    return inner().SampleRows(logits, m, vocab, logit_scale, rows, seen_ids,
-                              tokens);
+  absl::Status SampleRows(const SampleRowsParams& p) override {
+    *rows_sampled_ += p.m;
+    return inner().SampleRows(p);
   }
 
  private:

@@ -30,10 +30,9 @@ class RowCountingCpu final : public ForwardingBackend {
  public:
   explicit RowCountingCpu(std::atomic<int64_t>* rows)
       : ForwardingBackend(MakeCpuBackend(1)), rows_(rows) {}
-  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
-             float* out) override {
-    *rows_ += n;
-    inner().Embed(ids, n, table, scale, out);
+  void Embed(const EmbedParams& p) override {
+    *rows_ += p.n;
+    inner().Embed(p);
   }
 
  private:

@@ -1,7 +1,7 @@
-// The op set every layer is written against. The CPU backend (engine/cpu) and
-// the CUDA backend (kernels/) implement it; parity tests run both. Pointers
-// passed to ops are device pointers of the backend that made them; small
-// descriptors (token ids, segments, row lists) are host memory.
+// The op set every layer is written against. The CPU backend (kernels/cpu)
+// and the CUDA backend (kernels/cuda) implement it; parity tests run both.
+// Pointers passed to ops are device pointers of the backend that made them;
+// small descriptors (token ids, segments, row lists) are host memory.
 #ifndef SEQBOAT_ENGINE_BACKEND_BACKEND_H_
 #define SEQBOAT_ENGINE_BACKEND_BACKEND_H_
 
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend/attention_params.h"
+#include "engine/backend/dense_params.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
@@ -25,15 +26,40 @@
 
 namespace seqboat {
 
-// A weight matrix [rows, cols] (PyTorch Linear layout: out x in) as the
-// backend stores it. Owned by the backend's memory; the layer keeps the handle.
-struct Matrix {
-  const void* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  // Stored in fp32 whatever the backend's storage type (UploadMatrixFp32).
-  bool fp32 = false;
-};
+// The op set, each op with its params struct, in one list so that Backend,
+// both backends and test decorators declare the same virtuals:
+// SEQBOAT_BACKEND_OPS(X) expands X(Name, Params) once per op.
+#define SEQBOAT_BACKEND_OPS(X)              \
+  /* dense (dense_params.h) */              \
+  X(Embed, EmbedParams)                     \
+  X(RmsNorm, NormParams)                    \
+  X(LayerNorm, NormParams)                  \
+  X(Gemm, GemmParams)                       \
+  X(GatherRows, GatherRowsParams)           \
+  X(ScatterAddScaled, ScatterAddParams)     \
+  X(ActivateMul, ActivateMulParams)         \
+  X(AddBias, AddBiasParams)                 \
+  X(MoeRoute, MoeRouteParams)               \
+  /* Mamba-1 (mamba_params.h) */            \
+  X(MambaConv, MambaConvParams)             \
+  X(MambaScan, MambaScanParams)             \
+  /* Mamba-2 (mamba2_params.h) */           \
+  X(Mamba2Scan, Mamba2ScanParams)           \
+  X(GatedRmsNorm, GatedRmsNormParams)       \
+  /* sink attention (attention_params.h) */ \
+  X(SinkAttention, SinkAttentionParams)     \
+  X(SinkCacheAppend, SinkAppendParams)      \
+  /* SeqBoat (seqboat_params.h) */          \
+  X(SeqBoatEma, SeqBoatEmaParams)           \
+  X(SeqBoatRoute, SeqBoatRouteParams)       \
+  X(SeqBoatAttend, SeqBoatAttendParams)     \
+  X(SeqBoatMix, SeqBoatMixParams)           \
+  /* S4D (s4d_params.h) */                  \
+  X(S4dScan, S4dScanParams)
+
+// The override list of a backend that implements every op.
+#define SEQBOAT_OVERRIDE_BACKEND_OP(Name, Params) \
+  void Name(const Params& p) override;
 
 // Device memory with an owner; freed when the last handle goes.
 using DeviceBuffer = std::shared_ptr<void>;
@@ -101,114 +127,34 @@ class Backend {
     return UploadMatrix(host, rows, cols);
   }
 
-  // --- dense ops over the n rows of a step ---------------------------------
-  // out[i, :] = scale * table[ids[i], :]; ids on the host; table is a matrix
-  // [vocab, d] from UploadMatrix (so a tied head shares it).
-  virtual void Embed(const int32_t* ids, int n, const Matrix& table,
-                     float scale, float* out) = 0;
-  // out[i, :] = x[i, :] / rms(x[i, :]) * w                     (w may be null)
-  virtual void RmsNorm(const float* x, int n, int d, const float* w, float eps,
-                       float* out) = 0;
-  // RmsNorm over the first d columns of rows with strides ldx and ldo (a
-  // column slice of a wider projection, e.g. Jamba's dt/B/C norms). out may
-  // alias x.
-  virtual void RmsNormStrided(const float* x, int ldx, int n, int d,
-                              const float* w, float eps, float* out,
-                              int ldo) = 0;
-  // out[i, :] = (x[i, :] - mean) / sqrt(var + eps) * w + b   (w, b may be null)
-  virtual void LayerNorm(const float* x, int n, int d, const float* w,
-                         const float* b, float eps, float* out) = 0;
-  // y[i, :] (+)= x[i, :] · Wᵀ + bias; x rows have stride ldx, y rows ldy.
-  // accumulate adds into y (the residual add of a block).
-  virtual void Gemm(const float* x, int ldx, int n, const Matrix& w,
-                    const float* bias, float* y, int ldy, bool accumulate) = 0;
-  // out[j, :] = x[rows[j], :]                                  rows on the host
-  virtual void GatherRows(const float* x, int d, const int32_t* rows, int m,
-                          float* out) = 0;
+  // --- ops -----------------------------------------------------------------
+  // Each op takes one params struct, defined with its contract beside the
+  // per-element math: dense_params.h (embedding, norms, GEMM, row gathers and
+  // scatters, feed-forward and router ops), mamba_params.h, mamba2_params.h,
+  // attention_params.h, seqboat_params.h, s4d_params.h. Ops enqueue work and
+  // return nothing; TakeError reports an asynchronous failure.
+#define SEQBOAT_DECLARE_BACKEND_OP(Name, Params) \
+  virtual void Name(const Params& p) = 0;
+  SEQBOAT_BACKEND_OPS(SEQBOAT_DECLARE_BACKEND_OP)
+#undef SEQBOAT_DECLARE_BACKEND_OP
 
-  // --- recurrent ops: one state per segment's slot
-  // Mamba-1's causal depthwise conv + SiLU and selective scan over each
-  // segment's tokens (MODELS.md §1.3/1.4; arguments in mamba_params.h).
-  virtual void MambaConv(const MambaConvParams& p) = 0;
-  virtual void MambaScan(const MambaScanParams& p) = 0;
-  // Mamba-2's multi-head scan over each segment's tokens (MODELS.md §7.4;
-  // arguments and math in mamba2_params.h / mamba2_math.h). Its conv over
-  // xBC is MambaConv.
-  virtual void Mamba2Scan(const Mamba2ScanParams& p) = 0;
-  // y ⊙ SiLU(z) normalised per column group and scaled (MODELS.md §7.5).
-  virtual void GatedRmsNorm(const GatedRmsNormParams& p) = 0;
-
-  // --- attention over a sink + rolling-window KV cache (MODELS.md §3.4) ----
-  // Arguments and contracts in attention_params.h. SinkAttention reads the
-  // cache only; SinkCacheAppend then stores the step's keys.
-  virtual void SinkAttention(const SinkAttentionParams& p) = 0;
-  virtual void SinkCacheAppend(const SinkAppendParams& p) = 0;
-
-  // --- SeqBoat (MODELS.md §2; math in seqboat_math.h) ----------------------
   // OK when this backend can run SeqBoat blocks of `shape`, else why not.
   // Asked when a model loads, so that no step fails for it later.
   virtual absl::Status CheckSeqBoat(const SeqBoatShape& /*shape*/) const {
     return absl::OkStatus();
   }
-  // MD-EMA over each segment's tokens (arguments in seqboat_params.h).
-  virtual void SeqBoatEma(const SeqBoatEmaParams& p) = 0;
-  // Latent configurator over n rows of router logits u (stride ldu):
-  // conf [n] (0 for inactive rows), compact [n] (a row's index among the
-  // active rows, -1 if inactive), active [1 + n] = count, then the active
-  // rows in order. temperature: [1] device. The caller copies `active` to
-  // the host once to size the GAU's GEMMs.
-  virtual void SeqBoatRoute(const float* u, int ldu, int n,
-                            const float* temperature, float* conf,
-                            int32_t* compact, int32_t* active) = 0;
-  // Working-memory attention for the active tokens (seqboat_params.h). It
-  // also advances every segment's stream position, so it runs every step
-  // even when no token is active.
-  virtual void SeqBoatAttend(const SeqBoatAttendParams& p) = 0;
-  // out [n, d] = SiLU(s + g + conf · y[compact]) (y term 0 when compact < 0);
-  // g has stride ldg, y is [m, d]. out may alias s.
-  virtual void SeqBoatMix(const float* s, const float* g, int ldg,
-                          const float* y, const float* conf,
-                          const int32_t* compact, int n, int d, float* out) = 0;
-
-  // --- feed-forward, mixture of experts, S4D (mlp, moe, s4d) ----------------
-  // out[i, j] (+)= act(a[i, j]) * b[i, j]   (b null: * 1) for j < f; a, b, out
-  // rows have strides lda, ldb, ldo. out may alias a.
-  virtual void ActivateMul(const float* a, int lda, const float* b, int ldb,
-                           int n, int f, Activation act, float* out, int ldo,
-                           bool accumulate) = 0;
-  // y[i, :d] += v for every row i < n.
-  virtual void AddBias(float* y, int ldy, int n, int d, const float* v) = 0;
-  // One router row per step row (ffn_math.h RouteRow): logits [n, x] ->
-  // experts/gates [n, slots] (slots = top_k, or x for kReluDynamic).
-  virtual void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                        int top_k, bool renormalize, int32_t* experts,
-                        float* gates) = 0;
-  // dst[rows[j], :d] += scales[j] * src[j, :d]; rows and scales on the host.
-  // Rows are applied in order j (deterministic accumulation).
-  virtual void ScatterAddScaled(const float* src, int d, const int32_t* rows,
-                                const float* scales, int m, float* dst,
-                                int lddst) = 0;
-  // S4D diagonal recurrence over each segment's tokens (MODELS.md §4.3;
-  // arguments in s4d_params.h).
-  virtual void S4dScan(const S4dScanParams& p) = 0;
 
   // --- sampling (engine/backend/sample_row.h) ------------------------------
   // Whether the engine should sample with SampleRows rather than copy the
   // logits to the host and sample there: true where logits live on a device.
   virtual bool SamplesOnDevice() const { return false; }
-  // tokens[j] = the token engine/backend's Sampler picks, with rows[j]'s
-  // parameters, penalised ids and step, from row j of logit_scale * logits
-  // (logits: [m, vocab], the backend's memory). rows, seen_ids (the flat id
-  // array the rows index) and tokens are host memory; returns once tokens
-  // are written. Rankings are exact (ties to the lower id); softmax weights
-  // and their sums may differ from the host's in the last bits, so a row
-  // gets another token only when a top-p, min-p or draw boundary lies within
-  // that rounding. Not inside RunCaptured. The default is UNIMPLEMENTED.
-  virtual absl::Status SampleRows(const float* /*logits*/, int /*m*/,
-                                  int /*vocab*/, float /*logit_scale*/,
-                                  const SampleRow* /*rows*/,
-                                  const int32_t* /*seen_ids*/,
-                                  int32_t* /*tokens*/) {
+  // SampleRowsParams' tokens, from the host Sampler's rules (sampler.h)
+  // applied to each logit row; returns once the tokens are written. Rankings
+  // are exact (ties to the lower id); softmax weights and their sums may
+  // differ from the host's in the last bits, so a row gets another token
+  // only when a top-p, min-p or draw boundary lies within that rounding. Not
+  // inside RunCaptured. The default is UNIMPLEMENTED.
+  virtual absl::Status SampleRows(const SampleRowsParams& /*p*/) {
     return absl::UnimplementedError(name() + " backend has no SampleRows");
   }
 };

@@ -40,6 +40,20 @@ struct SampleRow {
 
 static_assert(sizeof(SampleRow) == 72, "SampleRow is copied to the device");
 
+// Backend::SampleRows: tokens[j] = the token the host Sampler picks, with
+// rows[j]'s parameters, penalised ids and step, from row j of
+// logit_scale * logits. rows, seen_ids (the flat id array the rows index) and
+// tokens are host memory; logits [m, vocab] the backend's.
+struct SampleRowsParams {
+  const float* logits = nullptr;
+  int m = 0;
+  int vocab = 0;
+  float logit_scale = 1.0f;
+  const SampleRow* rows = nullptr;
+  const int32_t* seen_ids = nullptr;
+  int32_t* tokens = nullptr;
+};
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_

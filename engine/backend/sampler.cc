@@ -261,16 +261,16 @@ void Sampler::FillLogprobs(const float* logits, int32_t v, int32_t chosen,
     out->top.push_back({c.id, logprob(c.id)});
 }
 
-void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
-                      const SampleRow* rows, const int32_t* seen_ids,
-                      int32_t* tokens) {
+void SampleRowsOnHost(const SampleRowsParams& p) {
+  const int vocab = p.vocab;
+  const int32_t* seen_ids = p.seen_ids;
   std::vector<float> scaled;
-  for (int j = 0; j < m; ++j) {
-    const SampleRow& row = rows[j];
-    const float* in = logits + static_cast<int64_t>(j) * vocab;
-    if (logit_scale != 1.0f) {
+  for (int j = 0; j < p.m; ++j) {
+    const SampleRow& row = p.rows[j];
+    const float* in = p.logits + static_cast<int64_t>(j) * vocab;
+    if (p.logit_scale != 1.0f) {
       scaled.assign(in, in + vocab);
-      for (float& l : scaled) l *= logit_scale;
+      for (float& l : scaled) l *= p.logit_scale;
       in = scaled.data();
     }
     SamplingParams params;
@@ -303,7 +303,7 @@ void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
           seen_ids + row.suppressed_offset + row.suppressed_count));
     }
     sampler.step_ = row.step;
-    tokens[j] = sampler.Sample(in, vocab, nullptr);
+    p.tokens[j] = sampler.Sample(in, vocab, nullptr);
   }
 }
 

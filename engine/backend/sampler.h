@@ -92,18 +92,14 @@ class Sampler {
   std::vector<Candidate> candidates_;
   std::vector<Candidate> top_heap_;
 
-  friend void SampleRowsOnHost(const float* logits, int m, int vocab,
-                               float logit_scale, const SampleRow* rows,
-                               const int32_t* seen_ids, int32_t* tokens);
+  friend void SampleRowsOnHost(const SampleRowsParams& p);
 };
 
 // The host reference of Backend::SampleRows, for backends whose logits are
 // host memory: tokens[j] is the token a Sampler with rows[j]'s parameters,
 // penalised ids and step picks from logit_scale * logits[j * vocab, +vocab)
 // (the scaling Model::Forward applies).
-void SampleRowsOnHost(const float* logits, int m, int vocab, float logit_scale,
-                      const SampleRow* rows, const int32_t* seen_ids,
-                      int32_t* tokens);
+void SampleRowsOnHost(const SampleRowsParams& p);
 
 }  // namespace seqboat
 

@@ -14,6 +14,20 @@
 namespace seqboat {
 namespace {
 
+// SampleRowsOnHost over m rows of n logits into tokens.
+void DrawRows(const float* logits, int m, int n, float logit_scale,
+              const SampleRow* rows, const int32_t* seen_ids, int32_t* tokens) {
+  SampleRowsParams p;
+  p.logits = logits;
+  p.m = m;
+  p.vocab = n;
+  p.logit_scale = logit_scale;
+  p.rows = rows;
+  p.seen_ids = seen_ids;
+  p.tokens = tokens;
+  SampleRowsOnHost(p);
+}
+
 SamplingParams Params(float temperature, uint64_t seed = 1) {
   SamplingParams p;
   p.temperature = temperature;
@@ -604,7 +618,7 @@ TEST(SamplerTest, DrawsMadeElsewhereKeepTheSamplerInStep) {
       std::vector<int32_t> seen = {-5};  // another row's ids come first
       const SampleRow row = fed.DescribeNext(&seen);
       int32_t got = -1;
-      SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(), &got);
+      DrawRows(logits.data(), 1, n, 1.0f, &row, seen.data(), &got);
       fed.CountDraw();
       ASSERT_EQ(got, want) << "case " << c << " step " << step;
       if (c + 2 >= cases.size() && step < 20) EXPECT_EQ(got % 2, 1);
@@ -637,8 +651,8 @@ TEST(SamplerTest, SampleRowsOnHostScalesAndKeepsRowsApart) {
     rows.push_back(s.DescribeNext(&seen));
   }
   int32_t got[3], want[3];
-  SampleRowsOnHost(logits.data(), 3, n, 2.5f, rows.data(), seen.data(), got);
-  SampleRowsOnHost(scaled.data(), 3, n, 1.0f, rows.data(), seen.data(), want);
+  DrawRows(logits.data(), 3, n, 2.5f, rows.data(), seen.data(), got);
+  DrawRows(scaled.data(), 3, n, 1.0f, rows.data(), seen.data(), want);
   for (int j = 0; j < 3; ++j) {
     EXPECT_EQ(got[j], want[j]) << "row " << j;
     SamplingParams p = Params(j == 0 ? 0.0f : 0.9f, 40 + j);

@@ -50,6 +50,35 @@ struct SeqBoatAttendParams {
   float* out = nullptr;             // [m, v] = O ⊙ R
 };
 
+// The latent configurator over n rows of router logits u (stride ldu):
+// conf [n] (0 for inactive rows), compact [n] (a row's index among the
+// active rows, -1 if inactive), active [1 + n] = count, then the active rows
+// in order. The caller copies `active` to the host once to size the GAU's
+// GEMMs.
+struct SeqBoatRouteParams {
+  const float* u = nullptr;
+  int ldu = 0;
+  int n = 0;
+  const float* temperature = nullptr;  // [1]
+  float* conf = nullptr;
+  int32_t* compact = nullptr;
+  int32_t* active = nullptr;
+};
+
+// out [n, d] = SiLU(s + g + conf · y[compact]) (y term 0 when compact < 0);
+// g has stride ldg, y is [m, d]. out may alias s.
+struct SeqBoatMixParams {
+  const float* s = nullptr;
+  const float* g = nullptr;
+  int ldg = 0;
+  const float* y = nullptr;
+  const float* conf = nullptr;
+  const int32_t* compact = nullptr;
+  int n = 0;
+  int d = 0;
+  float* out = nullptr;
+};
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_BACKEND_SEQBOAT_PARAMS_H_

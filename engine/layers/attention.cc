@@ -140,7 +140,7 @@ class Attention final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = d_model_, qd = QDim(), kd = KvDim();
+    const int n = ctx.n(), d = d_model_, qd = QDim(), kd = KvDim();
     float* u = ctx.scratch;
     float* q = u + static_cast<int64_t>(n) * d;
     float* k = q + static_cast<int64_t>(n) * qd;
@@ -150,19 +150,54 @@ class Attention final : public Layer {
     if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
       x = residual;
-    } else if (norm_->type == NormType::kLayerNorm) {
-      be.LayerNorm(residual, n, d, norm_w_, norm_b_,
-                   static_cast<float>(norm_->eps), u);
     } else {
-      be.RmsNorm(residual, n, d, norm_w_, static_cast<float>(norm_->eps), u);
+      NormParams norm;
+      norm.x = residual;
+      norm.ldx = d;
+      norm.n = n;
+      norm.d = d;
+      norm.w = norm_w_;
+      norm.b = norm_b_;
+      norm.eps = static_cast<float>(norm_->eps);
+      norm.out = u;
+      norm.ldo = d;
+      if (norm_->type == NormType::kLayerNorm) {
+        be.LayerNorm(norm);
+      } else {
+        be.RmsNorm(norm);
+      }
     }
-    be.Gemm(x, d, n, wq_, bq_, q, qd, /*accumulate=*/false);
-    be.Gemm(x, d, n, wk_, bk_, k, kd, false);
-    be.Gemm(x, d, n, wv_, bv_, v, kd, false);
+    GemmParams wq;
+    wq.x = x;
+    wq.ldx = d;
+    wq.n = n;
+    wq.w = wq_;
+    wq.bias = bq_;
+    wq.y = q;
+    wq.ldy = qd;
+    be.Gemm(wq);
+    GemmParams wk;
+    wk.x = x;
+    wk.ldx = d;
+    wk.n = n;
+    wk.w = wk_;
+    wk.bias = bk_;
+    wk.y = k;
+    wk.ldy = kd;
+    be.Gemm(wk);
+    GemmParams wv;
+    wv.x = x;
+    wv.ldx = d;
+    wv.n = n;
+    wv.w = wv_;
+    wv.bias = bv_;
+    wv.y = v;
+    wv.ldy = kd;
+    be.Gemm(wv);
     const int64_t slot_bytes = StateBytesPerSlot();
     SinkAttentionParams attend;
-    attend.segs = ctx.segs;
-    attend.nsegs = ctx.nsegs;
+    attend.segs = ctx.segs();
+    attend.nsegs = ctx.nsegs();
     attend.q = q;
     attend.ldq = qd;
     attend.k = k;
@@ -177,8 +212,8 @@ class Attention final : public Layer {
     attend.out = o;
     be.SinkAttention(attend);
     SinkAppendParams append;
-    append.segs = ctx.segs;
-    append.nsegs = ctx.nsegs;
+    append.segs = ctx.segs();
+    append.nsegs = ctx.nsegs();
     append.k = k;
     append.ldk = kd;
     append.v = v;
@@ -187,7 +222,16 @@ class Attention final : public Layer {
     append.slot_bytes = slot_bytes;
     append.dims = cache_;
     be.SinkCacheAppend(append);
-    be.Gemm(o, qd, n, wo_, bo_, residual, d, /*accumulate=*/true);
+    GemmParams wo;
+    wo.x = o;
+    wo.ldx = qd;
+    wo.n = n;
+    wo.w = wo_;
+    wo.bias = bo_;
+    wo.y = residual;
+    wo.ldy = d;
+    wo.accumulate = true;
+    be.Gemm(wo);
     return absl::OkStatus();
   }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/step_rows.h"
 #include "engine/state/slot_state.h"
 
 namespace seqboat {
@@ -21,14 +22,17 @@ struct LayerStat {
   int64_t value = 0;
 };
 
-// What a block sees of one engine step: n packed rows split into segments.
+// What a block sees of one engine step: its rows (ids packed into segments,
+// one per sequence), the backend and scratch.
 struct StepContext {
   Backend* backend = nullptr;
-  const Segment* segs = nullptr;  // host
-  int nsegs = 0;
-  int n = 0;  // rows in this step
-  float* scratch =
-      nullptr;  // device, ScratchFloatsPerRow() * n floats at least
+  const StepRows* rows = nullptr;  // host
+  // Device, ScratchFloatsPerRow() * n floats at least.
+  float* scratch = nullptr;
+
+  int n() const { return rows->n(); }
+  const Segment* segs() const { return rows->segs.data(); }
+  int nsegs() const { return rows->nsegs(); }
 };
 
 // Its recurrent state (SlotState) lives in the arena, one region per block.

@@ -76,7 +76,7 @@ class Mamba1 final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = d_model_, e = c_.d_inner, ns = c_.d_state,
+    const int n = ctx.n(), d = d_model_, e = c_.d_inner, ns = c_.d_state,
               r = c_.dt_rank, xc = XdblCols();
     float* u = ctx.scratch;
     float* xz = u + static_cast<int64_t>(n) * d;
@@ -85,14 +85,31 @@ class Mamba1 final : public Layer {
     float* dt = xdbl + static_cast<int64_t>(n) * xc;
     float* y = dt + static_cast<int64_t>(n) * e;
 
-    be.RmsNorm(residual, n, d, norm_w_, norm_eps_, u);
-    be.Gemm(u, d, n, in_proj_, in_bias_, xz, 2 * e, /*accumulate=*/false);
+    NormParams norm;
+    norm.x = residual;
+    norm.ldx = d;
+    norm.n = n;
+    norm.d = d;
+    norm.w = norm_w_;
+    norm.eps = norm_eps_;
+    norm.out = u;
+    norm.ldo = d;
+    be.RmsNorm(norm);
+    GemmParams in_proj;
+    in_proj.x = u;
+    in_proj.ldx = d;
+    in_proj.n = n;
+    in_proj.w = in_proj_;
+    in_proj.bias = in_bias_;
+    in_proj.y = xz;
+    in_proj.ldy = 2 * e;
+    be.Gemm(in_proj);
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = ConvFloats() + SsmFloats();
     MambaConvParams conv;
-    conv.segs = ctx.segs;
-    conv.nsegs = ctx.nsegs;
+    conv.segs = ctx.segs();
+    conv.nsegs = ctx.nsegs();
     conv.x = xz;
     conv.ldx = 2 * e;
     conv.state = state_;
@@ -103,19 +120,58 @@ class Mamba1 final : public Layer {
     conv.k = c_.d_conv;
     conv.out = x;
     be.MambaConv(conv);
-    be.Gemm(x, e, n, x_proj_, nullptr, xdbl, xc, false);
+    GemmParams x_proj;
+    x_proj.x = x;
+    x_proj.ldx = e;
+    x_proj.n = n;
+    x_proj.w = x_proj_;
+    x_proj.y = xdbl;
+    x_proj.ldy = xc;
+    be.Gemm(x_proj);
     if (c_.dt_bc_norm.has_value()) {
       // In place: dt_proj and the scan read these same columns next.
-      be.RmsNormStrided(xdbl, xc, n, r, dt_norm_w_, dt_bc_eps_, xdbl, xc);
-      be.RmsNormStrided(xdbl + r, xc, n, ns, b_norm_w_, dt_bc_eps_, xdbl + r,
-                        xc);
-      be.RmsNormStrided(xdbl + r + ns, xc, n, ns, c_norm_w_, dt_bc_eps_,
-                        xdbl + r + ns, xc);
+      NormParams dt_norm;
+      dt_norm.x = xdbl;
+      dt_norm.ldx = xc;
+      dt_norm.n = n;
+      dt_norm.d = r;
+      dt_norm.w = dt_norm_w_;
+      dt_norm.eps = dt_bc_eps_;
+      dt_norm.out = xdbl;
+      dt_norm.ldo = xc;
+      be.RmsNorm(dt_norm);
+      NormParams b_norm;
+      b_norm.x = xdbl + r;
+      b_norm.ldx = xc;
+      b_norm.n = n;
+      b_norm.d = ns;
+      b_norm.w = b_norm_w_;
+      b_norm.eps = dt_bc_eps_;
+      b_norm.out = xdbl + r;
+      b_norm.ldo = xc;
+      be.RmsNorm(b_norm);
+      NormParams c_norm;
+      c_norm.x = xdbl + r + ns;
+      c_norm.ldx = xc;
+      c_norm.n = n;
+      c_norm.d = ns;
+      c_norm.w = c_norm_w_;
+      c_norm.eps = dt_bc_eps_;
+      c_norm.out = xdbl + r + ns;
+      c_norm.ldo = xc;
+      be.RmsNorm(c_norm);
     }
-    be.Gemm(xdbl, xc, n, dt_proj_, nullptr, dt, e, false);
+    GemmParams dt_proj;
+    dt_proj.x = xdbl;
+    dt_proj.ldx = xc;
+    dt_proj.n = n;
+    dt_proj.w = dt_proj_;
+    dt_proj.y = dt;
+    dt_proj.ldy = e;
+    be.Gemm(dt_proj);
     MambaScanParams scan;
-    scan.segs = ctx.segs;
-    scan.nsegs = ctx.nsegs;
+    scan.segs = ctx.segs();
+    scan.nsegs = ctx.nsegs();
     scan.x = x;
     scan.dt = dt;
     scan.bc = xdbl + r;
@@ -131,7 +187,16 @@ class Mamba1 final : public Layer {
     scan.n_state = ns;
     scan.out = y;
     be.MambaScan(scan);
-    be.Gemm(y, e, n, out_proj_, out_bias_, residual, d, /*accumulate=*/true);
+    GemmParams out_proj;
+    out_proj.x = y;
+    out_proj.ldx = e;
+    out_proj.n = n;
+    out_proj.w = out_proj_;
+    out_proj.bias = out_bias_;
+    out_proj.y = residual;
+    out_proj.ldy = d;
+    out_proj.accumulate = true;
+    be.Gemm(out_proj);
     return absl::OkStatus();
   }
 

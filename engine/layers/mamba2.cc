@@ -62,7 +62,7 @@ class Mamba2 final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = d_model_, e = static_cast<int>(c_.d_inner()),
+    const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
               cc = static_cast<int>(c_.conv_channels()),
               w = static_cast<int>(c_.in_proj_rows()),
               gn = static_cast<int>(c_.n_groups * c_.d_state);
@@ -71,13 +71,30 @@ class Mamba2 final : public Layer {
     float* xbc = zxbcdt + static_cast<int64_t>(n) * w;
     float* y = xbc + static_cast<int64_t>(n) * cc;
 
-    be.RmsNorm(residual, n, d, norm_w_, norm_eps_, u);
-    be.Gemm(u, d, n, in_proj_, in_bias_, zxbcdt, w, /*accumulate=*/false);
+    NormParams pre_norm;
+    pre_norm.x = residual;
+    pre_norm.ldx = d;
+    pre_norm.n = n;
+    pre_norm.d = d;
+    pre_norm.w = norm_w_;
+    pre_norm.eps = norm_eps_;
+    pre_norm.out = u;
+    pre_norm.ldo = d;
+    be.RmsNorm(pre_norm);
+    GemmParams in_proj;
+    in_proj.x = u;
+    in_proj.ldx = d;
+    in_proj.n = n;
+    in_proj.w = in_proj_;
+    in_proj.bias = in_bias_;
+    in_proj.y = zxbcdt;
+    in_proj.ldy = w;
+    be.Gemm(in_proj);
     // A slot is [conv window | ssm state], one contiguous region (cheap reset
     // and snapshot). The conv and its SiLU are Mamba-1's, over all of xBC.
     MambaConvParams conv;
-    conv.segs = ctx.segs;
-    conv.nsegs = ctx.nsegs;
+    conv.segs = ctx.segs();
+    conv.nsegs = ctx.nsegs();
     conv.x = zxbcdt + e;
     conv.ldx = w;
     conv.state = state_;
@@ -89,8 +106,8 @@ class Mamba2 final : public Layer {
     conv.out = xbc;
     be.MambaConv(conv);
     Mamba2ScanParams scan;
-    scan.segs = ctx.segs;
-    scan.nsegs = ctx.nsegs;
+    scan.segs = ctx.segs();
+    scan.nsegs = ctx.nsegs();
     scan.x = xbc;
     scan.b = xbc + e;
     scan.c = xbc + e + gn;
@@ -126,7 +143,16 @@ class Mamba2 final : public Layer {
     norm.out = y;
     norm.ldo = e;
     be.GatedRmsNorm(norm);
-    be.Gemm(y, e, n, out_proj_, out_bias_, residual, d, /*accumulate=*/true);
+    GemmParams out_proj;
+    out_proj.x = y;
+    out_proj.ldx = e;
+    out_proj.n = n;
+    out_proj.w = out_proj_;
+    out_proj.bias = out_bias_;
+    out_proj.y = residual;
+    out_proj.ldy = d;
+    out_proj.accumulate = true;
+    be.Gemm(out_proj);
     return absl::OkStatus();
   }
 

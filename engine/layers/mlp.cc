@@ -39,21 +39,64 @@ class Mlp final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = d_, f = static_cast<int>(c_.d_ff);
+    const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff);
     float* u = ctx.scratch;
     float* h = u + static_cast<int64_t>(n) * d;
     float* g = h + static_cast<int64_t>(n) * f;
     const Activation act = c_.act;
     norm_.Apply(be, residual, n, u);
-    be.Gemm(u, d, n, up_, up_b_, h, f, /*accumulate=*/false);
+    GemmParams up;
+    up.x = u;
+    up.ldx = d;
+    up.n = n;
+    up.w = up_;
+    up.bias = up_b_;
+    up.y = h;
+    up.ldy = f;
+    be.Gemm(up);
     if (c_.gated) {
       // The activation goes on the gate branch (HF Llama: act(gate) * up).
-      be.Gemm(u, d, n, gate_, gate_b_, g, f, false);
-      be.ActivateMul(g, f, h, f, n, f, act, h, f, false);
+      GemmParams gate;
+      gate.x = u;
+      gate.ldx = d;
+      gate.n = n;
+      gate.w = gate_;
+      gate.bias = gate_b_;
+      gate.y = g;
+      gate.ldy = f;
+      be.Gemm(gate);
+      ActivateMulParams gated;
+      gated.a = g;
+      gated.lda = f;
+      gated.b = h;
+      gated.ldb = f;
+      gated.n = n;
+      gated.f = f;
+      gated.act = act;
+      gated.out = h;
+      gated.ldo = f;
+      be.ActivateMul(gated);
     } else {
-      be.ActivateMul(h, f, nullptr, 0, n, f, act, h, f, false);
+      ActivateMulParams activate;
+      activate.a = h;
+      activate.lda = f;
+      activate.n = n;
+      activate.f = f;
+      activate.act = act;
+      activate.out = h;
+      activate.ldo = f;
+      be.ActivateMul(activate);
     }
-    be.Gemm(h, f, n, down_, down_b_, residual, d, /*accumulate=*/true);
+    GemmParams down;
+    down.x = h;
+    down.ldx = f;
+    down.n = n;
+    down.w = down_;
+    down.bias = down_b_;
+    down.y = residual;
+    down.ldy = d;
+    down.accumulate = true;
+    be.Gemm(down);
     return absl::OkStatus();
   }
 

@@ -68,7 +68,7 @@ class Moe final : public MoeLayer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = d_, f = static_cast<int>(c_.d_ff),
+    const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff),
               x = static_cast<int>(c_.n_experts),
               hid = static_cast<int>(c_.router_hidden), slots = Slots();
     float* u = ctx.scratch;
@@ -86,16 +86,55 @@ class Moe final : public MoeLayer {
 
     norm_.Apply(be, residual, n, u);
     if (Relu()) {
-      be.Gemm(u, d, n, router_in_, router_in_b_, hr, hid, false);
-      be.ActivateMul(hr, hid, nullptr, 0, n, hid, Activation::kSilu, hr, hid,
-                     false);
-      be.Gemm(hr, hid, n, router_, router_b_, logits, x, false);
+      GemmParams router_in;
+      router_in.x = u;
+      router_in.ldx = d;
+      router_in.n = n;
+      router_in.w = router_in_;
+      router_in.bias = router_in_b_;
+      router_in.y = hr;
+      router_in.ldy = hid;
+      be.Gemm(router_in);
+      ActivateMulParams silu;
+      silu.a = hr;
+      silu.lda = hid;
+      silu.n = n;
+      silu.f = hid;
+      silu.act = Activation::kSilu;
+      silu.out = hr;
+      silu.ldo = hid;
+      be.ActivateMul(silu);
+      GemmParams router;
+      router.x = hr;
+      router.ldx = hid;
+      router.n = n;
+      router.w = router_;
+      router.bias = router_b_;
+      router.y = logits;
+      router.ldy = x;
+      be.Gemm(router);
     } else {
-      be.Gemm(u, d, n, router_, router_b_, logits, x, false);
+      GemmParams router;
+      router.x = u;
+      router.ldx = d;
+      router.n = n;
+      router.w = router_;
+      router.bias = router_b_;
+      router.y = logits;
+      router.ldy = x;
+      be.Gemm(router);
     }
-    be.MoeRoute(logits, n, x,
-                Relu() ? MoeRouting::kReluDynamic : MoeRouting::kSoftmaxTopK,
-                static_cast<int>(c_.top_k), c_.renormalize, experts, gates);
+    MoeRouteParams route;
+    route.logits = logits;
+    route.n = n;
+    route.x = x;
+    route.routing =
+        Relu() ? MoeRouting::kReluDynamic : MoeRouting::kSoftmaxTopK;
+    route.top_k = static_cast<int>(c_.top_k);
+    route.renormalize = c_.renormalize;
+    route.experts = experts;
+    route.gates = gates;
+    be.MoeRoute(route);
 
     // Group rows by expert on the host (rows in step order within a group).
     const size_t pairs = static_cast<size_t>(n) * slots;
@@ -123,24 +162,86 @@ class Moe final : public MoeLayer {
       if (m == 0) continue;
       ++stats_.experts_hit;
       stats_.routed_rows += m;
-      be.GatherRows(u, d, rows_[e].data(), m, xg);
-      be.Gemm(xg, d, m, up_[e], ExpertBias(up_b_, e), hg, f, false);
+      GatherRowsParams gather;
+      gather.x = u;
+      gather.d = d;
+      gather.rows = rows_[e].data();
+      gather.m = m;
+      gather.out = xg;
+      be.GatherRows(gather);
+      GemmParams up;
+      up.x = xg;
+      up.ldx = d;
+      up.n = m;
+      up.w = up_[e];
+      up.bias = ExpertBias(up_b_, e);
+      up.y = hg;
+      up.ldy = f;
+      be.Gemm(up);
       ++stats_.expert_gemms;
       if (c_.gated) {
-        be.Gemm(xg, d, m, gate_[e], ExpertBias(gate_b_, e), gg, f, false);
+        GemmParams gate;
+        gate.x = xg;
+        gate.ldx = d;
+        gate.n = m;
+        gate.w = gate_[e];
+        gate.bias = ExpertBias(gate_b_, e);
+        gate.y = gg;
+        gate.ldy = f;
+        be.Gemm(gate);
         ++stats_.expert_gemms;
-        be.ActivateMul(gg, f, hg, f, m, f, act, hg, f, false);
+        ActivateMulParams gated;
+        gated.a = gg;
+        gated.lda = f;
+        gated.b = hg;
+        gated.ldb = f;
+        gated.n = m;
+        gated.f = f;
+        gated.act = act;
+        gated.out = hg;
+        gated.ldo = f;
+        be.ActivateMul(gated);
       } else {
-        be.ActivateMul(hg, f, nullptr, 0, m, f, act, hg, f, false);
+        ActivateMulParams activate;
+        activate.a = hg;
+        activate.lda = f;
+        activate.n = m;
+        activate.f = f;
+        activate.act = act;
+        activate.out = hg;
+        activate.ldo = f;
+        be.ActivateMul(activate);
       }
-      be.Gemm(hg, f, m, down_[e], nullptr, yg, d, false);
+      GemmParams down;
+      down.x = hg;
+      down.ldx = f;
+      down.n = m;
+      down.w = down_[e];
+      down.y = yg;
+      down.ldy = d;
+      be.Gemm(down);
       ++stats_.expert_gemms;
-      be.ScatterAddScaled(yg, d, rows_[e].data(), scales_[e].data(), m,
-                          residual, d);
+      ScatterAddParams scatter;
+      scatter.src = yg;
+      scatter.d = d;
+      scatter.rows = rows_[e].data();
+      scatter.scales = scales_[e].data();
+      scatter.m = m;
+      scatter.dst = residual;
+      scatter.lddst = d;
+      be.ScatterAddScaled(scatter);
     }
     // The second layer's bias is shared and unmodulated: added once per row,
     // whether or not any expert ran (§5.3).
-    if (down_b_ != nullptr) be.AddBias(residual, d, n, d, down_b_);
+    if (down_b_ != nullptr) {
+      AddBiasParams bias;
+      bias.y = residual;
+      bias.ldy = d;
+      bias.n = n;
+      bias.d = d;
+      bias.v = down_b_;
+      be.AddBias(bias);
+    }
     return absl::OkStatus();
   }
 

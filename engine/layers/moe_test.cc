@@ -197,9 +197,10 @@ absl::StatusOr<Built> Build(const MoeConfig& c, const Tensors& ts,
 // Runs rows [0, n) of `r` through the layer in one step; returns the result.
 std::vector<float> Step(Built& b, std::vector<float> r, int first, int n) {
   std::vector<float> scratch(b.layer->ScratchFloatsPerRow() * n);
-  std::vector<Segment> segs;
-  for (int i = 0; i < n; ++i) segs.push_back({i, i, 1});  // decode rows
-  StepContext ctx{b.backend.get(), segs.data(), n, n, scratch.data()};
+  StepRows rows;
+  rows.ids.assign(n, 0);  // a block reads the row count and the segments
+  for (int i = 0; i < n; ++i) rows.segs.push_back({i, i, 1});  // decode rows
+  const StepContext ctx{b.backend.get(), &rows, scratch.data()};
   EXPECT_TRUE(b.layer->Forward(ctx, r.data() + first * kD).ok());
   return r;
 }

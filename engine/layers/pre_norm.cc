@@ -43,13 +43,31 @@ void PreNorm::Apply(Backend& be, const float* x, int n, float* out) {
       identity_rows_.resize(n);
       std::iota(identity_rows_.begin(), identity_rows_.end(), 0);
     }
-    be.GatherRows(x, d_, identity_rows_.data(), n, out);
-  } else if (norm_->type == NormType::kLayerNorm) {
-    be.LayerNorm(x, n, d_, weight_, bias_, eps, out);
+    GatherRowsParams gather;
+    gather.x = x;
+    gather.d = d_;
+    gather.rows = identity_rows_.data();
+    gather.m = n;
+    gather.out = out;
+    be.GatherRows(gather);
+    return;
+  }
+  NormParams norm;
+  norm.x = x;
+  norm.ldx = d_;
+  norm.n = n;
+  norm.d = d_;
+  norm.w = weight_;
+  norm.b = bias_;
+  norm.eps = eps;
+  norm.out = out;
+  norm.ldo = d_;
+  // rmsnorm and rmsnorm_t5 differ only in where a low-precision model
+  // rounds; in fp32 they are the same op. scalenorm uses the gain vector.
+  if (norm_->type == NormType::kLayerNorm) {
+    be.LayerNorm(norm);
   } else {
-    // rmsnorm and rmsnorm_t5 differ only in where a low-precision model
-    // rounds; in fp32 they are the same op. scalenorm uses the gain vector.
-    be.RmsNorm(x, n, d_, weight_, eps, out);
+    be.RmsNorm(norm);
   }
 }
 

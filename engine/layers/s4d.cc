@@ -43,15 +43,15 @@ class S4d final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, h = h_, m = static_cast<int>(c_.modes),
+    const int n = ctx.n(), h = h_, m = static_cast<int>(c_.modes),
               ch = static_cast<int>(c_.channels);
     float* u = ctx.scratch;
     float* y = u + static_cast<int64_t>(n) * h;
     float* z = y + static_cast<int64_t>(n) * ch * h;
     norm_.Apply(be, residual, n, u);
     S4dScanParams scan;
-    scan.segs = ctx.segs;
-    scan.nsegs = ctx.nsegs;
+    scan.segs = ctx.segs();
+    scan.nsegs = ctx.nsegs();
     scan.u = u;
     scan.ldu = h;
     scan.da = da_;
@@ -66,16 +66,49 @@ class S4d final : public Layer {
     scan.out = y;
     be.S4dScan(scan);
     if (!c_.gelu_glu) {
-      be.ActivateMul(y, h, nullptr, 0, n, h, Activation::kIdentity, residual, h,
-                     /*accumulate=*/true);
+      ActivateMulParams add;
+      add.a = y;
+      add.lda = h;
+      add.n = n;
+      add.f = h;
+      add.act = Activation::kIdentity;
+      add.out = residual;
+      add.ldo = h;
+      add.accumulate = true;
+      be.ActivateMul(add);
       return absl::OkStatus();
     }
-    be.ActivateMul(y, ch * h, nullptr, 0, n, ch * h, Activation::kGelu, y,
-                   ch * h, false);
-    be.Gemm(y, ch * h, n, out_, out_b_, z, 2 * h, false);
+    ActivateMulParams gelu;
+    gelu.a = y;
+    gelu.lda = ch * h;
+    gelu.n = n;
+    gelu.f = ch * h;
+    gelu.act = Activation::kGelu;
+    gelu.out = y;
+    gelu.ldo = ch * h;
+    be.ActivateMul(gelu);
+    GemmParams out_proj;
+    out_proj.x = y;
+    out_proj.ldx = ch * h;
+    out_proj.n = n;
+    out_proj.w = out_;
+    out_proj.bias = out_b_;
+    out_proj.y = z;
+    out_proj.ldy = 2 * h;
+    be.Gemm(out_proj);
     // nn.GLU(dim=-2): the first half times σ(the second half).
-    be.ActivateMul(z + h, 2 * h, z, 2 * h, n, h, Activation::kSigmoid, residual,
-                   h, /*accumulate=*/true);
+    ActivateMulParams glu;
+    glu.a = z + h;
+    glu.lda = 2 * h;
+    glu.b = z;
+    glu.ldb = 2 * h;
+    glu.n = n;
+    glu.f = h;
+    glu.act = Activation::kSigmoid;
+    glu.out = residual;
+    glu.ldo = h;
+    glu.accumulate = true;
+    be.ActivateMul(glu);
     return absl::OkStatus();
   }
 

@@ -107,7 +107,7 @@ class SeqBoat final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n, d = s_.d, z = s_.z, v = s_.v;
+    const int n = ctx.n(), d = s_.d, z = s_.z, v = s_.v;
     const int64_t rows = n;
     float* xn = ctx.scratch;
     float* h = xn + rows * d;
@@ -128,8 +128,8 @@ class SeqBoat final : public Layer {
       x = xn;
     }
     SeqBoatEmaParams ema;
-    ema.segs = ctx.segs;
-    ema.nsegs = ctx.nsegs;
+    ema.segs = ctx.segs();
+    ema.nsegs = ctx.nsegs();
     ema.x = x;
     ema.state = state_;
     ema.state_stride = stride;
@@ -140,9 +140,33 @@ class SeqBoat final : public Layer {
     ema.skip = skip_;
     ema.h = h;
     be.SeqBoatEma(ema);
-    be.Gemm(h, d, n, router_, router_b_, u, 2, /*accumulate=*/false);
-    be.Gemm(h, d, n, hx_, hx_b_, g, d, /*accumulate=*/false);
-    be.SeqBoatRoute(u, 2, n, temperature_, conf, compact, active);
+    GemmParams router;
+    router.x = h;
+    router.ldx = d;
+    router.n = n;
+    router.w = router_;
+    router.bias = router_b_;
+    router.y = u;
+    router.ldy = 2;
+    be.Gemm(router);
+    GemmParams hx;
+    hx.x = h;
+    hx.ldx = d;
+    hx.n = n;
+    hx.w = hx_;
+    hx.bias = hx_b_;
+    hx.y = g;
+    hx.ldy = d;
+    be.Gemm(hx);
+    SeqBoatRouteParams route;
+    route.u = u;
+    route.ldu = 2;
+    route.n = n;
+    route.temperature = temperature_;
+    route.conf = conf;
+    route.compact = compact;
+    route.active = active;
+    be.SeqBoatRoute(route);
 
     // The one device→host copy of the step: how many rows the GAU's GEMMs
     // cover, and which (GatherRows takes host row lists).
@@ -154,9 +178,9 @@ class SeqBoat final : public Layer {
           absl::StrCat("seqboat: router produced ", m, " active of ", n));
     }
     const int32_t* rows_begin = host_active_.data() + 1;
-    ranges_.resize(ctx.nsegs);
-    for (int i = 0; i < ctx.nsegs; ++i) {
-      const Segment& seg = ctx.segs[i];
+    ranges_.resize(ctx.nsegs());
+    for (int i = 0; i < ctx.nsegs(); ++i) {
+      const Segment& seg = ctx.segs()[i];
       const int32_t* lo =
           std::lower_bound(rows_begin, rows_begin + m, seg.start);
       const int32_t* hi =
@@ -165,14 +189,28 @@ class SeqBoat final : public Layer {
                     static_cast<int32_t>(hi - lo)};
     }
     if (m > 0) {
-      be.GatherRows(h, d, rows_begin, m, hg);
-      be.Gemm(hg, d, m, in_proj_, in_b_, zrv, z + 2 * v, false);
+      GatherRowsParams gather;
+      gather.x = h;
+      gather.d = d;
+      gather.rows = rows_begin;
+      gather.m = m;
+      gather.out = hg;
+      be.GatherRows(gather);
+      GemmParams in_proj;
+      in_proj.x = hg;
+      in_proj.ldx = d;
+      in_proj.n = m;
+      in_proj.w = in_proj_;
+      in_proj.bias = in_b_;
+      in_proj.y = zrv;
+      in_proj.ldy = z + 2 * v;
+      be.Gemm(in_proj);
     }
     // Runs even when m == 0: it also advances every segment's position.
     SeqBoatAttendParams gau;
-    gau.segs = ctx.segs;
+    gau.segs = ctx.segs();
     gau.ranges = ranges_.data();
-    gau.nsegs = ctx.nsegs;
+    gau.nsegs = ctx.nsegs();
     gau.active_rows = active + 1;
     gau.zrv = zrv;
     gau.ldzrv = z + 2 * v;
@@ -184,10 +222,30 @@ class SeqBoat final : public Layer {
     gau.rel_bias = rel_bias_;
     gau.out = att;
     be.SeqBoatAttend(gau);
-    if (m > 0) be.Gemm(att, v, m, out_proj_, out_b_, y, d, false);
+    if (m > 0) {
+      GemmParams out_proj;
+      out_proj.x = att;
+      out_proj.ldx = v;
+      out_proj.n = m;
+      out_proj.w = out_proj_;
+      out_proj.bias = out_b_;
+      out_proj.y = y;
+      out_proj.ldy = d;
+      be.Gemm(out_proj);
+    }
 
     const bool post = !prenorm_ && norm_.has_value();
-    be.SeqBoatMix(residual, g, d, y, conf, compact, n, d, post ? xn : residual);
+    SeqBoatMixParams mix;
+    mix.s = residual;
+    mix.g = g;
+    mix.ldg = d;
+    mix.y = y;
+    mix.conf = conf;
+    mix.compact = compact;
+    mix.n = n;
+    mix.d = d;
+    mix.out = post ? xn : residual;
+    be.SeqBoatMix(mix);
     if (post) ApplyNorm(be, xn, n, residual);
     tokens_ += n;
     activated_ += m;
@@ -232,10 +290,20 @@ class SeqBoat final : public Layer {
 
   void ApplyNorm(Backend& be, const float* x, int n, float* out) const {
     const float eps = static_cast<float>(norm_->eps);
+    NormParams norm;
+    norm.x = x;
+    norm.ldx = s_.d;
+    norm.n = n;
+    norm.d = s_.d;
+    norm.w = norm_w_;
+    norm.b = norm_b_;
+    norm.eps = eps;
+    norm.out = out;
+    norm.ldo = s_.d;
     if (norm_->type == NormType::kLayerNorm) {
-      be.LayerNorm(x, n, s_.d, norm_w_, norm_b_, eps, out);
+      be.LayerNorm(norm);
     } else {
-      be.RmsNorm(x, n, s_.d, norm_w_, eps, out);
+      be.RmsNorm(norm);
     }
   }
 

@@ -123,8 +123,10 @@ struct Harness {
   std::vector<float> Step(std::vector<float> x, std::vector<Segment> segs) {
     const int n = static_cast<int>(x.size()) / kD;
     std::vector<float> scratch(layer->ScratchFloatsPerRow() * n);
-    StepContext ctx{backend.get(), segs.data(), static_cast<int>(segs.size()),
-                    n, scratch.data()};
+    StepRows rows;
+    rows.ids.assign(n, 0);  // a block reads the row count and the segments
+    rows.segs = segs;
+    const StepContext ctx{backend.get(), &rows, scratch.data()};
     EXPECT_TRUE(layer->Forward(ctx, x.data()).ok());
     return x;
   }

@@ -71,20 +71,14 @@ std::vector<float> Logits(const std::string& dir, Backend& backend) {
   std::vector<int32_t> tokens(40);
   for (int i = 0; i < 40; ++i) tokens[i] = (i * 37 + 11) % 256;
   std::vector<float> out(tokens.size() * v);
-  std::vector<int32_t> rows(16);
-  std::iota(rows.begin(), rows.end(), 0);
-  Segment seg{slot, 0, 16};
-  EXPECT_TRUE(
-      (*model)
-          ->Forward(tokens.data(), 16, &seg, 1, rows.data(), 16, out.data())
-          .ok());
+  StepRows prefill{{tokens.begin(), tokens.begin() + 16}, {{slot, 0, 16}}, {}};
+  prefill.logit_rows.resize(16);
+  std::iota(prefill.logit_rows.begin(), prefill.logit_rows.end(), 0);
+  EXPECT_TRUE((*model)->Forward(prefill, out.data()).ok());
   for (int t = 16; t < 40; ++t) {
-    Segment one{slot, 0, 1};
-    int32_t row = 0;
-    EXPECT_TRUE((*model)
-                    ->Forward(&tokens[t], 1, &one, 1, &row, 1,
-                              out.data() + static_cast<size_t>(t) * v)
-                    .ok());
+    const StepRows one{{tokens[t]}, {{slot, 0, 1}}, {0}};
+    EXPECT_TRUE(
+        (*model)->Forward(one, out.data() + static_cast<size_t>(t) * v).ok());
   }
   return out;
 }

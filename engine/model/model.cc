@@ -125,46 +125,36 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
   return model;
 }
 
-absl::Status Model::Run(const int32_t* ids, int n, const Segment* segs,
-                        int nsegs, const int32_t* logit_rows, int m,
-                        float* head_out) {
+absl::Status Model::Run(const StepRows& rows, float* head_out) {
+  const int n = rows.n(), m = rows.m();
   if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step of ", n, " rows and ", m,
                      " logit rows exceeds the model's limits"));
   }
-  absl::Status s;
-  if (const int bucket = DecodeBucket(segs, nsegs, n, logit_rows, m);
-      bucket > 0) {
-    // Padded rows are zero-length segments on slot 0: every recurrent op
-    // skips them, so they read and write no state.
-    pad_ids_.assign(ids, ids + n);
-    pad_ids_.resize(bucket, 0);
-    pad_segs_.assign(segs, segs + nsegs);
-    pad_rows_.assign(logit_rows, logit_rows + m);
-    for (int i = n; i < bucket; ++i) {
-      pad_segs_.push_back({0, i, 0});
-      pad_rows_.push_back(i);
-    }
-    s = backend_->RunCaptured(bucket, [&] {
-      return Step(pad_ids_.data(), bucket, pad_segs_.data(), bucket,
-                  pad_rows_.data(), bucket);
-    });
-  } else {
-    s = Step(ids, n, segs, nsegs, logit_rows, m, head_out);
+  const int bucket = DecodeBucket(rows);
+  if (bucket == 0) return Step(rows, head_out);
+  // Padded rows are zero-length segments on slot 0: every recurrent op
+  // skips them, so they read and write no state.
+  padded_.ids.assign(rows.ids.begin(), rows.ids.end());
+  padded_.ids.resize(bucket, 0);
+  padded_.segs.assign(rows.segs.begin(), rows.segs.end());
+  padded_.logit_rows.assign(rows.logit_rows.begin(), rows.logit_rows.end());
+  for (int i = n; i < bucket; ++i) {
+    padded_.segs.push_back({0, i, 0});
+    padded_.logit_rows.push_back(i);
   }
-  return s;
+  return backend_->RunCaptured(bucket, [&] { return Step(padded_); });
 }
 
-absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
-                            int nsegs, const int32_t* logit_rows, int m,
-                            float* logits) {
+absl::Status Model::Forward(const StepRows& rows, float* logits) {
+  const int m = rows.m();
   // Host memory backends write the head's rows where the caller wants them:
   // at batch 128 with a 50k vocabulary that saves a 26 MB copy a step. (A
   // padded step writes more rows than the caller has: it never goes there.)
   float* direct =
       backend_->MemoryIsHost() && buckets_.empty() ? logits : nullptr;
-  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m, direct);
+  absl::Status s = Run(rows, direct);
   if (s.ok() && m > 0 && direct == nullptr) {
     backend_->CopyToHost(
         logits, logits_.get(),
@@ -181,56 +171,78 @@ absl::Status Model::Forward(const int32_t* ids, int n, const Segment* segs,
   return absl::OkStatus();
 }
 
-absl::Status Model::ForwardSample(const int32_t* ids, int n,
-                                  const Segment* segs, int nsegs,
-                                  const int32_t* logit_rows, int m,
-                                  const SampleRow* rows,
+absl::Status Model::ForwardSample(const StepRows& rows,
+                                  const SampleRow* sample_rows,
                                   const int32_t* seen_ids, int32_t* tokens) {
-  absl::Status s = Run(ids, n, segs, nsegs, logit_rows, m);
-  if (s.ok() && m > 0) {
+  absl::Status s = Run(rows);
+  if (s.ok() && rows.m() > 0) {
     // Forward scales the host copy by logit_scale; here the op does.
-    s = backend_->SampleRows(static_cast<const float*>(logits_.get()), m,
-                             static_cast<int>(config_.vocab_size),
-                             static_cast<float>(config_.logit_scale), rows,
-                             seen_ids, tokens);
+    SampleRowsParams p;
+    p.logits = static_cast<const float*>(logits_.get());
+    p.m = rows.m();
+    p.vocab = static_cast<int>(config_.vocab_size);
+    p.logit_scale = static_cast<float>(config_.logit_scale);
+    p.rows = sample_rows;
+    p.seen_ids = seen_ids;
+    p.tokens = tokens;
+    s = backend_->SampleRows(p);
   }
   if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
   return s;
 }
 
-int Model::DecodeBucket(const Segment* segs, int nsegs, int n,
-                        const int32_t* logit_rows, int m) const {
-  if (buckets_.empty() || nsegs != n || m != n) return 0;
+int Model::DecodeBucket(const StepRows& rows) const {
+  const int n = rows.n();
+  if (buckets_.empty() || rows.nsegs() != n || rows.m() != n) return 0;
   for (int i = 0; i < n; ++i) {
-    if (segs[i].len != 1 || segs[i].start != i || logit_rows[i] != i) return 0;
+    if (rows.segs[i].len != 1 || rows.segs[i].start != i ||
+        rows.logit_rows[i] != i) {
+      return 0;
+    }
   }
   return PickDecodeBucket(buckets_, n);
 }
 
-absl::Status Model::Step(const int32_t* ids, int n, const Segment* segs,
-                         int nsegs, const int32_t* logit_rows, int m,
-                         float* head_out) {
+absl::Status Model::Step(const StepRows& rows, float* head_out) {
   Backend& be = *backend_;
+  const int n = rows.n(), m = rows.m();
   const int d = static_cast<int>(config_.d_model),
             v = static_cast<int>(config_.vocab_size);
   auto* r = static_cast<float*>(residual_.get());
-  be.Embed(ids, n, embed_, static_cast<float>(config_.embed.scale), r);
-  StepContext ctx{&be, segs, nsegs, n, static_cast<float*>(scratch_.get())};
+  EmbedParams embed;
+  embed.ids = rows.ids.data();
+  embed.n = n;
+  embed.table = embed_;
+  embed.scale = static_cast<float>(config_.embed.scale);
+  embed.out = r;
+  be.Embed(embed);
+  const StepContext ctx{&be, &rows, static_cast<float*>(scratch_.get())};
   for (auto& layer : layers_) {
     RETURN_IF_ERROR(layer->Forward(ctx, r));
   }
   if (m == 0) return absl::OkStatus();
   auto* g = static_cast<float*>(gathered_.get());
   auto* u = static_cast<float*>(normed_.get());
-  float* out =
-      head_out != nullptr ? head_out : static_cast<float*>(logits_.get());
-  be.GatherRows(r, d, logit_rows, m, g);
+  GatherRowsParams gather;
+  gather.x = r;
+  gather.d = d;
+  gather.rows = rows.logit_rows.data();
+  gather.m = m;
+  gather.out = g;
+  be.GatherRows(gather);
   const float* h = g;
   if (config_.final_norm.has_value()) {
     final_norm_.Apply(be, g, m, u);
     h = u;
   }
-  be.Gemm(h, d, m, head_, nullptr, out, v, false);
+  GemmParams head;
+  head.x = h;
+  head.ldx = d;
+  head.n = m;
+  head.w = head_;
+  head.y = head_out != nullptr ? head_out : static_cast<float*>(logits_.get());
+  head.ldy = v;
+  be.Gemm(head);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/step_rows.h"
 #include "engine/layers/layer.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/model/config.h"
@@ -39,23 +40,19 @@ class Model {
                                                      Backend& backend,
                                                      const ModelLimits& limits);
 
-  // Runs one packed step: ids[0..n) (host) split into segments, each segment's
+  // Runs one packed step: the rows' ids split into segments, each segment's
   // state in its slot. Writes logits (host, [m, vocab_size]) for the rows
-  // listed in logit_rows (host). Requires n <= max_rows_per_step and
+  // listed in logit_rows. Requires n <= max_rows_per_step and
   // m <= max_slots. A decode-only step (every segment one row that wants
   // logits) of a stack that needs no host round trip mid-step runs padded to
   // a decode bucket through Backend::RunCaptured.
-  absl::Status Forward(const int32_t* ids, int n, const Segment* segs,
-                       int nsegs, const int32_t* logit_rows, int m,
-                       float* logits);
+  absl::Status Forward(const StepRows& rows, float* logits);
   // Forward's step, then the backend samples the m logit rows itself
-  // (Backend::SampleRows with rows and seen_ids, host) instead of copying
-  // them out: tokens[j] (host) is row j's token. For backends whose
-  // SamplesOnDevice() is true.
-  absl::Status ForwardSample(const int32_t* ids, int n, const Segment* segs,
-                             int nsegs, const int32_t* logit_rows, int m,
-                             const SampleRow* rows, const int32_t* seen_ids,
-                             int32_t* tokens);
+  // (Backend::SampleRows with sample_rows and seen_ids, host) instead of
+  // copying them out: tokens[j] (host) is logit row j's token. For backends
+  // whose SamplesOnDevice() is true.
+  absl::Status ForwardSample(const StepRows& rows, const SampleRow* sample_rows,
+                             const int32_t* seen_ids, int32_t* tokens);
 
   const ModelConfig& config() const { return config_; }
   SlotArena& arena() { return *arena_; }
@@ -73,16 +70,12 @@ class Model {
   // allows; leaves the m logit rows first in logits_, or in `head_out` (m
   // rows, only where the backend's memory is the host's and no step is
   // padded).
-  absl::Status Run(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                   const int32_t* logit_rows, int m, float* head_out = nullptr);
-  // Embedding, blocks, final norm and head for n rows; leaves m logit rows in
-  // head_out, or in logits_ (device) when it is null.
-  absl::Status Step(const int32_t* ids, int n, const Segment* segs, int nsegs,
-                    const int32_t* logit_rows, int m,
-                    float* head_out = nullptr);
+  absl::Status Run(const StepRows& rows, float* head_out = nullptr);
+  // Embedding, blocks, final norm and head for the rows; leaves the m logit
+  // rows in head_out, or in logits_ (device) when it is null.
+  absl::Status Step(const StepRows& rows, float* head_out = nullptr);
   // The bucket a decode-only step pads to, or 0 to run it as it is.
-  int DecodeBucket(const Segment* segs, int nsegs, int n,
-                   const int32_t* logit_rows, int m) const;
+  int DecodeBucket(const StepRows& rows) const;
 
   ModelConfig config_;
   ModelLimits limits_;
@@ -94,9 +87,8 @@ class Model {
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;
   std::vector<int> buckets_;
-  // Host descriptors of a padded step; fixed addresses reused every step.
-  std::vector<int32_t> pad_ids_, pad_rows_;
-  std::vector<Segment> pad_segs_;
+  // The rows of a padded step; fixed addresses reused every step.
+  StepRows padded_;
 };
 
 }  // namespace seqboat

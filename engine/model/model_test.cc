@@ -28,13 +28,12 @@ std::vector<float> Feed(Model& model, int slot,
   std::vector<float> logits(tokens.size() * v);
   for (size_t start = 0; start < tokens.size(); start += chunk) {
     const int len = std::min<int>(chunk, tokens.size() - start);
-    Segment seg{slot, 0, len};
-    std::vector<int32_t> rows(len);
-    std::iota(rows.begin(), rows.end(), 0);
-    EXPECT_TRUE(model
-                    .Forward(tokens.data() + start, len, &seg, 1, rows.data(),
-                             len, logits.data() + start * v)
-                    .ok());
+    StepRows step;
+    step.ids.assign(tokens.begin() + start, tokens.begin() + start + len);
+    step.segs = {{slot, 0, len}};
+    step.logit_rows.resize(len);
+    std::iota(step.logit_rows.begin(), step.logit_rows.end(), 0);
+    EXPECT_TRUE(model.Forward(step, logits.data() + start * v).ok());
   }
   return logits;
 }
@@ -98,11 +97,9 @@ TEST(ModelTest, PackedSegmentsMatchSeparateRuns) {
   const int d = *arena.Acquire();
   std::vector<int32_t> ids(ta);
   ids.insert(ids.end(), tb.begin(), tb.end());
-  Segment segs[2] = {{c, 0, 9}, {d, 9, 4}};
-  int32_t rows[2] = {8, 12};
+  const StepRows step{ids, {{c, 0, 9}, {d, 9, 4}}, {8, 12}};
   std::vector<float> packed(2 * v);
-  ASSERT_TRUE(
-      (*model)->Forward(ids.data(), 13, segs, 2, rows, 2, packed.data()).ok());
+  ASSERT_TRUE((*model)->Forward(step, packed.data()).ok());
   EXPECT_LT(MaxAbsDiff(packed.data(), alone_a.data() + 8 * v, v), 1e-5f);
   EXPECT_LT(MaxAbsDiff(packed.data() + v, alone_b.data() + 3 * v, v), 1e-5f);
 }
@@ -127,16 +124,16 @@ TEST(ModelTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
   ASSERT_EQ(slots[0], 0);
   std::vector<float> la(3 * v), lb(3 * v);
   for (int step = 0; step < 12; ++step) {
-    const int32_t ids[3] = {(step * 7) % 256, (step * 13 + 1) % 256,
-                            (step * 29 + 2) % 256};
-    const int32_t rows[3] = {0, 1, 2};
-    Segment sa[3], sb[3];
+    StepRows ra, rb;
+    ra.ids = rb.ids = {(step * 7) % 256, (step * 13 + 1) % 256,
+                       (step * 29 + 2) % 256};
+    ra.logit_rows = rb.logit_rows = {0, 1, 2};
     for (int i = 0; i < 3; ++i) {
-      sa[i] = {slots[i], i, 1};
-      sb[i] = {slots[3 + i], i, 1};
+      ra.segs.push_back({slots[i], i, 1});
+      rb.segs.push_back({slots[3 + i], i, 1});
     }
-    ASSERT_TRUE((*a)->Forward(ids, 3, sa, 3, rows, 3, la.data()).ok());
-    ASSERT_TRUE((*b)->Forward(ids, 3, sb, 3, rows, 3, lb.data()).ok());
+    ASSERT_TRUE((*a)->Forward(ra, la.data()).ok());
+    ASSERT_TRUE((*b)->Forward(rb, lb.data()).ok());
     ASSERT_LT(MaxAbsDiff(la.data(), lb.data(), la.size()), 1e-6f) << step;
   }
   for (int i = 0; i < 3; ++i) {
@@ -168,13 +165,13 @@ TEST(ModelTest, LogitsWrittenInPlaceEqualCopiedOnesAndStayInTheirRows) {
   ASSERT_TRUE(a.ok() && b.ok());
   const int v = (*a)->vocab_size();
   const std::vector<int32_t> tokens = Tokens(6);
-  const int32_t rows[2] = {2, 5};  // two of the six rows want logits
   constexpr float kGuard = -12345.0f;
   std::vector<float> la(3 * v, kGuard), lb(3 * v, kGuard);
-  Segment sa{*(*a)->arena().Acquire(), 0, 6},
-      sb{*(*b)->arena().Acquire(), 0, 6};
-  ASSERT_TRUE((*a)->Forward(tokens.data(), 6, &sa, 1, rows, 2, la.data()).ok());
-  ASSERT_TRUE((*b)->Forward(tokens.data(), 6, &sb, 1, rows, 2, lb.data()).ok());
+  // Two of the six rows want logits.
+  const StepRows ra{tokens, {{*(*a)->arena().Acquire(), 0, 6}}, {2, 5}};
+  const StepRows rb{tokens, {{*(*b)->arena().Acquire(), 0, 6}}, {2, 5}};
+  ASSERT_TRUE((*a)->Forward(ra, la.data()).ok());
+  ASSERT_TRUE((*b)->Forward(rb, lb.data()).ok());
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), 2 * v * sizeof(float)), 0);
   for (int j = 2 * v; j < 3 * v; ++j) {
     ASSERT_EQ(la[j], kGuard) << j;

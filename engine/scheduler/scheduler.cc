@@ -196,25 +196,24 @@ void Scheduler::PlanStep(StepBatch& batch) {
     views.push_back({seq->prompt_len(), seq->prefilled(), seq->snapshot_at()});
   const StepPlan plan = seqboat::PlanStep(views, options_.step_token_budget);
 
-  batch.ids.clear();
-  batch.segs.clear();
-  batch.logit_rows.clear();
+  StepRows& rows = batch.rows;
+  rows.clear();
   batch.logit_seqs.clear();
   batch.sequences = static_cast<int32_t>(plan.runs.size());
   for (const PlannedRun& run : plan.runs) {
     Sequence& seq = *running_[run.seq];
-    const int32_t start = static_cast<int32_t>(batch.ids.size());
+    const int32_t start = rows.n();
     if (run.decode) {
-      batch.ids.push_back(seq.last_token());
+      rows.ids.push_back(seq.last_token());
     } else {
       const auto& p = seq.request().prompt;
-      batch.ids.insert(batch.ids.end(), p.begin() + run.prompt_from,
-                       p.begin() + run.prompt_from + run.len);
+      rows.ids.insert(rows.ids.end(), p.begin() + run.prompt_from,
+                      p.begin() + run.prompt_from + run.len);
       seq.AddPrefilled(run.len);
     }
-    batch.segs.push_back({seq.slot(), start, run.len});
+    rows.segs.push_back({seq.slot(), start, run.len});
     if (run.wants_logits) {
-      batch.logit_rows.push_back(start + run.len - 1);
+      rows.logit_rows.push_back(start + run.len - 1);
       batch.logit_seqs.push_back(&seq);
     }
   }

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/step_rows.h"
 #include "engine/request.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/state/prefix_cache.h"
@@ -46,11 +47,9 @@ struct SchedulerCounts {
   std::string fault;  // set once the device is lost
 };
 
-// One step's rows in the order the model reads them.
+// One step: its rows as the model reads them, and whose they are.
 struct StepBatch {
-  std::vector<int32_t> ids;
-  std::vector<Segment> segs;
-  std::vector<int32_t> logit_rows;
+  StepRows rows;
   std::vector<Sequence*> logit_seqs;  // the sequence of each logit row
   int32_t sequences = 0;              // sequences that run in the step
 };

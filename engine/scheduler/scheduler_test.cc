@@ -72,14 +72,14 @@ TEST(SchedulerTest, StepsPrefillInChunksThenDecodeAndFreeTheSlotFirst) {
   StepBatch batch;
   // A 6-token prompt under a budget of 4: a chunk of 4 (no logits), then 2.
   h.scheduler->PlanStep(batch);
-  ASSERT_EQ(batch.segs.size(), 1u);
-  EXPECT_EQ(batch.segs[0].len, 4);
+  ASSERT_EQ(batch.rows.segs.size(), 1u);
+  EXPECT_EQ(batch.rows.segs[0].len, 4);
   EXPECT_TRUE(batch.logit_seqs.empty());
   h.scheduler->PlanStep(batch);
-  ASSERT_EQ(batch.segs.size(), 1u);
-  EXPECT_EQ(batch.segs[0].len, 2);
+  ASSERT_EQ(batch.rows.segs.size(), 1u);
+  EXPECT_EQ(batch.rows.segs[0].len, 2);
   ASSERT_EQ(batch.logit_seqs.size(), 1u);
-  EXPECT_EQ(batch.logit_rows[0], 1);
+  EXPECT_EQ(batch.rows.logit_rows[0], 1);
   Sequence& seq = *batch.logit_seqs[0];
   h.scheduler->Deliver(seq, seq.Accept(66));
   h.scheduler->EraseFinished();
@@ -87,8 +87,8 @@ TEST(SchedulerTest, StepsPrefillInChunksThenDecodeAndFreeTheSlotFirst) {
   EXPECT_EQ(h.scheduler->Counts().free_slots, 0);
   // A decode row feeds the token just sampled.
   h.scheduler->PlanStep(batch);
-  ASSERT_EQ(batch.ids.size(), 1u);
-  EXPECT_EQ(batch.ids[0], 66);
+  ASSERT_EQ(batch.rows.ids.size(), 1u);
+  EXPECT_EQ(batch.rows.ids[0], 66);
   // The second token ends it: the slot is free before the sink hears so.
   int free_when_done = -1;
   EventSink inner = seq.request().sink;
@@ -187,18 +187,18 @@ TEST(SchedulerTest, PromptSnapshotOnlyAtItsPointAfterASuccessfulStep) {
   h.scheduler->Admit(absl::Now(), nullptr);
   StepBatch batch;
   h.scheduler->PlanStep(batch);  // 4 rows
-  ASSERT_EQ(batch.segs[0].len, 4);
+  ASSERT_EQ(batch.rows.segs[0].len, 4);
   h.scheduler->AfterStep();
   EXPECT_EQ(cache.Stats().snapshots, 0);
   h.scheduler->PlanStep(batch);  // 1 row: the chunk stops at 5
-  ASSERT_EQ(batch.segs[0].len, 1);
+  ASSERT_EQ(batch.rows.segs[0].len, 1);
   EXPECT_TRUE(batch.logit_seqs.empty());
   h.scheduler->AfterStep();
   std::vector<int32_t> first5;
   for (int i = 0; i < 5; ++i) first5.push_back(65 + i);
   EXPECT_TRUE(cache.Contains(first5));
   h.scheduler->PlanStep(batch);  // the last prompt token, with logits
-  ASSERT_EQ(batch.segs[0].len, 1);
+  ASSERT_EQ(batch.rows.segs[0].len, 1);
   ASSERT_EQ(batch.logit_seqs.size(), 1u);
   Sequence& seq = *batch.logit_seqs[0];
   h.scheduler->Deliver(seq, seq.Accept(90));  // max_new 1: finished
@@ -215,9 +215,9 @@ TEST(SchedulerTest, PromptSnapshotOnlyAtItsPointAfterASuccessfulStep) {
   ASSERT_TRUE(h.scheduler->Add(std::move(r1)).ok());
   h.scheduler->Admit(absl::Now(), nullptr);
   h.scheduler->PlanStep(batch);  // A..F restored (the longest): G..J
-  ASSERT_EQ(batch.segs.size(), 1u);
-  EXPECT_EQ(batch.segs[0].len, 4);
-  EXPECT_EQ(batch.ids[0], 65 + 6);
+  ASSERT_EQ(batch.rows.segs.size(), 1u);
+  EXPECT_EQ(batch.rows.segs[0].len, 4);
+  EXPECT_EQ(batch.rows.ids[0], 65 + 6);
   h.scheduler->AfterStep();
   control->cancelled = true;
   h.scheduler->DropCancelled(absl::Now());
@@ -231,7 +231,7 @@ TEST(SchedulerTest, PromptSnapshotOnlyAtItsPointAfterASuccessfulStep) {
   h.scheduler->PlanStep(batch);  // G..J
   h.scheduler->AfterStep();
   h.scheduler->PlanStep(batch);  // K: up to the snapshot point
-  EXPECT_EQ(batch.segs[0].len, 1);
+  EXPECT_EQ(batch.rows.segs[0].len, 1);
   EXPECT_TRUE(batch.logit_seqs.empty());
   h.scheduler->FailRunning(absl::InternalError("step failed"));
   EXPECT_FALSE(c[2].done.get_future().get().status.ok());
@@ -263,23 +263,23 @@ TEST(SchedulerTest, ARequestOfNPrefillsOnceThenForks) {
   EXPECT_EQ(h.scheduler->Counts().free_slots, 1);  // three held
   StepBatch batch;
   h.scheduler->PlanStep(batch);  // A..D
-  ASSERT_EQ(batch.segs.size(), 1u);
-  EXPECT_EQ(batch.segs[0].len, 4);
+  ASSERT_EQ(batch.rows.segs.size(), 1u);
+  EXPECT_EQ(batch.rows.segs[0].len, 4);
   h.scheduler->AfterStep();
   h.scheduler->PlanStep(batch);  // E: up to the fork point
-  ASSERT_EQ(batch.segs.size(), 1u);
-  EXPECT_EQ(batch.segs[0].len, 1);
+  ASSERT_EQ(batch.rows.segs.size(), 1u);
+  EXPECT_EQ(batch.rows.segs[0].len, 1);
   EXPECT_TRUE(batch.logit_seqs.empty());
   h.scheduler->AfterStep();
   // The last prompt token, F, in three slots, each with logits.
   h.scheduler->PlanStep(batch);
-  ASSERT_EQ(batch.segs.size(), 3u);
+  ASSERT_EQ(batch.rows.segs.size(), 3u);
   ASSERT_EQ(batch.logit_seqs.size(), 3u);
   std::set<int> slots;
   for (int k = 0; k < 3; ++k) {
-    EXPECT_EQ(batch.segs[k].len, 1);
-    EXPECT_EQ(batch.ids[batch.segs[k].start], 70);
-    slots.insert(batch.segs[k].slot);
+    EXPECT_EQ(batch.rows.segs[k].len, 1);
+    EXPECT_EQ(batch.rows.ids[batch.rows.segs[k].start], 70);
+    slots.insert(batch.rows.segs[k].slot);
     Sequence& seq = *batch.logit_seqs[k];
     EXPECT_EQ(seq.index(), k);
     EXPECT_EQ(seq.prefilled(), 6);

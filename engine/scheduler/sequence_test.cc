@@ -15,6 +15,21 @@
 namespace seqboat {
 namespace {
 
+// The token SampleRowsOnHost draws for one row of n logits.
+int32_t DrawOnHost(const std::vector<float>& logits, int n,
+                   const SampleRow& row, const int32_t* seen_ids) {
+  int32_t token = -1;
+  SampleRowsParams p;
+  p.logits = logits.data();
+  p.m = 1;
+  p.vocab = n;
+  p.rows = &row;
+  p.seen_ids = seen_ids;
+  p.tokens = &token;
+  SampleRowsOnHost(p);
+  return token;
+}
+
 constexpr int32_t kEos = 256;
 
 std::unique_ptr<ByteTokenizer> Tokenizer() {
@@ -93,10 +108,7 @@ TEST(SequenceTest, AcceptedTokensAdvanceLikeHostSampling) {
         } else {
           std::vector<int32_t> seen = {7, 7};  // an earlier row's ids
           const SampleRow row = fed.NextSampleRow(&seen);
-          int32_t token = -1;
-          SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, seen.data(),
-                           &token);
-          got = fed.Accept(token);
+          got = fed.Accept(DrawOnHost(logits, n, row, seen.data()));
         }
         ExpectSameEvent(want, got, step);
         EXPECT_EQ(fed.last_token(), host.last_token());
@@ -171,9 +183,7 @@ TEST(SequenceTest, MinNewTokensHoldsTheStopRulesBack) {
         std::vector<int32_t> ids;
         const SampleRow row = seq.NextSampleRow(&ids);
         EXPECT_EQ(row.suppressed_count, tokens.size() < 3 ? 2 : 0);
-        int32_t token = -1;
-        SampleRowsOnHost(logits.data(), 1, n, 1.0f, &row, ids.data(), &token);
-        e = seq.Accept(token);
+        e = seq.Accept(DrawOnHost(logits, n, row, ids.data()));
       }
       tokens.push_back(e.token_ids[0]);
     }

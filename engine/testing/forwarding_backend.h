@@ -37,11 +37,8 @@ class ForwardingBackend : public Backend {
     return inner_->CheckSeqBoat(shape);
   }
   bool SamplesOnDevice() const override { return inner_->SamplesOnDevice(); }
-  absl::Status SampleRows(const float* logits, int m, int vocab,
-                          float logit_scale, const SampleRow* rows,
-                          const int32_t* seen_ids, int32_t* tokens) override {
-    return inner_->SampleRows(logits, m, vocab, logit_scale, rows, seen_ids,
-                              tokens);
+  absl::Status SampleRows(const SampleRowsParams& p) override {
+    return inner_->SampleRows(p);
   }
 
   bool MemoryIsHost() const override { return inner_->MemoryIsHost(); }
@@ -67,74 +64,10 @@ class ForwardingBackend : public Backend {
                                           int64_t cols) override {
     return inner_->UploadMatrixFp32(host, rows, cols);
   }
-  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
-             float* out) override {
-    inner_->Embed(ids, n, table, scale, out);
-  }
-  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
-               float* out) override {
-    inner_->RmsNorm(x, n, d, w, eps, out);
-  }
-  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
-                      float eps, float* out, int ldo) override {
-    inner_->RmsNormStrided(x, ldx, n, d, w, eps, out, ldo);
-  }
-  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
-                 float eps, float* out) override {
-    inner_->LayerNorm(x, n, d, w, b, eps, out);
-  }
-  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
-            float* y, int ldy, bool accumulate) override {
-    inner_->Gemm(x, ldx, n, w, bias, y, ldy, accumulate);
-  }
-  void GatherRows(const float* x, int d, const int32_t* rows, int m,
-                  float* out) override {
-    inner_->GatherRows(x, d, rows, m, out);
-  }
-  void MambaConv(const MambaConvParams& p) override { inner_->MambaConv(p); }
-  void MambaScan(const MambaScanParams& p) override { inner_->MambaScan(p); }
-  void Mamba2Scan(const Mamba2ScanParams& p) override { inner_->Mamba2Scan(p); }
-  void GatedRmsNorm(const GatedRmsNormParams& p) override {
-    inner_->GatedRmsNorm(p);
-  }
-  void SinkAttention(const SinkAttentionParams& p) override {
-    inner_->SinkAttention(p);
-  }
-  void SinkCacheAppend(const SinkAppendParams& p) override {
-    inner_->SinkCacheAppend(p);
-  }
-  void SeqBoatEma(const SeqBoatEmaParams& p) override { inner_->SeqBoatEma(p); }
-  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
-                    float* conf, int32_t* compact, int32_t* active) override {
-    inner_->SeqBoatRoute(u, ldu, n, temperature, conf, compact, active);
-  }
-  void SeqBoatAttend(const SeqBoatAttendParams& p) override {
-    inner_->SeqBoatAttend(p);
-  }
-  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
-                  const float* conf, const int32_t* compact, int n, int d,
-                  float* out) override {
-    inner_->SeqBoatMix(s, g, ldg, y, conf, compact, n, d, out);
-  }
-  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
-                   int f, Activation act, float* out, int ldo,
-                   bool accumulate) override {
-    inner_->ActivateMul(a, lda, b, ldb, n, f, act, out, ldo, accumulate);
-  }
-  void AddBias(float* y, int ldy, int n, int d, const float* v) override {
-    inner_->AddBias(y, ldy, n, d, v);
-  }
-  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                int top_k, bool renormalize, int32_t* experts,
-                float* gates) override {
-    inner_->MoeRoute(logits, n, x, routing, top_k, renormalize, experts, gates);
-  }
-  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
-                        const float* scales, int m, float* dst,
-                        int lddst) override {
-    inner_->ScatterAddScaled(src, d, rows, scales, m, dst, lddst);
-  }
-  void S4dScan(const S4dScanParams& p) override { inner_->S4dScan(p); }
+#define SEQBOAT_FORWARD_BACKEND_OP(Name, Params) \
+  void Name(const Params& p) override { inner_->Name(p); }
+  SEQBOAT_BACKEND_OPS(SEQBOAT_FORWARD_BACKEND_OP)
+#undef SEQBOAT_FORWARD_BACKEND_OP
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -80,22 +80,22 @@ absl::StatusOr<Matrix> CpuBackend::UploadAs(const float* host, int64_t rows,
   return Matrix{matrices_.back().get(), rows, cols, type == WeightType::kF32};
 }
 
-void CpuBackend::Embed(const int32_t* ids, int n, const Matrix& m, float scale,
-                       float* out) {
-  const PackedMatrix& table = Packed(m);
-  for (int i = 0; i < n; ++i) {
-    table.ReadRow(ids[i], scale, out + static_cast<int64_t>(i) * m.cols);
+void CpuBackend::Embed(const EmbedParams& p) {
+  const PackedMatrix& table = Packed(p.table);
+  for (int i = 0; i < p.n; ++i) {
+    table.ReadRow(p.ids[i], p.scale,
+                  p.out + static_cast<int64_t>(i) * p.table.cols);
   }
 }
 
-void CpuBackend::RmsNorm(const float* x, int n, int d, const float* w,
-                         float eps, float* out) {
-  RmsNormStrided(x, d, n, d, w, eps, out, d);
-}
-
-void CpuBackend::RmsNormStrided(const float* x, int ldx, int n, int d,
-                                const float* w, float eps, float* out,
-                                int ldo) {
+void CpuBackend::RmsNorm(const NormParams& p) {
+  // p's fields as locals, so the loops compile as they did when these were
+  // the op's arguments.
+  const float* x = p.x;
+  const float* w = p.w;
+  const int ldx = p.ldx, n = p.n, d = p.d, ldo = p.ldo;
+  const float eps = p.eps;
+  float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
     const float* xi = x + static_cast<int64_t>(i) * ldx;
@@ -111,12 +111,17 @@ void CpuBackend::RmsNormStrided(const float* x, int ldx, int n, int d,
   }
 }
 
-void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
-                           const float* b, float eps, float* out) {
+void CpuBackend::LayerNorm(const NormParams& p) {
+  // p's fields as locals, so the loops compile as they did when these were
+  // the op's arguments.
+  const float *x = p.x, *w = p.w, *b = p.b;
+  const int ldx = p.ldx, n = p.n, d = p.d, ldo = p.ldo;
+  const float eps = p.eps;
+  float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
-    const float* xi = x + static_cast<int64_t>(i) * d;
-    float* oi = out + static_cast<int64_t>(i) * d;
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float* oi = out + static_cast<int64_t>(i) * ldo;
     float sum = 0.0f;
     for (int j = 0; j < d; ++j) sum += xi[j];
     const float mean = sum / static_cast<float>(d);
@@ -132,16 +137,16 @@ void CpuBackend::LayerNorm(const float* x, int n, int d, const float* w,
   }
 }
 
-void CpuBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
-                      const float* bias, float* y, int ldy, bool accumulate) {
-  PackedGemm(isa_, x, ldx, n, Packed(w), bias, y, ldy, accumulate);
+void CpuBackend::Gemm(const GemmParams& p) {
+  PackedGemm(isa_, p.x, p.ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy,
+             p.accumulate);
 }
 
-void CpuBackend::GatherRows(const float* x, int d, const int32_t* rows, int m,
-                            float* out) {
-  for (int j = 0; j < m; ++j) {
-    std::memcpy(out + static_cast<int64_t>(j) * d,
-                x + static_cast<int64_t>(rows[j]) * d, d * sizeof(float));
+void CpuBackend::GatherRows(const GatherRowsParams& p) {
+  for (int j = 0; j < p.m; ++j) {
+    std::memcpy(p.out + static_cast<int64_t>(j) * p.d,
+                p.x + static_cast<int64_t>(p.rows[j]) * p.d,
+                p.d * sizeof(float));
   }
 }
 

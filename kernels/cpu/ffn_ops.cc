@@ -8,9 +8,14 @@
 
 namespace seqboat::cpu {
 
-void CpuBackend::ActivateMul(const float* a, int lda, const float* b, int ldb,
-                             int n, int f, Activation act, float* out, int ldo,
-                             bool accumulate) {
+void CpuBackend::ActivateMul(const ActivateMulParams& p) {
+  // p's fields as locals, so the loop compiles as it did when these were the
+  // op's arguments (fields read through p could change as out is written).
+  const float *a = p.a, *b = p.b;
+  const int lda = p.lda, ldb = p.ldb, n = p.n, f = p.f, ldo = p.ldo;
+  const Activation act = p.act;
+  const bool accumulate = p.accumulate;
+  float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * f))
   for (int i = 0; i < n; ++i) {
     const float* ai = a + static_cast<int64_t>(i) * lda;
@@ -25,16 +30,23 @@ void CpuBackend::ActivateMul(const float* a, int lda, const float* b, int ldb,
   }
 }
 
-void CpuBackend::AddBias(float* y, int ldy, int n, int d, const float* v) {
+void CpuBackend::AddBias(const AddBiasParams& p) {
+  float* y = p.y;
+  const int ldy = p.ldy, n = p.n, d = p.d;
+  const float* v = p.v;
   for (int i = 0; i < n; ++i) {
     float* yi = y + static_cast<int64_t>(i) * ldy;
     for (int j = 0; j < d; ++j) yi[j] += v[j];
   }
 }
 
-void CpuBackend::MoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                          int top_k, bool renormalize, int32_t* experts,
-                          float* gates) {
+void CpuBackend::MoeRoute(const MoeRouteParams& p) {
+  const float* logits = p.logits;
+  const int n = p.n, x = p.x, top_k = p.top_k;
+  const MoeRouting routing = p.routing;
+  const bool renormalize = p.renormalize;
+  int32_t* experts = p.experts;
+  float* gates = p.gates;
   const int slots = routing == MoeRouting::kReluDynamic ? x : top_k;
   for (int i = 0; i < n; ++i) {
     op_math::RouteRow(logits + static_cast<int64_t>(i) * x, x, routing, top_k,
@@ -43,9 +55,11 @@ void CpuBackend::MoeRoute(const float* logits, int n, int x, MoeRouting routing,
   }
 }
 
-void CpuBackend::ScatterAddScaled(const float* src, int d, const int32_t* rows,
-                                  const float* scales, int m, float* dst,
-                                  int lddst) {
+void CpuBackend::ScatterAddScaled(const ScatterAddParams& p) {
+  const float *src = p.src, *scales = p.scales;
+  const int32_t* rows = p.rows;
+  const int d = p.d, m = p.m, lddst = p.lddst;
+  float* dst = p.dst;
   // Sequential over j: a row listed twice accumulates in list order.
   for (int j = 0; j < m; ++j) {
     const float* sj = src + static_cast<int64_t>(j) * d;

@@ -17,14 +17,30 @@ TEST(FfnOpsTest, SoftmaxTopKTiesGoToTheLowerExpertAndRenormalize) {
                                      1.0f, 0.0f, 3.0f,  -5.0f};
   std::vector<int32_t> experts(4);
   std::vector<float> gates(4);
-  be->MoeRoute(logits.data(), 2, 4, MoeRouting::kSoftmaxTopK, 2, false,
-               experts.data(), gates.data());
+  MoeRouteParams route;
+  route.logits = logits.data();
+  route.n = 2;
+  route.x = 4;
+  route.routing = MoeRouting::kSoftmaxTopK;
+  route.top_k = 2;
+  route.renormalize = false;
+  route.experts = experts.data();
+  route.gates = gates.data();
+  be->MoeRoute(route);
   EXPECT_EQ(experts, (std::vector<int32_t>{1, 3, 2, 0}));
   const double z0 = 1 + 2 * std::exp(2.0) + std::exp(-1.0);
   EXPECT_NEAR(gates[0], std::exp(2.0) / z0, 1e-6);
   EXPECT_NEAR(gates[1], std::exp(2.0) / z0, 1e-6);
-  be->MoeRoute(logits.data(), 2, 4, MoeRouting::kSoftmaxTopK, 2, true,
-               experts.data(), gates.data());
+  MoeRouteParams route2;
+  route2.logits = logits.data();
+  route2.n = 2;
+  route2.x = 4;
+  route2.routing = MoeRouting::kSoftmaxTopK;
+  route2.top_k = 2;
+  route2.renormalize = true;
+  route2.experts = experts.data();
+  route2.gates = gates.data();
+  be->MoeRoute(route2);
   EXPECT_NEAR(gates[0], 0.5, 1e-6);
   EXPECT_NEAR(gates[2] + gates[3], 1.0, 1e-6);
   EXPECT_NEAR(gates[2] / gates[3], std::exp(2.0), 1e-4);
@@ -35,8 +51,16 @@ TEST(FfnOpsTest, ReluDynamicKeepsPositiveLogitsInExpertOrder) {
   const std::vector<float> logits = {-1.0f, 0.5f, 0.0f, 2.0f};
   std::vector<int32_t> experts(4);
   std::vector<float> gates(4);
-  be->MoeRoute(logits.data(), 1, 4, MoeRouting::kReluDynamic, 1, false,
-               experts.data(), gates.data());
+  MoeRouteParams route3;
+  route3.logits = logits.data();
+  route3.n = 1;
+  route3.x = 4;
+  route3.routing = MoeRouting::kReluDynamic;
+  route3.top_k = 1;
+  route3.renormalize = false;
+  route3.experts = experts.data();
+  route3.gates = gates.data();
+  be->MoeRoute(route3);
   EXPECT_EQ(experts, (std::vector<int32_t>{1, 3, -1, -1}));
   EXPECT_EQ(gates, (std::vector<float>{0.5f, 2.0f, 0.0f, 0.0f}));
 }
@@ -46,18 +70,44 @@ TEST(FfnOpsTest, ActivateMulAndScatter) {
   const std::vector<float> a = {-1.0f, 0.5f, 2.0f, -3.0f};
   const std::vector<float> b = {2.0f, 2.0f, 3.0f, 3.0f};
   std::vector<float> out(4, 1.0f);
-  be->ActivateMul(a.data(), 2, b.data(), 2, 2, 2, Activation::kRelu, out.data(),
-                  2, /*accumulate=*/true);
+  ActivateMulParams act;
+  act.a = a.data();
+  act.lda = 2;
+  act.b = b.data();
+  act.ldb = 2;
+  act.n = 2;
+  act.f = 2;
+  act.act = Activation::kRelu;
+  act.out = out.data();
+  act.ldo = 2;
+  act.accumulate = true;
+  be->ActivateMul(act);
   EXPECT_EQ(out, (std::vector<float>{1.0f, 2.0f, 7.0f, 1.0f}));
-  be->ActivateMul(a.data(), 2, nullptr, 0, 2, 2, Activation::kGelu, out.data(),
-                  2, false);
+  ActivateMulParams act2;
+  act2.a = a.data();
+  act2.lda = 2;
+  act2.ldb = 0;
+  act2.n = 2;
+  act2.f = 2;
+  act2.act = Activation::kGelu;
+  act2.out = out.data();
+  act2.ldo = 2;
+  be->ActivateMul(act2);
   EXPECT_NEAR(out[2], 2.0 * 0.5 * (1 + std::erf(2.0 / std::sqrt(2.0))), 1e-6);
   // Row 1 is hit twice: contributions add in list order.
   std::vector<float> dst(6, 0.0f);
   const std::vector<float> src = {1, 2, 3, 4, 5, 6};
   const int32_t rows[3] = {1, 0, 1};
   const float scales[3] = {1.0f, 2.0f, 0.5f};
-  be->ScatterAddScaled(src.data(), 2, rows, scales, 3, dst.data(), 3);
+  ScatterAddParams scatter;
+  scatter.src = src.data();
+  scatter.d = 2;
+  scatter.rows = rows;
+  scatter.scales = scales;
+  scatter.m = 3;
+  scatter.dst = dst.data();
+  scatter.lddst = 3;
+  be->ScatterAddScaled(scatter);
   EXPECT_EQ(dst, (std::vector<float>{6, 8, 0, 3.5f, 5, 0}));
 }
 

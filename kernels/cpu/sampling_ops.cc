@@ -5,10 +5,8 @@
 
 namespace seqboat::cpu {
 
-absl::Status CpuBackend::SampleRows(const float* logits, int m, int vocab,
-                                    float logit_scale, const SampleRow* rows,
-                                    const int32_t* seen_ids, int32_t* tokens) {
-  SampleRowsOnHost(logits, m, vocab, logit_scale, rows, seen_ids, tokens);
+absl::Status CpuBackend::SampleRows(const SampleRowsParams& p) {
+  SampleRowsOnHost(p);
   return absl::OkStatus();
 }
 

@@ -38,9 +38,12 @@ void CpuBackend::SeqBoatEma(const SeqBoatEmaParams& p) {
   }
 }
 
-void CpuBackend::SeqBoatRoute(const float* u, int ldu, int n,
-                              const float* temperature, float* conf,
-                              int32_t* compact, int32_t* active) {
+void CpuBackend::SeqBoatRoute(const SeqBoatRouteParams& p) {
+  const float* u = p.u;
+  const int ldu = p.ldu, n = p.n;
+  const float* temperature = p.temperature;
+  float* conf = p.conf;
+  int32_t *compact = p.compact, *active = p.active;
   // A running count: the compaction is an exclusive scan over the decisions.
   int32_t m = 0;
   for (int i = 0; i < n; ++i) {
@@ -131,9 +134,13 @@ void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
   }
 }
 
-void CpuBackend::SeqBoatMix(const float* s, const float* g, int ldg,
-                            const float* y, const float* conf,
-                            const int32_t* compact, int n, int d, float* out) {
+void CpuBackend::SeqBoatMix(const SeqBoatMixParams& p) {
+  // p's fields as locals, so the loops compile as they did when these were
+  // the op's arguments.
+  const float *s = p.s, *g = p.g, *y = p.y, *conf = p.conf;
+  const int32_t* compact = p.compact;
+  const int ldg = p.ldg, n = p.n, d = p.d;
+  float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
     const int64_t r = static_cast<int64_t>(i) * d;

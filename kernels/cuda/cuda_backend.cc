@@ -311,15 +311,15 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 // --- GEMM
 // ----------------------------------------------------------------------
 
-void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
-                       const float* bias, float* y, int ldy, bool accumulate) {
+void CudaBackend::Gemm(const GemmParams& p) {
+  const int n = p.n;
   if (!launching() || n <= 0) return;
+  const Matrix& w = p.w;
   const Storage storage = StorageOf(w);
   if (n <= kGemvMaxRows) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
-    LaunchGemv(GemvParamsFor(x, ldx, n, w, storage, bias, y, ldy, accumulate),
-               stream_);
+    LaunchGemv(GemvParamsFor(p, storage), stream_);
     CheckLaunch("Gemv");
     return;
   }
@@ -327,27 +327,35 @@ void CudaBackend::Gemm(const float* x, int ldx, int n, const Matrix& w,
   // terms, y (rows x n) = op(W) (rows x cols) · x (cols x n) with W read
   // transposed from its row-major [rows, cols] storage.
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
-  const void* b = x;
-  int ldb = ldx;
+  const void* b = p.x;
+  int ldb = p.ldx;
   cudaDataType type = CUDA_R_32F;
   if (storage != Storage::kF32) {
     type = storage == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
     void* ws =
         Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
     if (ws == nullptr) return;
-    LaunchConvertRows(x, ldx, n, cols, ws, storage, stream_);
+    LaunchConvertRows(p.x, p.ldx, n, cols, ws, storage, stream_);
     b = ws;
     ldb = cols;
   }
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   const cublasStatus_t st =
       cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha,
-                   w.data, type, cols, b, type, ldb, &beta, y, CUDA_R_32F, ldy,
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                   w.data, type, cols, b, type, ldb, &beta, p.y, CUDA_R_32F,
+                   p.ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS && error_.ok()) {
     error_ = CublasStatus(st, "cublasGemmEx");
   }
-  if (bias != nullptr) LaunchAddBias(y, ldy, n, rows, bias, stream_);
+  if (p.bias != nullptr) {
+    AddBiasParams add;
+    add.y = p.y;
+    add.ldy = p.ldy;
+    add.n = n;
+    add.d = rows;
+    add.v = p.bias;
+    LaunchAddBias(add, stream_);
+  }
   CheckLaunch("Gemm");
 }
 

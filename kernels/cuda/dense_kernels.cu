@@ -38,31 +38,34 @@ __device__ float BlockSum(float v) {
   return v;
 }
 
-__global__ void EmbedKernel(EmbedParams p) {
+__global__ void EmbedKernel(EmbedParams p, Storage storage) {
   const int i = blockIdx.x;
-  const int64_t row = static_cast<int64_t>(p.ids[i]) * p.d;
-  float* out = p.out + static_cast<int64_t>(i) * p.d;
-  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    out[j] = p.scale * Load(p.table, p.storage, row + j);
+  const int d = static_cast<int>(p.table.cols);
+  const int64_t row = static_cast<int64_t>(p.ids[i]) * d;
+  float* out = p.out + static_cast<int64_t>(i) * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    out[j] = p.scale * Load(p.table.data, storage, row + j);
   }
 }
 
-__global__ void RmsNormKernel(const float* x, int ldx, int d, const float* w,
-                              float eps, float* out, int ldo) {
-  const float* xi = x + static_cast<int64_t>(blockIdx.x) * ldx;
-  float* oi = out + static_cast<int64_t>(blockIdx.x) * ldo;
+__global__ void RmsNormKernel(NormParams p) {
+  const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
+  float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
+  const int d = p.d;
+  const float* w = p.w;
   float sq = 0.0f;
   for (int j = threadIdx.x; j < d; j += blockDim.x) sq += xi[j] * xi[j];
-  const float s = op_math::RmsScale(BlockSum(sq), d, eps);
+  const float s = op_math::RmsScale(BlockSum(sq), d, p.eps);
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     oi[j] = w != nullptr ? xi[j] * s * w[j] : xi[j] * s;
   }
 }
 
-__global__ void LayerNormKernel(const float* x, int d, const float* w,
-                                const float* b, float eps, float* out) {
-  const float* xi = x + static_cast<int64_t>(blockIdx.x) * d;
-  float* oi = out + static_cast<int64_t>(blockIdx.x) * d;
+__global__ void LayerNormKernel(NormParams p) {
+  const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
+  float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
+  const int d = p.d;
+  const float *w = p.w, *b = p.b;
   float sum = 0.0f;
   for (int j = threadIdx.x; j < d; j += blockDim.x) sum += xi[j];
   const float mean = BlockSum(sum) / static_cast<float>(d);
@@ -72,7 +75,7 @@ __global__ void LayerNormKernel(const float* x, int d, const float* w,
     var += c * c;
   }
   // The CPU's RmsScale (1 / sqrtf), not rsqrtf, which is up to 2 ulp off.
-  const float inv = op_math::RmsScale(BlockSum(var), d, eps);
+  const float inv = op_math::RmsScale(BlockSum(var), d, p.eps);
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float v = (xi[j] - mean) * inv;
     if (w != nullptr) v *= w[j];
@@ -81,11 +84,10 @@ __global__ void LayerNormKernel(const float* x, int d, const float* w,
   }
 }
 
-__global__ void GatherRowsKernel(const float* x, int d, const int32_t* rows,
-                                 float* out) {
-  const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * d;
-  float* dst = out + static_cast<int64_t>(blockIdx.x) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
+__global__ void GatherRowsKernel(GatherRowsParams p) {
+  const float* src = p.x + static_cast<int64_t>(p.rows[blockIdx.x]) * p.d;
+  float* dst = p.out + static_cast<int64_t>(blockIdx.x) * p.d;
+  for (int j = threadIdx.x; j < p.d; j += blockDim.x) dst[j] = src[j];
 }
 
 __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
@@ -103,9 +105,9 @@ __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
   }
 }
 
-__global__ void AddBiasKernel(float* y, int ldy, int d, const float* v) {
-  float* yi = y + static_cast<int64_t>(blockIdx.x) * ldy;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) yi[j] += v[j];
+__global__ void AddBiasKernel(AddBiasParams p) {
+  float* yi = p.y + static_cast<int64_t>(blockIdx.x) * p.ldy;
+  for (int j = threadIdx.x; j < p.d; j += blockDim.x) yi[j] += p.v[j];
 }
 
 __global__ void ActivateMulKernel(ActivateMulParams p) {
@@ -120,26 +122,23 @@ __global__ void ActivateMulKernel(ActivateMulParams p) {
   }
 }
 
-__global__ void ScatterAddScaledKernel(const float* src, int d,
-                                       const int32_t* rows, const float* scales,
-                                       int m, float* dst, int lddst) {
+__global__ void ScatterAddScaledKernel(ScatterAddParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= d) return;
-  for (int j = 0; j < m; ++j) {
-    dst[static_cast<int64_t>(rows[j]) * lddst + c] +=
-        scales[j] * src[static_cast<int64_t>(j) * d + c];
+  if (c >= p.d) return;
+  for (int j = 0; j < p.m; ++j) {
+    p.dst[static_cast<int64_t>(p.rows[j]) * p.lddst + c] +=
+        p.scales[j] * p.src[static_cast<int64_t>(j) * p.d + c];
   }
 }
 
-__global__ void MoeRouteKernel(const float* logits, int n, int x,
-                               MoeRouting routing, int top_k, bool renormalize,
-                               int32_t* experts, float* gates) {
+__global__ void MoeRouteKernel(MoeRouteParams p) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const int slots = routing == MoeRouting::kReluDynamic ? x : top_k;
-  op_math::RouteRow(logits + static_cast<int64_t>(i) * x, x, routing, top_k,
-                    renormalize, experts + static_cast<int64_t>(i) * slots,
-                    gates + static_cast<int64_t>(i) * slots);
+  if (i >= p.n) return;
+  const int slots = p.routing == MoeRouting::kReluDynamic ? p.x : p.top_k;
+  op_math::RouteRow(p.logits + static_cast<int64_t>(i) * p.x, p.x, p.routing,
+                    p.top_k, p.renormalize,
+                    p.experts + static_cast<int64_t>(i) * slots,
+                    p.gates + static_cast<int64_t>(i) * slots);
 }
 
 // Eight consecutive weights of one row as floats, from 16 bytes (bf16/fp16)
@@ -363,31 +362,26 @@ int ThreadsFor(int d) {
 
 }  // namespace
 
-void LaunchEmbed(const EmbedParams& p, cudaStream_t stream) {
+void LaunchEmbed(const EmbedParams& p, Storage storage, cudaStream_t stream) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, EmbedKernel)(p);
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(static_cast<int>(p.table.cols)), 0, stream,
+                 EmbedKernel)
+  (p, storage);
 }
 
-void LaunchRmsNorm(const float* x, int ldx, int n, int d, const float* w,
-                   float eps, float* out, int ldo, cudaStream_t stream) {
-  if (n <= 0) return;
-  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, RmsNormKernel)
-  (x, ldx, d, w, eps, out, ldo);
+void LaunchRmsNorm(const NormParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, RmsNormKernel)(p);
 }
 
-void LaunchLayerNorm(const float* x, int n, int d, const float* w,
-                     const float* b, float eps, float* out,
-                     cudaStream_t stream) {
-  if (n <= 0) return;
-  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, LayerNormKernel)
-  (x, d, w, b, eps, out);
+void LaunchLayerNorm(const NormParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, LayerNormKernel)(p);
 }
 
-void LaunchGatherRows(const float* x, int d, const int32_t* rows, int m,
-                      float* out, cudaStream_t stream) {
-  if (m <= 0) return;
-  SEQBOAT_LAUNCH(m, ThreadsFor(d), 0, stream, GatherRowsKernel)
-  (x, d, rows, out);
+void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {
+  if (p.m <= 0) return;
+  SEQBOAT_LAUNCH(p.m, ThreadsFor(p.d), 0, stream, GatherRowsKernel)(p);
 }
 
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
@@ -426,10 +420,9 @@ void LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   }
 }
 
-void LaunchAddBias(float* y, int ldy, int n, int d, const float* v,
-                   cudaStream_t stream) {
-  if (n <= 0) return;
-  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, AddBiasKernel)(y, ldy, d, v);
+void LaunchAddBias(const AddBiasParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, AddBiasKernel)(p);
 }
 
 void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream) {
@@ -437,22 +430,17 @@ void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream) {
   SEQBOAT_LAUNCH(p.n, ThreadsFor(p.f), 0, stream, ActivateMulKernel)(p);
 }
 
-void LaunchScatterAddScaled(const float* src, int d, const int32_t* rows,
-                            const float* scales, int m, float* dst, int lddst,
-                            cudaStream_t stream) {
+void LaunchScatterAddScaled(const ScatterAddParams& p, cudaStream_t stream) {
   // d == 0 would make an empty grid, which fails the launch.
-  if (m <= 0 || d <= 0) return;
-  SEQBOAT_LAUNCH((d + kThreads - 1) / kThreads, kThreads, 0, stream,
+  if (p.m <= 0 || p.d <= 0) return;
+  SEQBOAT_LAUNCH((p.d + kThreads - 1) / kThreads, kThreads, 0, stream,
                  ScatterAddScaledKernel)
-  (src, d, rows, scales, m, dst, lddst);
+  (p);
 }
 
-void LaunchMoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                    int top_k, bool renormalize, int32_t* experts, float* gates,
-                    cudaStream_t stream) {
-  if (n <= 0) return;
-  SEQBOAT_LAUNCH((n + 127) / 128, 128, 0, stream, MoeRouteKernel)
-  (logits, n, x, routing, top_k, renormalize, experts, gates);
+void LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  SEQBOAT_LAUNCH((p.n + 127) / 128, 128, 0, stream, MoeRouteKernel)(p);
 }
 
 }  // namespace seqboat::cuda

@@ -21,7 +21,13 @@ TEST(DenseOpsGpuTest, EmbedGathersScaledRows) {
     auto m = be->UploadMatrix(table.data(), v, d);
     ASSERT_TRUE(m.ok()) << m.status();
     Array out(*be, n * d);
-    be->Embed(ids, n, *m, 1.5f, out.get());
+    EmbedParams embed;
+    embed.ids = ids;
+    embed.n = n;
+    embed.table = *m;
+    embed.scale = 1.5f;
+    embed.out = out.get();
+    be->Embed(embed);
     got.push_back(out.Read());
   }
   EXPECT_EQ(MaxAbsDiff(got[0], got[1]), 0.0f);
@@ -37,10 +43,37 @@ TEST(DenseOpsGpuTest, NormsMatch) {
   for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
     Array xa(*be, x), wa(*be, w), ba(*be, b), o1(*be, n * d), o2(*be, x),
         o3(*be, n * d);
-    be->RmsNorm(xa.get(), n, d, wa.get(), 1e-5f, o1.get());
-    be->RmsNormStrided(o2.get() + 8, ld, n, 16, wa.get(), 1e-6f, o2.get() + 8,
-                       ld);
-    be->LayerNorm(xa.get(), n, d, wa.get(), ba.get(), 1e-5f, o3.get());
+    NormParams norm;
+    norm.x = xa.get();
+    norm.ldx = d;
+    norm.n = n;
+    norm.d = d;
+    norm.w = wa.get();
+    norm.eps = 1e-5f;
+    norm.out = o1.get();
+    norm.ldo = d;
+    be->RmsNorm(norm);
+    NormParams norm2;
+    norm2.x = o2.get() + 8;
+    norm2.ldx = ld;
+    norm2.n = n;
+    norm2.d = 16;
+    norm2.w = wa.get();
+    norm2.eps = 1e-6f;
+    norm2.out = o2.get() + 8;
+    norm2.ldo = ld;
+    be->RmsNorm(norm2);
+    NormParams norm3;
+    norm3.x = xa.get();
+    norm3.ldx = d;
+    norm3.n = n;
+    norm3.d = d;
+    norm3.w = wa.get();
+    norm3.b = ba.get();
+    norm3.eps = 1e-5f;
+    norm3.out = o3.get();
+    norm3.ldo = d;
+    be->LayerNorm(norm3);
     rms.push_back(o1.Read());
     strided.push_back(o2.Read());
     ln.push_back(o3.Read());
@@ -75,7 +108,16 @@ TEST(DenseOpsGpuTest, GemmWithinTheStatedTolerance) {
         auto m = be->UploadMatrix(w.data(), rows, cols);
         ASSERT_TRUE(m.ok());
         Array xa(*be, x), ba(*be, bias), ya(*be, y0);
-        be->Gemm(xa.get(), ld, n, *m, ba.get(), ya.get(), rows, true);
+        GemmParams m2;
+        m2.x = xa.get();
+        m2.ldx = ld;
+        m2.n = n;
+        m2.w = *m;
+        m2.bias = ba.get();
+        m2.y = ya.get();
+        m2.ldy = rows;
+        m2.accumulate = true;
+        be->Gemm(m2);
         got.push_back(ya.Read());
       }
       EXPECT_LT(MaxAbsDiff(got[0], got[1]), 1e-4f) << "fp32, n=" << n;
@@ -97,8 +139,22 @@ TEST(DenseOpsGpuTest, SmallBatchGemmIsBatchInvariant) {
   auto m = be->UploadMatrix(w.data(), rows, cols);
   ASSERT_TRUE(m.ok());
   Array xa(*be, x), one(*be, rows), eight(*be, 8 * rows);
-  be->Gemm(xa.get(), cols, 1, *m, nullptr, one.get(), rows, false);
-  be->Gemm(xa.get(), cols, 8, *m, nullptr, eight.get(), rows, false);
+  GemmParams m3;
+  m3.x = xa.get();
+  m3.ldx = cols;
+  m3.n = 1;
+  m3.w = *m;
+  m3.y = one.get();
+  m3.ldy = rows;
+  be->Gemm(m3);
+  GemmParams m4;
+  m4.x = xa.get();
+  m4.ldx = cols;
+  m4.n = 8;
+  m4.w = *m;
+  m4.y = eight.get();
+  m4.ldy = rows;
+  be->Gemm(m4);
   const std::vector<float> a = one.Read(), b = eight.Read();
   EXPECT_EQ(a, std::vector<float>(b.begin(), b.begin() + rows));
 }
@@ -121,7 +177,14 @@ TEST(DenseOpsGpuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
       ASSERT_TRUE(m.ok()) << m.status();
       EXPECT_EQ(m->fp32, i == 1);
       Array xa(*be, x), ya(*be, n * rows);
-      be->Gemm(xa.get(), cols, n, *m, nullptr, ya.get(), rows, false);
+      GemmParams m5;
+      m5.x = xa.get();
+      m5.ldx = cols;
+      m5.n = n;
+      m5.w = *m;
+      m5.y = ya.get();
+      m5.ldy = rows;
+      be->Gemm(m5);
       got.push_back(ya.Read());
     }
     EXPECT_LT(MaxAbsDiff(got[0], got[1]), 1e-4f) << "n=" << n;
@@ -145,11 +208,41 @@ TEST(DenseOpsGpuTest, RowOpsMatch) {
     for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
       Array aa(*be, a), bb(*be, b), out(*be, b), g(*be, 3 * d),
           dst(*be, std::vector<float>(n * d, 1.0f)), sa(*be, src), va(*be, v);
-      be->ActivateMul(aa.get(), 48, bb.get(), 48, n, f, act, out.get(), 48,
-                      true);
-      be->GatherRows(aa.get(), d, rows, 3, g.get());
-      be->AddBias(dst.get(), d, n, d, va.get());
-      be->ScatterAddScaled(sa.get(), d, rows, scales, 3, dst.get(), d);
+      ActivateMulParams act2;
+      act2.a = aa.get();
+      act2.lda = 48;
+      act2.b = bb.get();
+      act2.ldb = 48;
+      act2.n = n;
+      act2.f = f;
+      act2.act = act;
+      act2.out = out.get();
+      act2.ldo = 48;
+      act2.accumulate = true;
+      be->ActivateMul(act2);
+      GatherRowsParams gather;
+      gather.x = aa.get();
+      gather.d = d;
+      gather.rows = rows;
+      gather.m = 3;
+      gather.out = g.get();
+      be->GatherRows(gather);
+      AddBiasParams add_bias;
+      add_bias.y = dst.get();
+      add_bias.ldy = d;
+      add_bias.n = n;
+      add_bias.d = d;
+      add_bias.v = va.get();
+      be->AddBias(add_bias);
+      ScatterAddParams scatter;
+      scatter.src = sa.get();
+      scatter.d = d;
+      scatter.rows = rows;
+      scatter.scales = scales;
+      scatter.m = 3;
+      scatter.dst = dst.get();
+      scatter.lddst = d;
+      be->ScatterAddScaled(scatter);
       std::vector<float> all = out.Read(), gg = g.Read(), dd = dst.Read();
       all.insert(all.end(), gg.begin(), gg.end());
       all.insert(all.end(), dd.begin(), dd.end());
@@ -175,8 +268,16 @@ TEST(DenseOpsGpuTest, MoeRouteMatches) {
     std::vector<std::vector<uint8_t>> experts;
     for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
       Array l(*be, logits), e(*be, n * k), g(*be, n * k);
-      be->MoeRoute(l.get(), n, x, routing, k, renorm,
-                   reinterpret_cast<int32_t*>(e.get()), g.get());
+      MoeRouteParams route;
+      route.logits = l.get();
+      route.n = n;
+      route.x = x;
+      route.routing = routing;
+      route.top_k = k;
+      route.renormalize = renorm;
+      route.experts = reinterpret_cast<int32_t*>(e.get());
+      route.gates = g.get();
+      be->MoeRoute(route);
       experts.push_back(e.ReadBytes());
       gates.push_back(g.Read());
     }
@@ -204,10 +305,31 @@ TEST(DenseOpsGpuTest, ReplayedStepRereadsItsDescriptors) {
       int32_t ids[n];
       for (int i = 0; i < n; ++i) ids[i] = (step * 11 + i * 5) % v;
       ASSERT_TRUE(be->RunCaptured(n, [&] {
-                      be->Embed(ids, n, *m, 1.0f, e.get());
-                      be->RmsNorm(e.get(), n, d, wa.get(), 1e-5f, h.get());
-                      be->Gemm(h.get(), d, n, *m, nullptr, logits.get(), v,
-                               false);
+                      EmbedParams embed2;
+                      embed2.ids = ids;
+                      embed2.n = n;
+                      embed2.table = *m;
+                      embed2.scale = 1.0f;
+                      embed2.out = e.get();
+                      be->Embed(embed2);
+                      NormParams norm4;
+                      norm4.x = e.get();
+                      norm4.ldx = d;
+                      norm4.n = n;
+                      norm4.d = d;
+                      norm4.w = wa.get();
+                      norm4.eps = 1e-5f;
+                      norm4.out = h.get();
+                      norm4.ldo = d;
+                      be->RmsNorm(norm4);
+                      GemmParams m6;
+                      m6.x = h.get();
+                      m6.ldx = d;
+                      m6.n = n;
+                      m6.w = *m;
+                      m6.y = logits.get();
+                      m6.ldy = v;
+                      be->Gemm(m6);
                       return absl::OkStatus();
                     }).ok());
       outs[which].push_back(logits.Read());

@@ -30,7 +30,14 @@ TEST(DeviceFaultGpuTest, IllegalAddressLeavesTheBackendUnhealthyForGood) {
 
   // An input address far outside any allocation: the GEMV reads it.
   const auto* bogus = reinterpret_cast<const float*>(uintptr_t{1} << 46);
-  be->Gemm(bogus, 8, 1, *m, nullptr, y.get(), 8, false);
+  GemmParams m2;
+  m2.x = bogus;
+  m2.ldx = 8;
+  m2.n = 1;
+  m2.w = *m;
+  m2.y = y.get();
+  m2.ldy = 8;
+  be->Gemm(m2);
   std::vector<float> host(8);
   be->CopyToHost(host.data(), y.get(), host.size() * sizeof(float));
   const absl::Status step = be->TakeError();

@@ -157,7 +157,7 @@ struct MaxInt {
 // greedy argmax (ArgMax), temperature and the candidate set (Draw's first
 // loop), and sort keys for rows that may rank.
 __global__ void __launch_bounds__(kThreads)
-    PrepareKernel(SampleRowsParams p, Workspace w, int id_bits) {
+    PrepareKernel(SampleLaunchParams p, Workspace w, int id_bits) {
   using ReduceBest = cub::BlockReduce<Best, kThreads>;
   using ReduceInt = cub::BlockReduce<int, kThreads>;
   using ReduceFloat = cub::BlockReduce<float, kThreads>;
@@ -381,7 +381,7 @@ __device__ int DrawPosition(int n, const LogitFn& logit, float max_logit,
 }
 
 __global__ void __launch_bounds__(kThreads)
-    DrawKernel(SampleRowsParams p, Workspace w, const uint64_t* sorted,
+    DrawKernel(SampleLaunchParams p, Workspace w, const uint64_t* sorted,
                int id_bits) {
   __shared__ ScanShared sh;
   const int row = blockIdx.x;
@@ -432,7 +432,7 @@ size_t SampleRowsWorkspaceBytes(int m, int vocab) {
   return MakeLayout(m, vocab).total;
 }
 
-cudaError_t LaunchSampleRows(const SampleRowsParams& p, cudaStream_t stream) {
+cudaError_t LaunchSampleRows(const SampleLaunchParams& p, cudaStream_t stream) {
   if (p.m <= 0) return cudaSuccess;
   const Layout l = MakeLayout(p.m, p.vocab);
   if (l.total == 0 || p.workspace_bytes < l.total) return cudaErrorInvalidValue;

@@ -14,7 +14,7 @@
 
 namespace seqboat::cuda {
 
-struct SampleRowsParams {
+struct SampleLaunchParams {
   const float* logits = nullptr;  // [m, vocab], raw model rows
   int m = 0;
   int vocab = 0;
@@ -43,7 +43,7 @@ size_t SampleRowsWorkspaceBytes(int m, int vocab);
 // logits; the greedy argmax; sort keys), a segmented CUB radix sort ranks
 // the rows that need it, then one block per row filters and draws.
 // Returns the first launch or CUB error.
-cudaError_t LaunchSampleRows(const SampleRowsParams& p, cudaStream_t stream);
+cudaError_t LaunchSampleRows(const SampleLaunchParams& p, cudaStream_t stream);
 
 }  // namespace seqboat::cuda
 

@@ -8,15 +8,14 @@
 
 namespace seqboat::cuda {
 
-absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
-                                     float logit_scale, const SampleRow* rows,
-                                     const int32_t* seen_ids, int32_t* tokens) {
+absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
+  const int m = op.m, vocab = op.vocab;
   if (m <= 0) return absl::OkStatus();
   if (capturing_ || replaying_) {
     return absl::FailedPreconditionError(
         "SampleRows inside a captured step (it reads back to the host)");
   }
-  const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(rows, m);
+  const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(op.rows, m);
   if (!plan.ok()) return plan.status();
   const size_t seen = plan->seen;
 
@@ -37,7 +36,7 @@ absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
   const int32_t* dev_seen = nullptr;
   const size_t seen_bytes = seen * sizeof(int32_t);
   if (seen_bytes > 0 && seen_bytes <= staging_.capacity() / 4) {
-    dev_seen = Stage(seen_ids, seen);
+    dev_seen = Stage(op.seen_ids, seen);
   } else if (seen_bytes > 0) {
     if (seen_bytes > sample_seen_bytes_) {
       sample_seen_.reset();
@@ -47,18 +46,19 @@ absl::Status CudaBackend::SampleRows(const float* logits, int m, int vocab,
       sample_seen_ = *buf;
       sample_seen_bytes_ = seen_bytes * 2;
     }
-    CopyToDevice(sample_seen_.get(), seen_ids, seen_bytes);
+    CopyToDevice(sample_seen_.get(), op.seen_ids, seen_bytes);
     dev_seen = static_cast<const int32_t*>(sample_seen_.get());
   }
 
-  const SampleRow* dev_rows = Stage(rows, static_cast<size_t>(m));
-  if (dev_rows == nullptr) return TakeError();
-  const SampleRowsParams p =
-      SampleRowsParamsFor(logits, m, vocab, logit_scale, dev_rows, dev_seen,
-                          *plan, sample_scratch_.get(), sample_scratch_bytes_);
+  SampleRowsParams dev = op;
+  dev.rows = Stage(op.rows, static_cast<size_t>(m));
+  if (dev.rows == nullptr) return TakeError();
+  dev.seen_ids = dev_seen;
+  const SampleLaunchParams p =
+      SampleLaunchFor(dev, *plan, sample_scratch_.get(), sample_scratch_bytes_);
   Check(LaunchSampleRows(p, stream_), "SampleRows");
   // Waits for the kernels and rewinds the staging buffer.
-  CopyToHost(tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
+  CopyToHost(op.tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
   return TakeError();
 }
 

@@ -84,9 +84,14 @@ TEST(SamplingOpsGpuTest, SuccessiveStepsOfOneRequestMatch) {
     for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
       Array a(*be, tiled);
       std::vector<int32_t> tokens(rows.size(), -1);
-      ASSERT_TRUE(be->SampleRows(a.get(), m, vocab, 1.0f, rows.data(),
-                                 seen.data(), tokens.data())
-                      .ok());
+      SampleRowsParams sample;
+      sample.logits = a.get();
+      sample.m = m;
+      sample.vocab = vocab;
+      sample.rows = rows.data();
+      sample.seen_ids = seen.data();
+      sample.tokens = tokens.data();
+      ASSERT_TRUE(be->SampleRows(sample).ok());
       got.push_back(tokens);
     }
     int compared = 0;

@@ -57,21 +57,18 @@ size_t SampleScratchGrowth(int m, int vocab, size_t need) {
   return std::max(want, need);
 }
 
-SampleRowsParams SampleRowsParamsFor(const float* logits, int m, int vocab,
-                                     float logit_scale,
-                                     const SampleRow* dev_rows,
-                                     const int32_t* dev_seen,
-                                     const SampleRowsPlan& plan, void* scratch,
-                                     size_t scratch_bytes) {
+SampleLaunchParams SampleLaunchFor(const SampleRowsParams& op,
+                                   const SampleRowsPlan& plan, void* scratch,
+                                   size_t scratch_bytes) {
   auto* bytes = static_cast<uint8_t*>(scratch);
-  const size_t tokens_bytes = TokensBytes(m);
-  SampleRowsParams p;
-  p.logits = logits;
-  p.m = m;
-  p.vocab = vocab;
-  p.logit_scale = logit_scale;
-  p.rows = dev_rows;
-  p.seen_ids = dev_seen;
+  const size_t tokens_bytes = TokensBytes(op.m);
+  SampleLaunchParams p;
+  p.logits = op.logits;
+  p.m = op.m;
+  p.vocab = op.vocab;
+  p.logit_scale = op.logit_scale;
+  p.rows = op.rows;
+  p.seen_ids = op.seen_ids;
   p.any_ranked = plan.any_ranked;
   p.workspace = bytes + tokens_bytes;
   p.workspace_bytes = scratch_bytes - tokens_bytes;

@@ -35,14 +35,13 @@ absl::StatusOr<size_t> SampleScratchBytes(int m, int vocab);
 // sequence at a time reallocates only a few times.
 size_t SampleScratchGrowth(int m, int vocab, size_t need);
 
-// The launch of m rows on `scratch` (scratch_bytes of them, at least
-// SampleScratchBytes): the tokens at its start, the workspace after them.
-SampleRowsParams SampleRowsParamsFor(const float* logits, int m, int vocab,
-                                     float logit_scale,
-                                     const SampleRow* dev_rows,
-                                     const int32_t* dev_seen,
-                                     const SampleRowsPlan& plan, void* scratch,
-                                     size_t scratch_bytes);
+// The launch of the op's m rows on `scratch` (scratch_bytes of them, at
+// least SampleScratchBytes): the tokens at its start, the workspace after
+// them. `op`'s rows and seen_ids are the device copies; its tokens are not
+// read (the launch writes them to the scratch).
+SampleLaunchParams SampleLaunchFor(const SampleRowsParams& op,
+                                   const SampleRowsPlan& plan, void* scratch,
+                                   size_t scratch_bytes);
 
 }  // namespace seqboat::cuda
 

@@ -118,22 +118,21 @@ __global__ void __launch_bounds__(kEmaThreads)
 
 // Rows in chunks of blockDim.x (a multiple of 32); `carry` counts the active
 // rows of earlier chunks, so the order is the CPU's running count.
-__global__ void SeqBoatRouteKernel(const float* u, int ldu, int n,
-                                   const float* temperature, float* conf,
-                                   int32_t* compact, int32_t* active) {
+__global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
   __shared__ int warp_count[kRouteMaxThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = blockDim.x >> 5;
-  const float tau = temperature[0];
+  const int n = p.n;
+  const float tau = p.temperature[0];
   int carry = 0;
   for (int chunk = 0; chunk < n; chunk += blockDim.x) {
     const int i = chunk + threadIdx.x;
     bool on = false;
     if (i < n) {
-      const float* ui = u + static_cast<int64_t>(i) * ldu;
+      const float* ui = p.u + static_cast<int64_t>(i) * p.ldu;
       float c;
       on = op_math::SeqBoatRoute(ui[0], ui[1], tau, &c);
-      conf[i] = c;
+      p.conf[i] = c;
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, on);
     if (lane == 0) warp_count[warp] = __popc(ballot);
@@ -147,16 +146,16 @@ __global__ void SeqBoatRouteKernel(const float* u, int ldu, int n,
     if (i < n) {
       if (on) {
         const int r = carry + before + __popc(ballot & ((1u << lane) - 1u));
-        compact[i] = r;
-        active[1 + r] = i;
+        p.compact[i] = r;
+        p.active[1 + r] = i;
       } else {
-        compact[i] = -1;
+        p.compact[i] = -1;
       }
     }
     carry += total;
     __syncthreads();  // warp_count is rewritten by the next chunk
   }
-  if (threadIdx.x == 0) active[0] = carry;
+  if (threadIdx.x == 0) p.active[0] = carry;
 }
 
 // --- working-memory attention ------------------------------------------------
@@ -282,18 +281,17 @@ __global__ void __launch_bounds__(kAttendThreads)
 
 // --- output ------------------------------------------------------------------
 
-__global__ void SeqBoatMixKernel(const float* s, const float* g, int ldg,
-                                 const float* y, const float* conf,
-                                 const int32_t* compact, int d, float* out) {
+__global__ void SeqBoatMixKernel(SeqBoatMixParams p) {
   const int64_t i = blockIdx.x;
+  const int d = p.d;
   const int64_t r = i * d;
-  const float* gi = g + i * ldg;
-  const int32_t ci = compact[i];
-  const float* yi = ci >= 0 ? y + static_cast<int64_t>(ci) * d : nullptr;
-  const float c = conf[i];
+  const float* gi = p.g + i * p.ldg;
+  const int32_t ci = p.compact[i];
+  const float* yi = ci >= 0 ? p.y + static_cast<int64_t>(ci) * d : nullptr;
+  const float c = p.conf[i];
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    out[r + j] =
-        op_math::SeqBoatOut(s[r + j], gi[j], c, yi != nullptr ? yi[j] : 0.0f);
+    p.out[r + j] =
+        op_math::SeqBoatOut(p.s[r + j], gi[j], c, yi != nullptr ? yi[j] : 0.0f);
   }
 }
 
@@ -335,13 +333,10 @@ void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream) {
   }
 }
 
-void LaunchSeqBoatRoute(const float* u, int ldu, int n,
-                        const float* temperature, float* conf, int32_t* compact,
-                        int32_t* active, cudaStream_t stream) {
+void LaunchSeqBoatRoute(const SeqBoatRouteParams& p, cudaStream_t stream) {
   // Launched for n == 0 too: the count must still read 0.
-  const int threads = RowThreads(n, kRouteMaxThreads);
-  SEQBOAT_LAUNCH(1, threads, 0, stream, SeqBoatRouteKernel)
-  (u, ldu, n, temperature, conf, compact, active);
+  const int threads = RowThreads(p.n, kRouteMaxThreads);
+  SEQBOAT_LAUNCH(1, threads, 0, stream, SeqBoatRouteKernel)(p);
 }
 
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
@@ -358,12 +353,10 @@ void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
   (p, inv_freq, op_math::SeqBoatScoreScale(p.shape));
 }
 
-void LaunchSeqBoatMix(const float* s, const float* g, int ldg, const float* y,
-                      const float* conf, const int32_t* compact, int n, int d,
-                      float* out, cudaStream_t stream) {
-  if (n <= 0 || d <= 0) return;
-  SEQBOAT_LAUNCH(n, RowThreads(d, kMixThreads), 0, stream, SeqBoatMixKernel)
-  (s, g, ldg, y, conf, compact, d, out);
+void LaunchSeqBoatMix(const SeqBoatMixParams& p, cudaStream_t stream) {
+  if (p.n <= 0 || p.d <= 0) return;
+  SEQBOAT_LAUNCH(p.n, RowThreads(p.d, kMixThreads), 0, stream, SeqBoatMixKernel)
+  (p);
 }
 
 }  // namespace seqboat::cuda

@@ -19,9 +19,7 @@ void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream);
 
 // conf [n], compact [n], active [1 + n] (count, then the active rows in
 // order; entries past the count are left untouched). One block.
-void LaunchSeqBoatRoute(const float* u, int ldu, int n,
-                        const float* temperature, float* conf, int32_t* compact,
-                        int32_t* active, cudaStream_t stream);
+void LaunchSeqBoatRoute(const SeqBoatRouteParams& p, cudaStream_t stream);
 
 // One block per segment, its active tokens in order. Shared memory grows
 // with w (about 8 bytes per FIFO entry); w up to ~28k fits an H100.
@@ -33,9 +31,7 @@ void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
 size_t SeqBoatAttendSharedBytes(const SeqBoatShape& shape);
 
 // out [n, d] = SeqBoatOut(s, g, conf, y[compact] or 0); out may alias s.
-void LaunchSeqBoatMix(const float* s, const float* g, int ldg, const float* y,
-                      const float* conf, const int32_t* compact, int n, int d,
-                      float* out, cudaStream_t stream);
+void LaunchSeqBoatMix(const SeqBoatMixParams& p, cudaStream_t stream);
 
 }  // namespace seqboat::cuda
 

@@ -42,11 +42,9 @@ void CudaBackend::SeqBoatEma(const SeqBoatEmaParams& p) {
   CheckLaunch("SeqBoatEma");
 }
 
-void CudaBackend::SeqBoatRoute(const float* u, int ldu, int n,
-                               const float* temperature, float* conf,
-                               int32_t* compact, int32_t* active) {
+void CudaBackend::SeqBoatRoute(const SeqBoatRouteParams& p) {
   if (!launching()) return;
-  LaunchSeqBoatRoute(u, ldu, n, temperature, conf, compact, active, stream_);
+  LaunchSeqBoatRoute(p, stream_);
   CheckLaunch("SeqBoatRoute");
 }
 
@@ -66,11 +64,9 @@ void CudaBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
   CheckLaunch("SeqBoatAttend");
 }
 
-void CudaBackend::SeqBoatMix(const float* s, const float* g, int ldg,
-                             const float* y, const float* conf,
-                             const int32_t* compact, int n, int d, float* out) {
+void CudaBackend::SeqBoatMix(const SeqBoatMixParams& p) {
   if (!launching()) return;
-  LaunchSeqBoatMix(s, g, ldg, y, conf, compact, n, d, out, stream_);
+  LaunchSeqBoatMix(p, stream_);
   CheckLaunch("SeqBoatMix");
 }
 

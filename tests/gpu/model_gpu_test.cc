@@ -66,12 +66,7 @@ std::vector<std::vector<float>> Drive(Model& model, int decode_steps) {
       who.push_back(s);
     }
     std::vector<float> logits(rows.size() * v);
-    EXPECT_TRUE(model
-                    .Forward(ids.data(), static_cast<int>(ids.size()),
-                             segs.data(), static_cast<int>(segs.size()),
-                             rows.data(), static_cast<int>(rows.size()),
-                             logits.data())
-                    .ok());
+    EXPECT_TRUE(model.Forward(StepRows{ids, segs, rows}, logits.data()).ok());
     for (size_t j = 0; j < rows.size(); ++j) {
       out.emplace_back(logits.begin() + j * v, logits.begin() + (j + 1) * v);
       last[who[j]] = static_cast<int32_t>(
@@ -80,12 +75,10 @@ std::vector<std::vector<float>> Drive(Model& model, int decode_steps) {
     }
   }
   for (int step = 0; step < decode_steps; ++step) {
-    Segment segs[3];
-    int32_t rows[3] = {0, 1, 2};
-    for (int s = 0; s < 3; ++s) segs[s] = {slots[s], s, 1};
+    StepRows decode{{last.begin(), last.begin() + 3}, {}, {0, 1, 2}};
+    for (int s = 0; s < 3; ++s) decode.segs.push_back({slots[s], s, 1});
     std::vector<float> logits(3 * v);
-    EXPECT_TRUE(
-        model.Forward(last.data(), 3, segs, 3, rows, 3, logits.data()).ok());
+    EXPECT_TRUE(model.Forward(decode, logits.data()).ok());
     for (int s = 0; s < 3; ++s) {
       out.emplace_back(logits.begin() + s * v, logits.begin() + (s + 1) * v);
       last[s] = static_cast<int32_t>(
@@ -146,18 +139,18 @@ std::vector<int32_t> Greedy(Model& model, int n_new) {
   std::vector<int32_t> prompt = Prompt(32, 7, v);
   std::vector<float> logits(v);
   std::vector<int32_t> out;
-  Segment seg{slot, 0, static_cast<int32_t>(prompt.size())};
-  int32_t row = seg.len - 1;
+  const int32_t len = static_cast<int32_t>(prompt.size());
   EXPECT_TRUE(
-      model.Forward(prompt.data(), seg.len, &seg, 1, &row, 1, logits.data())
+      model
+          .Forward(StepRows{prompt, {{slot, 0, len}}, {len - 1}}, logits.data())
           .ok());
   for (int i = 0; i < n_new; ++i) {
     int32_t tok = static_cast<int32_t>(
         std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(tok);
-    Segment s{slot, 0, 1};
-    int32_t r = 0;
-    EXPECT_TRUE(model.Forward(&tok, 1, &s, 1, &r, 1, logits.data()).ok());
+    EXPECT_TRUE(
+        model.Forward(StepRows{{tok}, {{slot, 0, 1}}, {0}}, logits.data())
+            .ok());
   }
   return out;
 }

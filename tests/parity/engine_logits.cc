@@ -79,12 +79,12 @@ int Run() {
   std::vector<float> logits(static_cast<size_t>(t_total) * vocab);
   for (int start = 0; start < t_total; start += chunk) {
     const int len = std::min(chunk, t_total - start);
-    Segment seg{slot, 0, len};
-    std::vector<int32_t> rows(len);
-    for (int i = 0; i < len; ++i) rows[i] = i;
-    absl::Status s =
-        (*model)->Forward(tokens.data() + start, len, &seg, 1, rows.data(), len,
-                          logits.data() + static_cast<size_t>(start) * vocab);
+    StepRows step{{tokens.begin() + start, tokens.begin() + start + len},
+                  {{slot, 0, len}},
+                  {}};
+    for (int i = 0; i < len; ++i) step.logit_rows.push_back(i);
+    absl::Status s = (*model)->Forward(
+        step, logits.data() + static_cast<size_t>(start) * vocab);
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;

@@ -103,62 +103,40 @@ class DenseEmulation : public EmulatedBackend {
     return Matrix{at, rows, cols, storage == Storage::kF32};
   }
 
-  void Embed(const int32_t* ids, int n, const Matrix& table, float scale,
-             float* out) override {
-    // Host memory is device memory here: the ids need no staging.
-    cuda::LaunchEmbed(
-        cuda::EmbedParamsFor(ids, n, table, StorageOf(table), scale, out),
-        nullptr);
+  // Host memory is device memory here: the ids and row lists need no
+  // staging.
+  void Embed(const EmbedParams& p) override {
+    cuda::LaunchEmbed(p, StorageOf(p.table), nullptr);
   }
-  void RmsNorm(const float* x, int n, int d, const float* w, float eps,
-               float* out) override {
-    RmsNormStrided(x, d, n, d, w, eps, out, d);
+  void RmsNorm(const NormParams& p) override {
+    cuda::LaunchRmsNorm(p, nullptr);
   }
-  void RmsNormStrided(const float* x, int ldx, int n, int d, const float* w,
-                      float eps, float* out, int ldo) override {
-    cuda::LaunchRmsNorm(x, ldx, n, d, w, eps, out, ldo, nullptr);
-  }
-  void LayerNorm(const float* x, int n, int d, const float* w, const float* b,
-                 float eps, float* out) override {
-    cuda::LaunchLayerNorm(x, n, d, w, b, eps, out, nullptr);
+  void LayerNorm(const NormParams& p) override {
+    cuda::LaunchLayerNorm(p, nullptr);
   }
   // The GEMV branch of CudaBackend::Gemm; larger batches go to cuBLAS there,
   // which has no emulation.
-  void Gemm(const float* x, int ldx, int n, const Matrix& w, const float* bias,
-            float* y, int ldy, bool accumulate) override {
-    if (n > cuda::kGemvMaxRows) {
-      ADD_FAILURE() << "n = " << n << " takes cuBLAS, not the GEMV";
+  void Gemm(const GemmParams& p) override {
+    if (p.n > cuda::kGemvMaxRows) {
+      ADD_FAILURE() << "n = " << p.n << " takes cuBLAS, not the GEMV";
       return;
     }
-    cuda::LaunchGemv(cuda::GemvParamsFor(x, ldx, n, w, StorageOf(w), bias, y,
-                                         ldy, accumulate),
-                     nullptr);
+    cuda::LaunchGemv(cuda::GemvParamsFor(p, StorageOf(p.w)), nullptr);
   }
-  void GatherRows(const float* x, int d, const int32_t* rows, int m,
-                  float* out) override {
-    cuda::LaunchGatherRows(x, d, rows, m, out, nullptr);
+  void GatherRows(const GatherRowsParams& p) override {
+    cuda::LaunchGatherRows(p, nullptr);
   }
-  void ActivateMul(const float* a, int lda, const float* b, int ldb, int n,
-                   int f, Activation act, float* out, int ldo,
-                   bool accumulate) override {
-    cuda::LaunchActivateMul(
-        cuda::ActivateMulParamsFor(a, lda, b, ldb, n, f, act, out, ldo,
-                                   accumulate),
-        nullptr);
+  void ActivateMul(const ActivateMulParams& p) override {
+    cuda::LaunchActivateMul(p, nullptr);
   }
-  void AddBias(float* y, int ldy, int n, int d, const float* v) override {
-    cuda::LaunchAddBias(y, ldy, n, d, v, nullptr);
+  void AddBias(const AddBiasParams& p) override {
+    cuda::LaunchAddBias(p, nullptr);
   }
-  void MoeRoute(const float* logits, int n, int x, MoeRouting routing,
-                int top_k, bool renormalize, int32_t* experts,
-                float* gates) override {
-    cuda::LaunchMoeRoute(logits, n, x, routing, top_k, renormalize, experts,
-                         gates, nullptr);
+  void MoeRoute(const MoeRouteParams& p) override {
+    cuda::LaunchMoeRoute(p, nullptr);
   }
-  void ScatterAddScaled(const float* src, int d, const int32_t* rows,
-                        const float* scales, int m, float* dst,
-                        int lddst) override {
-    cuda::LaunchScatterAddScaled(src, d, rows, scales, m, dst, lddst, nullptr);
+  void ScatterAddScaled(const ScatterAddParams& p) override {
+    cuda::LaunchScatterAddScaled(p, nullptr);
   }
 
  private:
@@ -195,7 +173,13 @@ TEST(DenseKernelsEmuTest, EmbedGathersScaledRowsOfEveryStorage) {
             be == cpu.get() ? rounded.data() : table.data(), v, d);
         ASSERT_TRUE(m.ok()) << m.status();
         Array out(*be, std::vector<float>(n * d, 7.0f));
-        be->Embed(ids, n, *m, 1.5f, out.get());
+        EmbedParams embed;
+        embed.ids = ids;
+        embed.n = n;
+        embed.table = *m;
+        embed.scale = 1.5f;
+        embed.out = out.get();
+        be->Embed(embed);
         ExpectNoError(*be);
         got.push_back(out.Read());
       }
@@ -232,17 +216,79 @@ TEST(DenseKernelsEmuTest, NormsMatch) {
           o5(*be, std::vector<float>(n * d, 7.0f)),
           o6(*be, std::vector<float>(n * d, 7.0f)),
           o7(*be, std::vector<float>(n * d, 7.0f));
-      be->RmsNorm(xa.get(), n, d, wa.get(), 1e-5f, o1.get());
-      be->RmsNorm(xa.get(), n, d, nullptr, 1e-5f, o2.get());
+      NormParams norm;
+      norm.x = xa.get();
+      norm.ldx = d;
+      norm.n = n;
+      norm.d = d;
+      norm.w = wa.get();
+      norm.eps = 1e-5f;
+      norm.out = o1.get();
+      norm.ldo = d;
+      be->RmsNorm(norm);
+      NormParams norm2;
+      norm2.x = xa.get();
+      norm2.ldx = d;
+      norm2.n = n;
+      norm2.d = d;
+      norm2.w = nullptr;
+      norm2.eps = 1e-5f;
+      norm2.out = o2.get();
+      norm2.ldo = d;
+      be->RmsNorm(norm2);
       // In place on a column slice, as Jamba's dt/B/C norms.
-      be->RmsNormStrided(o3.get() + 8, ld, n, 16, wa.get(), 1e-6f, o3.get() + 8,
-                         ld);
+      NormParams norm3;
+      norm3.x = o3.get() + 8;
+      norm3.ldx = ld;
+      norm3.n = n;
+      norm3.d = 16;
+      norm3.w = wa.get();
+      norm3.eps = 1e-6f;
+      norm3.out = o3.get() + 8;
+      norm3.ldo = ld;
+      be->RmsNorm(norm3);
       // Out of place between different strides.
-      be->RmsNormStrided(xa.get() + 3, ld, n, std::min(d, 40), wa.get(), 1e-6f,
-                         o4.get() + 1, 50);
-      be->LayerNorm(sa.get(), n, d, wa.get(), ba.get(), 1e-5f, o5.get());
-      be->LayerNorm(xa.get(), n, d, wa.get(), nullptr, 1e-5f, o6.get());
-      be->LayerNorm(sa.get(), n, d, nullptr, nullptr, 1e-5f, o7.get());
+      NormParams norm4;
+      norm4.x = xa.get() + 3;
+      norm4.ldx = ld;
+      norm4.n = n;
+      norm4.d = std::min(d, 40);
+      norm4.w = wa.get();
+      norm4.eps = 1e-6f;
+      norm4.out = o4.get() + 1;
+      norm4.ldo = 50;
+      be->RmsNorm(norm4);
+      NormParams norm5;
+      norm5.x = sa.get();
+      norm5.ldx = d;
+      norm5.n = n;
+      norm5.d = d;
+      norm5.w = wa.get();
+      norm5.b = ba.get();
+      norm5.eps = 1e-5f;
+      norm5.out = o5.get();
+      norm5.ldo = d;
+      be->LayerNorm(norm5);
+      NormParams norm6;
+      norm6.x = xa.get();
+      norm6.ldx = d;
+      norm6.n = n;
+      norm6.d = d;
+      norm6.w = wa.get();
+      norm6.eps = 1e-5f;
+      norm6.out = o6.get();
+      norm6.ldo = d;
+      be->LayerNorm(norm6);
+      NormParams norm7;
+      norm7.x = sa.get();
+      norm7.ldx = d;
+      norm7.n = n;
+      norm7.d = d;
+      norm7.w = nullptr;
+      norm7.eps = 1e-5f;
+      norm7.out = o7.get();
+      norm7.ldo = d;
+      be->LayerNorm(norm7);
       ExpectNoError(*be);
       for (Array* a : {&o1, &o2, &o3, &o4, &o5, &o6, &o7}) {
         got[side].push_back(a->Read());
@@ -315,10 +361,26 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
         for (int n = 1; n <= 8; ++n) {
           Array xc(*cpu, x), bc(*cpu, bias), yc(*cpu, y0);
           Array xe(emu, x), be(emu, bias), ye(emu, y0);
-          cpu->Gemm(xc.get(), ldx, n, *cm, with_bias ? bc.get() : nullptr,
-                    yc.get(), ldy, accumulate);
-          emu.Gemm(xe.get(), ldx, n, em, with_bias ? be.get() : nullptr,
-                   ye.get(), ldy, accumulate);
+          GemmParams cm2;
+          cm2.x = xc.get();
+          cm2.ldx = ldx;
+          cm2.n = n;
+          cm2.w = *cm;
+          cm2.bias = with_bias ? bc.get() : nullptr;
+          cm2.y = yc.get();
+          cm2.ldy = ldy;
+          cm2.accumulate = accumulate;
+          cpu->Gemm(cm2);
+          GemmParams em2;
+          em2.x = xe.get();
+          em2.ldx = ldx;
+          em2.n = n;
+          em2.w = em;
+          em2.bias = with_bias ? be.get() : nullptr;
+          em2.y = ye.get();
+          em2.ldy = ldy;
+          em2.accumulate = accumulate;
+          emu.Gemm(em2);
           ExpectNoError(emu);
           EXPECT_TRUE(EndsWith(emu::State().last_kernel,
                                shape.vector ? "true>" : "false>"))
@@ -332,8 +394,16 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
           auto plain = cpu->UploadMatrix(w.data(), rows, cols);
           ASSERT_TRUE(plain.ok());
           Array xc(*cpu, x), bc(*cpu, bias), yc(*cpu, y0);
-          cpu->Gemm(xc.get(), ldx, 8, *plain, with_bias ? bc.get() : nullptr,
-                    yc.get(), ldy, accumulate);
+          GemmParams plain2;
+          plain2.x = xc.get();
+          plain2.ldx = ldx;
+          plain2.n = 8;
+          plain2.w = *plain;
+          plain2.bias = with_bias ? bc.get() : nullptr;
+          plain2.y = yc.get();
+          plain2.ldy = ldy;
+          plain2.accumulate = accumulate;
+          cpu->Gemm(plain2);
           EXPECT_GT(MaxAbsDiff(yc.Read(), results[8]), 1e-3f);
         }
         // Batch invariance: row i is the same bits in every batch of n > i.
@@ -374,7 +444,14 @@ TEST(DenseKernelsEmuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
           {&emu, &*fp32},
           {&emu, &*bf16}}) {
       Array xa(*be, x), ya(*be, n * rows);
-      be->Gemm(xa.get(), cols, n, *m, nullptr, ya.get(), rows, false);
+      GemmParams m2;
+      m2.x = xa.get();
+      m2.ldx = cols;
+      m2.n = n;
+      m2.w = *m;
+      m2.y = ya.get();
+      m2.ldy = rows;
+      be->Gemm(m2);
       ExpectNoError(*be);
       got.push_back(ya.Read());
     }
@@ -391,13 +468,45 @@ TEST(DenseKernelsEmuTest, EmptyCallsLaunchNothing) {
   const Matrix m = emu.UploadAt(w.data(), 8, 16, Storage::kBf16, 0);
   Array x(emu, 16), y(emu, 8);
   const int64_t launches = emu::State().launches;
-  emu.Gemm(x.get(), 16, 0, m, nullptr, y.get(), 8, false);
+  GemmParams m3;
+  m3.x = x.get();
+  m3.ldx = 16;
+  m3.n = 0;
+  m3.w = m;
+  m3.y = y.get();
+  m3.ldy = 8;
+  emu.Gemm(m3);
   const int32_t row = 0;
   const float scale = 1.0f;
-  emu.ScatterAddScaled(x.get(), 0, &row, &scale, 1, y.get(), 8);
-  emu.RmsNorm(x.get(), 0, 16, nullptr, 1e-5f, y.get());
-  emu.MoeRoute(x.get(), 0, 4, MoeRouting::kSoftmaxTopK, 1, false,
-               reinterpret_cast<int32_t*>(y.get()), y.get());
+  ScatterAddParams scatter;
+  scatter.src = x.get();
+  scatter.d = 0;
+  scatter.rows = &row;
+  scatter.scales = &scale;
+  scatter.m = 1;
+  scatter.dst = y.get();
+  scatter.lddst = 8;
+  emu.ScatterAddScaled(scatter);
+  NormParams norm8;
+  norm8.x = x.get();
+  norm8.ldx = 16;
+  norm8.n = 0;
+  norm8.d = 16;
+  norm8.w = nullptr;
+  norm8.eps = 1e-5f;
+  norm8.out = y.get();
+  norm8.ldo = 16;
+  emu.RmsNorm(norm8);
+  MoeRouteParams route;
+  route.logits = x.get();
+  route.n = 0;
+  route.x = 4;
+  route.routing = MoeRouting::kSoftmaxTopK;
+  route.top_k = 1;
+  route.renormalize = false;
+  route.experts = reinterpret_cast<int32_t*>(y.get());
+  route.gates = y.get();
+  emu.MoeRoute(route);
   ExpectNoError(emu);
   EXPECT_EQ(emu::State().launches, launches);
 }
@@ -461,18 +570,74 @@ TEST(DenseKernelsEmuTest, RowOpsMatch) {
             o4(*be, a), g(*be, m * d), dst(*be, Random(n * (d + 3), 13)),
             sa(*be, src), va(*be, v);
         // With b, accumulating; without b, overwriting.
-        be->ActivateMul(aa.get(), lda, bb.get(), lda, n, f, act, o1.get(), lda,
-                        true);
-        be->ActivateMul(aa.get(), lda, nullptr, 0, n, f, act, o2.get(), lda,
-                        false);
+        ActivateMulParams act2;
+        act2.a = aa.get();
+        act2.lda = lda;
+        act2.b = bb.get();
+        act2.ldb = lda;
+        act2.n = n;
+        act2.f = f;
+        act2.act = act;
+        act2.out = o1.get();
+        act2.ldo = lda;
+        act2.accumulate = true;
+        be->ActivateMul(act2);
+        ActivateMulParams act3;
+        act3.a = aa.get();
+        act3.lda = lda;
+        act3.ldb = 0;
+        act3.n = n;
+        act3.f = f;
+        act3.act = act;
+        act3.out = o2.get();
+        act3.ldo = lda;
+        be->ActivateMul(act3);
         // In place (out aliases a), with and without accumulation.
-        be->ActivateMul(o3.get(), lda, bb.get(), lda, n, f, act, o3.get(), lda,
-                        false);
-        be->ActivateMul(o4.get(), lda, nullptr, 0, n, f, act, o4.get(), lda,
-                        true);
-        be->GatherRows(aa.get(), d, rows, m, g.get());
-        be->AddBias(dst.get(), d + 3, n, d, va.get());
-        be->ScatterAddScaled(sa.get(), d, rows, scales, m, dst.get(), d + 3);
+        ActivateMulParams act4;
+        act4.a = o3.get();
+        act4.lda = lda;
+        act4.b = bb.get();
+        act4.ldb = lda;
+        act4.n = n;
+        act4.f = f;
+        act4.act = act;
+        act4.out = o3.get();
+        act4.ldo = lda;
+        be->ActivateMul(act4);
+        ActivateMulParams act5;
+        act5.a = o4.get();
+        act5.lda = lda;
+        act5.ldb = 0;
+        act5.n = n;
+        act5.f = f;
+        act5.act = act;
+        act5.out = o4.get();
+        act5.ldo = lda;
+        act5.accumulate = true;
+        be->ActivateMul(act5);
+        GatherRowsParams gather;
+        gather.x = aa.get();
+        gather.d = d;
+        gather.rows = rows;
+        gather.m = m;
+        gather.out = g.get();
+        be->GatherRows(gather);
+        AddBiasParams add_bias;
+        add_bias.y = dst.get();
+        add_bias.ldy = d + 3;
+        add_bias.n = n;
+        add_bias.d = d;
+        add_bias.v = va.get();
+        be->AddBias(add_bias);
+        ScatterAddParams scatter2;
+        scatter2.src = sa.get();
+        scatter2.d = d;
+        scatter2.rows = rows;
+        scatter2.scales = scales;
+        scatter2.m = m;
+        scatter2.dst = dst.get();
+        scatter2.lddst = d + 3;
+        be->ScatterAddScaled(scatter2);
         ExpectNoError(*be);
         for (Array* arr : {&o1, &o2, &o3, &o4, &g, &dst}) {
           got[side].push_back(arr->Read());
@@ -520,8 +685,16 @@ TEST(DenseKernelsEmuTest, MoeRouteMatches) {
            {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(&emu)}) {
         Array l(*be, logits), e(*be, std::vector<float>(n * k, 7.0f)),
             g(*be, std::vector<float>(n * k, 7.0f));
-        be->MoeRoute(l.get(), n, x, routing, k, renorm,
-                     reinterpret_cast<int32_t*>(e.get()), g.get());
+        MoeRouteParams route2;
+        route2.logits = l.get();
+        route2.n = n;
+        route2.x = x;
+        route2.routing = routing;
+        route2.top_k = k;
+        route2.renormalize = renorm;
+        route2.experts = reinterpret_cast<int32_t*>(e.get());
+        route2.gates = g.get();
+        be->MoeRoute(route2);
         ExpectNoError(*be);
         experts.push_back(e.ReadBytes());
         gates.push_back(g.Read());

@@ -43,12 +43,11 @@ class SamplingEmulation : public EmulatedBackend {
  public:
   bool SamplesOnDevice() const override { return true; }
 
-  absl::Status SampleRows(const float* logits, int m, int vocab,
-                          float logit_scale, const SampleRow* rows,
-                          const int32_t* seen_ids, int32_t* tokens) override {
+  absl::Status SampleRows(const SampleRowsParams& op) override {
+    const int m = op.m, vocab = op.vocab;
     if (m <= 0) return absl::OkStatus();
     const absl::StatusOr<cuda::SampleRowsPlan> plan =
-        cuda::PlanSampleRows(rows, m);
+        cuda::PlanSampleRows(op.rows, m);
     if (!plan.ok()) return plan.status();
     const absl::StatusOr<size_t> need = cuda::SampleScratchBytes(m, vocab);
     if (!need.ok()) return need.status();
@@ -58,16 +57,16 @@ class SamplingEmulation : public EmulatedBackend {
           scratch_bytes_ / sizeof(std::max_align_t) + 1);
     }
     std::memset(scratch_.get(), 0xff, scratch_bytes_);
-    const cuda::SampleRowsParams p =
-        cuda::SampleRowsParamsFor(logits, m, vocab, logit_scale, rows,
-                                  plan->seen > 0 ? seen_ids : nullptr, *plan,
-                                  scratch_.get(), scratch_bytes_);
+    SampleRowsParams dev = op;
+    if (plan->seen == 0) dev.seen_ids = nullptr;
+    const cuda::SampleLaunchParams p =
+        cuda::SampleLaunchFor(dev, *plan, scratch_.get(), scratch_bytes_);
     const cudaError_t e = cuda::LaunchSampleRows(p, nullptr);
     if (e != cudaSuccess) {
       return absl::InternalError(
           absl::StrCat("LaunchSampleRows: error ", static_cast<int>(e)));
     }
-    std::memcpy(tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
+    std::memcpy(op.tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
     return TakeError();
   }
 
@@ -251,13 +250,18 @@ TEST(SamplingKernelsEmuTest, BadCallsAreRefused) {
   row.valid_vocab = 8;
   row.seen_count = -1;
   int32_t token = -1;
-  EXPECT_FALSE(
-      emu.SampleRows(logits.data(), 1, 8, 1.0f, &row, nullptr, &token).ok());
+  SampleRowsParams p;
+  p.logits = logits.data();
+  p.m = 1;
+  p.vocab = 8;
+  p.rows = &row;
+  p.tokens = &token;
+  EXPECT_FALSE(emu.SampleRows(p).ok());
   row.seen_count = 0;
-  EXPECT_FALSE(
-      emu.SampleRows(logits.data(), 1, 0, 1.0f, &row, nullptr, &token).ok());
-  EXPECT_TRUE(
-      emu.SampleRows(logits.data(), 1, 8, 1.0f, &row, nullptr, &token).ok());
+  p.vocab = 0;
+  EXPECT_FALSE(emu.SampleRows(p).ok());
+  p.vocab = 8;
+  EXPECT_TRUE(emu.SampleRows(p).ok());
   EXPECT_EQ(token, 0);
 }
 

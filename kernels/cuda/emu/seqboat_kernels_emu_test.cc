@@ -29,10 +29,8 @@ class SeqBoatEmulation : public EmulatedBackend {
     if (p.nsegs <= 0) return;
     cuda::LaunchSeqBoatEma(p, nullptr);
   }
-  void SeqBoatRoute(const float* u, int ldu, int n, const float* temperature,
-                    float* conf, int32_t* compact, int32_t* active) override {
-    cuda::LaunchSeqBoatRoute(u, ldu, n, temperature, conf, compact, active,
-                             nullptr);
+  void SeqBoatRoute(const SeqBoatRouteParams& p) override {
+    cuda::LaunchSeqBoatRoute(p, nullptr);
   }
   void SeqBoatAttend(const SeqBoatAttendParams& p) override {
     if (p.nsegs <= 0) return;
@@ -40,10 +38,8 @@ class SeqBoatEmulation : public EmulatedBackend {
     cuda::LaunchSeqBoatAttend(p, inv_freq.empty() ? nullptr : inv_freq.data(),
                               nullptr);
   }
-  void SeqBoatMix(const float* s, const float* g, int ldg, const float* y,
-                  const float* conf, const int32_t* compact, int n, int d,
-                  float* out) override {
-    cuda::LaunchSeqBoatMix(s, g, ldg, y, conf, compact, n, d, out, nullptr);
+  void SeqBoatMix(const SeqBoatMixParams& p) override {
+    cuda::LaunchSeqBoatMix(p, nullptr);
   }
 };
 

@@ -282,9 +282,15 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
   for (Backend* be : {&host, &device}) {
     Array a(*be, b.logits);
     std::vector<int32_t> tokens(static_cast<size_t>(m), -1);
-    const absl::Status s =
-        be->SampleRows(a.get(), m, vocab, logit_scale, b.rows.data(),
-                       b.seen.data(), tokens.data());
+    SampleRowsParams sample;
+    sample.logits = a.get();
+    sample.m = m;
+    sample.vocab = vocab;
+    sample.logit_scale = logit_scale;
+    sample.rows = b.rows.data();
+    sample.seen_ids = b.seen.data();
+    sample.tokens = tokens.data();
+    const absl::Status s = be->SampleRows(sample);
     ASSERT_TRUE(s.ok()) << be->name() << ": " << s;
     got.push_back(tokens);
   }

@@ -277,10 +277,15 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
       conf_a[b] = std::make_unique<Array>(*e.be, rows);
       compact_a[b] = IntArray(*e.be, std::vector<int32_t>(rows, -5));
       active_a[b] = IntArray(*e.be, std::vector<int32_t>(n + 1, -7));
-      e.be->SeqBoatRoute(ua.get(), ldu, n, e.temperature->get(),
-                         conf_a[b]->get(),
-                         reinterpret_cast<int32_t*>(compact_a[b]->get()),
-                         reinterpret_cast<int32_t*>(active_a[b]->get()));
+      SeqBoatRouteParams route;
+      route.u = ua.get();
+      route.ldu = ldu;
+      route.n = n;
+      route.temperature = e.temperature->get();
+      route.conf = conf_a[b]->get();
+      route.compact = reinterpret_cast<int32_t*>(compact_a[b]->get());
+      route.active = reinterpret_cast<int32_t*>(active_a[b]->get());
+      e.be->SeqBoatRoute(route);
       conf[b] = conf_a[b]->Read();
       compact[b] = ReadInts(*compact_a[b], rows);
       active[b] = ReadInts(*active_a[b], n + 1);
@@ -355,9 +360,17 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
     for (int b = 0; b < 2; ++b) {
       SeqBoatSide& e = side[b];
       Array sa(*e.be, res), ga(*e.be, g), ya(*e.be, y), oa(*e.be, rows * d);
-      e.be->SeqBoatMix(sa.get(), ga.get(), ldg, ya.get(), conf_a[b]->get(),
-                       reinterpret_cast<const int32_t*>(compact_a[b]->get()), n,
-                       d, in_place ? sa.get() : oa.get());
+      SeqBoatMixParams mix;
+      mix.s = sa.get();
+      mix.g = ga.get();
+      mix.ldg = ldg;
+      mix.y = ya.get();
+      mix.conf = conf_a[b]->get();
+      mix.compact = reinterpret_cast<const int32_t*>(compact_a[b]->get());
+      mix.n = n;
+      mix.d = d;
+      mix.out = in_place ? sa.get() : oa.get();
+      e.be->SeqBoatMix(mix);
       mixed[b] = in_place ? sa.Read() : oa.Read();
     }
     ASSERT_TRUE(cuda_ok("SeqBoatMix"));
@@ -457,9 +470,15 @@ inline void RouteOverManyRows(Backend& ref, Backend& dev, float conf_tol) {
       Array ua(*be, u), ta(*be, std::vector<float>{1.3f}), ca(*be, rows);
       auto cp = IntArray(*be, std::vector<int32_t>(rows, -5));
       auto ac = IntArray(*be, std::vector<int32_t>(n + 1, -7));
-      be->SeqBoatRoute(ua.get(), 2, n, ta.get(), ca.get(),
-                       reinterpret_cast<int32_t*>(cp->get()),
-                       reinterpret_cast<int32_t*>(ac->get()));
+      SeqBoatRouteParams route2;
+      route2.u = ua.get();
+      route2.ldu = 2;
+      route2.n = n;
+      route2.temperature = ta.get();
+      route2.conf = ca.get();
+      route2.compact = reinterpret_cast<int32_t*>(cp->get());
+      route2.active = reinterpret_cast<int32_t*>(ac->get());
+      be->SeqBoatRoute(route2);
       conf[b] = ca.Read();
       compact[b] = ReadInts(*cp, rows);
       active[b] = ReadInts(*ac, n + 1);

@@ -1,0 +1,130 @@
+// The arguments of the dense ops (Backend::Embed, the norms, Gemm, the row
+// gathers and scatters, the feed-forward and router ops), one struct per op
+// as for the recurrent ops: layers fill them, both backends read them, and
+// CUDA kernels receive them by value. Plain data, no absl: nvcc includes
+// this header.
+//
+// Pointers are the backend's memory (device memory on CUDA) unless a field
+// says "host": those are the host's in the op, and the CUDA backend hands its
+// kernel a copy of the struct pointing at a device copy of them. Row
+// strides (ld*) are in floats and given explicitly, even for contiguous
+// rows.
+#ifndef SEQBOAT_ENGINE_BACKEND_DENSE_PARAMS_H_
+#define SEQBOAT_ENGINE_BACKEND_DENSE_PARAMS_H_
+
+#include <stdint.h>
+
+#include "engine/backend/ffn_math.h"
+
+namespace seqboat {
+
+// A weight matrix [rows, cols] (PyTorch Linear layout: out x in) as the
+// backend stores it. Owned by the backend's memory; the layer keeps the
+// handle.
+struct Matrix {
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // Stored in fp32 whatever the backend's storage type (UploadMatrixFp32).
+  bool fp32 = false;
+};
+
+// out[i, :] = scale * table[ids[i], :]; table is a matrix [vocab, d] from
+// UploadMatrix (so a tied head shares it); out is [n, d].
+struct EmbedParams {
+  const int32_t* ids = nullptr;  // [n], host
+  int n = 0;
+  Matrix table;
+  float scale = 1.0f;
+  float* out = nullptr;
+};
+
+// Over the first d columns of n rows (strides ldx, ldo; out may alias x):
+//   RmsNorm:   out = x / rms(x) * w                          (w may be null)
+//   LayerNorm: out = (x - mean) / sqrt(var + eps) * w + b    (w, b may be null)
+struct NormParams {
+  const float* x = nullptr;
+  int ldx = 0;
+  int n = 0;
+  int d = 0;
+  const float* w = nullptr;
+  const float* b = nullptr;  // LayerNorm only
+  float eps = 0.0f;
+  float* out = nullptr;
+  int ldo = 0;
+};
+
+// y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
+// residual add of a block).
+struct GemmParams {
+  const float* x = nullptr;
+  int ldx = 0;
+  int n = 0;
+  Matrix w;
+  const float* bias = nullptr;  // [w.rows] or null
+  float* y = nullptr;
+  int ldy = 0;
+  bool accumulate = false;
+};
+
+// out[j, :] = x[rows[j], :] for j < m; x and out rows are d wide.
+struct GatherRowsParams {
+  const float* x = nullptr;
+  int d = 0;
+  const int32_t* rows = nullptr;  // [m], host
+  int m = 0;
+  float* out = nullptr;
+};
+
+// dst[rows[j], :d] += scales[j] * src[j, :d], in order j (deterministic
+// accumulation: a row listed twice adds in list order).
+struct ScatterAddParams {
+  const float* src = nullptr;  // [m, d]
+  int d = 0;
+  const int32_t* rows = nullptr;  // [m], host
+  const float* scales = nullptr;  // [m], host
+  int m = 0;
+  float* dst = nullptr;
+  int lddst = 0;
+};
+
+// out[i, j] (+)= act(a[i, j]) * b[i, j] (b null: * 1) for j < f; out may
+// alias a.
+struct ActivateMulParams {
+  const float* a = nullptr;
+  int lda = 0;
+  const float* b = nullptr;
+  int ldb = 0;
+  int n = 0;
+  int f = 0;
+  Activation act = Activation::kIdentity;
+  float* out = nullptr;
+  int ldo = 0;
+  bool accumulate = false;
+};
+
+// y[i, :d] += v for every row i < n.
+struct AddBiasParams {
+  float* y = nullptr;
+  int ldy = 0;
+  int n = 0;
+  int d = 0;
+  const float* v = nullptr;  // [d]
+};
+
+// One router row per step row (ffn_math.h RouteRow): logits [n, x] ->
+// experts / gates [n, slots], slots = top_k, or x for kReluDynamic.
+struct MoeRouteParams {
+  const float* logits = nullptr;
+  int n = 0;
+  int x = 0;
+  MoeRouting routing = MoeRouting::kSoftmaxTopK;
+  int top_k = 1;
+  bool renormalize = false;
+  int32_t* experts = nullptr;
+  float* gates = nullptr;
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_ENGINE_BACKEND_DENSE_PARAMS_H_
