@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
 #include "engine/testing/flat_model.h"
-#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 

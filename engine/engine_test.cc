@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "engine/testing/event_collector.h"
-#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 

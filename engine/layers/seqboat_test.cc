@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/seqboat_math.h"
-#include "engine/testing/forwarding_backend.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "engine/testing/matrix_upload_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

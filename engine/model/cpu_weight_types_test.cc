@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "base/dtype_convert.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "engine/model/model.h"
-#include "engine/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "engine/testing/forwarding_backend.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 

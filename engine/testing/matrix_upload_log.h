@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/testing/forwarding_backend.h"
+#include "engine/backend/testing/forwarding_backend.h"
 
 namespace seqboat {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
-#include "engine/testing/forwarding_backend.h"
+#include "engine/backend/testing/forwarding_backend.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/testing/parity_util.h"

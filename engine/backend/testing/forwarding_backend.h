@@ -1,8 +1,8 @@
 // A backend that hands every call to another one. Tests derive from it and
 // override the few members they change (claiming device sampling, refusing a
 // shape, counting calls) while the inner backend does the work.
-#ifndef SEQBOAT_ENGINE_TESTING_FORWARDING_BACKEND_H_
-#define SEQBOAT_ENGINE_TESTING_FORWARDING_BACKEND_H_
+#ifndef SEQBOAT_ENGINE_BACKEND_TESTING_FORWARDING_BACKEND_H_
+#define SEQBOAT_ENGINE_BACKEND_TESTING_FORWARDING_BACKEND_H_
 
 #include <memory>
 #include <string>
@@ -75,4 +75,4 @@ class ForwardingBackend : public Backend {
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_ENGINE_TESTING_FORWARDING_BACKEND_H_
+#endif  // SEQBOAT_ENGINE_BACKEND_TESTING_FORWARDING_BACKEND_H_
