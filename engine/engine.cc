@@ -36,6 +36,12 @@ class EngineImpl final : public Engine {
     summary_.eos_token_id = tokenizer_->eos_token_id();
     summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
     summary_.backend = backend_->name();
+    summary_.prompt_rules.vocab_limit =
+        std::min(tokenizer_->vocab_size(), model_->vocab_size());
+    if (cfg.embed.padding_idx.has_value()) {
+      summary_.prompt_rules.padding_id =
+          static_cast<int32_t>(*cfg.embed.padding_idx);
+    }
     PublishStats();  // block counters exist (at zero) before the first step
     thread_ = std::thread([this] { Loop(); });
   }
@@ -43,32 +49,20 @@ class EngineImpl final : public Engine {
   ~EngineImpl() override { Shutdown(); }
 
   absl::Status Submit(Request request) override {
+    // The server validated the request (request_validation); these hold
+    // the invariants the model and the scheduler rely on for any caller.
     if (request.prompt.empty())
       return absl::InvalidArgumentError("prompt is empty");
-    const int32_t limit =
-        std::min(tokenizer_->vocab_size(), model_->vocab_size());
-    const std::optional<int64_t>& pad = model_->config().embed.padding_idx;
     for (size_t i = 0; i < request.prompt.size(); ++i) {
-      const int32_t id = request.prompt[i];
-      if (id < 0 || id >= limit) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "prompt token ", i, " is ", id, ", outside [0, ", limit, ")"));
-      }
-      if (pad.has_value() && id == *pad) {
+      const std::string problem =
+          PromptIdProblem(summary_.prompt_rules, request.prompt[i]);
+      if (!problem.empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("prompt token ", i, " is the padding id ", id,
-                         ", which the model never takes as input"));
+            absl::StrCat("prompt token ", i, " ", problem));
       }
     }
     if (!request.sink)
       return absl::InvalidArgumentError("request has no event sink");
-    // A request of n waits for n free slots, so more than the arena holds
-    // could never start.
-    if (request.n < 1 || request.n > options_.max_slots) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("n is ", request.n, "; this server runs at most ",
-                       options_.max_slots, " sequences at once"));
-    }
     return scheduler_.Add(std::move(request));
   }
 

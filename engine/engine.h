@@ -70,6 +70,7 @@ struct ModelSummary {
   int32_t eos_token_id = -1;
   int64_t state_bytes_per_slot = 0;
   std::string backend;
+  PromptRules prompt_rules;  // what Submit accepts of a prompt's ids
 };
 
 class Engine {

@@ -237,6 +237,15 @@ TEST(EngineTest, TokenIdsOutsideTheVocabularyAreRejected) {
   absl::Status s = engine->Submit(Greedy({1, 2, 9999}, 3, c));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("prompt token 2"), std::string::npos) << s;
+  // The limit is the smaller of the tokenizer's ids and the embedding's rows
+  // (tiny_mamba pads its 257 byte-level ids to 264 rows).
+  const PromptRules& rules = engine->summary().prompt_rules;
+  EXPECT_EQ(rules.vocab_limit, std::min(engine->tokenizer().vocab_size(),
+                                        engine->summary().vocab_size));
+  EXPECT_LT(rules.vocab_limit, engine->summary().vocab_size);
+  EXPECT_FALSE(rules.padding_id.has_value());
+  EXPECT_TRUE(engine->Submit(Greedy({1, 2, rules.vocab_limit - 1}, 3, c)).ok());
+  EXPECT_FALSE(engine->Submit(Greedy({1, 2, rules.vocab_limit}, 3, c)).ok());
 }
 
 TEST(EngineTest, ThePaddingIdIsRefusedInPrompts) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,21 @@ struct Request {
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();
   EventSink sink;
 };
+
+// What a prompt's ids must be for the loaded model: below vocab_limit (the
+// ids both the tokenizer and the embedding cover) and never the padding row,
+// which fairseq models never read in training. The one statement of the
+// rule: the server's validation applies it to clients' ids, naming their
+// field; Engine::Submit applies it again before a prompt can reach the
+// embedding (Engine's summary publishes the rules).
+struct PromptRules {
+  int32_t vocab_limit = 0;
+  std::optional<int32_t> padding_id;
+};
+
+// Why `id` cannot be a prompt token under `rules` ("must be in [0, 257), got
+// 300"), or "" when it can.
+std::string PromptIdProblem(const PromptRules& rules, int32_t id);
 
 }  // namespace seqboat
 

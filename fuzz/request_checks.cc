@@ -33,8 +33,9 @@ const Tokenizer& RequestTokenizer() {
 
 const Vocabulary& RequestVocabulary() {
   static const Vocabulary* const vocabulary =
-      new Vocabulary(TokenizerVocabulary(RequestTokenizer(),
-                                         RequestTokenizer().vocab_size() - 8));
+      new Vocabulary(TokenizerVocabulary(
+          RequestTokenizer(),
+          PromptRules{RequestTokenizer().vocab_size() - 8, std::nullopt}));
   return *vocabulary;
 }
 
@@ -72,7 +73,8 @@ void CheckValidated(const v1::GenerateRequest& proto,
              prompt.size() <= static_cast<size_t>(limits.max_prompt_tokens));
   bool any_text = false;
   for (int32_t id : prompt) {
-    FUZZ_CHECK(id >= 0 && id < vocabulary.size, "prompt id %d", id);
+    FUZZ_CHECK(id >= 0 && id < vocabulary.rules.vocab_limit, "prompt id %d",
+               id);
     any_text |= !vocabulary.is_special(id);
   }
   if (proto.has_token_ids()) FUZZ_CHECK(any_text);
@@ -110,7 +112,7 @@ void CheckValidated(const v1::GenerateRequest& proto,
   FUZZ_CHECK(stopping.stop_token_ids.size() <=
              static_cast<size_t>(kMaxStopTokenIds));
   for (int32_t id : stopping.stop_token_ids) {
-    FUZZ_CHECK(id >= 0 && id < vocabulary.size, "stop id %d", id);
+    FUZZ_CHECK(id >= 0 && id < vocabulary.rules.vocab_limit, "stop id %d", id);
   }
   FUZZ_CHECK(request->top_logprobs >= 0 &&
              request->top_logprobs <= kMaxTopLogprobs);

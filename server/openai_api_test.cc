@@ -32,7 +32,7 @@ ValidationLimits Limits() {
 // One id per byte, as the byte tokenizer does; 256 is EOS (special).
 Vocabulary Bytes() {
   Vocabulary v;
-  v.size = 257;
+  v.rules.vocab_limit = 257;
   v.encode =
       [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
     return std::vector<int32_t>(text.begin(), text.end());

@@ -532,7 +532,7 @@ OpenAiServer::OpenAiServer(Engine* engine, Options options)
     : engine_(*engine),
       options_(std::move(options)),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
-                                      engine->summary().vocab_size)),
+                                      engine->summary().prompt_rules)),
       created_(absl::ToUnixSeconds(absl::Now())) {
   if (options_.chat_template != nullptr) {
     chat_stop_ids_ = ChatStopIds(*options_.chat_template, engine->tokenizer());

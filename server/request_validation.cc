@@ -65,9 +65,11 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(
       // The tokenizer's own output is trusted to be inside the vocabulary,
       // but checking is cheap and keeps a tokenizer bug off the engine thread.
       for (size_t i = 0; i < prompt.size(); ++i) {
-        if (prompt[i] < 0 || prompt[i] >= vocabulary.size) {
+        const std::string problem =
+            PromptIdProblem(vocabulary.rules, prompt[i]);
+        if (!problem.empty()) {
           return absl::InternalError(absl::StrCat(
-              "tokenizer produced id ", prompt[i], " outside the vocabulary"));
+              "tokenizer produced prompt token ", i, ", which ", problem));
         }
       }
       return prompt;
@@ -82,9 +84,10 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(
       }
       bool any_text = false;
       for (int i = 0; i < ids.size(); ++i) {
-        absl::Status status = CheckTokenId(
-            absl::StrCat("token_ids.ids[", i, "]"), ids[i], vocabulary.size);
-        if (!status.ok()) return status;
+        const std::string problem = PromptIdProblem(vocabulary.rules, ids[i]);
+        if (!problem.empty()) {
+          return Invalid(absl::StrCat("token_ids.ids[", i, "]"), problem);
+        }
         if (!vocabulary.is_special || !vocabulary.is_special(ids[i])) {
           any_text = true;
         }
@@ -232,10 +235,9 @@ std::string InvalidField(const absl::Status& status) {
 }
 
 Vocabulary TokenizerVocabulary(const Tokenizer& tokenizer,
-                               int32_t model_vocab_size) {
+                               const PromptRules& rules) {
   Vocabulary v;
-  v.size = tokenizer.vocab_size();
-  if (model_vocab_size > 0) v.size = std::min(v.size, model_vocab_size);
+  v.rules = rules;
   v.encode =
       [&tokenizer](
           absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
@@ -283,7 +285,7 @@ absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
   request.sampling = *sampling;
 
   absl::StatusOr<StoppingParams> stopping =
-      StoppingFromProto(proto.stopping(), vocabulary.size, limits);
+      StoppingFromProto(proto.stopping(), vocabulary.rules.vocab_limit, limits);
   if (!stopping.ok()) return stopping.status();
   request.stopping = *std::move(stopping);
 

@@ -52,7 +52,9 @@ absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
 // callables so validation can be tested without loading a model; the service
 // fills it from the engine's tokenizer.
 struct Vocabulary {
-  int32_t size = 0;
+  // What a prompt's ids must be (the engine's summary says); stop ids need
+  // only be below rules.vocab_limit.
+  PromptRules rules;
   // Tokenizes a text prompt.
   std::function<absl::StatusOr<std::vector<int32_t>>(absl::string_view)> encode;
   // True for control tokens (BOS, EOS, padding...) that are not text.
@@ -60,11 +62,10 @@ struct Vocabulary {
 };
 
 // A served model's vocabulary: `tokenizer` encodes and says which ids are
-// special; ids must index both the tokenizer and the model's embedding rows
-// (`model_vocab_size`; <= 0 means the tokenizer's alone). The tokenizer must
-// outlive the result.
+// special; `rules` are the engine's (ModelSummary::prompt_rules). The
+// tokenizer must outlive the result.
 Vocabulary TokenizerVocabulary(const Tokenizer& tokenizer,
-                               int32_t model_vocab_size);
+                               const PromptRules& rules);
 
 // Values the server supplies when the client leaves them out. Passed in, not
 // drawn here, so the conversion stays a pure function.

@@ -26,7 +26,7 @@ constexpr int32_t kEos = 1;
 // One token per whitespace-separated word: the word's length plus 10.
 Vocabulary TestVocabulary() {
   Vocabulary v;
-  v.size = kVocab;
+  v.rules.vocab_limit = kVocab;
   v.encode =
       [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
     if (text == "untokenizable") return absl::InvalidArgumentError("bad byte");
@@ -210,18 +210,30 @@ TEST(RequestValidationTest, InvalidFieldNamesTheIndexedField) {
   EXPECT_EQ(InvalidField(absl::OkStatus()), "");
 }
 
-TEST(RequestValidationTest, TokenizerVocabularyIsTheSmallerOfTheTwo) {
+TEST(RequestValidationTest, TokenizerVocabularyKeepsTheEnginesRules) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       ParseTokenizerJson(R"({"model": {"type": "Bytes"},
         "added_tokens": [{"id": 256, "content": "<eos>", "special": true}]})");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  Vocabulary padded = TokenizerVocabulary(**tokenizer, 300);
-  EXPECT_EQ(padded.size, 257);
-  EXPECT_EQ(TokenizerVocabulary(**tokenizer, 200).size, 200);
-  EXPECT_EQ(TokenizerVocabulary(**tokenizer, 0).size, 257);
+  Vocabulary padded = TokenizerVocabulary(**tokenizer, PromptRules{200, 7});
+  EXPECT_EQ(padded.rules.vocab_limit, 200);
+  EXPECT_EQ(padded.rules.padding_id, 7);
   EXPECT_THAT(*padded.encode("hi"), ElementsAre('h', 'i'));
   EXPECT_TRUE(padded.is_special(256));
   EXPECT_FALSE(padded.is_special('h'));
+}
+
+TEST(RequestValidationTest, RejectsThePaddingIdInTokenIds) {
+  Vocabulary vocabulary = TestVocabulary();
+  vocabulary.rules.padding_id = 7;
+  v1::GenerateRequest proto;
+  for (int32_t id : {5, 7, 9}) proto.mutable_token_ids()->add_ids(id);
+  absl::StatusOr<Request> r =
+      RequestFromProto(proto, vocabulary, TestLimits(), TestFallbacks());
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("token_ids.ids[1] is the padding id 7"));
+  EXPECT_EQ(InvalidField(r.status()), "token_ids.ids[1]");
 }
 
 TEST(RequestValidationTest, RejectsSpecialOnlyPrompt) {
@@ -420,7 +432,7 @@ TEST(RequestValidationTest, TextOverTheByteLimitIsRefusedBeforeTokenizing) {
   ValidationLimits limits;
   limits.max_prompt_bytes = 10;
   Vocabulary vocabulary;
-  vocabulary.size = kVocab;
+  vocabulary.rules.vocab_limit = kVocab;
   int encoded = 0;
   vocabulary.encode = [&encoded](absl::string_view text) {
     ++encoded;

@@ -39,7 +39,7 @@ TextGenerationService::TextGenerationService(Engine* engine,
     : engine_(*engine),
       limits_(limits),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
-                                      engine->summary().vocab_size)),
+                                      engine->summary().prompt_rules)),
       metrics_(metrics) {}
 
 uint64_t TextGenerationService::NextRandom() {
@@ -145,7 +145,7 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
   for (const std::string& kind : summary.layer_kinds) {
     response->add_layer_kinds(kind);
   }
-  response->set_vocab_size(vocabulary_.size);
+  response->set_vocab_size(vocabulary_.rules.vocab_limit);
   response->set_eos_token_id(summary.eos_token_id);
   response->set_max_slots(options.max_slots);
   response->set_max_queue(options.max_queue);

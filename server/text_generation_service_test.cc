@@ -31,6 +31,8 @@ ModelSummary Summary() {
   summary.name = "fake";
   summary.layer_kinds = {"mamba", "mamba"};
   summary.vocab_size = 300;  // padded beyond the tokenizer's 257
+  // As the engine publishes them: the ids both tokenizer and model accept.
+  summary.prompt_rules.vocab_limit = 257;
   summary.eos_token_id = 256;
   summary.state_bytes_per_slot = 4096;
   summary.backend = "cpu";

@@ -13,6 +13,7 @@ ModelSummary DefaultSummary() {
   summary.name = "fake";
   summary.vocab_size = 257;
   summary.eos_token_id = 256;
+  summary.prompt_rules.vocab_limit = 257;
   return summary;
 }
 
