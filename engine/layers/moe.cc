@@ -68,80 +68,113 @@ class Moe final : public MoeLayer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff),
-              x = static_cast<int>(c_.n_experts),
-              hid = static_cast<int>(c_.router_hidden), slots = Slots();
-    float* u = ctx.scratch;
-    float* hr = u + static_cast<int64_t>(n) * d;
-    float* logits = hr + static_cast<int64_t>(n) * hid;
-    // The scratch has no declared type; the route op's ids live in it too.
-    auto* experts =
-        reinterpret_cast<int32_t*>(logits + static_cast<int64_t>(n) * x);
-    float* gates =
-        reinterpret_cast<float*>(experts) + static_cast<int64_t>(n) * slots;
-    float* xg = gates + static_cast<int64_t>(n) * slots;
-    float* hg = xg + static_cast<int64_t>(n) * d;
-    float* gg = hg + static_cast<int64_t>(n) * f;
-    float* yg = gg + static_cast<int64_t>(n) * f;
+    const int n = ctx.n();
+    const Scratch s = Carve(ctx.scratch, n);
+    norm_.Apply(be, residual, n, s.u);
+    Route(be, s, n);
+    GroupByExpert(be, s, n);
+    stats_ = StepStats();
+    for (int e = 0; e < static_cast<int>(c_.n_experts); ++e) {
+      if (!rows_[e].empty()) RunExpert(be, s, e, residual);
+    }
+    // The second layer's bias is shared and unmodulated: added once per row,
+    // whether or not any expert ran (§5.3).
+    if (down_b_ != nullptr) {
+      AddBiasParams bias;
+      bias.y = residual;
+      bias.ldy = d_;
+      bias.n = n;
+      bias.d = d_;
+      bias.v = down_b_;
+      be.AddBias(bias);
+    }
+    return absl::OkStatus();
+  }
 
-    norm_.Apply(be, residual, n, u);
+ private:
+  // A step's scratch, carved from the step's buffer.
+  struct Scratch {
+    float* u;                  // [n, d] normed input
+    float* hr;                 // [n, router_hidden]
+    float* logits;             // [n, n_experts]
+    int32_t* experts;          // [n, slots]
+    float* gates;              // [n, slots]
+    float *xg, *hg, *gg, *yg;  // one expert's rows: input, up, gate, output
+  };
+
+  Scratch Carve(float* base, int n) const {
+    const int64_t rows = n;
+    Scratch s;
+    s.u = base;
+    s.hr = s.u + rows * d_;
+    s.logits = s.hr + rows * c_.router_hidden;
+    // The scratch has no declared type; the route op's ids live in it too.
+    s.experts = reinterpret_cast<int32_t*>(s.logits + rows * c_.n_experts);
+    s.gates = reinterpret_cast<float*>(s.experts) + rows * Slots();
+    s.xg = s.gates + rows * Slots();
+    s.hg = s.xg + rows * d_;
+    s.gg = s.hg + rows * c_.d_ff;
+    s.yg = s.gg + rows * c_.d_ff;
+    return s;
+  }
+
+  // Router logits (through the ReLU router's hidden layer when it has one),
+  // then each row's (expert, gate) slots.
+  void Route(Backend& be, const Scratch& s, int n) {
+    const int d = d_, x = static_cast<int>(c_.n_experts),
+              hid = static_cast<int>(c_.router_hidden);
+    GemmParams router;
+    router.x = s.u;
+    router.ldx = d;
+    router.n = n;
+    router.w = router_;
+    router.bias = router_b_;
+    router.y = s.logits;
+    router.ldy = x;
     if (Relu()) {
       GemmParams router_in;
-      router_in.x = u;
+      router_in.x = s.u;
       router_in.ldx = d;
       router_in.n = n;
       router_in.w = router_in_;
       router_in.bias = router_in_b_;
-      router_in.y = hr;
+      router_in.y = s.hr;
       router_in.ldy = hid;
       be.Gemm(router_in);
       ActivateMulParams silu;
-      silu.a = hr;
+      silu.a = s.hr;
       silu.lda = hid;
       silu.n = n;
       silu.f = hid;
       silu.act = Activation::kSilu;
-      silu.out = hr;
+      silu.out = s.hr;
       silu.ldo = hid;
       be.ActivateMul(silu);
-      GemmParams router;
-      router.x = hr;
+      router.x = s.hr;
       router.ldx = hid;
-      router.n = n;
-      router.w = router_;
-      router.bias = router_b_;
-      router.y = logits;
-      router.ldy = x;
-      be.Gemm(router);
-    } else {
-      GemmParams router;
-      router.x = u;
-      router.ldx = d;
-      router.n = n;
-      router.w = router_;
-      router.bias = router_b_;
-      router.y = logits;
-      router.ldy = x;
-      be.Gemm(router);
     }
+    be.Gemm(router);
     MoeRouteParams route;
-    route.logits = logits;
+    route.logits = s.logits;
     route.n = n;
     route.x = x;
-    route.routing =
-        Relu() ? MoeRouting::kReluDynamic : MoeRouting::kSoftmaxTopK;
+    route.routing = c_.routing;
     route.top_k = static_cast<int>(c_.top_k);
     route.renormalize = c_.renormalize;
-    route.experts = experts;
-    route.gates = gates;
+    route.experts = s.experts;
+    route.gates = s.gates;
     be.MoeRoute(route);
+  }
 
-    // Group rows by expert on the host (rows in step order within a group).
+  // The step's rows grouped by expert on the host, in step order within a
+  // group, with their gates.
+  void GroupByExpert(Backend& be, const Scratch& s, int n) {
+    const int x = static_cast<int>(c_.n_experts), slots = Slots();
     const size_t pairs = static_cast<size_t>(n) * slots;
     host_experts_.resize(pairs);
     host_gates_.resize(pairs);
-    be.CopyToHost(host_experts_.data(), experts, pairs * sizeof(int32_t));
-    be.CopyToHost(host_gates_.data(), gates, pairs * sizeof(float));
+    be.CopyToHost(host_experts_.data(), s.experts, pairs * sizeof(int32_t));
+    be.CopyToHost(host_gates_.data(), s.gates, pairs * sizeof(float));
     for (int e = 0; e < x; ++e) {
       rows_[e].clear();
       scales_[e].clear();
@@ -154,98 +187,73 @@ class Moe final : public MoeLayer {
         scales_[e].push_back(host_gates_[static_cast<size_t>(i) * slots + j]);
       }
     }
-
-    stats_ = StepStats();
-    const Activation act = c_.act;
-    for (int e = 0; e < x; ++e) {
-      const int m = static_cast<int>(rows_[e].size());
-      if (m == 0) continue;
-      ++stats_.experts_hit;
-      stats_.routed_rows += m;
-      GatherRowsParams gather;
-      gather.x = u;
-      gather.d = d;
-      gather.rows = rows_[e].data();
-      gather.m = m;
-      gather.out = xg;
-      be.GatherRows(gather);
-      GemmParams up;
-      up.x = xg;
-      up.ldx = d;
-      up.n = m;
-      up.w = up_[e];
-      up.bias = ExpertBias(up_b_, e);
-      up.y = hg;
-      up.ldy = f;
-      be.Gemm(up);
-      ++stats_.expert_gemms;
-      if (c_.gated) {
-        GemmParams gate;
-        gate.x = xg;
-        gate.ldx = d;
-        gate.n = m;
-        gate.w = gate_[e];
-        gate.bias = ExpertBias(gate_b_, e);
-        gate.y = gg;
-        gate.ldy = f;
-        be.Gemm(gate);
-        ++stats_.expert_gemms;
-        ActivateMulParams gated;
-        gated.a = gg;
-        gated.lda = f;
-        gated.b = hg;
-        gated.ldb = f;
-        gated.n = m;
-        gated.f = f;
-        gated.act = act;
-        gated.out = hg;
-        gated.ldo = f;
-        be.ActivateMul(gated);
-      } else {
-        ActivateMulParams activate;
-        activate.a = hg;
-        activate.lda = f;
-        activate.n = m;
-        activate.f = f;
-        activate.act = act;
-        activate.out = hg;
-        activate.ldo = f;
-        be.ActivateMul(activate);
-      }
-      GemmParams down;
-      down.x = hg;
-      down.ldx = f;
-      down.n = m;
-      down.w = down_[e];
-      down.y = yg;
-      down.ldy = d;
-      be.Gemm(down);
-      ++stats_.expert_gemms;
-      ScatterAddParams scatter;
-      scatter.src = yg;
-      scatter.d = d;
-      scatter.rows = rows_[e].data();
-      scatter.scales = scales_[e].data();
-      scatter.m = m;
-      scatter.dst = residual;
-      scatter.lddst = d;
-      be.ScatterAddScaled(scatter);
-    }
-    // The second layer's bias is shared and unmodulated: added once per row,
-    // whether or not any expert ran (§5.3).
-    if (down_b_ != nullptr) {
-      AddBiasParams bias;
-      bias.y = residual;
-      bias.ldy = d;
-      bias.n = n;
-      bias.d = d;
-      bias.v = down_b_;
-      be.AddBias(bias);
-    }
-    return absl::OkStatus();
   }
 
- private:
+  // Expert e over its rows: gather, up (and gate), activation, down, then
+  // each row's output scaled by its gate and added to its residual.
+  void RunExpert(Backend& be, const Scratch& s, int e, float* residual) {
+    const int d = d_, f = static_cast<int>(c_.d_ff);
+    const int m = static_cast<int>(rows_[e].size());
+    ++stats_.experts_hit;
+    stats_.routed_rows += m;
+    GatherRowsParams gather;
+    gather.x = s.u;
+    gather.d = d;
+    gather.rows = rows_[e].data();
+    gather.m = m;
+    gather.out = s.xg;
+    be.GatherRows(gather);
+    GemmParams up;
+    up.x = s.xg;
+    up.ldx = d;
+    up.n = m;
+    up.w = up_[e];
+    up.bias = ExpertBias(up_b_, e);
+    up.y = s.hg;
+    up.ldy = f;
+    be.Gemm(up);
+    ++stats_.expert_gemms;
+    // act(up), or act(gate) * up when gated.
+    ActivateMulParams act;
+    act.a = s.hg;
+    act.lda = f;
+    act.n = m;
+    act.f = f;
+    act.act = c_.act;
+    act.out = s.hg;
+    act.ldo = f;
+    if (c_.gated) {
+      GemmParams gate = up;
+      gate.w = gate_[e];
+      gate.bias = ExpertBias(gate_b_, e);
+      gate.y = s.gg;
+      be.Gemm(gate);
+      ++stats_.expert_gemms;
+      act.a = s.gg;
+      act.b = s.hg;
+      act.ldb = f;
+    }
+    be.ActivateMul(act);
+    GemmParams down;
+    down.x = s.hg;
+    down.ldx = f;
+    down.n = m;
+    down.w = down_[e];
+    down.y = s.yg;
+    down.ldy = d;
+    be.Gemm(down);
+    ++stats_.expert_gemms;
+    ScatterAddParams scatter;
+    scatter.src = s.yg;
+    scatter.d = d;
+    scatter.rows = rows_[e].data();
+    scatter.scales = scales_[e].data();
+    scatter.m = m;
+    scatter.dst = residual;
+    scatter.lddst = d;
+    be.ScatterAddScaled(scatter);
+  }
+
   bool Relu() const { return c_.routing == MoeRouting::kReluDynamic; }
   int Slots() const {
     return Relu() ? static_cast<int>(c_.n_experts) : static_cast<int>(c_.top_k);
