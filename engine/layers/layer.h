@@ -46,6 +46,22 @@ class Layer : public SlotState {
   virtual void AppendStats(std::vector<LayerStat>* /*out*/) const {}
 };
 
+// The GEMM most blocks make, y[n, w.rows] = x[n, w.cols] · wᵀ + bias over
+// contiguous rows; a caller sets ldx, ldy or accumulate after when its rows
+// are a slice of a wider buffer or it adds into the residual.
+inline GemmParams Projection(const float* x, int n, const Matrix& w,
+                             const float* bias, float* y) {
+  GemmParams p;
+  p.x = x;
+  p.ldx = static_cast<int>(w.cols);
+  p.n = n;
+  p.w = w;
+  p.bias = bias;
+  p.y = y;
+  p.ldy = static_cast<int>(w.rows);
+  return p;
+}
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_LAYERS_LAYER_H_

@@ -95,15 +95,7 @@ class Mamba1 final : public Layer {
     norm.out = u;
     norm.ldo = d;
     be.RmsNorm(norm);
-    GemmParams in_proj;
-    in_proj.x = u;
-    in_proj.ldx = d;
-    in_proj.n = n;
-    in_proj.w = in_proj_;
-    in_proj.bias = in_bias_;
-    in_proj.y = xz;
-    in_proj.ldy = 2 * e;
-    be.Gemm(in_proj);
+    be.Gemm(Projection(u, n, in_proj_, in_bias_, xz));
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = ConvFloats() + SsmFloats();
@@ -120,14 +112,7 @@ class Mamba1 final : public Layer {
     conv.k = c_.d_conv;
     conv.out = x;
     be.MambaConv(conv);
-    GemmParams x_proj;
-    x_proj.x = x;
-    x_proj.ldx = e;
-    x_proj.n = n;
-    x_proj.w = x_proj_;
-    x_proj.y = xdbl;
-    x_proj.ldy = xc;
-    be.Gemm(x_proj);
+    be.Gemm(Projection(x, n, x_proj_, nullptr, xdbl));
     if (c_.dt_bc_norm.has_value()) {
       // In place: dt_proj and the scan read these same columns next.
       NormParams dt_norm;
@@ -161,13 +146,8 @@ class Mamba1 final : public Layer {
       c_norm.ldo = xc;
       be.RmsNorm(c_norm);
     }
-    GemmParams dt_proj;
-    dt_proj.x = xdbl;
+    GemmParams dt_proj = Projection(xdbl, n, dt_proj_, nullptr, dt);
     dt_proj.ldx = xc;
-    dt_proj.n = n;
-    dt_proj.w = dt_proj_;
-    dt_proj.y = dt;
-    dt_proj.ldy = e;
     be.Gemm(dt_proj);
     MambaScanParams scan;
     scan.segs = ctx.segs();
@@ -187,14 +167,7 @@ class Mamba1 final : public Layer {
     scan.n_state = ns;
     scan.out = y;
     be.MambaScan(scan);
-    GemmParams out_proj;
-    out_proj.x = y;
-    out_proj.ldx = e;
-    out_proj.n = n;
-    out_proj.w = out_proj_;
-    out_proj.bias = out_bias_;
-    out_proj.y = residual;
-    out_proj.ldy = d;
+    GemmParams out_proj = Projection(y, n, out_proj_, out_bias_, residual);
     out_proj.accumulate = true;
     be.Gemm(out_proj);
     return absl::OkStatus();

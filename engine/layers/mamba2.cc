@@ -81,15 +81,7 @@ class Mamba2 final : public Layer {
     pre_norm.out = u;
     pre_norm.ldo = d;
     be.RmsNorm(pre_norm);
-    GemmParams in_proj;
-    in_proj.x = u;
-    in_proj.ldx = d;
-    in_proj.n = n;
-    in_proj.w = in_proj_;
-    in_proj.bias = in_bias_;
-    in_proj.y = zxbcdt;
-    in_proj.ldy = w;
-    be.Gemm(in_proj);
+    be.Gemm(Projection(u, n, in_proj_, in_bias_, zxbcdt));
     // A slot is [conv window | ssm state], one contiguous region (cheap reset
     // and snapshot). The conv and its SiLU are Mamba-1's, over all of xBC.
     MambaConvParams conv;
@@ -143,14 +135,7 @@ class Mamba2 final : public Layer {
     norm.out = y;
     norm.ldo = e;
     be.GatedRmsNorm(norm);
-    GemmParams out_proj;
-    out_proj.x = y;
-    out_proj.ldx = e;
-    out_proj.n = n;
-    out_proj.w = out_proj_;
-    out_proj.bias = out_bias_;
-    out_proj.y = residual;
-    out_proj.ldy = d;
+    GemmParams out_proj = Projection(y, n, out_proj_, out_bias_, residual);
     out_proj.accumulate = true;
     be.Gemm(out_proj);
     return absl::OkStatus();

@@ -45,26 +45,10 @@ class Mlp final : public Layer {
     float* g = h + static_cast<int64_t>(n) * f;
     const Activation act = c_.act;
     norm_.Apply(be, residual, n, u);
-    GemmParams up;
-    up.x = u;
-    up.ldx = d;
-    up.n = n;
-    up.w = up_;
-    up.bias = up_b_;
-    up.y = h;
-    up.ldy = f;
-    be.Gemm(up);
+    be.Gemm(Projection(u, n, up_, up_b_, h));
     if (c_.gated) {
       // The activation goes on the gate branch (HF Llama: act(gate) * up).
-      GemmParams gate;
-      gate.x = u;
-      gate.ldx = d;
-      gate.n = n;
-      gate.w = gate_;
-      gate.bias = gate_b_;
-      gate.y = g;
-      gate.ldy = f;
-      be.Gemm(gate);
+      be.Gemm(Projection(u, n, gate_, gate_b_, g));
       ActivateMulParams gated;
       gated.a = g;
       gated.lda = f;
@@ -87,14 +71,7 @@ class Mlp final : public Layer {
       activate.ldo = f;
       be.ActivateMul(activate);
     }
-    GemmParams down;
-    down.x = h;
-    down.ldx = f;
-    down.n = n;
-    down.w = down_;
-    down.bias = down_b_;
-    down.y = residual;
-    down.ldy = d;
+    GemmParams down = Projection(h, n, down_, down_b_, residual);
     down.accumulate = true;
     be.Gemm(down);
     return absl::OkStatus();

@@ -132,15 +132,7 @@ class Moe final : public MoeLayer {
     router.y = s.logits;
     router.ldy = x;
     if (Relu()) {
-      GemmParams router_in;
-      router_in.x = s.u;
-      router_in.ldx = d;
-      router_in.n = n;
-      router_in.w = router_in_;
-      router_in.bias = router_in_b_;
-      router_in.y = s.hr;
-      router_in.ldy = hid;
-      be.Gemm(router_in);
+      be.Gemm(Projection(s.u, n, router_in_, router_in_b_, s.hr));
       ActivateMulParams silu;
       silu.a = s.hr;
       silu.lda = hid;
@@ -203,15 +195,7 @@ class Moe final : public MoeLayer {
     gather.m = m;
     gather.out = s.xg;
     be.GatherRows(gather);
-    GemmParams up;
-    up.x = s.xg;
-    up.ldx = d;
-    up.n = m;
-    up.w = up_[e];
-    up.bias = ExpertBias(up_b_, e);
-    up.y = s.hg;
-    up.ldy = f;
-    be.Gemm(up);
+    be.Gemm(Projection(s.xg, m, up_[e], ExpertBias(up_b_, e), s.hg));
     ++stats_.expert_gemms;
     // act(up), or act(gate) * up when gated.
     ActivateMulParams act;
@@ -223,25 +207,14 @@ class Moe final : public MoeLayer {
     act.out = s.hg;
     act.ldo = f;
     if (c_.gated) {
-      GemmParams gate = up;
-      gate.w = gate_[e];
-      gate.bias = ExpertBias(gate_b_, e);
-      gate.y = s.gg;
-      be.Gemm(gate);
+      be.Gemm(Projection(s.xg, m, gate_[e], ExpertBias(gate_b_, e), s.gg));
       ++stats_.expert_gemms;
       act.a = s.gg;
       act.b = s.hg;
       act.ldb = f;
     }
     be.ActivateMul(act);
-    GemmParams down;
-    down.x = s.hg;
-    down.ldx = f;
-    down.n = m;
-    down.w = down_[e];
-    down.y = s.yg;
-    down.ldy = d;
-    be.Gemm(down);
+    be.Gemm(Projection(s.hg, m, down_[e], nullptr, s.yg));
     ++stats_.expert_gemms;
     ScatterAddParams scatter;
     scatter.src = s.yg;

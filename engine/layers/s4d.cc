@@ -87,15 +87,7 @@ class S4d final : public Layer {
     gelu.out = y;
     gelu.ldo = ch * h;
     be.ActivateMul(gelu);
-    GemmParams out_proj;
-    out_proj.x = y;
-    out_proj.ldx = ch * h;
-    out_proj.n = n;
-    out_proj.w = out_;
-    out_proj.bias = out_b_;
-    out_proj.y = z;
-    out_proj.ldy = 2 * h;
-    be.Gemm(out_proj);
+    be.Gemm(Projection(y, n, out_, out_b_, z));
     // nn.GLU(dim=-2): the first half times σ(the second half).
     ActivateMulParams glu;
     glu.a = z + h;

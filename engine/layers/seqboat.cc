@@ -140,24 +140,8 @@ class SeqBoat final : public Layer {
     ema.skip = skip_;
     ema.h = h;
     be.SeqBoatEma(ema);
-    GemmParams router;
-    router.x = h;
-    router.ldx = d;
-    router.n = n;
-    router.w = router_;
-    router.bias = router_b_;
-    router.y = u;
-    router.ldy = 2;
-    be.Gemm(router);
-    GemmParams hx;
-    hx.x = h;
-    hx.ldx = d;
-    hx.n = n;
-    hx.w = hx_;
-    hx.bias = hx_b_;
-    hx.y = g;
-    hx.ldy = d;
-    be.Gemm(hx);
+    be.Gemm(Projection(h, n, router_, router_b_, u));
+    be.Gemm(Projection(h, n, hx_, hx_b_, g));
     SeqBoatRouteParams route;
     route.u = u;
     route.ldu = 2;
@@ -196,15 +180,7 @@ class SeqBoat final : public Layer {
       gather.m = m;
       gather.out = hg;
       be.GatherRows(gather);
-      GemmParams in_proj;
-      in_proj.x = hg;
-      in_proj.ldx = d;
-      in_proj.n = m;
-      in_proj.w = in_proj_;
-      in_proj.bias = in_b_;
-      in_proj.y = zrv;
-      in_proj.ldy = z + 2 * v;
-      be.Gemm(in_proj);
+      be.Gemm(Projection(hg, m, in_proj_, in_b_, zrv));
     }
     // Runs even when m == 0: it also advances every segment's position.
     SeqBoatAttendParams gau;
@@ -223,15 +199,7 @@ class SeqBoat final : public Layer {
     gau.out = att;
     be.SeqBoatAttend(gau);
     if (m > 0) {
-      GemmParams out_proj;
-      out_proj.x = att;
-      out_proj.ldx = v;
-      out_proj.n = m;
-      out_proj.w = out_proj_;
-      out_proj.bias = out_b_;
-      out_proj.y = y;
-      out_proj.ldy = d;
-      be.Gemm(out_proj);
+      be.Gemm(Projection(att, m, out_proj_, out_b_, y));
     }
 
     const bool post = !prenorm_ && norm_.has_value();

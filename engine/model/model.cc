@@ -235,14 +235,9 @@ absl::Status Model::Step(const StepRows& rows, float* head_out) {
     final_norm_.Apply(be, g, m, u);
     h = u;
   }
-  GemmParams head;
-  head.x = h;
-  head.ldx = d;
-  head.n = m;
-  head.w = head_;
-  head.y = head_out != nullptr ? head_out : static_cast<float*>(logits_.get());
-  head.ldy = v;
-  be.Gemm(head);
+  be.Gemm(Projection(
+      h, m, head_, nullptr,
+      head_out != nullptr ? head_out : static_cast<float*>(logits_.get())));
   return absl::OkStatus();
 }
 
