@@ -27,7 +27,7 @@ class EngineImpl final : public Engine {
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{options_.max_queue, options_.step_token_budget},
-            model_->arena(), *tokenizer_, &prefix_cache_) {
+            model_->arena(), *tokenizer_, &prefix_cache_, &outbox_) {
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
     for (const auto& layer : model_->layers())
@@ -70,7 +70,12 @@ class EngineImpl final : public Engine {
 
   void Shutdown() override {
     scheduler_.Stop();
-    std::call_once(joined_, [this] { thread_.join(); });
+    std::call_once(joined_, [this] {
+      thread_.join();
+      // Everything the loop sent, its last cancellations included, is
+      // delivered before Shutdown returns.
+      outbox_.Stop();
+    });
   }
 
   EngineStats Stats() const override {
@@ -98,10 +103,12 @@ class EngineImpl final : public Engine {
       scheduler_.Admit(absl::Now(), options_.on_admit);
       scheduler_.DropCancelled(absl::Now());
       if (scheduler_.has_running()) RunStep();
+      outbox_.Flush();
       PublishStats();
     }
     // Shutdown: everything still in flight ends as cancelled.
     scheduler_.CancelAll();
+    outbox_.Flush();
     PublishStats();
   }
 
@@ -178,6 +185,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Model> model_;
   ModelSummary summary_;
   PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
+  EventOutbox outbox_;        // before the scheduler, which sends into it
   Scheduler scheduler_;
 
   mutable std::mutex mu_;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,9 +49,29 @@ struct GenerationEvent {
   absl::Status status;           // non-OK ends the sequence with that error
 };
 
-// Receives a request's events on the engine thread. Must not block: the server
-// buffers and coalesces. Called for each sequence's final event exactly once.
+// Receives a request's events, in order, from the engine's delivery thread
+// (never under an engine lock). Must not block: the server buffers and
+// coalesces. Called for each sequence's final event exactly once.
 using EventSink = std::function<void(GenerationEvent)>;
+
+// A request's sink, shared by its copies (the sequences of a request of n)
+// and by the events queued for delivery, so that an event can outlive the
+// sequence that produced it. Copying it costs a reference count, never an
+// allocation.
+class SharedSink {
+ public:
+  SharedSink() = default;
+  template <typename F, typename = std::enable_if_t<
+                            !std::is_same_v<std::decay_t<F>, SharedSink>>>
+  SharedSink(F&& f)  // NOLINT: set from any callable, as an EventSink is
+      : fn_(std::make_shared<const EventSink>(std::forward<F>(f))) {}
+
+  explicit operator bool() const { return fn_ != nullptr && *fn_; }
+  void operator()(GenerationEvent event) const { (*fn_)(std::move(event)); }
+
+ private:
+  std::shared_ptr<const EventSink> fn_;
+};
 
 // Shared between the server (which may cancel) and the engine (which polls).
 struct RequestControl {
@@ -72,7 +93,7 @@ struct Request {
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time arrival = absl::Now();
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();
-  EventSink sink;
+  SharedSink sink;
 };
 
 // What a prompt's ids must be for the loaded model: below vocab_limit (the

@@ -9,36 +9,19 @@
 namespace seqboat {
 namespace {
 
-// The final events of sequences that never ran: indices [first, n) of `r`.
-void FinishSequences(const Request& r, int32_t first, FinishReason finish,
-                     const absl::Status& status) {
-  for (int32_t i = first; i < std::max(r.n, 1); ++i) {
-    GenerationEvent event;
-    event.index = i;
-    event.finish = finish;
-    event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-    event.status = status;
-    r.sink(std::move(event));
-  }
-}
-
-// The final events of a request that never held a slot, one per sequence.
-void FinishUnadmitted(Request& r, FinishReason finish,
-                      absl::Status status = absl::OkStatus()) {
-  FinishSequences(r, 0, finish, status);
-}
-
 // The slots a waiting request asks for.
 int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 
 }  // namespace
 
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
-                     const Tokenizer& tokenizer, PrefixCache* cache)
+                     const Tokenizer& tokenizer, PrefixCache* cache,
+                     EventOutbox* outbox)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
       cache_(cache != nullptr && cache->enabled() ? cache : nullptr),
+      outbox_(outbox),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -121,10 +104,11 @@ void Scheduler::Admit(absl::Time now,
     }
   }
   // Sinks run outside the lock: they belong to the server.
-  for (Request& r : gone) FinishUnadmitted(r, FinishReason::kCancelled);
+  for (Request& r : gone)
+    FinishSequences(r, 0, FinishReason::kCancelled, absl::OkStatus());
   for (Request& r : expired) {
-    FinishUnadmitted(
-        r, FinishReason::kCancelled,
+    FinishSequences(
+        r, 0, FinishReason::kCancelled,
         absl::DeadlineExceededError("deadline passed while queued"));
   }
   for (Request& r : admitted) {
@@ -244,7 +228,7 @@ void Scheduler::Deliver(Sequence& seq, GenerationEvent event) {
   if (seq.finished()) {
     Release(seq, std::move(event));
   } else {
-    seq.request().sink(std::move(event));
+    Send(seq.request().sink, std::move(event));
   }
 }
 
@@ -271,7 +255,7 @@ void Scheduler::Fault(const absl::Status& fault) {
     fault_ = fault;
     queued.swap(waiting_);
   }
-  for (Request& r : queued) FinishUnadmitted(r, FinishReason::kNone, fault);
+  for (Request& r : queued) FinishSequences(r, 0, FinishReason::kNone, fault);
 }
 
 void Scheduler::CancelAll() {
@@ -281,7 +265,8 @@ void Scheduler::CancelAll() {
     stopping_ = true;
     left.swap(waiting_);
   }
-  for (Request& r : left) FinishUnadmitted(r, FinishReason::kCancelled);
+  for (Request& r : left)
+    FinishSequences(r, 0, FinishReason::kCancelled, absl::OkStatus());
   for (auto& seq : running_) {
     if (!seq->finished()) Release(*seq, seq->Abort(FinishReason::kCancelled));
   }
@@ -306,9 +291,30 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
   CountSlots();
   const FinishReason finish = event.finish;
   const absl::Status status = event.status;
-  seq.request().sink(std::move(event));
+  Send(seq.request().sink, std::move(event));
   if (!unforked.empty()) {
     FinishSequences(seq.request(), 1, finish, status);
+  }
+}
+
+void Scheduler::Send(const SharedSink& sink, GenerationEvent event) {
+  if (outbox_ != nullptr) {
+    outbox_->Send(sink, std::move(event));
+  } else {
+    sink(std::move(event));
+  }
+}
+
+void Scheduler::FinishSequences(const Request& r, int32_t first,
+                                FinishReason finish,
+                                const absl::Status& status) {
+  for (int32_t i = first; i < std::max(r.n, 1); ++i) {
+    GenerationEvent event;
+    event.index = i;
+    event.finish = finish;
+    event.prompt_tokens = static_cast<int32_t>(r.prompt.size());
+    event.status = status;
+    Send(r.sink, std::move(event));
   }
 }
 

@@ -26,6 +26,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/step_rows.h"
 #include "engine/request.h"
+#include "engine/scheduler/event_outbox.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
@@ -56,10 +57,12 @@ struct StepBatch {
 
 class Scheduler {
  public:
-  // `arena`, `tokenizer` and `cache` (null: no prefix reuse) must outlive
-  // the scheduler.
+  // `arena`, `tokenizer`, `cache` (null: no prefix reuse) and `outbox`
+  // (null: events go straight to their sinks, as tests that drive a
+  // scheduler by hand want) must outlive the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
-            const Tokenizer& tokenizer, PrefixCache* cache = nullptr);
+            const Tokenizer& tokenizer, PrefixCache* cache = nullptr,
+            EventOutbox* outbox = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -110,6 +113,10 @@ class Scheduler {
 
  private:
   void Release(Sequence& seq, GenerationEvent event);
+  void Send(const SharedSink& sink, GenerationEvent event);
+  // The final events of sequences that never ran: indices [first, n) of r.
+  void FinishSequences(const Request& r, int32_t first, FinishReason finish,
+                       const absl::Status& status);
   void TakeSnapshot(const Sequence& seq);
   // Starts the other sequences of `first`'s request in its fork slots, each
   // with a copy of its state.
@@ -120,6 +127,7 @@ class Scheduler {
   SlotArena& arena_;
   const Tokenizer& tokenizer_;
   PrefixCache* const cache_;  // null or disabled: no prefix reuse
+  EventOutbox* const outbox_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
