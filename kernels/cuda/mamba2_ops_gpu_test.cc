@@ -16,18 +16,18 @@ namespace {
 // As in the emulation test: scan outputs reach tens with n_state 200.
 constexpr float kTol = 1e-4f;
 
+using parity::Bound;
 using parity::FixedMixedCalls;
 using parity::PaddedDecodeCalls;
 using parity::mamba2::DeviceLayer;
 using parity::mamba2::DeviceStep;
 using parity::mamba2::Dims;
+using parity::mamba2::ExpectMatchOverCalls;
 using parity::mamba2::HostLayer;
 using parity::mamba2::HostStep;
 using parity::mamba2::MakeLayer;
 using parity::mamba2::MakeStep;
-using parity::mamba2::MakeSteps;
 using parity::mamba2::NormParams;
-using parity::mamba2::RunSteps;
 using parity::mamba2::ScanParams;
 using parity::mamba2::Trace;
 
@@ -44,22 +44,8 @@ TEST(Mamba2OpsGpuTest, MatchesCpuOverMixedSegments) {
            Dims{8, 18, 10, 4, 0, false},
            Dims{2, 4, 300, 1, 0, false},
        }) {
-    SCOPED_TRACE(testing::Message()
-                 << "heads=" << dims.heads << " head_dim=" << dims.head_dim
-                 << " n=" << dims.n << " groups=" << dims.groups);
-    const HostLayer layer = MakeLayer(dims, 5, 100 + dims.heads + dims.n);
-    const std::vector<HostStep> steps = MakeSteps(dims, FixedMixedCalls(), 200);
-    const Trace got[2] = {RunSteps(*p.cpu, layer, steps),
-                          RunSteps(*p.cuda, layer, steps)};
-    for (size_t i = 0; i < steps.size(); ++i) {
-      EXPECT_LT(MaxAbsDiff(got[0].y[i], got[1].y[i]), kTol)
-          << "scan, call " << i;
-      EXPECT_LT(MaxAbsDiff(got[0].o[i], got[1].o[i]), kTol)
-          << "norm, call " << i;
-      EXPECT_LT(MaxAbsDiff(got[0].arena[i], got[1].arena[i]), kTol)
-          << "state, call " << i;
-    }
-    EXPECT_GT(MaxAbsDiff(layer.arena, got[0].arena.back()), 0.0f);
+    ExpectMatchOverCalls(*p.cpu, *p.cuda, dims, FixedMixedCalls(),
+                         Bound::Below(kTol));
   }
 }
 

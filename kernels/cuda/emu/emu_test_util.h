@@ -86,21 +86,6 @@ inline std::vector<std::vector<Segment>> MixedCalls(uint32_t seed, int random,
   return calls;
 }
 
-// The state checks of a recurrent family's test over MixedCalls (5 slots,
-// `stride` floats each), from the initial arena and the last arenas of the
-// CPU backend (want) and the emulation (got): the calls moved the state, so
-// the comparisons are not vacuous, and slot 4, which no segment uses, kept
-// its state bit for bit.
-inline void ExpectStateMovedAndUnusedSlotKept(
-    const std::vector<float>& initial, const std::vector<float>& want_last,
-    const std::vector<float>& got_last, int64_t stride) {
-  EXPECT_GT(MaxAbsDiff(initial, want_last), 0.0f);
-  const size_t last = static_cast<size_t>(4 * stride);
-  ASSERT_GE(got_last.size(), initial.size());
-  EXPECT_TRUE(std::equal(initial.begin() + last, initial.end(),
-                         got_last.begin() + last));
-}
-
 }  // namespace seqboat::emu_test
 
 #endif  // SEQBOAT_KERNELS_CUDA_EMU_EMU_TEST_UTIL_H_

@@ -22,13 +22,9 @@ namespace {
 // 2.0e-5); an indexing or state error is O(1).
 constexpr float kTol = 1e-4f;
 
+using parity::Bound;
 using parity::mamba2::Dims;
-using parity::mamba2::HostLayer;
-using parity::mamba2::HostStep;
-using parity::mamba2::MakeLayer;
-using parity::mamba2::MakeSteps;
-using parity::mamba2::RunSteps;
-using parity::mamba2::Trace;
+using parity::mamba2::ExpectMatchOverCalls;
 
 class Mamba2Emulation : public EmulatedBackend {
  public:
@@ -51,27 +47,14 @@ TEST(Mamba2KernelsEmuTest, MatchesCpuOverMixedSegments) {
            Dims{8, 18, 10, 4, 0, false},   // two blocks per head
            Dims{2, 4, 300, 1, 0, false},   // global-memory fallback
        }) {
-    SCOPED_TRACE(testing::Message()
-                 << "heads=" << dims.heads << " head_dim=" << dims.head_dim
-                 << " n=" << dims.n << " groups=" << dims.groups);
-    const HostLayer layer = MakeLayer(dims, 5, 100 + dims.heads + dims.n);
     const auto calls = MixedCalls(dims.n * 7 + dims.head_dim, 3, 7);
-    const std::vector<HostStep> steps = MakeSteps(dims, calls, 200);
     auto cpu = MakeCpuBackend(1);
     Mamba2Emulation emu;
-    const Trace want = RunSteps(*cpu, layer, steps);
     const int64_t launches = emu::State().launches;
-    const Trace got = RunSteps(emu, layer, steps);
+    ExpectMatchOverCalls(*cpu, emu, dims, calls, Bound::AtMost(kTol));
+    // The scan and the norm are kernels on every call.
     EXPECT_EQ(emu::State().launches - launches,
               2 * static_cast<int64_t>(calls.size()));
-    for (size_t i = 0; i < calls.size(); ++i) {
-      EXPECT_LE(MaxAbsDiff(want.y[i], got.y[i]), kTol) << "scan, call " << i;
-      EXPECT_LE(MaxAbsDiff(want.o[i], got.o[i]), kTol) << "norm, call " << i;
-      EXPECT_LE(MaxAbsDiff(want.arena[i], got.arena[i]), kTol)
-          << "state, call " << i;
-    }
-    ExpectStateMovedAndUnusedSlotKept(layer.arena, want.arena.back(),
-                                      got.arena.back(), layer.Stride());
   }
 }
 

@@ -24,13 +24,9 @@ namespace {
 // up as an O(1) difference.
 constexpr float kTol = 1e-6f;
 
+using parity::Bound;
 using parity::mamba::Dims;
-using parity::mamba::HostLayer;
-using parity::mamba::HostStep;
-using parity::mamba::MakeLayer;
-using parity::mamba::MakeSteps;
-using parity::mamba::RunSteps;
-using parity::mamba::Trace;
+using parity::mamba::ExpectMatchOverCalls;
 
 class MambaEmulation : public EmulatedBackend {
  public:
@@ -52,27 +48,14 @@ TEST(MambaKernelsEmuTest, MatchesCpuOverMixedSegments) {
        {Dims{160, 16, 4, 0}, Dims{37, 5, 4, 0}, Dims{37, 5, 3, 1},
         Dims{40, 32, 2, 0}, Dims{72, 8, 4, 3}, Dims{64, 4, 4, 0},
         Dims{33, 3, 6, 0}, Dims{96, 64, 4, 0}, Dims{65, 16, 4, 2}}) {
-    SCOPED_TRACE(testing::Message() << "e=" << dims.e << " n=" << dims.n
-                                    << " k=" << dims.k << " pad=" << dims.pad);
-    const HostLayer layer = MakeLayer(dims, 5, 100 + dims.e + dims.n);
     const auto calls = MixedCalls(dims.e * 7 + dims.n, 6, 9);
-    const std::vector<HostStep> steps = MakeSteps(dims, calls, 200);
     auto cpu = MakeCpuBackend(1);
     MambaEmulation emu;
-    const Trace want = RunSteps(*cpu, layer, steps);
     const int64_t launches = emu::State().launches;
-    const Trace got = RunSteps(emu, layer, steps);
+    ExpectMatchOverCalls(*cpu, emu, dims, calls, Bound::AtMost(kTol));
     // Conv and scan are kernels on every call.
     EXPECT_EQ(emu::State().launches - launches,
               2 * static_cast<int64_t>(calls.size()));
-    for (size_t i = 0; i < calls.size(); ++i) {
-      EXPECT_LE(MaxAbsDiff(want.x[i], got.x[i]), kTol) << "conv, call " << i;
-      EXPECT_LE(MaxAbsDiff(want.y[i], got.y[i]), kTol) << "scan, call " << i;
-      EXPECT_LE(MaxAbsDiff(want.arena[i], got.arena[i]), kTol)
-          << "state, call " << i;
-    }
-    ExpectStateMovedAndUnusedSlotKept(layer.arena, want.arena.back(),
-                                      got.arena.back(), layer.Stride());
   }
 }
 

@@ -22,13 +22,9 @@ namespace {
 // wrong index or mode is off by O(1).
 constexpr float kTol = 1e-5f;
 
+using parity::Bound;
 using parity::s4d::Dims;
-using parity::s4d::HostLayer;
-using parity::s4d::HostStep;
-using parity::s4d::MakeLayer;
-using parity::s4d::MakeSteps;
-using parity::s4d::RunSteps;
-using parity::s4d::Trace;
+using parity::s4d::ExpectMatchOverCalls;
 
 class S4dEmulation : public EmulatedBackend {
  public:
@@ -43,26 +39,13 @@ TEST(S4dKernelsEmuTest, MatchesCpuOverMixedSegments) {
                            Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
                            Dims{64, 4, 1, 1.0f, 1}, Dims{40, 64, 1, 1.0f, 0},
                            Dims{65, 32, 2, 2.0f, 2}}) {
-    SCOPED_TRACE(testing::Message()
-                 << "h=" << dims.h << " m=" << dims.m << " ch=" << dims.ch
-                 << " pad=" << dims.pad);
-    const HostLayer layer = MakeLayer(dims, 5, 100 + dims.h + dims.m);
     const auto calls = MixedCalls(dims.h * 3 + dims.m, 6, 9);
-    const std::vector<HostStep> steps = MakeSteps(layer, calls, 200);
     auto cpu = MakeCpuBackend(1);
     S4dEmulation emu;
-    const Trace want = RunSteps(*cpu, layer, steps);
     const int64_t launches = emu::State().launches;
-    const Trace got = RunSteps(emu, layer, steps);
+    ExpectMatchOverCalls(*cpu, emu, dims, calls, Bound::AtMost(kTol));
     EXPECT_EQ(emu::State().launches - launches,
               static_cast<int64_t>(calls.size()));
-    for (size_t i = 0; i < calls.size(); ++i) {
-      EXPECT_LE(MaxAbsDiff(want.y[i], got.y[i]), kTol) << "call " << i;
-      EXPECT_LE(MaxAbsDiff(want.arena[i], got.arena[i]), kTol)
-          << "state, call " << i;
-    }
-    ExpectStateMovedAndUnusedSlotKept(layer.arena, want.arena.back(),
-                                      got.arena.back(), layer.Stride());
   }
 }
 

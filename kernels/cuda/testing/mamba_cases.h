@@ -1,8 +1,8 @@
 // Mamba-1 conv + scan cases that the GPU parity test
-// (kernels/mamba_ops_gpu_test.cc) and the emulation test
-// (kernels/emu/mamba_kernels_emu_test.cc) both run: a layer's parameters and
-// state arena, a step's inputs, and the two ops called with the layer's
-// strides, on any backend.
+// (kernels/cuda/mamba_ops_gpu_test.cc) and the emulation test
+// (kernels/cuda/emu/mamba_kernels_emu_test.cc) both run: a layer's parameters
+// and state arena, a step's inputs, the two ops called with the layer's
+// strides on any backend, and the comparison over a run of calls.
 #ifndef SEQBOAT_KERNELS_CUDA_TESTING_MAMBA_CASES_H_
 #define SEQBOAT_KERNELS_CUDA_TESTING_MAMBA_CASES_H_
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "gtest/gtest.h"
 #include "kernels/cuda/testing/parity_util.h"
 
 namespace seqboat::parity::mamba {
@@ -195,6 +196,30 @@ inline Trace RunSteps(Backend& be, const HostLayer& layer,
     t.arena.push_back(l.arena.Read());
   }
   return t;
+}
+
+// The case both tests run: `calls` one after another on a layer of `dims`
+// over 5 slots, on the reference `ref` and on `dut`, the backend under test.
+// After every call the conv and scan outputs and the whole arena are within
+// `bound` of the reference's; the calls moved the state and left slot 4,
+// which none of them uses, as it was.
+inline void ExpectMatchOverCalls(Backend& ref, Backend& dut, const Dims& dims,
+                                 const std::vector<std::vector<Segment>>& calls,
+                                 const Bound& bound) {
+  SCOPED_TRACE(testing::Message() << "e=" << dims.e << " n=" << dims.n
+                                  << " k=" << dims.k << " pad=" << dims.pad);
+  const HostLayer layer = MakeLayer(dims, 5, 100 + dims.e + dims.n);
+  const std::vector<HostStep> steps = MakeSteps(dims, calls, 200);
+  const Trace want = RunSteps(ref, layer, steps);
+  const Trace got = RunSteps(dut, layer, steps);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_TRUE(Within(want.x[i], got.x[i], bound)) << "conv, call " << i;
+    EXPECT_TRUE(Within(want.y[i], got.y[i], bound)) << "scan, call " << i;
+    EXPECT_TRUE(Within(want.arena[i], got.arena[i], bound))
+        << "state, call " << i;
+  }
+  ExpectStateMovedAndUnusedSlotKept(layer.arena, want.arena.back(),
+                                    got.arena.back(), layer.Stride());
 }
 
 }  // namespace seqboat::parity::mamba

@@ -47,6 +47,42 @@ inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// How close the backend under test must come to the reference, as a bound
+// on MaxAbsDiff: strictly below a value, at most a value (the emulation
+// tests' bounds, set from the largest difference seen), or the same bits.
+// A case both tests share takes each test's own.
+struct Bound {
+  enum Kind { kBelow, kAtMost, kSameBits };
+  Kind kind = kSameBits;
+  float value = 0.0f;
+
+  static Bound Below(float v) { return {kBelow, v}; }
+  static Bound AtMost(float v) { return {kAtMost, v}; }
+  static Bound Bitwise() { return {kSameBits, 0.0f}; }
+};
+
+// Whether `got` is within `bound` of `want`; a NaN difference never is.
+inline testing::AssertionResult Within(const std::vector<float>& want,
+                                       const std::vector<float>& got,
+                                       const Bound& bound) {
+  const float d = MaxAbsDiff(want, got);
+  switch (bound.kind) {
+    case Bound::kBelow:
+      if (d < bound.value) return testing::AssertionSuccess();
+      return testing::AssertionFailure()
+             << "max |difference| " << d << ", not below " << bound.value;
+    case Bound::kAtMost:
+      if (d <= bound.value) return testing::AssertionSuccess();
+      return testing::AssertionFailure()
+             << "max |difference| " << d << ", above " << bound.value;
+    case Bound::kSameBits:
+      break;
+  }
+  if (SameBits(want, got)) return testing::AssertionSuccess();
+  return testing::AssertionFailure()
+         << "not the same bits, max |difference| " << d;
+}
+
 // A float array living on one backend, filled from and read back to host.
 class Array {
  public:
@@ -108,6 +144,22 @@ inline std::vector<std::vector<Segment>> PaddedDecodeCalls() {
       {{0, 0, 1}, {3, 1, 1}, {1, 2, 1}, {0, 3, 0}},
       {{1, 0, 1}, {2, 1, 1}, {0, 2, 1}, {0, 3, 0}},
   };
+}
+
+// The state checks of a recurrent family's case over calls on 5 slots that
+// never use slot 4 (FixedMixedCalls, emu_test_util.h's MixedCalls), with
+// `stride` floats a slot, from the initial arena and the last arenas of the
+// reference (want) and the backend under test (got): the calls moved the
+// state, so the comparisons are not vacuous, and slot 4 kept its state bit
+// for bit.
+inline void ExpectStateMovedAndUnusedSlotKept(
+    const std::vector<float>& initial, const std::vector<float>& want_last,
+    const std::vector<float>& got_last, int64_t stride) {
+  EXPECT_GT(MaxAbsDiff(initial, want_last), 0.0f);
+  const size_t last = static_cast<size_t>(4 * stride);
+  ASSERT_GE(got_last.size(), initial.size());
+  EXPECT_TRUE(std::equal(initial.begin() + last, initial.end(),
+                         got_last.begin() + last));
 }
 
 }  // namespace seqboat::parity
