@@ -15,28 +15,25 @@
 namespace seqboat::gpu_test {
 namespace {
 
-using parity::RunSinkSteps;
 using parity::SinkCacheDiff;
 using parity::SinkConfig;
 using parity::SinkCount;
+using parity::SinkRun;
 using parity::SinkSide;
 using parity::SinkStepPlan;
 
 // Runs the steps on the CPU and CUDA backends from the same random inputs
 // and compares after each one.
-void RunAndCompare(const SinkConfig& c, int slots,
-                   const std::vector<SinkStepPlan>& steps, uint32_t seed) {
+void RunAndCompare(const SinkRun& run) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
-  RunSinkSteps(*p.cpu, *p.cuda, c, slots, steps, seed, 1e-5f);
+  parity::RunSinkSteps(*p.cpu, *p.cuda, run, 1e-5f);
 }
 
 TEST(AttentionOpsGpuTest, SinkAndWindowMatchCpuOverManySteps) {
-  uint32_t seed = 100;
-  for (const SinkConfig& c : parity::SinkSweepConfigs()) {
-    RunAndCompare(c, 4, parity::RandomSinkSteps(c, 24, seed), seed * 7);
+  for (const SinkRun& run : parity::SinkSweepRuns(24)) {
+    RunAndCompare(run);
     if (HasFatalFailure()) return;
-    seed += 10;
   }
 }
 
@@ -51,12 +48,9 @@ TEST(AttentionOpsGpuTest, LongWindowSplitsMatchCpu) {
   for (const SinkConfig& c : configs) {
     // Slot 1 fills to S + W - 40 in chunks of 512; a chunk of 100 rows; 70
     // decode steps.
-    RunAndCompare(c, 3,
-                  parity::LongWindowSinkSteps(c, /*short_by=*/40,
-                                              /*chunk=*/512,
-                                              /*short_rows=*/100,
-                                              /*decodes=*/70),
-                  900);
+    RunAndCompare(parity::LongWindowSinkRun(c, /*short_by=*/40, /*chunk=*/512,
+                                            /*short_rows=*/100,
+                                            /*decodes=*/70));
     if (HasFatalFailure()) return;
   }
 }

@@ -65,24 +65,21 @@ class AttentionEmulation : public EmulatedBackend {
 };
 
 using parity::SinkConfig;
-using parity::SinkStepPlan;
+using parity::SinkRun;
 
 // Runs the steps on both backends from the same random inputs, comparing
 // after each one; returns the emulation's largest split count.
-int RunAndCompare(const SinkConfig& c, int slots,
-                  const std::vector<SinkStepPlan>& steps, uint32_t seed) {
+int RunAndCompare(const SinkRun& run) {
   auto cpu_be = MakeCpuBackend(1);
   AttentionEmulation emu;
-  parity::RunSinkSteps(*cpu_be, emu, c, slots, steps, seed, kTol);
+  parity::RunSinkSteps(*cpu_be, emu, run, kTol);
   return emu.max_splits();
 }
 
 TEST(AttentionKernelsEmuTest, SinkAndWindowMatchCpuOverManySteps) {
-  uint32_t seed = 100;
-  for (const SinkConfig& c : parity::SinkSweepConfigs()) {
-    RunAndCompare(c, 4, parity::RandomSinkSteps(c, 8, seed), seed * 7);
+  for (const SinkRun& run : parity::SinkSweepRuns(8)) {
+    RunAndCompare(run);
     if (HasFatalFailure()) return;
-    seed += 10;
   }
 }
 
@@ -98,13 +95,8 @@ TEST(AttentionKernelsEmuTest, LongWindowSplitsMatchCpu) {
     SCOPED_TRACE(c.Name());
     // Slot 1 fills to S + W + 20 in chunks of 128; a chunk of 3 rows; 4
     // decode steps.
-    const int max_splits =
-        RunAndCompare(c, 3,
-                      parity::LongWindowSinkSteps(c, /*short_by=*/-20,
-                                                  /*chunk=*/128,
-                                                  /*short_rows=*/3,
-                                                  /*decodes=*/4),
-                      900);
+    const int max_splits = RunAndCompare(parity::LongWindowSinkRun(
+        c, /*short_by=*/-20, /*chunk=*/128, /*short_rows=*/3, /*decodes=*/4));
     if (HasFatalFailure()) return;
     EXPECT_GT(max_splits, 1) << "no step split its keys";
   }

@@ -180,20 +180,30 @@ struct SinkStepPlan {
   }
 };
 
+// A case: steps of one configuration over `slots` slots, their inputs drawn
+// from `seed`.
+struct SinkRun {
+  SinkConfig config;
+  int slots = 0;
+  std::vector<SinkStepPlan> steps;
+  uint32_t seed = 0;
+};
+
 // Runs the steps on the reference backend `ref` and on `dev` from the same
 // random inputs, comparing after each one: outputs within `tol`, the whole
 // cache byte for byte.
-inline void RunSinkSteps(Backend& ref, Backend& dev, const SinkConfig& c,
-                         int slots, const std::vector<SinkStepPlan>& steps,
-                         uint32_t seed, float tol) {
+inline void RunSinkSteps(Backend& ref, Backend& dev, const SinkRun& run,
+                         float tol) {
+  const SinkConfig& c = run.config;
+  const std::vector<SinkStepPlan>& steps = run.steps;
   int max_rows = 1;
   for (const SinkStepPlan& s : steps) max_rows = std::max(max_rows, s.rows);
-  SinkSide want(ref, c, slots, max_rows), got(dev, c, slots, max_rows);
+  SinkSide want(ref, c, run.slots, max_rows), got(dev, c, run.slots, max_rows);
   for (size_t step = 0; step < steps.size(); ++step) {
     SCOPED_TRACE(absl::StrCat(c.Name(), ", step ", step));
     const std::vector<float> qkv =
         Random(static_cast<size_t>(steps[step].rows) * c.Ld(),
-               seed + static_cast<uint32_t>(step), -2.0f, 2.0f);
+               run.seed + static_cast<uint32_t>(step), -2.0f, 2.0f);
     want.Upload(qkv);
     got.Upload(qkv);
     want.Step(steps[step].segs);
@@ -252,6 +262,18 @@ inline std::vector<SinkConfig> SinkSweepConfigs() {
   };
 }
 
+// The sweep both tests run, `nsteps` random steps of each SinkSweepConfigs
+// configuration over 4 slots.
+inline std::vector<SinkRun> SinkSweepRuns(int nsteps) {
+  std::vector<SinkRun> runs;
+  uint32_t seed = 100;
+  for (const SinkConfig& c : SinkSweepConfigs()) {
+    runs.push_back({c, 4, RandomSinkSteps(c, nsteps, seed), seed * 7});
+    seed += 10;
+  }
+  return runs;
+}
+
 // Steps over 3 slots whose keys split over blocks when the window is long:
 // slot 1 fills to S + W - `short_by` in chunks of `chunk` rows while slots 2
 // and 0 decode (slot 0 beside a zero-length segment), then slot 2 runs a
@@ -286,6 +308,13 @@ inline std::vector<SinkStepPlan> LongWindowSinkSteps(const SinkConfig& c,
     steps.push_back(s);
   }
   return steps;
+}
+
+// LongWindowSinkSteps as the case both tests run on their long windows.
+inline SinkRun LongWindowSinkRun(const SinkConfig& c, int short_by, int chunk,
+                                 int short_rows, int decodes) {
+  return {c, 3, LongWindowSinkSteps(c, short_by, chunk, short_rows, decodes),
+          900};
 }
 
 }  // namespace seqboat::parity
