@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "engine/backend/seqboat_math.h"
 #include "engine/backend/seqboat_shape.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/testing/parity_util.h"
 
 namespace seqboat::parity {
@@ -491,6 +494,60 @@ inline void RouteOverManyRows(Backend& ref, Backend& dev, float conf_tol) {
   const absl::Status e = dev.TakeError();
   EXPECT_TRUE(e.ok()) << e;
 }
+
+// The bounds of every SeqBoat case, on the device and the emulation alike:
+// the per-element math is shared, but reductions (warp sums over lanes'
+// shares, the CPU's sequential loops) and the CPU's -ffast-math build round
+// differently; an indexing or FIFO error is O(1). The attention's bound
+// scales with its outputs: relu² scores are unnormalised (outputs of a few
+// hundred at odd sizes), and the kernel's lane-partial dot products round
+// differently from the CPU's sequential ones (seen on an H200: 1.4e-4 at
+// d 70, w 1, relu², RoPE). conf = σ((u1 − u0)/τ) goes through expf, which
+// CUDA computes within 2 ulp of libm's and the CPU build may vectorise: conf
+// (in [0.5, 1)) may differ in its last bit or two. The router's decisions
+// are comparisons of the same floats: exact.
+inline constexpr float kSeqBoatConfTol = 2.5e-7f;
+inline constexpr SeqBoatTolerances kSeqBoatTolerances = {
+    /*state=*/1e-5f, /*out=*/1e-4f, kSeqBoatConfTol, /*attend_scales=*/true};
+
+// What a test binary runs the SeqBoat cases (SeqBoatParityTest) with: the
+// backend under test, and the sizes it can afford.
+struct SeqBoatTarget {
+  const char* name;  // the test names' parameter
+  // A new backend under test; null, with a test failure, if none can be
+  // made.
+  std::function<std::unique_ptr<Backend>()> make;
+  // The realistic block's value width, window and longest chunk.
+  SeqBoatRealisticSize realistic;
+  // A window whose scores need more than the default 48 KiB of shared
+  // memory.
+  SeqBoatRun large_window;
+};
+
+inline void PrintTo(const SeqBoatTarget& target, std::ostream* os) {
+  *os << target.name;
+}
+
+inline std::string SeqBoatTargetName(
+    const testing::TestParamInfo<SeqBoatTarget>& info) {
+  return info.param.name;
+}
+
+// The cases both the GPU test and the emulation test run
+// (seqboat_cases.cc), each binary instantiating them with its target:
+//   INSTANTIATE_TEST_SUITE_P(Suite, SeqBoatParityTest,
+//                            testing::Values(target), SeqBoatTargetName);
+class SeqBoatParityTest : public testing::TestWithParam<SeqBoatTarget> {
+ protected:
+  // `run` on a new CPU backend (the reference) and a new backend under
+  // test.
+  void RunSteps(const SeqBoatRun& run) {
+    const std::unique_ptr<Backend> ref = MakeCpuBackend(1);
+    const std::unique_ptr<Backend> dut = GetParam().make();
+    ASSERT_NE(dut, nullptr);
+    RunSeqBoatSteps(*ref, *dut, run, kSeqBoatTolerances);
+  }
+};
 
 }  // namespace seqboat::parity
 
