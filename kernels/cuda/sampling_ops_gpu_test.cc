@@ -23,10 +23,11 @@ namespace seqboat::gpu_test {
 namespace {
 
 using parity::sampling_cases::CheckBatch;
+using parity::sampling_cases::CheckPenalisedBatch;
 using parity::sampling_cases::ExpectFewSkipped;
 using parity::sampling_cases::NearBoundary;
-using parity::sampling_cases::ParamSets;
 using parity::sampling_cases::RowLogits;
+using parity::sampling_cases::SampleOn;
 using parity::sampling_cases::Tally;
 
 TEST(SamplingOpsGpuTest, LargeVocabularyMatchesTheHostSampler) {
@@ -82,17 +83,10 @@ TEST(SamplingOpsGpuTest, SuccessiveStepsOfOneRequestMatch) {
     const int m = static_cast<int>(rows.size());
     std::vector<std::vector<int32_t>> got;
     for (Backend* be : {p.cpu.get(), p.cuda.get()}) {
-      Array a(*be, tiled);
-      std::vector<int32_t> tokens(rows.size(), -1);
-      SampleRowsParams sample;
-      sample.logits = a.get();
-      sample.m = m;
-      sample.vocab = vocab;
-      sample.rows = rows.data();
-      sample.seen_ids = seen.data();
-      sample.tokens = tokens.data();
-      ASSERT_TRUE(be->SampleRows(sample).ok());
-      got.push_back(tokens);
+      absl::StatusOr<std::vector<int32_t>> tokens =
+          SampleOn(*be, tiled, vocab, 1.0f, rows, seen);
+      ASSERT_TRUE(tokens.ok());
+      got.push_back(*std::move(tokens));
     }
     int compared = 0;
     for (int j = 0; j < m; ++j) {
@@ -115,16 +109,12 @@ TEST(SamplingOpsGpuTest, SuccessiveStepsOfOneRequestMatch) {
 TEST(SamplingOpsGpuTest, ManyPenalisedIdsMatch) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
-  std::mt19937 rng(4);
-  std::vector<SamplingParams> penalised;
-  for (const SamplingParams& s : ParamSets()) {
-    if (s.repetition_penalty != 1.0f) penalised.push_back(s);
-  }
-  Tally t;
   // About 30k distinct ids a row: 3 MB, over the quarter of the 8 MiB
   // staging buffer that SampleRows stages.
-  CheckBatch(*p.cpu, *p.cuda, rng, 50280, 24, 1.0f, &t, 120000, penalised);
-  ExpectFewSkipped(t);
+  ExpectFewSkipped(CheckPenalisedBatch(
+      *p.cpu, *p.cuda, 50280, 24, 120000,
+      [](const SamplingParams& s) { return s.repetition_penalty != 1.0f; },
+      /*skip_near_boundary=*/true));
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ namespace {
 
 using parity::sampling_cases::Batch;
 using parity::sampling_cases::CheckBatch;
+using parity::sampling_cases::CheckPenalisedBatch;
 using parity::sampling_cases::CompareBatch;
+using parity::sampling_cases::Params;
 using parity::sampling_cases::ParamSets;
 using parity::sampling_cases::Tally;
 
@@ -108,32 +110,15 @@ TEST(SamplingKernelsEmuTest, RandomBatchesMatchTheHostSampler) {
 // frequency penalties.
 TEST(SamplingKernelsEmuTest, ManyPenalisedIdsMatch) {
   Backends b;
-  std::mt19937 rng(4);
-  std::vector<SamplingParams> penalised;
-  for (const SamplingParams& s : ParamSets()) {
-    if (s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f ||
-        s.frequency_penalty != 0.0f) {
-      penalised.push_back(s);
-    }
-  }
-  Tally t;
-  CheckBatch(*b.cpu, b.emu, rng, 5003, 16, 1.0f, &t, 20000, penalised,
-             /*skip_near_boundary=*/false);
+  const Tally t = CheckPenalisedBatch(
+      *b.cpu, b.emu, 5003, 16, 20000,
+      [](const SamplingParams& s) {
+        return s.repetition_penalty != 1.0f || s.presence_penalty != 0.0f ||
+               s.frequency_penalty != 0.0f;
+      },
+      /*skip_near_boundary=*/false);
   EXPECT_EQ(t.mismatched, 0);
   EXPECT_EQ(t.compared, 16);
-}
-
-SamplingParams Params(float t, int k, float p, float min_p, float penalty,
-                      float presence = 0.0f, float frequency = 0.0f) {
-  SamplingParams s;
-  s.temperature = t;
-  s.top_k = k;
-  s.top_p = p;
-  s.min_p = min_p;
-  s.repetition_penalty = penalty;
-  s.presence_penalty = presence;
-  s.frequency_penalty = frequency;
-  return s;
 }
 
 // Rows of the edge shapes, each under every parameter set plus top_k past

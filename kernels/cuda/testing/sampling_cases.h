@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
@@ -127,20 +130,25 @@ inline bool NearBoundary(const float* raw, int vocab, float logit_scale,
   return false;
 }
 
+// A parameter set: temperature, top-k, top-p, min-p and the repetition,
+// presence and frequency penalties.
+inline SamplingParams Params(float t, int k, float p, float min_p,
+                             float penalty, float presence = 0.0f,
+                             float frequency = 0.0f) {
+  SamplingParams s;
+  s.temperature = t;
+  s.top_k = k;
+  s.top_p = p;
+  s.min_p = min_p;
+  s.repetition_penalty = penalty;
+  s.presence_penalty = presence;
+  s.frequency_penalty = frequency;
+  return s;
+}
+
 inline std::vector<SamplingParams> ParamSets() {
   std::vector<SamplingParams> sets;
-  const auto add = [&](float t, int k, float p, float min_p, float penalty,
-                       float presence = 0.0f, float frequency = 0.0f) {
-    SamplingParams s;
-    s.temperature = t;
-    s.top_k = k;
-    s.top_p = p;
-    s.min_p = min_p;
-    s.repetition_penalty = penalty;
-    s.presence_penalty = presence;
-    s.frequency_penalty = frequency;
-    sets.push_back(s);
-  };
+  const auto add = [&](auto... args) { sets.push_back(Params(args...)); };
   add(0.0f, 0, 1.0f, 0.0f, 1.0f);   // greedy
   add(0.0f, 0, 1.0f, 0.0f, 1.5f);   // greedy with a penalty
   add(1.0f, 1, 1.0f, 0.0f, 1.0f);   // top-k 1 is greedy
@@ -270,6 +278,26 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
   return b;
 }
 
+// The tokens one SampleRows call on `be` picks for `rows` of `logits`
+// ([rows.size(), vocab]) with the ids `seen` their rows refer to.
+inline absl::StatusOr<std::vector<int32_t>> SampleOn(
+    Backend& be, const std::vector<float>& logits, int vocab, float logit_scale,
+    const std::vector<SampleRow>& rows, const std::vector<int32_t>& seen) {
+  Array a(be, logits);
+  std::vector<int32_t> tokens(rows.size(), -1);
+  SampleRowsParams sample;
+  sample.logits = a.get();
+  sample.m = static_cast<int>(rows.size());
+  sample.vocab = vocab;
+  sample.logit_scale = logit_scale;
+  sample.rows = rows.data();
+  sample.seen_ids = seen.data();
+  sample.tokens = tokens.data();
+  const absl::Status s = be.SampleRows(sample);
+  if (!s.ok()) return s;
+  return tokens;
+}
+
 // One SampleRows call of the batch on both backends; rows whose tokens
 // differ fail the test, apart from rows NearBoundary skips when
 // skip_near_boundary (counted in the tally).
@@ -280,19 +308,10 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
   const int vocab = b.vocab;
   std::vector<std::vector<int32_t>> got;
   for (Backend* be : {&host, &device}) {
-    Array a(*be, b.logits);
-    std::vector<int32_t> tokens(static_cast<size_t>(m), -1);
-    SampleRowsParams sample;
-    sample.logits = a.get();
-    sample.m = m;
-    sample.vocab = vocab;
-    sample.logit_scale = logit_scale;
-    sample.rows = b.rows.data();
-    sample.seen_ids = b.seen.data();
-    sample.tokens = tokens.data();
-    const absl::Status s = be->SampleRows(sample);
-    ASSERT_TRUE(s.ok()) << be->name() << ": " << s;
-    got.push_back(tokens);
+    absl::StatusOr<std::vector<int32_t>> tokens =
+        SampleOn(*be, b.logits, vocab, logit_scale, b.rows, b.seen);
+    ASSERT_TRUE(tokens.ok()) << be->name() << ": " << tokens.status();
+    got.push_back(*std::move(tokens));
   }
   for (int j = 0; j < m; ++j) {
     const SampleRow& r = b.rows[j];
@@ -330,6 +349,24 @@ inline void CheckBatch(Backend& host, Backend& device, std::mt19937& rng,
                        bool skip_near_boundary = true) {
   const Batch b = MakeBatch(rng, vocab, m, max_seen, sets);
   CompareBatch(host, device, b, logit_scale, tally, skip_near_boundary);
+}
+
+// Penalised ids by the thousand, as long contexts have them: one batch of m
+// rows whose parameter sets are those of ParamSets that `penalised` keeps,
+// with up to max_seen observed ids a row, on both backends.
+inline Tally CheckPenalisedBatch(
+    Backend& host, Backend& device, int vocab, int m, int max_seen,
+    const std::function<bool(const SamplingParams&)>& penalised,
+    bool skip_near_boundary) {
+  std::mt19937 rng(4);
+  std::vector<SamplingParams> sets;
+  for (const SamplingParams& s : ParamSets()) {
+    if (penalised(s)) sets.push_back(s);
+  }
+  Tally t;
+  CheckBatch(host, device, rng, vocab, m, 1.0f, &t, max_seen, sets,
+             skip_near_boundary);
+  return t;
 }
 
 inline void ExpectFewSkipped(const Tally& t) {
