@@ -6,8 +6,10 @@
 // bias, accumulate, row strides) against the CPU GEMM on weights rounded to
 // the same storage, and batch invariance of the GEMV bit for bit; the input
 // conversion of the cuBLAS path, AddBias, GatherRows / ScatterAddScaled,
-// ActivateMul for every activation, and MoeRoute. The shapes follow
-// kernels/dense_ops_gpu_test.cc, with fewer weight rows.
+// ActivateMul for every activation, and MoeRoute. The cases the GPU test
+// (kernels/cuda/dense_ops_gpu_test.cc) runs too are
+// kernels/cuda/testing/dense_cases.h, here on more shapes; the GEMV's follow
+// the GPU test's, with fewer weight rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -22,11 +24,27 @@
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/dense_params.h"
 #include "kernels/cuda/emu/emu_test_util.h"
+#include "kernels/cuda/testing/dense_cases.h"
 
 namespace seqboat::emu_test {
 namespace {
 
 using cuda::Storage;
+using parity::Bound;
+using parity::ExpectNoError;
+using parity::dense::ExpectEmbedMatches;
+using parity::dense::ExpectFp32MatrixKeepsFp32Accuracy;
+using parity::dense::ExpectMoeRouteMatches;
+using parity::dense::ExpectNormsMatch;
+using parity::dense::ExpectRowOpsMatch;
+using parity::dense::GemmOf;
+using parity::dense::GemmOn;
+using parity::dense::kActivations;
+using parity::dense::kEmbedRows;
+using parity::dense::MakeRowOpsCase;
+using parity::dense::MoeRouteCase;
+using parity::dense::NormOf;
+using parity::dense::RowOpsCase;
 
 // What a weight becomes in `s`: the CUDA backend rounds on the host to
 // nearest even (kernels/cuda_backend.cc UploadAs), so the same functions here.
@@ -148,42 +166,16 @@ class DenseEmulation : public EmulatedBackend {
   std::vector<DeviceBuffer> owned_;
 };
 
-void ExpectNoError(Backend& be) {
-  const absl::Status status = be.TakeError();
-  EXPECT_TRUE(status.ok()) << status;
-}
-
-// A copy is a copy: the same float product on both sides.
 TEST(DenseKernelsEmuTest, EmbedGathersScaledRowsOfEveryStorage) {
-  const int v = 50;
-  const int32_t ids[] = {0, 49, 3, 3, 17, 2, 48, 0, 25};
-  const int n = 9;
   // d = 70: 96 threads, the last warp partly idle; 300: two passes.
   for (const int d : {70, 300}) {
-    const std::vector<float> table = Random(v * d, 1 + d, -3.0f, 3.0f);
+    const std::vector<float> table = Random(kEmbedRows * d, 1 + d, -3.0f, 3.0f);
     for (const Storage s : {Storage::kF32, Storage::kBf16, Storage::kF16}) {
       SCOPED_TRACE(testing::Message() << Name(s) << " d=" << d);
       const std::vector<float> rounded = RoundAll(s, table);
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(s);
-      std::vector<std::vector<float>> got;
-      for (Backend* be :
-           {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(&emu)}) {
-        auto m = be->UploadMatrix(
-            be == cpu.get() ? rounded.data() : table.data(), v, d);
-        ASSERT_TRUE(m.ok()) << m.status();
-        Array out(*be, std::vector<float>(n * d, 7.0f));
-        EmbedParams embed;
-        embed.ids = ids;
-        embed.n = n;
-        embed.table = *m;
-        embed.scale = 1.5f;
-        embed.out = out.get();
-        be->Embed(embed);
-        ExpectNoError(*be);
-        got.push_back(out.Read());
-      }
-      EXPECT_TRUE(SameBits(got[0], got[1]));
+      ExpectEmbedMatches(*cpu, emu, rounded, table, d);
       // Rounding did happen (the comparison is of the storage path).
       if (s != Storage::kF32) {
         EXPECT_NE(rounded, table);
@@ -193,118 +185,17 @@ TEST(DenseKernelsEmuTest, EmbedGathersScaledRowsOfEveryStorage) {
 }
 
 TEST(DenseKernelsEmuTest, NormsMatch) {
-  const int n = 5, ld = 800;
   // d = 768 (three passes of 256 threads), 300 (a partial second pass), 40
   // (two warps), 16 (one warp, half idle).
   for (const int d : {768, 300, 40, 16}) {
-    SCOPED_TRACE(testing::Message() << "d=" << d);
-    const std::vector<float> x = Random(n * ld, 2 + d, -3.0f, 3.0f),
-                             w = Random(d, 3 + d), b = Random(d, 4 + d);
-    // A mean far from zero, which LayerNorm's two passes must remove.
-    std::vector<float> shifted = x;
-    for (float& v : shifted) v += 5.0f;
-    std::vector<std::vector<std::vector<float>>> got(2);
     auto cpu = MakeCpuBackend(1);
     DenseEmulation emu(Storage::kF32);
-    int side = 0;
-    for (Backend* be :
-         {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(&emu)}) {
-      Array xa(*be, x), sa(*be, shifted), wa(*be, w), ba(*be, b),
-          o1(*be, std::vector<float>(n * d, 7.0f)),
-          o2(*be, std::vector<float>(n * d, 7.0f)), o3(*be, x),
-          o4(*be, std::vector<float>(n * 50, 7.0f)),
-          o5(*be, std::vector<float>(n * d, 7.0f)),
-          o6(*be, std::vector<float>(n * d, 7.0f)),
-          o7(*be, std::vector<float>(n * d, 7.0f));
-      NormParams norm;
-      norm.x = xa.get();
-      norm.ldx = d;
-      norm.n = n;
-      norm.d = d;
-      norm.w = wa.get();
-      norm.eps = 1e-5f;
-      norm.out = o1.get();
-      norm.ldo = d;
-      be->RmsNorm(norm);
-      NormParams norm2;
-      norm2.x = xa.get();
-      norm2.ldx = d;
-      norm2.n = n;
-      norm2.d = d;
-      norm2.w = nullptr;
-      norm2.eps = 1e-5f;
-      norm2.out = o2.get();
-      norm2.ldo = d;
-      be->RmsNorm(norm2);
-      // In place on a column slice, as Jamba's dt/B/C norms.
-      NormParams norm3;
-      norm3.x = o3.get() + 8;
-      norm3.ldx = ld;
-      norm3.n = n;
-      norm3.d = 16;
-      norm3.w = wa.get();
-      norm3.eps = 1e-6f;
-      norm3.out = o3.get() + 8;
-      norm3.ldo = ld;
-      be->RmsNorm(norm3);
-      // Out of place between different strides.
-      NormParams norm4;
-      norm4.x = xa.get() + 3;
-      norm4.ldx = ld;
-      norm4.n = n;
-      norm4.d = std::min(d, 40);
-      norm4.w = wa.get();
-      norm4.eps = 1e-6f;
-      norm4.out = o4.get() + 1;
-      norm4.ldo = 50;
-      be->RmsNorm(norm4);
-      NormParams norm5;
-      norm5.x = sa.get();
-      norm5.ldx = d;
-      norm5.n = n;
-      norm5.d = d;
-      norm5.w = wa.get();
-      norm5.b = ba.get();
-      norm5.eps = 1e-5f;
-      norm5.out = o5.get();
-      norm5.ldo = d;
-      be->LayerNorm(norm5);
-      NormParams norm6;
-      norm6.x = xa.get();
-      norm6.ldx = d;
-      norm6.n = n;
-      norm6.d = d;
-      norm6.w = wa.get();
-      norm6.eps = 1e-5f;
-      norm6.out = o6.get();
-      norm6.ldo = d;
-      be->LayerNorm(norm6);
-      NormParams norm7;
-      norm7.x = sa.get();
-      norm7.ldx = d;
-      norm7.n = n;
-      norm7.d = d;
-      norm7.w = nullptr;
-      norm7.eps = 1e-5f;
-      norm7.out = o7.get();
-      norm7.ldo = d;
-      be->LayerNorm(norm7);
-      ExpectNoError(*be);
-      for (Array* a : {&o1, &o2, &o3, &o4, &o5, &o6, &o7}) {
-        got[side].push_back(a->Read());
-      }
-      ++side;
-    }
     // The block reduction sums the squares in another order than the CPU's
     // (vectorised) loop: outputs of magnitude ~2 differ by a few ulp (seen:
     // RmsNorm 2.4e-7, LayerNorm 6.0e-7, whose mean is a second such sum).
     // A wrong row, column or stride is off by O(1).
-    const char* what[] = {"rms",    "rms no w", "strided in place", "strided",
-                          "ln w b", "ln w",     "ln plain"};
-    for (size_t i = 0; i < got[0].size(); ++i) {
-      const float tol = i < 4 ? 4e-7f : 8e-7f;
-      EXPECT_LE(MaxAbsDiff(got[0][i], got[1][i]), tol) << what[i];
-    }
+    ExpectNormsMatch(*cpu, emu, /*n=*/5, d, /*ld=*/800, /*seed=*/2 + d,
+                     Bound::AtMost(4e-7f), Bound::AtMost(8e-7f));
   }
 }
 
@@ -357,54 +248,27 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
                      << Name(s) << " cols=" << cols << " ldx=" << ldx
                      << " offset=" << shape.offset << " bias=" << with_bias
                      << " accumulate=" << accumulate);
+        const std::vector<float>* b = with_bias ? &bias : nullptr;
         std::vector<std::vector<float>> results(9);
         for (int n = 1; n <= 8; ++n) {
-          Array xc(*cpu, x), bc(*cpu, bias), yc(*cpu, y0);
-          Array xe(emu, x), be(emu, bias), ye(emu, y0);
-          GemmParams cm2;
-          cm2.x = xc.get();
-          cm2.ldx = ldx;
-          cm2.n = n;
-          cm2.w = *cm;
-          cm2.bias = with_bias ? bc.get() : nullptr;
-          cm2.y = yc.get();
-          cm2.ldy = ldy;
-          cm2.accumulate = accumulate;
-          cpu->Gemm(cm2);
-          GemmParams em2;
-          em2.x = xe.get();
-          em2.ldx = ldx;
-          em2.n = n;
-          em2.w = em;
-          em2.bias = with_bias ? be.get() : nullptr;
-          em2.y = ye.get();
-          em2.ldy = ldy;
-          em2.accumulate = accumulate;
-          emu.Gemm(em2);
+          const std::vector<float> want =
+              GemmOn(*cpu, *cm, x, ldx, n, y0, ldy, b, accumulate);
+          results[n] = GemmOn(emu, em, x, ldx, n, y0, ldy, b, accumulate);
           ExpectNoError(emu);
           EXPECT_TRUE(EndsWith(emu::State().last_kernel,
                                shape.vector ? "true>" : "false>"))
               << emu::State().last_kernel;
-          results[n] = ye.Read();
-          EXPECT_LE(MaxAbsDiff(yc.Read(), results[n]), shape.tol) << "n=" << n;
+          EXPECT_LE(MaxAbsDiff(want, results[n]), shape.tol) << "n=" << n;
         }
         if (s != Storage::kF32 && cols == 768) {
           // The kernel did read the rounded weights: the CPU on the fp32
           // ones is measurably further off.
           auto plain = cpu->UploadMatrix(w.data(), rows, cols);
           ASSERT_TRUE(plain.ok());
-          Array xc(*cpu, x), bc(*cpu, bias), yc(*cpu, y0);
-          GemmParams plain2;
-          plain2.x = xc.get();
-          plain2.ldx = ldx;
-          plain2.n = 8;
-          plain2.w = *plain;
-          plain2.bias = with_bias ? bc.get() : nullptr;
-          plain2.y = yc.get();
-          plain2.ldy = ldy;
-          plain2.accumulate = accumulate;
-          cpu->Gemm(plain2);
-          EXPECT_GT(MaxAbsDiff(yc.Read(), results[8]), 1e-3f);
+          EXPECT_GT(MaxAbsDiff(
+                        GemmOn(*cpu, *plain, x, ldx, 8, y0, ldy, b, accumulate),
+                        results[8]),
+                    1e-3f);
         }
         // Batch invariance: row i is the same bits in every batch of n > i.
         for (int n = 1; n < 8; ++n) {
@@ -426,38 +290,11 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
 // A router kept in fp32 on a bf16 backend (UploadMatrixFp32) takes the fp32
 // GEMV: it matches the CPU on the unrounded weights, the rounded copy not.
 TEST(DenseKernelsEmuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
-  const int rows = 16, cols = 768;
-  const std::vector<float> w = Random(rows * cols, 21);
   auto cpu = MakeCpuBackend(1);
   DenseEmulation emu(Storage::kBf16);
-  auto cm = cpu->UploadMatrix(w.data(), rows, cols);
-  auto fp32 = emu.UploadMatrixFp32(w.data(), rows, cols);
-  auto bf16 = emu.UploadMatrix(w.data(), rows, cols);
-  ASSERT_TRUE(cm.ok() && fp32.ok() && bf16.ok());
-  EXPECT_TRUE(fp32->fp32);
-  EXPECT_FALSE(bf16->fp32);
   for (const int n : {1, 8}) {
-    const std::vector<float> x = Random(n * cols, 22 + n);
-    std::vector<std::vector<float>> got;
-    for (const auto& [be, m] :
-         {std::pair<Backend*, const Matrix*>{cpu.get(), &*cm},
-          {&emu, &*fp32},
-          {&emu, &*bf16}}) {
-      Array xa(*be, x), ya(*be, n * rows);
-      GemmParams m2;
-      m2.x = xa.get();
-      m2.ldx = cols;
-      m2.n = n;
-      m2.w = *m;
-      m2.y = ya.get();
-      m2.ldy = rows;
-      be->Gemm(m2);
-      ExpectNoError(*be);
-      got.push_back(ya.Read());
-    }
     // As the GEMV test's 768 columns (seen: 3.8e-6).
-    EXPECT_LE(MaxAbsDiff(got[0], got[1]), 1e-5f) << "n=" << n;
-    EXPECT_GT(MaxAbsDiff(got[0], got[2]), 1e-3f) << "n=" << n;
+    ExpectFp32MatrixKeepsFp32Accuracy(*cpu, emu, n, Bound::AtMost(1e-5f));
   }
 }
 
@@ -468,14 +305,7 @@ TEST(DenseKernelsEmuTest, EmptyCallsLaunchNothing) {
   const Matrix m = emu.UploadAt(w.data(), 8, 16, Storage::kBf16, 0);
   Array x(emu, 16), y(emu, 8);
   const int64_t launches = emu::State().launches;
-  GemmParams m3;
-  m3.x = x.get();
-  m3.ldx = 16;
-  m3.n = 0;
-  m3.w = m;
-  m3.y = y.get();
-  m3.ldy = 8;
-  emu.Gemm(m3);
+  emu.Gemm(GemmOf(x.get(), 16, 0, m, y.get(), 8));
   const int32_t row = 0;
   const float scale = 1.0f;
   ScatterAddParams scatter;
@@ -487,16 +317,7 @@ TEST(DenseKernelsEmuTest, EmptyCallsLaunchNothing) {
   scatter.dst = y.get();
   scatter.lddst = 8;
   emu.ScatterAddScaled(scatter);
-  NormParams norm8;
-  norm8.x = x.get();
-  norm8.ldx = 16;
-  norm8.n = 0;
-  norm8.d = 16;
-  norm8.w = nullptr;
-  norm8.eps = 1e-5f;
-  norm8.out = y.get();
-  norm8.ldo = 16;
-  emu.RmsNorm(norm8);
+  emu.RmsNorm(NormOf(x.get(), y.get(), 0, 16, nullptr, 1e-5f));
   MoeRouteParams route;
   route.logits = x.get();
   route.n = 0;
@@ -546,119 +367,24 @@ TEST(DenseKernelsEmuTest, ConvertRowsRoundsLikeTheHost) {
 }
 
 TEST(DenseKernelsEmuTest, RowOpsMatch) {
-  const int n = 6, lda = 320;
-  const int32_t rows[] = {4, 1, 4, 0};
-  const float scales[] = {0.5f, -2.0f, 0.25f, 1.5f};
-  const int m = 4;
+  const int n = 6;
   for (const int d : {33, 300}) {
-    const int f = d + 7;  // ActivateMul's width
-    const std::vector<float> a = Random(n * lda, 9 + d, -4.0f, 4.0f),
-                             b = Random(n * lda, 10 + d), v = Random(d, 11 + d),
-                             src = Random(m * d, 12 + d);
-    for (const Activation act :
-         {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu,
-          Activation::kSilu, Activation::kSigmoid, Activation::kIdentity}) {
-      SCOPED_TRACE(testing::Message()
-                   << "act=" << static_cast<int>(act) << " d=" << d);
-      std::vector<std::vector<std::vector<float>>> got(2);
+    RowOpsCase c = MakeRowOpsCase(n, d, /*f=*/d + 7, /*ld=*/320, {4, 1, 4, 0},
+                                  {0.5f, -2.0f, 0.25f, 1.5f}, /*seed=*/9 + d);
+    c.dst = Random(n * (d + 3), 13);
+    c.lddst = d + 3;
+    for (const Activation act : kActivations) {
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(Storage::kF32);
-      int side = 0;
-      for (Backend* be :
-           {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(&emu)}) {
-        Array aa(*be, a), bb(*be, b), o1(*be, b), o2(*be, b), o3(*be, a),
-            o4(*be, a), g(*be, m * d), dst(*be, Random(n * (d + 3), 13)),
-            sa(*be, src), va(*be, v);
-        // With b, accumulating; without b, overwriting.
-        ActivateMulParams act2;
-        act2.a = aa.get();
-        act2.lda = lda;
-        act2.b = bb.get();
-        act2.ldb = lda;
-        act2.n = n;
-        act2.f = f;
-        act2.act = act;
-        act2.out = o1.get();
-        act2.ldo = lda;
-        act2.accumulate = true;
-        be->ActivateMul(act2);
-        ActivateMulParams act3;
-        act3.a = aa.get();
-        act3.lda = lda;
-        act3.ldb = 0;
-        act3.n = n;
-        act3.f = f;
-        act3.act = act;
-        act3.out = o2.get();
-        act3.ldo = lda;
-        be->ActivateMul(act3);
-        // In place (out aliases a), with and without accumulation.
-        ActivateMulParams act4;
-        act4.a = o3.get();
-        act4.lda = lda;
-        act4.b = bb.get();
-        act4.ldb = lda;
-        act4.n = n;
-        act4.f = f;
-        act4.act = act;
-        act4.out = o3.get();
-        act4.ldo = lda;
-        be->ActivateMul(act4);
-        ActivateMulParams act5;
-        act5.a = o4.get();
-        act5.lda = lda;
-        act5.ldb = 0;
-        act5.n = n;
-        act5.f = f;
-        act5.act = act;
-        act5.out = o4.get();
-        act5.ldo = lda;
-        act5.accumulate = true;
-        be->ActivateMul(act5);
-        GatherRowsParams gather;
-        gather.x = aa.get();
-        gather.d = d;
-        gather.rows = rows;
-        gather.m = m;
-        gather.out = g.get();
-        be->GatherRows(gather);
-        AddBiasParams add_bias;
-        add_bias.y = dst.get();
-        add_bias.ldy = d + 3;
-        add_bias.n = n;
-        add_bias.d = d;
-        add_bias.v = va.get();
-        be->AddBias(add_bias);
-        ScatterAddParams scatter2;
-        scatter2.src = sa.get();
-        scatter2.d = d;
-        scatter2.rows = rows;
-        scatter2.scales = scales;
-        scatter2.m = m;
-        scatter2.dst = dst.get();
-        scatter2.lddst = d + 3;
-        be->ScatterAddScaled(scatter2);
-        ExpectNoError(*be);
-        for (Array* arr : {&o1, &o2, &o3, &o4, &g, &dst}) {
-          got[side].push_back(arr->Read());
-        }
-        ++side;
-      }
       // Both sides evaluate op_math::Activate per element with the same
       // scalar libm calls; only the tanh GELU differs, whose cubic the CPU
       // build's -ffast-math may reassociate (seen: 2.4e-7 on outputs up to
       // ~5, 1 ulp). Everything else, the copies and the in-order scatter
       // included, is bit for bit the same.
-      const char* what[] = {"act*b acc",        "act",    "act*b in place",
-                            "act acc in place", "gather", "bias+scatter"};
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        if (i < 4 && act == Activation::kGeluTanh) {
-          EXPECT_LE(MaxAbsDiff(got[0][i], got[1][i]), 5e-7f) << what[i];
-        } else {
-          EXPECT_TRUE(SameBits(got[0][i], got[1][i]))
-              << what[i] << ": " << MaxAbsDiff(got[0][i], got[1][i]);
-        }
-      }
+      ExpectRowOpsMatch(*cpu, emu, c, act,
+                        act == Activation::kGeluTanh ? Bound::AtMost(5e-7f)
+                                                     : Bound::Bitwise(),
+                        Bound::Bitwise());
     }
   }
 }
@@ -666,44 +392,21 @@ TEST(DenseKernelsEmuTest, RowOpsMatch) {
 TEST(DenseKernelsEmuTest, MoeRouteMatches) {
   // 37 rows: one partial block; 200: a second block of 128 threads.
   for (const int n : {37, 200}) {
-    for (const auto& [x, routing, k, renorm] :
-         {std::tuple{8, MoeRouting::kSoftmaxTopK, 1, false},
-          std::tuple{8, MoeRouting::kSoftmaxTopK, 2, true},
-          std::tuple{5, MoeRouting::kSoftmaxTopK, 3, false},
-          std::tuple{8, MoeRouting::kReluDynamic, 8, false}}) {
-      SCOPED_TRACE(testing::Message() << "n=" << n << " x=" << x << " k=" << k
-                                      << " renorm=" << renorm);
-      std::vector<float> logits = Random(n * x, 13 + n, -3.0f, 3.0f);
+    for (const MoeRouteCase& c :
+         {MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 1},
+          MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 2, /*renormalize=*/true},
+          MoeRouteCase{5, MoeRouting::kSoftmaxTopK, 3},
+          MoeRouteCase{8, MoeRouting::kReluDynamic, 8}}) {
+      std::vector<float> logits = Random(n * c.x, 13 + n, -3.0f, 3.0f);
       // Ties (to the lower expert) and rows with no positive logit.
-      for (int e = 0; e < x; ++e) logits[e] = 0.5f;
-      for (int e = 0; e < x; ++e) logits[x + e] = -1.0f - e;
-      std::vector<std::vector<float>> gates;
-      std::vector<std::vector<uint8_t>> experts;
+      for (int e = 0; e < c.x; ++e) logits[e] = 0.5f;
+      for (int e = 0; e < c.x; ++e) logits[c.x + e] = -1.0f - e;
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(Storage::kF32);
-      for (Backend* be :
-           {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(&emu)}) {
-        Array l(*be, logits), e(*be, std::vector<float>(n * k, 7.0f)),
-            g(*be, std::vector<float>(n * k, 7.0f));
-        MoeRouteParams route2;
-        route2.logits = l.get();
-        route2.n = n;
-        route2.x = x;
-        route2.routing = routing;
-        route2.top_k = k;
-        route2.renormalize = renorm;
-        route2.experts = reinterpret_cast<int32_t*>(e.get());
-        route2.gates = g.get();
-        be->MoeRoute(route2);
-        ExpectNoError(*be);
-        experts.push_back(e.ReadBytes());
-        gates.push_back(g.Read());
-      }
       // The same decisions; the CPU build's -ffast-math may reorder the
       // softmax's sum and turn its divisions into reciprocal products, so
       // gates below 1 differ by up to 2 ulp (seen: 1.2e-7).
-      EXPECT_EQ(experts[0], experts[1]);
-      EXPECT_LE(MaxAbsDiff(gates[0], gates[1]), 2e-7f);
+      ExpectMoeRouteMatches(*cpu, emu, logits, n, c, Bound::AtMost(2e-7f));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/backend/backend.h"
 #include "gtest/gtest.h"
 
@@ -112,6 +113,12 @@ class Array {
   size_t n_;
   DeviceBuffer buf_;
 };
+
+// No op failed on `be` since the last check.
+inline void ExpectNoError(Backend& be) {
+  const absl::Status status = be.TakeError();
+  EXPECT_TRUE(status.ok()) << be.name() << ": " << status;
+}
 
 // Rows of the packed batch a step's segments span (a zero-length padding
 // segment still owns one row).
