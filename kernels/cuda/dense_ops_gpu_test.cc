@@ -12,34 +12,22 @@
 namespace seqboat::gpu_test {
 namespace {
 
+namespace dense = parity::dense;
 using parity::Bound;
-using parity::dense::ExpectEmbedMatches;
-using parity::dense::ExpectFp32MatrixKeepsFp32Accuracy;
-using parity::dense::ExpectMoeRouteMatches;
-using parity::dense::ExpectNormsMatch;
-using parity::dense::ExpectRowOpsMatch;
-using parity::dense::GemmOf;
-using parity::dense::GemmOn;
-using parity::dense::kActivations;
-using parity::dense::kEmbedRows;
-using parity::dense::MakeRowOpsCase;
-using parity::dense::MoeRouteCase;
-using parity::dense::NormOf;
-using parity::dense::RowOpsCase;
 
 TEST(DenseOpsGpuTest, EmbedGathersScaledRows) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
   const int d = 70;
-  const std::vector<float> table = Random(kEmbedRows * d, 1);
-  ExpectEmbedMatches(*p.cpu, *p.cuda, table, table, d);
+  const std::vector<float> table = Random(dense::kEmbedRows * d, 1);
+  dense::ExpectEmbedMatches(*p.cpu, *p.cuda, table, table, d);
 }
 
 TEST(DenseOpsGpuTest, NormsMatch) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
-  ExpectNormsMatch(*p.cpu, *p.cuda, /*n=*/5, /*d=*/768, /*ld=*/800,
-                   /*seed=*/2, Bound::Below(1e-5f), Bound::Below(1e-5f));
+  dense::ExpectNormsMatch(*p.cpu, *p.cuda, /*n=*/5, /*d=*/768, /*ld=*/800,
+                          /*seed=*/2, Bound::Below(1e-5f), Bound::Below(1e-5f));
 }
 
 // fp32 weights: the same sums in another order, 1e-4. bf16 weights: each
@@ -66,8 +54,8 @@ TEST(DenseOpsGpuTest, GemmWithinTheStatedTolerance) {
         }
         auto m = be->UploadMatrix(w.data(), rows, cols);
         ASSERT_TRUE(m.ok());
-        got.push_back(
-            GemmOn(*be, *m, x, ld, n, y0, rows, &bias, /*accumulate=*/true));
+        got.push_back(dense::GemmOn(*be, *m, x, ld, n, y0, rows, &bias,
+                                    /*accumulate=*/true));
       }
       EXPECT_LT(MaxAbsDiff(got[0], got[1]), 1e-4f) << "fp32, n=" << n;
       EXPECT_LT(MaxAbsDiff(got[0], got[2]),
@@ -88,8 +76,8 @@ TEST(DenseOpsGpuTest, SmallBatchGemmIsBatchInvariant) {
   auto m = be->UploadMatrix(w.data(), rows, cols);
   ASSERT_TRUE(m.ok());
   Array xa(*be, x), one(*be, rows), eight(*be, 8 * rows);
-  be->Gemm(GemmOf(xa.get(), cols, 1, *m, one.get(), rows));
-  be->Gemm(GemmOf(xa.get(), cols, 8, *m, eight.get(), rows));
+  be->Gemm(dense::GemmOf(xa.get(), cols, 1, *m, one.get(), rows));
+  be->Gemm(dense::GemmOf(xa.get(), cols, 8, *m, eight.get(), rows));
   const std::vector<float> a = one.Read(), b = eight.Read();
   EXPECT_EQ(a, std::vector<float>(b.begin(), b.begin() + rows));
 }
@@ -101,7 +89,8 @@ TEST(DenseOpsGpuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
     auto cpu = MakeCpuBackend(1);
     auto bf16 = MakeCuda(CudaWeights::kBf16);
     ASSERT_NE(bf16, nullptr);
-    ExpectFp32MatrixKeepsFp32Accuracy(*cpu, *bf16, n, Bound::Below(1e-4f));
+    dense::ExpectFp32MatrixKeepsFp32Accuracy(*cpu, *bf16, n,
+                                             Bound::Below(1e-4f));
   }
 }
 
@@ -109,16 +98,16 @@ TEST(DenseOpsGpuTest, RowOpsMatch) {
   Pair p;
   ASSERT_NE(p.cuda, nullptr);
   const int n = 6, d = 33;
-  RowOpsCase c = MakeRowOpsCase(n, d, /*f=*/40, /*ld=*/48, {4, 1, 4},
-                                {0.5f, -2.0f, 0.25f}, /*seed=*/9);
+  dense::RowOpsCase c = dense::MakeRowOpsCase(
+      n, d, /*f=*/40, /*ld=*/48, {4, 1, 4}, {0.5f, -2.0f, 0.25f}, /*seed=*/9);
   c.dst.assign(n * d, 1.0f);
   c.lddst = d;
   // Outputs reach about 5; CUDA's expf/erff/tanhf are within 2 ulp and
   // glibc's within 1, so a few ulp of 5 (4.8e-7 each) may separate them.
   // A wrong formula is off by far more than 1e-5.
-  for (Activation act : kActivations) {
-    ExpectRowOpsMatch(*p.cpu, *p.cuda, c, act, Bound::Below(1e-5f),
-                      Bound::Below(1e-5f));
+  for (Activation act : dense::kActivations) {
+    dense::ExpectRowOpsMatch(*p.cpu, *p.cuda, c, act, Bound::Below(1e-5f),
+                             Bound::Below(1e-5f));
   }
 }
 
@@ -127,11 +116,13 @@ TEST(DenseOpsGpuTest, MoeRouteMatches) {
   ASSERT_NE(p.cuda, nullptr);
   const int n = 37, x = 8;
   const std::vector<float> logits = Random(n * x, 13, -3, 3);
-  for (const MoeRouteCase& c : {MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 1},
-                                MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 2,
-                                             /*renormalize=*/true},
-                                MoeRouteCase{x, MoeRouting::kReluDynamic, x}}) {
-    ExpectMoeRouteMatches(*p.cpu, *p.cuda, logits, n, c, Bound::Below(1e-6f));
+  for (const dense::MoeRouteCase& c :
+       {dense::MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 1},
+        dense::MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 2,
+                            /*renormalize=*/true},
+        dense::MoeRouteCase{x, MoeRouting::kReluDynamic, x}}) {
+    dense::ExpectMoeRouteMatches(*p.cpu, *p.cuda, logits, n, c,
+                                 Bound::Below(1e-6f));
   }
 }
 
@@ -153,18 +144,19 @@ TEST(DenseOpsGpuTest, ReplayedStepRereadsItsDescriptors) {
     for (int step = 0; step < 4; ++step) {
       int32_t ids[n];
       for (int i = 0; i < n; ++i) ids[i] = (step * 11 + i * 5) % v;
-      ASSERT_TRUE(be->RunCaptured(n, [&] {
-                      EmbedParams embed;
-                      embed.ids = ids;
-                      embed.n = n;
-                      embed.table = *m;
-                      embed.out = e.get();
-                      be->Embed(embed);
-                      be->RmsNorm(
-                          NormOf(e.get(), h.get(), n, d, wa.get(), 1e-5f));
-                      be->Gemm(GemmOf(h.get(), d, n, *m, logits.get(), v));
-                      return absl::OkStatus();
-                    }).ok());
+      ASSERT_TRUE(
+          be->RunCaptured(n, [&] {
+              EmbedParams embed;
+              embed.ids = ids;
+              embed.n = n;
+              embed.table = *m;
+              embed.out = e.get();
+              be->Embed(embed);
+              be->RmsNorm(
+                  dense::NormOf(e.get(), h.get(), n, d, wa.get(), 1e-5f));
+              be->Gemm(dense::GemmOf(h.get(), d, n, *m, logits.get(), v));
+              return absl::OkStatus();
+            }).ok());
       outs[which].push_back(logits.Read());
       ASSERT_TRUE(be->TakeError().ok());
     }

@@ -17,17 +17,11 @@ namespace {
 
 using parity::SeqBoatParityTest;
 using parity::SeqBoatRun;
-using parity::SeqBoatRunShape;
-using parity::SeqBoatRunWith;
 
-// A window whose scores need more than the default 48 KiB of shared memory
-// (the kernel opts in to more), prefill chunks longer than the window so the
-// FIFO wraps inside a chunk, and steps of thousands of rows for the router.
+// The large window with prefill chunks longer than the window, so the FIFO
+// wraps inside a chunk, and steps of thousands of rows for the router.
 SeqBoatRun LargeWindowRun() {
-  SeqBoatRun r =
-      SeqBoatRunWith(SeqBoatRunShape(48, 4, 4, 6, 7000, SeqBoatAttnFn::kSoftmax,
-                                     SeqBoatPos::kSimpleBias, 100),
-                     /*slots=*/1, /*steps=*/4, /*max_chunk=*/2, 909);
+  SeqBoatRun r = parity::SeqBoatLargeWindowRun(/*slots=*/1, /*max_chunk=*/2);
   r.long_chunks = true;
   return r;
 }

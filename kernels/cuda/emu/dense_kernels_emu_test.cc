@@ -29,22 +29,10 @@
 namespace seqboat::emu_test {
 namespace {
 
+namespace dense = parity::dense;
 using cuda::Storage;
 using parity::Bound;
 using parity::ExpectNoError;
-using parity::dense::ExpectEmbedMatches;
-using parity::dense::ExpectFp32MatrixKeepsFp32Accuracy;
-using parity::dense::ExpectMoeRouteMatches;
-using parity::dense::ExpectNormsMatch;
-using parity::dense::ExpectRowOpsMatch;
-using parity::dense::GemmOf;
-using parity::dense::GemmOn;
-using parity::dense::kActivations;
-using parity::dense::kEmbedRows;
-using parity::dense::MakeRowOpsCase;
-using parity::dense::MoeRouteCase;
-using parity::dense::NormOf;
-using parity::dense::RowOpsCase;
 
 // What a weight becomes in `s`: the CUDA backend rounds on the host to
 // nearest even (kernels/cuda_backend.cc UploadAs), so the same functions here.
@@ -169,13 +157,14 @@ class DenseEmulation : public EmulatedBackend {
 TEST(DenseKernelsEmuTest, EmbedGathersScaledRowsOfEveryStorage) {
   // d = 70: 96 threads, the last warp partly idle; 300: two passes.
   for (const int d : {70, 300}) {
-    const std::vector<float> table = Random(kEmbedRows * d, 1 + d, -3.0f, 3.0f);
+    const std::vector<float> table =
+        Random(dense::kEmbedRows * d, 1 + d, -3.0f, 3.0f);
     for (const Storage s : {Storage::kF32, Storage::kBf16, Storage::kF16}) {
       SCOPED_TRACE(testing::Message() << Name(s) << " d=" << d);
       const std::vector<float> rounded = RoundAll(s, table);
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(s);
-      ExpectEmbedMatches(*cpu, emu, rounded, table, d);
+      dense::ExpectEmbedMatches(*cpu, emu, rounded, table, d);
       // Rounding did happen (the comparison is of the storage path).
       if (s != Storage::kF32) {
         EXPECT_NE(rounded, table);
@@ -194,8 +183,8 @@ TEST(DenseKernelsEmuTest, NormsMatch) {
     // (vectorised) loop: outputs of magnitude ~2 differ by a few ulp (seen:
     // RmsNorm 2.4e-7, LayerNorm 6.0e-7, whose mean is a second such sum).
     // A wrong row, column or stride is off by O(1).
-    ExpectNormsMatch(*cpu, emu, /*n=*/5, d, /*ld=*/800, /*seed=*/2 + d,
-                     Bound::AtMost(4e-7f), Bound::AtMost(8e-7f));
+    dense::ExpectNormsMatch(*cpu, emu, /*n=*/5, d, /*ld=*/800, /*seed=*/2 + d,
+                            Bound::AtMost(4e-7f), Bound::AtMost(8e-7f));
   }
 }
 
@@ -252,8 +241,9 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
         std::vector<std::vector<float>> results(9);
         for (int n = 1; n <= 8; ++n) {
           const std::vector<float> want =
-              GemmOn(*cpu, *cm, x, ldx, n, y0, ldy, b, accumulate);
-          results[n] = GemmOn(emu, em, x, ldx, n, y0, ldy, b, accumulate);
+              dense::GemmOn(*cpu, *cm, x, ldx, n, y0, ldy, b, accumulate);
+          results[n] =
+              dense::GemmOn(emu, em, x, ldx, n, y0, ldy, b, accumulate);
           ExpectNoError(emu);
           EXPECT_TRUE(EndsWith(emu::State().last_kernel,
                                shape.vector ? "true>" : "false>"))
@@ -265,9 +255,9 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
           // ones is measurably further off.
           auto plain = cpu->UploadMatrix(w.data(), rows, cols);
           ASSERT_TRUE(plain.ok());
-          EXPECT_GT(MaxAbsDiff(
-                        GemmOn(*cpu, *plain, x, ldx, 8, y0, ldy, b, accumulate),
-                        results[8]),
+          EXPECT_GT(MaxAbsDiff(dense::GemmOn(*cpu, *plain, x, ldx, 8, y0, ldy,
+                                             b, accumulate),
+                               results[8]),
                     1e-3f);
         }
         // Batch invariance: row i is the same bits in every batch of n > i.
@@ -294,7 +284,8 @@ TEST(DenseKernelsEmuTest, Fp32MatrixOnBf16BackendKeepsFp32Accuracy) {
   DenseEmulation emu(Storage::kBf16);
   for (const int n : {1, 8}) {
     // As the GEMV test's 768 columns (seen: 3.8e-6).
-    ExpectFp32MatrixKeepsFp32Accuracy(*cpu, emu, n, Bound::AtMost(1e-5f));
+    dense::ExpectFp32MatrixKeepsFp32Accuracy(*cpu, emu, n,
+                                             Bound::AtMost(1e-5f));
   }
 }
 
@@ -305,7 +296,7 @@ TEST(DenseKernelsEmuTest, EmptyCallsLaunchNothing) {
   const Matrix m = emu.UploadAt(w.data(), 8, 16, Storage::kBf16, 0);
   Array x(emu, 16), y(emu, 8);
   const int64_t launches = emu::State().launches;
-  emu.Gemm(GemmOf(x.get(), 16, 0, m, y.get(), 8));
+  emu.Gemm(dense::GemmOf(x.get(), 16, 0, m, y.get(), 8));
   const int32_t row = 0;
   const float scale = 1.0f;
   ScatterAddParams scatter;
@@ -317,7 +308,7 @@ TEST(DenseKernelsEmuTest, EmptyCallsLaunchNothing) {
   scatter.dst = y.get();
   scatter.lddst = 8;
   emu.ScatterAddScaled(scatter);
-  emu.RmsNorm(NormOf(x.get(), y.get(), 0, 16, nullptr, 1e-5f));
+  emu.RmsNorm(dense::NormOf(x.get(), y.get(), 0, 16, nullptr, 1e-5f));
   MoeRouteParams route;
   route.logits = x.get();
   route.n = 0;
@@ -369,11 +360,12 @@ TEST(DenseKernelsEmuTest, ConvertRowsRoundsLikeTheHost) {
 TEST(DenseKernelsEmuTest, RowOpsMatch) {
   const int n = 6;
   for (const int d : {33, 300}) {
-    RowOpsCase c = MakeRowOpsCase(n, d, /*f=*/d + 7, /*ld=*/320, {4, 1, 4, 0},
-                                  {0.5f, -2.0f, 0.25f, 1.5f}, /*seed=*/9 + d);
+    dense::RowOpsCase c =
+        dense::MakeRowOpsCase(n, d, /*f=*/d + 7, /*ld=*/320, {4, 1, 4, 0},
+                              {0.5f, -2.0f, 0.25f, 1.5f}, /*seed=*/9 + d);
     c.dst = Random(n * (d + 3), 13);
     c.lddst = d + 3;
-    for (const Activation act : kActivations) {
+    for (const Activation act : dense::kActivations) {
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(Storage::kF32);
       // Both sides evaluate op_math::Activate per element with the same
@@ -381,10 +373,11 @@ TEST(DenseKernelsEmuTest, RowOpsMatch) {
       // build's -ffast-math may reassociate (seen: 2.4e-7 on outputs up to
       // ~5, 1 ulp). Everything else, the copies and the in-order scatter
       // included, is bit for bit the same.
-      ExpectRowOpsMatch(*cpu, emu, c, act,
-                        act == Activation::kGeluTanh ? Bound::AtMost(5e-7f)
-                                                     : Bound::Bitwise(),
-                        Bound::Bitwise());
+      dense::ExpectRowOpsMatch(*cpu, emu, c, act,
+                               act == Activation::kGeluTanh
+                                   ? Bound::AtMost(5e-7f)
+                                   : Bound::Bitwise(),
+                               Bound::Bitwise());
     }
   }
 }
@@ -392,11 +385,12 @@ TEST(DenseKernelsEmuTest, RowOpsMatch) {
 TEST(DenseKernelsEmuTest, MoeRouteMatches) {
   // 37 rows: one partial block; 200: a second block of 128 threads.
   for (const int n : {37, 200}) {
-    for (const MoeRouteCase& c :
-         {MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 1},
-          MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 2, /*renormalize=*/true},
-          MoeRouteCase{5, MoeRouting::kSoftmaxTopK, 3},
-          MoeRouteCase{8, MoeRouting::kReluDynamic, 8}}) {
+    for (const dense::MoeRouteCase& c :
+         {dense::MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 1},
+          dense::MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 2,
+                              /*renormalize=*/true},
+          dense::MoeRouteCase{5, MoeRouting::kSoftmaxTopK, 3},
+          dense::MoeRouteCase{8, MoeRouting::kReluDynamic, 8}}) {
       std::vector<float> logits = Random(n * c.x, 13 + n, -3.0f, 3.0f);
       // Ties (to the lower expert) and rows with no positive logit.
       for (int e = 0; e < c.x; ++e) logits[e] = 0.5f;
@@ -406,7 +400,8 @@ TEST(DenseKernelsEmuTest, MoeRouteMatches) {
       // The same decisions; the CPU build's -ffast-math may reorder the
       // softmax's sum and turn its divisions into reciprocal products, so
       // gates below 1 differ by up to 2 ulp (seen: 1.2e-7).
-      ExpectMoeRouteMatches(*cpu, emu, logits, n, c, Bound::AtMost(2e-7f));
+      dense::ExpectMoeRouteMatches(*cpu, emu, logits, n, c,
+                                   Bound::AtMost(2e-7f));
     }
   }
 }

@@ -45,19 +45,13 @@ class SeqBoatEmulation : public EmulatedBackend {
 
 using parity::SeqBoatParityTest;
 using parity::SeqBoatRun;
-using parity::SeqBoatRunShape;
-using parity::SeqBoatRunWith;
 
-// A window whose scores need more than 48 KiB of shared memory (the kernel
-// opts in to more; the emulation refuses the launch otherwise). Every token
-// scores its whole FIFO, which the emulation runs thread by thread: a few
-// short steps keep the FIFOs far from wrapping here (the other cases wrap
-// theirs).
+// The large window (more than 48 KiB of scores: the emulation refuses the
+// launch unless the kernel opts in). Every token scores its whole FIFO,
+// which the emulation runs thread by thread: a few short steps keep the
+// FIFOs far from wrapping here (the other cases wrap theirs).
 SeqBoatRun LargeWindowRun() {
-  SeqBoatRun r =
-      SeqBoatRunWith(SeqBoatRunShape(48, 4, 4, 6, 7000, SeqBoatAttnFn::kSoftmax,
-                                     SeqBoatPos::kSimpleBias, 100),
-                     /*slots=*/2, /*steps=*/4, /*max_chunk=*/6, 909);
+  SeqBoatRun r = parity::SeqBoatLargeWindowRun(/*slots=*/2, /*max_chunk=*/6);
   r.wraps = false;
   return r;
 }

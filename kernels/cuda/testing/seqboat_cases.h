@@ -457,6 +457,16 @@ inline std::vector<NamedSeqBoatRun> SeqBoatOddSizeRuns() {
   };
 }
 
+// A window whose scores need more than the default 48 KiB of shared memory
+// (the kernel opts in to more): 4 steps over `slots` slots with chunks of up
+// to max_chunk rows.
+inline SeqBoatRun SeqBoatLargeWindowRun(int slots, int max_chunk) {
+  return SeqBoatRunWith(
+      SeqBoatRunShape(48, 4, 4, 6, 7000, SeqBoatAttnFn::kSoftmax,
+                      SeqBoatPos::kSimpleBias, 100),
+      slots, /*steps=*/4, max_chunk, 909);
+}
+
 // More rows than one block's threads: the compaction carries its count
 // across chunks; n == 0 still writes the count. Confidences within
 // `conf_tol`, the decisions exactly.
