@@ -7,7 +7,7 @@ may be included from .cu files (no absl, no gRPC), which keeps nvcc's job
 small.
 """
 
-load("@rules_cc//cc:defs.bzl", "cc_library")
+load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
 
 NVCC = "/usr/local/cuda/bin/nvcc"
 
@@ -53,4 +53,26 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         hdrs = hdrs,
         deps = deps + ["//third_party:cuda"],
         **kwargs
+    )
+
+def gpu_test(name, deps = []):
+    """A test that needs a GPU: `name`.cc, tagged "gpu".
+
+    `bazel test` leaves it out (.bazelrc); `bazel test --config=gpu` runs it,
+    and kernels/gpu_bundle.sh packs every kernels/cuda/*_gpu_test.cc as the
+    target of that name, which this macro keeps true.
+
+    Args:
+      name: the cc_test, and its source file without ".cc".
+      deps: what it needs beyond the GPU test helpers (gpu_test_util, which
+        brings the CPU and CUDA backends) and gtest's main.
+    """
+    cc_test(
+        name = name,
+        srcs = [name + ".cc"],
+        tags = ["gpu"],
+        deps = deps + [
+            "//kernels/cuda/testing:gpu_test_util",
+            "//third_party:gtest_main",
+        ],
     )
