@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/testing/layer_harness.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -27,7 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 
 using Tensor = F32Tensor;
-using Tensors = std::map<std::string, Tensor>;
+using Tensors = LayerHarness::Tensors;
 
 constexpr int kD = 8;
 
@@ -72,63 +73,24 @@ Tensors RandomWeights(const Mamba2Config& c, uint32_t seed) {
   return t;
 }
 
-std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-  EXPECT_TRUE(WriteF32Safetensors(path, ts).ok()) << path;
-  return path;
-}
-
-// One layer with its own arena.
-struct Harness {
-  std::unique_ptr<Backend> backend = MakeCpuBackend(1);
-  std::unique_ptr<WeightStore> store;
-  std::unique_ptr<Layer> layer;
-  DeviceBuffer state;
-  int slots = 0;
-
+// One Mamba-2 block with its own arena.
+struct Harness : LayerHarness {
   absl::Status Init(const Mamba2Config& config, const Tensors& w,
                     int nslots = 3) {
-    slots = nslots;
-    auto ws = WeightStore::Open(WriteSafetensors(
-        absl::StrCat("mamba2_", reinterpret_cast<uintptr_t>(this)), w));
-    if (!ws.ok()) return ws.status();
-    store = *std::move(ws);
-    BlockSite site;
-    site.where = "blocks[0] (mamba2)";
-    site.prefix = "b.";
-    site.d_model = kD;
-    site.weights = store.get();
-    site.backend = backend.get();
-    auto l = MakeMamba2(config, NormConfig{}, site);
-    if (!l.ok()) return l.status();
-    layer = *std::move(l);
-    auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
-    if (!buf.ok()) return buf.status();
-    state = *buf;
-    layer->BindState(state.get());
-    for (int s = 0; s < slots; ++s) layer->ResetSlot(*backend, s);
-    return store->CheckAllUsed();
+    return LayerHarness::Init(
+        [&](const BlockSite& site) {
+          return MakeMamba2(config, NormConfig{}, site);
+        },
+        "blocks[0] (mamba2)", kD, w, nslots);
   }
-
-  // Runs rows x [n, kD] split into `segs`; returns the new residual.
   std::vector<float> Step(std::vector<float> x,
-                          const std::vector<Segment>& segs) {
-    const int n = static_cast<int>(x.size()) / kD;
-    std::vector<float> scratch(layer->ScratchFloatsPerRow() * n);
-    StepRows rows;
-    rows.ids.assign(n, 0);  // a block reads the row count and the segments
-    rows.segs = segs;
-    const StepContext ctx{backend.get(), &rows, scratch.data()};
-    EXPECT_TRUE(layer->Forward(ctx, x.data()).ok());
-    return x;
+                          const std::vector<Segment>& segs) const {
+    return LayerHarness::Step(std::move(x), segs, kD);
   }
-
   std::vector<float> Slot(int s) const {
-    const int64_t floats = layer->StateBytesPerSlot() / sizeof(float);
-    const float* base = static_cast<const float*>(state.get()) + s * floats;
-    return std::vector<float>(base, base + floats);
+    const auto* base = reinterpret_cast<const float*>(SlotBytes(s));
+    return std::vector<float>(
+        base, base + layer->StateBytesPerSlot() / sizeof(float));
   }
 };
 

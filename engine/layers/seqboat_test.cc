@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/seqboat_math.h"
 #include "engine/backend/testing/forwarding_backend.h"
+#include "engine/testing/layer_harness.h"
 #include "engine/testing/matrix_upload_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,15 +33,7 @@ using ::testing::HasSubstr;
 constexpr int kD = 8, kNe = 2, kZ = 4, kV = 6;
 
 using Tensor = F32Tensor;
-using Tensors = std::map<std::string, Tensor>;
-
-std::string WriteSafetensors(const std::string& name, const Tensors& ts) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-  EXPECT_TRUE(WriteF32Safetensors(path, ts).ok()) << path;
-  return path;
-}
+using Tensors = LayerHarness::Tensors;
 
 // Random weights of one block (prefix "b."), no norm, simple or rope.
 Tensors RandomWeights(uint32_t seed, float bias_skip, float bias_act,
@@ -88,47 +81,20 @@ SeqBoatConfig Dims(int w, bool simple_bias = false, int rel_pos_max = 0) {
 
 SeqBoatShape ShapeOf(const SeqBoatConfig& c) { return SeqBoatShapeOf(c, kD); }
 
-// One layer with its own arena of `slots` slots.
-struct Harness {
-  std::unique_ptr<Backend> backend = MakeCpuBackend(1);
-  std::unique_ptr<WeightStore> store;
-  std::unique_ptr<Layer> layer;
-  DeviceBuffer state;
-  Tensors weights;
-
+// One SeqBoat block with its own arena of `slots` slots.
+struct Harness : LayerHarness {
   absl::Status Init(const SeqBoatConfig& config, Tensors w, int slots = 2) {
-    weights = std::move(w);
-    auto ws = WeightStore::Open(WriteSafetensors(
-        absl::StrCat("seqboat_", reinterpret_cast<uintptr_t>(this)), weights));
-    if (!ws.ok()) return ws.status();
-    store = *std::move(ws);
-    BlockSite site;
-    site.where = "blocks[0] (seqboat)";
-    site.prefix = "b.";
-    site.d_model = kD;
-    site.weights = store.get();
-    site.backend = backend.get();
-    auto l = MakeSeqBoat(config, /*norm=*/std::nullopt, site);
-    if (!l.ok()) return l.status();
-    layer = *std::move(l);
-    auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
-    if (!buf.ok()) return buf.status();
-    state = *buf;
-    layer->BindState(state.get());
-    for (int s = 0; s < slots; ++s) layer->ResetSlot(*backend, s);
-    return store->CheckAllUsed();
+    return LayerHarness::Init(
+        [&](const BlockSite& site) {
+          return MakeSeqBoat(config, /*norm=*/std::nullopt, site);
+        },
+        "blocks[0] (seqboat)", kD, std::move(w), slots);
   }
 
   // Runs rows x [n, d] split into `segs`; returns the new residual.
-  std::vector<float> Step(std::vector<float> x, std::vector<Segment> segs) {
-    const int n = static_cast<int>(x.size()) / kD;
-    std::vector<float> scratch(layer->ScratchFloatsPerRow() * n);
-    StepRows rows;
-    rows.ids.assign(n, 0);  // a block reads the row count and the segments
-    rows.segs = segs;
-    const StepContext ctx{backend.get(), &rows, scratch.data()};
-    EXPECT_TRUE(layer->Forward(ctx, x.data()).ok());
-    return x;
+  std::vector<float> Step(std::vector<float> x,
+                          const std::vector<Segment>& segs) const {
+    return LayerHarness::Step(std::move(x), segs, kD);
   }
 
   int64_t Stat(const char* name) const {
@@ -142,9 +108,7 @@ struct Harness {
   }
 
   op_math::SeqBoatSlot Slot(int s, const SeqBoatShape& shape) const {
-    return op_math::SeqBoatSlotAt(
-        static_cast<char*>(state.get()) + s * layer->StateBytesPerSlot(),
-        shape);
+    return op_math::SeqBoatSlotAt(const_cast<char*>(SlotBytes(s)), shape);
   }
 
   const std::vector<float>& W(const char* name) const {
