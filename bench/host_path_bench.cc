@@ -51,7 +51,7 @@ ABSL_FLAG(double, duration_s, 12, "load per slot count, after the warm-up");
 ABSL_FLAG(int32_t, input_len, 16, "prompt tokens per request");
 ABSL_FLAG(int32_t, output_len, 256, "tokens generated per request");
 ABSL_FLAG(int32_t, num_channels, 0,
-          "HTTP/2 connections of the load client (0: one per 64 streams)");
+          "HTTP/2 connections of the load client (0: its default)");
 ABSL_FLAG(bool, grpc, true,
           "through the gRPC server and the load client; false: requests go "
           "straight to Engine::Submit from this process (the engine alone)");
@@ -80,9 +80,6 @@ LoadResult RunLoad(int port, int concurrency, double duration_s) {
   const char* tmp = std::getenv("TMPDIR");
   const std::string result = absl::StrCat(
       tmp != nullptr ? tmp : "/tmp", "/host_path_load_", getpid(), ".json");
-  const int channels = absl::GetFlag(FLAGS_num_channels) > 0
-                           ? absl::GetFlag(FLAGS_num_channels)
-                           : (concurrency + 63) / 64;
   std::vector<std::string> args = {
       absl::GetFlag(FLAGS_load_bin),
       absl::StrCat("--target=127.0.0.1:", port),
@@ -91,7 +88,7 @@ LoadResult RunLoad(int port, int concurrency, double duration_s) {
       absl::StrCat("--duration_s=", duration_s),
       absl::StrCat("--input_len=", absl::GetFlag(FLAGS_input_len)),
       absl::StrCat("--output_len=", absl::GetFlag(FLAGS_output_len)),
-      absl::StrCat("--num_channels=", channels),
+      absl::StrCat("--num_channels=", absl::GetFlag(FLAGS_num_channels)),
       "--ignore_eos",
       "--progress=false",
       absl::StrCat("--result_json=", result)};

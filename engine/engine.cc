@@ -104,7 +104,14 @@ class EngineImpl final : public Engine {
       scheduler_.DropCancelled(absl::Now());
       if (scheduler_.has_running()) RunStep();
       outbox_.Flush();
-      PublishStats();
+      // The block counters build strings: at most every 50 ms under load,
+      // and whenever the engine falls idle, so readers see final values.
+      const absl::Time now = absl::Now();
+      if (!scheduler_.has_running() ||
+          now - last_published_ > absl::Milliseconds(50)) {
+        PublishStats();
+        last_published_ = now;
+      }
     }
     // Shutdown: everything still in flight ends as cancelled.
     scheduler_.CancelAll();
@@ -192,6 +199,7 @@ class EngineImpl final : public Engine {
   EngineStats stats_;  // guarded by mu_: steps and block counters
 
   // Engine thread only.
+  absl::Time last_published_ = absl::InfinitePast();
   StepBatch batch_;
   std::vector<float> logits_;
   // Device sampling: one row per logit row, their penalised ids, the tokens.

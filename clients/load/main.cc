@@ -5,7 +5,9 @@
 // history each turn. Prints a live progress line on stderr, a summary table
 // on stdout, and writes --result_json.
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -37,9 +39,10 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls_ca: the name to check the certificate against, if not "
           "the target's host.");
-ABSL_FLAG(int32_t, num_channels, 1,
+ABSL_FLAG(int32_t, num_channels, 0,
           "HTTP/2 connections to spread the streams over (round-robin; a "
-          "chat conversation keeps to one).");
+          "chat conversation keeps to one); 0: one per 64 streams in flight, "
+          "so that no connection's single thread limits the client.");
 ABSL_FLAG(std::string, workload, "requests",
           "requests: independent requests (synthetic, or --prompts_jsonl). "
           "chat: --concurrency conversations in parallel, each "
@@ -103,9 +106,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
+// --num_channels, or one connection per 64 streams in flight.
+int32_t ChannelCount() {
+  if (absl::GetFlag(FLAGS_num_channels) != 0) {
+    return absl::GetFlag(FLAGS_num_channels);
+  }
+  const int32_t streams = std::max(absl::GetFlag(FLAGS_concurrency),
+                                   absl::GetFlag(FLAGS_max_inflight));
+  return std::max(1, (streams + 63) / 64);
+}
+
+// This process's CPU time, user and system, in seconds: a client that uses
+// all of a core's time is measuring itself, not the server.
+double CpuSeconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_utime.tv_sec + r.ru_stime.tv_sec +
+         1e-6 * (r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+std::string CpuLine(double cpu_s, double wall_s) {
+  return absl::StrFormat("%-40s %.2f (%.2f cores over %.1f s)\n",
+                         "Client CPU time (s):", cpu_s,
+                         wall_s > 0 ? cpu_s / wall_s : 0.0, wall_s);
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
-  const int32_t n = absl::GetFlag(FLAGS_num_channels);
-  if (n < 1) return absl::InvalidArgumentError("--num_channels must be >= 1");
+  const int32_t n = ChannelCount();
+  if (n < 1) return absl::InvalidArgumentError("--num_channels must be >= 0");
   std::shared_ptr<grpc::ChannelCredentials> creds =
       grpc::InsecureChannelCredentials();
   if (!absl::GetFlag(FLAGS_tls_ca).empty()) {
@@ -251,25 +279,26 @@ int RunChatWorkload() {
   const Summary summary = Summarize(records, result->duration_s);
   const std::vector<TurnSummary> turns =
       SummarizeTurns(result->turns, spec.turns);
-  std::cout << SummaryTable(summary) << TurnTable(turns) << std::flush;
+  const double cpu_s = CpuSeconds();
+  std::cout << SummaryTable(summary) << TurnTable(turns)
+            << CpuLine(cpu_s, result->duration_s) << std::flush;
 
   const std::string out_path = absl::GetFlag(FLAGS_result_json);
   if (!out_path.empty()) {
-    nlohmann::json config = {
-        {"target", absl::GetFlag(FLAGS_target)},
-        {"workload", "chat"},
-        {"mode", "closed"},
-        {"concurrency", options.concurrency},
-        {"conversations", spec.conversations},
-        {"turns", spec.turns},
-        {"history_len", spec.history_len},
-        {"user_len", spec.user_len},
-        {"output_len", spec.output_len},
-        {"seed", spec.seed},
-        {"temperature", options.temperature},
-        {"ignore_eos", options.ignore_eos},
-        {"num_channels", absl::GetFlag(FLAGS_num_channels)},
-        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
+    nlohmann::json config = {{"target", absl::GetFlag(FLAGS_target)},
+                             {"workload", "chat"},
+                             {"mode", "closed"},
+                             {"concurrency", options.concurrency},
+                             {"conversations", spec.conversations},
+                             {"turns", spec.turns},
+                             {"history_len", spec.history_len},
+                             {"user_len", spec.user_len},
+                             {"output_len", spec.output_len},
+                             {"seed", spec.seed},
+                             {"temperature", options.temperature},
+                             {"ignore_eos", options.ignore_eos},
+                             {"num_channels", ChannelCount()},
+                             {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);
     }
@@ -277,6 +306,7 @@ int RunChatWorkload() {
         ResultJson(config, summary,
                    absl::GetFlag(FLAGS_save_requests) ? &records : nullptr);
     out["turns"] = TurnsJson(turns);
+    out["client_cpu_s"] = cpu_s;
     if (!WriteJson(out_path, out)) return 2;
   }
   return 0;
@@ -361,7 +391,9 @@ int Run() {
     return 2;
   }
   const Summary summary = Summarize(result->records, result->duration_s);
-  std::cout << SummaryTable(summary) << std::flush;
+  const double cpu_s = CpuSeconds();
+  std::cout << SummaryTable(summary) << CpuLine(cpu_s, result->duration_s)
+            << std::flush;
 
   const std::string out_path = absl::GetFlag(FLAGS_result_json);
   if (!out_path.empty()) {
@@ -381,15 +413,16 @@ int Run() {
         {"range_ratio", absl::GetFlag(FLAGS_range_ratio)},
         {"seed", options.seed},
         {"temperature", options.temperature},
-        {"num_channels", absl::GetFlag(FLAGS_num_channels)},
+        {"num_channels", ChannelCount()},
         {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()},
         {"workload", "requests"}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);
     }
-    const nlohmann::json out = ResultJson(
+    nlohmann::json out = ResultJson(
         config, summary,
         absl::GetFlag(FLAGS_save_requests) ? &result->records : nullptr);
+    out["client_cpu_s"] = cpu_s;
     if (!WriteJson(out_path, out)) return 2;
   }
   // Exit status 0 even with failed requests: they are results, not errors

@@ -134,6 +134,7 @@ void Scheduler::Admit(absl::Time now,
       seq->set_snapshot_at(len - 1);
     }
     Sequence& first = *seq;
+    ++live_sequences_[first.request().control.get()];
     running_.push_back(std::move(seq));
     if (slots > 1 && first.prefilled() == len - 1) Fork(first);
   }
@@ -155,6 +156,7 @@ void Scheduler::Fork(Sequence& first) {
         std::make_unique<Sequence>(std::move(r), slots[i], tokenizer_, index);
     if (!state.empty()) arena_.Restore(slots[i], state);
     seq->StartAt(first.prefilled(), first.cached());
+    ++live_sequences_[seq->request().control.get()];
     running_.push_back(std::move(seq));
   }
 }
@@ -239,6 +241,13 @@ void Scheduler::EraseFinished() {
   CountSlots();
 }
 
+void Scheduler::ForgetSequence(const Sequence& seq) {
+  auto it = live_sequences_.find(seq.request().control.get());
+  if (it != live_sequences_.end() && --it->second == 0) {
+    live_sequences_.erase(it);
+  }
+}
+
 void Scheduler::FailRunning(const absl::Status& status) {
   for (auto& seq : running_) {
     if (!seq->finished()) {
@@ -271,6 +280,7 @@ void Scheduler::CancelAll() {
     if (!seq->finished()) Release(*seq, seq->Abort(FinishReason::kCancelled));
   }
   running_.clear();
+  live_sequences_.clear();
   CountSlots();
 }
 
@@ -283,6 +293,7 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
                             event.finish == FinishReason::kStopString);
   if (cache_ != nullptr && ended_normally) TakeSnapshot(seq);
   arena_.Release(seq.slot());
+  ForgetSequence(seq);
   // The first sequence of a request of n ended before the others forked
   // off it (cancelled, failed): they end with it, never having run.
   std::vector<int> unforked;
@@ -320,19 +331,10 @@ void Scheduler::FinishSequences(const Request& r, int32_t first,
 
 void Scheduler::CountSlots() {
   // Requests, not sequences: the sequences of a request of n share its
-  // control. A finished sequence has given its slot back already.
-  std::vector<const RequestControl*> requests;
-  for (const auto& seq : running_) {
-    if (seq->finished()) continue;
-    const RequestControl* control = seq->request().control.get();
-    if (std::find(requests.begin(), requests.end(), control) ==
-        requests.end()) {
-      requests.push_back(control);
-    }
-  }
+  // control. A finished sequence counts until it is erased.
   std::lock_guard<std::mutex> lock(mu_);
   free_slots_ = arena_.free_slots();
-  running_count_ = static_cast<int32_t>(requests.size());
+  running_count_ = static_cast<int32_t>(live_sequences_.size());
 }
 
 }  // namespace seqboat

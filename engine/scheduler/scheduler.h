@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/backend/backend.h"
@@ -122,6 +123,8 @@ class Scheduler {
   // with a copy of its state.
   void Fork(Sequence& first);
   void CountSlots();
+  // Drops a finished sequence from its request's count.
+  void ForgetSequence(const Sequence& seq);
 
   const SchedulerOptions options_;
   SlotArena& arena_;
@@ -140,6 +143,9 @@ class Scheduler {
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;
+  // Unfinished sequences per request (by its control): the running requests
+  // are its keys.
+  absl::flat_hash_map<const RequestControl*, int32_t> live_sequences_;
 };
 
 }  // namespace seqboat
