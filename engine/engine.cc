@@ -98,77 +98,163 @@ class EngineImpl final : public Engine {
   const EngineOptions& options() const override { return options_; }
 
  private:
+  // One turn: admit and drop, then either pipeline (launch the next step,
+  // then read the one in flight while the device runs the new one) or run a
+  // step synchronously; deliver the turn's events.
   void Loop() {
-    while (scheduler_.WaitForWork()) {
+    for (;;) {
+      if (!in_flight_) {
+        if (!scheduler_.WaitForWork()) break;
+      } else if (scheduler_.stopped()) {
+        break;
+      }
       scheduler_.Admit(absl::Now(), options_.on_admit);
       scheduler_.DropCancelled(absl::Now());
-      if (scheduler_.has_running()) RunStep();
-      outbox_.Flush();
-      // The block counters build strings: at most every 50 ms under load,
-      // and whenever the engine falls idle, so readers see final values.
-      const absl::Time now = absl::Now();
-      if (!scheduler_.has_running() ||
-          now - last_published_ > absl::Milliseconds(50)) {
-        PublishStats();
-        last_published_ = now;
+      // Only the host computes logprobs; a backend that samples on the host
+      // needs each step's tokens before it can plan the next.
+      const bool pipeline = backend_->PipelinesSteps() &&
+                            backend_->SamplesOnDevice() &&
+                            !scheduler_.any_wants_logprobs();
+      bool launched = false;
+      if (pipeline && scheduler_.has_running()) {
+        scheduler_.PlanStep(next_, /*pipelined=*/true);
+        if (next_.rows.n() > 0) launched = Launch(next_);
       }
+      if (in_flight_) {
+        in_flight_ = false;
+        Harvest(current_, launched);
+      }
+      if (launched) {
+        std::swap(current_, next_);
+        in_flight_ = true;
+      } else if (!pipeline && scheduler_.has_running()) {
+        RunStep();
+      }
+      scheduler_.EraseFinished();
+      outbox_.Flush();
+      MaybePublishStats();
     }
-    // Shutdown: everything still in flight ends as cancelled.
+    // Shutdown: a step in flight is waited for and dropped; everything still
+    // running ends as cancelled.
+    if (in_flight_) {
+      model_->WaitStep().IgnoreError();
+      in_flight_ = false;
+    }
     scheduler_.CancelAll();
     outbox_.Flush();
     PublishStats();
   }
 
+  // The block counters build strings: at most every 50 ms under load, and
+  // whenever the engine falls idle, so readers see final values.
+  void MaybePublishStats() {
+    const absl::Time now = absl::Now();
+    if (!scheduler_.has_running() ||
+        now - last_published_ > absl::Milliseconds(50)) {
+      PublishStats();
+      last_published_ = now;
+    }
+  }
+
+  // The rows each logit row samples with, for the backend.
+  void DescribeSampling(const StepBatch& batch) {
+    sample_rows_.clear();
+    seen_ids_.clear();
+    for (Sequence* seq : batch.logit_seqs)
+      sample_rows_.push_back(seq->NextSampleRow(&seen_ids_));
+  }
+
+  // Launches a planned pipelined step; false (its requests failed) if the
+  // launch did.
+  bool Launch(StepBatch& batch) {
+    DescribeSampling(batch);
+    batch.tokens.resize(static_cast<size_t>(batch.rows.m()));
+    batch.launched = absl::Now();
+    const absl::Status s = model_->LaunchStep(
+        batch.rows, sample_rows_.data(), seen_ids_.data(), batch.tokens.data());
+    if (s.ok()) return true;
+    // What is in flight is waited for and dropped with the failed step.
+    if (in_flight_) {
+      model_->WaitStep().IgnoreError();
+      in_flight_ = false;
+    }
+    Fail(s);
+    return false;
+  }
+
+  // Reads the step in flight and delivers its tokens. `then_launched`: a
+  // step launched after it is outstanding too.
+  void Harvest(StepBatch& batch, bool& then_launched) {
+    const absl::Status s = model_->WaitStep();
+    CountStep(batch, absl::Now() - batch.launched);
+    if (!s.ok()) {
+      if (then_launched) {
+        model_->WaitStep().IgnoreError();
+        then_launched = false;
+      }
+      Fail(s);
+      return;
+    }
+    scheduler_.Harvest(batch, batch.tokens.data());
+  }
+
+  void CountStep(const StepBatch& batch, absl::Duration time) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.steps;
+      stats_.last_step_batch = batch.sequences;
+    }
+    if (options_.on_step) options_.on_step(time, batch.sequences);
+  }
+
+  // A failed step fails the requests running; a lost device fails
+  // everything, now and later.
+  void Fail(const absl::Status& s) {
+    spdlog::error("engine step failed: {}", s.ToString());
+    scheduler_.FailRunning(s);
+    if (absl::Status health = backend_->Health(); !health.ok()) {
+      spdlog::critical("backend lost its device; refusing all work: {}",
+                       health.ToString());
+      scheduler_.Fault(health);
+    }
+  }
+
+  // One step, its tokens read before anything else is planned.
   void RunStep() {
-    scheduler_.PlanStep(batch_);
-    const int m = batch_.rows.m();
+    StepBatch& batch = next_;
+    scheduler_.PlanStep(batch);
+    const int m = batch.rows.m();
     // The backend samples when it can and no row wants logprobs, which only
     // the host computes; then no logits leave the device.
     bool on_device = backend_->SamplesOnDevice() && m > 0;
-    for (Sequence* seq : batch_.logit_seqs) on_device &= !seq->wants_logprobs();
+    for (Sequence* seq : batch.logit_seqs) on_device &= !seq->wants_logprobs();
     const int vocab = model_->vocab_size();
     const absl::Time step_start = absl::Now();
     absl::Status s;
     if (on_device) {
-      sample_rows_.clear();
-      seen_ids_.clear();
-      for (Sequence* seq : batch_.logit_seqs)
-        sample_rows_.push_back(seq->NextSampleRow(&seen_ids_));
-      tokens_.resize(static_cast<size_t>(m));
-      s = model_->ForwardSample(batch_.rows, sample_rows_.data(),
-                                seen_ids_.data(), tokens_.data());
+      DescribeSampling(batch);
+      batch.tokens.resize(static_cast<size_t>(m));
+      s = model_->ForwardSample(batch.rows, sample_rows_.data(),
+                                seen_ids_.data(), batch.tokens.data());
     } else {
       logits_.resize(static_cast<size_t>(m) * vocab);
-      s = model_->Forward(batch_.rows, logits_.data());
+      s = model_->Forward(batch.rows, logits_.data());
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.steps;
-      stats_.last_step_batch = batch_.sequences;
-    }
-    if (options_.on_step)
-      options_.on_step(absl::Now() - step_start, batch_.sequences);
+    CountStep(batch, absl::Now() - step_start);
     if (!s.ok()) {
-      spdlog::error("engine step failed: {}", s.ToString());
-      scheduler_.FailRunning(s);
       // A failed step alone fails only its own requests: the next one may
-      // well run. A lost device fails everything, now and later.
-      if (absl::Status health = backend_->Health(); !health.ok()) {
-        spdlog::critical("backend lost its device; refusing all work: {}",
-                         health.ToString());
-        scheduler_.Fault(health);
-      }
+      // well run.
+      Fail(s);
       return;
     }
     scheduler_.AfterStep();
     for (int j = 0; j < m; ++j) {
-      Sequence& seq = *batch_.logit_seqs[j];
+      Sequence& seq = *batch.logit_seqs[j];
       scheduler_.Deliver(
           seq, on_device
-                   ? seq.Accept(tokens_[j])
+                   ? seq.Accept(batch.tokens[j])
                    : seq.Advance(logits_.data() + int64_t{j} * vocab, vocab));
     }
-    scheduler_.EraseFinished();
   }
 
   void PublishStats() {
@@ -200,11 +286,14 @@ class EngineImpl final : public Engine {
 
   // Engine thread only.
   absl::Time last_published_ = absl::InfinitePast();
-  StepBatch batch_;
+  // The step in flight (pipelined) and the one being planned; they trade
+  // places at each launch, so their buffers are reused.
+  StepBatch current_, next_;
+  bool in_flight_ = false;
   std::vector<float> logits_;
-  // Device sampling: one row per logit row, their penalised ids, the tokens.
+  // Device sampling: one row per logit row and their penalised ids.
   std::vector<SampleRow> sample_rows_;
-  std::vector<int32_t> seen_ids_, tokens_;
+  std::vector<int32_t> seen_ids_;
   std::thread thread_;
   std::once_flag joined_;
 };

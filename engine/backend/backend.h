@@ -157,6 +157,27 @@ class Backend {
   virtual absl::Status SampleRows(const SampleRowsParams& /*p*/) {
     return absl::UnimplementedError(name() + " backend has no SampleRows");
   }
+
+  // --- pipelined steps (the engine's overlapped loop) ----------------------
+  // Whether the engine may launch a step before it has read the tokens of
+  // the one before: a device runs steps in its stream's order while the
+  // host plans the next one and finishes the last. The backend then keeps
+  // the tokens of its last LaunchSampleRows in its own memory
+  // (SampledTokens()), where the next step's Embed reads the ids of the
+  // rows that continue those sequences (EmbedParams::fed_*).
+  virtual bool PipelinesSteps() const { return false; }
+  // SampleRows without the wait: the tokens stay in the backend's memory and
+  // reach p.tokens (host) by the time the matching WaitSampledTokens
+  // returns. Launches are waited for in order; two may be outstanding.
+  virtual absl::Status LaunchSampleRows(const SampleRowsParams& /*p*/) {
+    return absl::UnimplementedError(name() + " backend pipelines no steps");
+  }
+  // Blocks until the oldest outstanding launch's tokens are on the host.
+  virtual absl::Status WaitSampledTokens() {
+    return absl::UnimplementedError(name() + " backend pipelines no steps");
+  }
+  // The last launch's tokens, the backend's memory; null before the first.
+  virtual const int32_t* SampledTokens() const { return nullptr; }
 };
 
 }  // namespace seqboat

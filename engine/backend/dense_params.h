@@ -30,13 +30,20 @@ struct Matrix {
 };
 
 // out[i, :] = scale * table[ids[i], :]; table is a matrix [vocab, d] from
-// UploadMatrix (so a tied head shares it); out is [n, d].
+// UploadMatrix (so a tied head shares it); out is [n, d]. In a pipelined
+// step, rows that continue a sequence take their id from the tokens the
+// step before sampled, still in the backend's memory:
+// ids[fed_rows[k]] = fed_tokens[fed_from[k]] for k < nfed.
 struct EmbedParams {
   const int32_t* ids = nullptr;  // [n], host
   int n = 0;
   Matrix table;
   float scale = 1.0f;
   float* out = nullptr;
+  const int32_t* fed_tokens = nullptr;  // Backend::SampledTokens()
+  const int32_t* fed_rows = nullptr;    // [nfed], host
+  const int32_t* fed_from = nullptr;    // [nfed], host
+  int nfed = 0;
 };
 
 // Over the first d columns of n rows (strides ldx, ldo; out may alias x):

@@ -16,6 +16,11 @@ struct StepRows {
   std::vector<int32_t> ids;         // [n]
   std::vector<Segment> segs;        // runs of ids, in order
   std::vector<int32_t> logit_rows;  // [m], indices into ids
+  // Pipelined steps: rows whose id the step before sampled and has not yet
+  // brought to the host; ids[fed_rows[k]] is a placeholder for the token
+  // at index fed_from[k] of that step's logit rows (EmbedParams::fed_*).
+  std::vector<int32_t> fed_rows;
+  std::vector<int32_t> fed_from;
 
   int n() const { return static_cast<int>(ids.size()); }
   int nsegs() const { return static_cast<int>(segs.size()); }
@@ -24,6 +29,8 @@ struct StepRows {
     ids.clear();
     segs.clear();
     logit_rows.clear();
+    fed_rows.clear();
+    fed_from.clear();
   }
 };
 

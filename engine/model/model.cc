@@ -140,6 +140,8 @@ absl::Status Model::Run(const StepRows& rows, float* head_out) {
   padded_.ids.resize(bucket, 0);
   padded_.segs.assign(rows.segs.begin(), rows.segs.end());
   padded_.logit_rows.assign(rows.logit_rows.begin(), rows.logit_rows.end());
+  padded_.fed_rows.assign(rows.fed_rows.begin(), rows.fed_rows.end());
+  padded_.fed_from.assign(rows.fed_from.begin(), rows.fed_from.end());
   for (int i = n; i < bucket; ++i) {
     padded_.segs.push_back({0, i, 0});
     padded_.logit_rows.push_back(i);
@@ -191,6 +193,31 @@ absl::Status Model::ForwardSample(const StepRows& rows,
   return s;
 }
 
+absl::Status Model::LaunchStep(const StepRows& rows,
+                              const SampleRow* sample_rows,
+                              const int32_t* seen_ids, int32_t* tokens) {
+  absl::Status s = Run(rows);
+  if (s.ok()) {
+    SampleRowsParams p;
+    p.logits = static_cast<const float*>(logits_.get());
+    p.m = rows.m();
+    p.vocab = static_cast<int>(config_.vocab_size);
+    p.logit_scale = static_cast<float>(config_.logit_scale);
+    p.rows = sample_rows;
+    p.seen_ids = seen_ids;
+    p.tokens = tokens;
+    s = backend_->LaunchSampleRows(p);
+  }
+  if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
+  return s;
+}
+
+absl::Status Model::WaitStep() {
+  absl::Status s = backend_->WaitSampledTokens();
+  if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;
+  return s;
+}
+
 int Model::DecodeBucket(const StepRows& rows) const {
   const int n = rows.n();
   if (buckets_.empty() || rows.nsegs() != n || rows.m() != n) return 0;
@@ -215,6 +242,10 @@ absl::Status Model::Step(const StepRows& rows, float* head_out) {
   embed.table = embed_;
   embed.scale = static_cast<float>(config_.embed.scale);
   embed.out = r;
+  embed.fed_tokens = backend_->SampledTokens();
+  embed.fed_rows = rows.fed_rows.data();
+  embed.fed_from = rows.fed_from.data();
+  embed.nfed = static_cast<int>(rows.fed_rows.size());
   be.Embed(embed);
   const StepContext ctx{&be, &rows, static_cast<float*>(scratch_.get())};
   for (auto& layer : layers_) {

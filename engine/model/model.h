@@ -53,6 +53,15 @@ class Model {
   // whose SamplesOnDevice() is true.
   absl::Status ForwardSample(const StepRows& rows, const SampleRow* sample_rows,
                              const int32_t* seen_ids, int32_t* tokens);
+  // ForwardSample in two halves, for backends that pipeline steps
+  // (Backend::PipelinesSteps): LaunchStep enqueues the step and its
+  // sampling and returns; the matching WaitStep (in launch order, at most
+  // two launches outstanding) returns once `tokens` holds the m tokens.
+  // Rows may take their ids from the previous launch's tokens
+  // (StepRows::fed_rows).
+  absl::Status LaunchStep(const StepRows& rows, const SampleRow* sample_rows,
+                          const int32_t* seen_ids, int32_t* tokens);
+  absl::Status WaitStep();
 
   const ModelConfig& config() const { return config_; }
   SlotArena& arena() { return *arena_; }

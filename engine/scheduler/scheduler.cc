@@ -61,6 +61,11 @@ void Scheduler::Stop() {
   cv_.notify_all();
 }
 
+bool Scheduler::stopped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
+}
+
 SchedulerCounts Scheduler::Counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   SchedulerCounts c;
@@ -175,21 +180,46 @@ void Scheduler::DropCancelled(absl::Time now) {
   EraseFinished();
 }
 
-void Scheduler::PlanStep(StepBatch& batch) {
+bool Scheduler::any_wants_logprobs() const {
+  for (const auto& seq : running_) {
+    if (!seq->finished() && seq->wants_logprobs()) return true;
+  }
+  return false;
+}
+
+void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
   std::vector<SequenceView> views;
   views.reserve(running_.size());
-  for (auto& seq : running_)
-    views.push_back({seq->prompt_len(), seq->prefilled(), seq->snapshot_at()});
+  for (auto& seq : running_) {
+    SequenceView v{seq->prompt_len(), seq->prefilled(), seq->snapshot_at()};
+    // Finished ones (their slot not yet back) never run again. A sequence
+    // waits for the step in flight when its next row depends on the token
+    // that step samples, or its snapshot or fork is due after that step.
+    v.hold = seq->finished() || (seq->pending() && !seq->CanRunAhead()) ||
+             (seq->last_step() > read_step_ &&
+              seq->prefilled() == seq->snapshot_at());
+    views.push_back(v);
+  }
   const StepPlan plan = seqboat::PlanStep(views, options_.step_token_budget);
 
   StepRows& rows = batch.rows;
   rows.clear();
   batch.logit_seqs.clear();
   batch.sequences = static_cast<int32_t>(plan.runs.size());
+  batch.step = planned_steps_++;
+  // A step that does not pipeline is read before anything is planned after
+  // it: its sequences' slots are theirs again as soon as they finish.
+  if (!pipelined) read_step_ = batch.step;
   for (const PlannedRun& run : plan.runs) {
     Sequence& seq = *running_[run.seq];
     const int32_t start = rows.n();
-    if (run.decode) {
+    const bool ahead = seq.pending();
+    if (run.decode && ahead) {
+      // The token is the step in flight's; the device feeds it in.
+      rows.fed_rows.push_back(start);
+      rows.fed_from.push_back(seq.pending_row());
+      rows.ids.push_back(0);
+    } else if (run.decode) {
       rows.ids.push_back(seq.last_token());
     } else {
       const auto& p = seq.request().prompt;
@@ -198,18 +228,41 @@ void Scheduler::PlanStep(StepBatch& batch) {
       seq.AddPrefilled(run.len);
     }
     rows.segs.push_back({seq.slot(), start, run.len});
+    seq.set_last_step(batch.step);
     if (run.wants_logits) {
+      if (pipelined) {
+        seq.AddPending(static_cast<int32_t>(batch.logit_seqs.size()), ahead);
+      }
       rows.logit_rows.push_back(start + run.len - 1);
       batch.logit_seqs.push_back(&seq);
     }
   }
 }
 
-void Scheduler::AfterStep() {
+void Scheduler::Harvest(const StepBatch& batch, const int32_t* tokens) {
+  AfterStep(batch.step);
+  for (size_t j = 0; j < batch.logit_seqs.size(); ++j) {
+    Sequence& seq = *batch.logit_seqs[j];
+    // Finished while this step was in flight (a stop found one step late,
+    // a cancel): the token is one a synchronous loop never drew.
+    if (seq.finished()) continue;
+    GenerationEvent event = seq.Accept(tokens[j]);
+    if (seq.finished() && seq.last_step() > batch.step) {
+      // A later step already ran a row past its end.
+      seq.set_ran_past_end();
+    }
+    Deliver(seq, std::move(event));
+  }
+  FreeSlots();
+}
+
+void Scheduler::AfterStep(int64_t step) {
+  read_step_ = std::max(read_step_, step);
   // By index: a fork appends to running_.
   for (size_t i = 0, end = running_.size(); i < end; ++i) {
     Sequence& seq = *running_[i];
-    if (seq.snapshot_at() < 0 || seq.prefilled() != seq.snapshot_at()) {
+    if (seq.snapshot_at() < 0 || seq.prefilled() != seq.snapshot_at() ||
+        seq.last_step() > step) {
       continue;
     }
     if (cache_ != nullptr) TakeSnapshot(seq);
@@ -236,7 +289,9 @@ void Scheduler::Deliver(Sequence& seq, GenerationEvent event) {
 
 void Scheduler::EraseFinished() {
   running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                [](const auto& s) { return s->finished(); }),
+                                [](const auto& s) {
+                                  return s->finished() && s->released();
+                                }),
                  running_.end());
   CountSlots();
 }
@@ -249,6 +304,9 @@ void Scheduler::ForgetSequence(const Sequence& seq) {
 }
 
 void Scheduler::FailRunning(const absl::Status& status) {
+  // The failed step and any before it are over: no slot is written to.
+  read_step_ = planned_steps_ - 1;
+  FreeSlots();
   for (auto& seq : running_) {
     if (!seq->finished()) {
       Release(*seq, seq->Abort(FinishReason::kNone, status));
@@ -276,6 +334,9 @@ void Scheduler::CancelAll() {
   }
   for (Request& r : left)
     FinishSequences(r, 0, FinishReason::kCancelled, absl::OkStatus());
+  // The engine stops with no step in flight.
+  read_step_ = planned_steps_ - 1;
+  FreeSlots();
   for (auto& seq : running_) {
     if (!seq->finished()) Release(*seq, seq->Abort(FinishReason::kCancelled));
   }
@@ -291,9 +352,10 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
       event.status.ok() && (event.finish == FinishReason::kLength ||
                             event.finish == FinishReason::kEos ||
                             event.finish == FinishReason::kStopString);
-  if (cache_ != nullptr && ended_normally) TakeSnapshot(seq);
-  arena_.Release(seq.slot());
+  if (cache_ != nullptr && ended_normally) seq.set_snapshot_when_freed();
   ForgetSequence(seq);
+  // A step not yet read may still write the slot: it goes back after it.
+  if (seq.last_step() <= read_step_) FreeSlot(seq);
   // The first sequence of a request of n ended before the others forked
   // off it (cancelled, failed): they end with it, never having run.
   std::vector<int> unforked;
@@ -306,6 +368,23 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
   if (!unforked.empty()) {
     FinishSequences(seq.request(), 1, finish, status);
   }
+}
+
+void Scheduler::FreeSlot(Sequence& seq) {
+  if (seq.snapshot_when_freed()) TakeSnapshot(seq);
+  arena_.Release(seq.slot());
+  seq.set_released();
+}
+
+void Scheduler::FreeSlots() {
+  bool freed = false;
+  for (auto& seq : running_) {
+    if (seq->finished() && !seq->released() && seq->last_step() <= read_step_) {
+      FreeSlot(*seq);
+      freed = true;
+    }
+  }
+  if (freed) CountSlots();
 }
 
 void Scheduler::Send(const SharedSink& sink, GenerationEvent event) {

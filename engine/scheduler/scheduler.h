@@ -54,6 +54,10 @@ struct StepBatch {
   StepRows rows;
   std::vector<Sequence*> logit_seqs;  // the sequence of each logit row
   int32_t sequences = 0;              // sequences that run in the step
+  int64_t step = -1;                  // the scheduler's count of planned steps
+  // The engine's: the logit rows' tokens, and when the step was launched.
+  std::vector<int32_t> tokens;
+  absl::Time launched;
 };
 
 class Scheduler {
@@ -78,6 +82,8 @@ class Scheduler {
   SchedulerCounts Counts() const;
   // Blocks until a request waits or runs, or Stop(); false once stopped.
   bool WaitForWork();
+  // Whether Stop() was called.
+  bool stopped() const;
 
   // Ends the waiting requests whose client left or whose deadline passed,
   // then moves waiting requests into free slots, oldest first, each once
@@ -92,13 +98,31 @@ class Scheduler {
   // Ends the running sequences whose client left or whose deadline passed.
   void DropCancelled(absl::Time now);
   bool has_running() const { return !running_.empty(); }
+  // Whether a running sequence wants logprobs (only the host computes them,
+  // so its steps do not pipeline).
+  bool any_wants_logprobs() const;
   // The next step: one decode row per sequence past its prompt, then prompt
   // chunks while the token budget lasts (the prompt progress is recorded).
-  void PlanStep(StepBatch& batch);
+  //
+  // With `pipelined`, the step is launched before the one in flight is read
+  // (Backend::PipelinesSteps): a sequence whose token that step samples
+  // continues from it on the device (a fed decode row) when nothing of its
+  // next row depends on it (Sequence::CanRunAhead), else sits this step out,
+  // as does one that waits for its snapshot or fork at its prompt's end.
+  // The logit rows' tokens are then pending until Harvest.
+  void PlanStep(StepBatch& batch, bool pipelined = false);
   // After a step ran without error, before its events: snapshots the
   // sequences that reached their snapshot point (the prompt but its last
-  // token), and forks the other sequences of a request of n off it.
-  void AfterStep();
+  // token), and forks the other sequences of a request of n off it. Counts
+  // the step as read.
+  void AfterStep(int64_t step);
+  // AfterStep of the last step planned (steps that do not pipeline).
+  void AfterStep() { AfterStep(planned_steps_ - 1); }
+  // A pipelined step was read: AfterStep, then each logit row's sequence
+  // takes its token (one that finished meanwhile drops it) and its event
+  // goes out; the slots of sequences that finished while a later step
+  // held a row of theirs go back once that step is read.
+  void Harvest(const StepBatch& batch, const int32_t* tokens);
   // Sends a sequence's event; a final one releases its slot first (after a
   // snapshot of prompt and output when it finished normally). Call
   // EraseFinished after the step's events.
@@ -113,7 +137,14 @@ class Scheduler {
   void CancelAll();
 
  private:
+  // A finished sequence's final event; its slot goes back first unless a
+  // step not yet read holds a row of it (then FreeSlots does, later).
   void Release(Sequence& seq, GenerationEvent event);
+  // The slot (after its snapshot, when it ended on its own) of a finished
+  // sequence no step in flight writes to any more.
+  void FreeSlot(Sequence& seq);
+  // FreeSlot for every finished sequence whose last step was read.
+  void FreeSlots();
   void Send(const SharedSink& sink, GenerationEvent event);
   // The final events of sequences that never ran: indices [first, n) of r.
   void FinishSequences(const Request& r, int32_t first, FinishReason finish,
@@ -146,6 +177,8 @@ class Scheduler {
   // Unfinished sequences per request (by its control): the running requests
   // are its keys.
   absl::flat_hash_map<const RequestControl*, int32_t> live_sequences_;
+  int64_t planned_steps_ = 0;
+  int64_t read_step_ = -1;  // the last step whose results were read
 };
 
 }  // namespace seqboat

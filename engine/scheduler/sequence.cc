@@ -1,6 +1,7 @@
 #include "engine/scheduler/sequence.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace seqboat {
@@ -50,7 +51,29 @@ GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
 
 GenerationEvent Sequence::Accept(int32_t token) {
   sampler_.CountDraw();
+  if (pending_ > 0) --pending_;
+  if (pending_ == 0) ahead_ = false;
   return Emit(token, nullptr);
+}
+
+SampleRow Sequence::NextSampleRow(std::vector<int32_t>* seen_ids) const {
+  SampleRow row = sampler_.DescribeNext(seen_ids);
+  // CanRunAhead held: the pending draw changes nothing but the counter.
+  if (ahead_) ++row.step;
+  return row;
+}
+
+bool Sequence::CanRunAhead() const {
+  const SamplingParams& s = request_.sampling;
+  const bool penalised =
+      (s.repetition_penalty > 0.0f && s.repetition_penalty != 1.0f) ||
+      (std::isfinite(s.presence_penalty) && s.presence_penalty != 0.0f) ||
+      (std::isfinite(s.frequency_penalty) && s.frequency_penalty != 0.0f);
+  // The pending token lifts the min_new_tokens mask when it is the
+  // min_new_tokens-th; before and after that the mask stays as it is.
+  return !finished_ && !penalised && !request_.logprobs &&
+         generated_ + 1 != request_.stopping.min_new_tokens &&
+         generated_ + 1 < request_.stopping.max_new_tokens;
 }
 
 GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
@@ -124,7 +147,8 @@ std::vector<int32_t> Sequence::ConsumedTokens() const {
   std::vector<int32_t> tokens(request_.prompt.begin(),
                               request_.prompt.begin() + prefilled_);
   if (prefilled_ == prompt_len() && !output_.empty()) {
-    tokens.insert(tokens.end(), output_.begin(), output_.end() - 1);
+    tokens.insert(tokens.end(), output_.begin(),
+                  ran_past_end_ ? output_.end() : output_.end() - 1);
   }
   return tokens;
 }

@@ -35,10 +35,42 @@ class Sequence {
   // seeded request draws the same tokens whichever way each step went.
   // Requests that want logprobs must use Advance (Accept has none to send).
   bool wants_logprobs() const { return request_.logprobs; }
-  SampleRow NextSampleRow(std::vector<int32_t>* seen_ids) const {
-    return sampler_.DescribeNext(seen_ids);
-  }
+  // With a token pending (below), the row of the draw after it.
+  SampleRow NextSampleRow(std::vector<int32_t>* seen_ids) const;
   GenerationEvent Accept(int32_t token);
+
+  // Pipelined steps. A sequence's token is pending between the launch of
+  // the step that samples it and Accept. The next row may run before the
+  // pending token is read only when nothing of it depends on that token:
+  // no penalties, no logprobs, no min_new_tokens mask lifted by it, and
+  // more tokens to come (a length stop is known in advance, so no row is
+  // wasted on it).
+  bool pending() const { return pending_ > 0; }
+  // Its index among the logit rows of the latest launched step that
+  // samples a token of it.
+  int32_t pending_row() const { return pending_row_; }
+  // A pipelined step with a logit row of it (at `row`) is planned; `ahead`:
+  // the step runs ahead of a token still pending, so the draw it describes
+  // comes one after the sampler's count (NextSampleRow).
+  void AddPending(int32_t row, bool ahead) {
+    ++pending_;
+    pending_row_ = row;
+    ahead_ = ahead;
+  }
+  bool CanRunAhead() const;
+  // The last step planned with a row of this sequence: its slot is the
+  // device's until the engine has read that step.
+  int64_t last_step() const { return last_step_; }
+  void set_last_step(int64_t step) { last_step_ = step; }
+  // A row of this sequence ran after its last token (it finished while
+  // that row was in flight): its state consumed the whole output.
+  void set_ran_past_end() { ran_past_end_ = true; }
+  // Whether its slot went back to the arena.
+  bool released() const { return released_; }
+  void set_released() { released_ = true; }
+  // It ended on its own: its state is snapshotted when the slot goes back.
+  bool snapshot_when_freed() const { return snapshot_when_freed_; }
+  void set_snapshot_when_freed() { snapshot_when_freed_ = true; }
   // The final event for a sequence ended from outside (cancel, shutdown).
   GenerationEvent Abort(FinishReason reason,
                         absl::Status status = absl::OkStatus());
@@ -98,6 +130,13 @@ class Sequence {
   std::vector<int32_t> output_;  // every sampled token
   int32_t last_token_ = -1;
   bool finished_ = false;
+  int32_t pending_ = 0;  // tokens sampled by launched steps, not accepted
+  int32_t pending_row_ = -1;
+  bool ahead_ = false;
+  int64_t last_step_ = -1;
+  bool ran_past_end_ = false;
+  bool released_ = false;
+  bool snapshot_when_freed_ = false;
 };
 
 }  // namespace seqboat

@@ -17,6 +17,9 @@ struct SequenceView {
   // A prefill chunk ends here if it would cross it (-1: nowhere), so the
   // state can be snapshotted at exactly this many prompt tokens.
   int32_t pause_at = -1;
+  // Sits this step out (pipelined steps: it waits for a token or a
+  // snapshot of the step in flight).
+  bool hold = false;
 };
 
 struct PlannedRun {

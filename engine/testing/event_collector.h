@@ -27,7 +27,8 @@ struct EventCollector {
   std::vector<std::string> text_of;
   std::vector<GenerationEvent> final_of;
   int finals = 0;
-  bool bad_index = false;  // an index outside [0, n), or a second final
+  bool bad_index = false;    // an index outside [0, n), or a second final
+  bool after_final = false;  // an event of a sequence already ended
   std::promise<GenerationEvent> done;
 
   // The sink to put in the Request; `this` must outlive the request.
@@ -50,6 +51,9 @@ struct EventCollector {
         const bool in_range = e.index >= 0 && e.index < n;
         bad_index |= !in_range;
         if (in_range) {
+          const GenerationEvent& ended = final_of[e.index];
+          after_final |=
+              ended.finish != FinishReason::kNone || !ended.status.ok();
           auto& mine = tokens_of[e.index];
           mine.insert(mine.end(), e.token_ids.begin(), e.token_ids.end());
           text_of[e.index] += e.text;

@@ -86,6 +86,11 @@ void CpuBackend::Embed(const EmbedParams& p) {
     table.ReadRow(p.ids[i], p.scale,
                   p.out + static_cast<int64_t>(i) * p.table.cols);
   }
+  // Memory is the host's: the fed tokens are read where they lie.
+  for (int k = 0; k < p.nfed; ++k) {
+    table.ReadRow(p.fed_tokens[p.fed_from[k]], p.scale,
+                  p.out + static_cast<int64_t>(p.fed_rows[k]) * p.table.cols);
+  }
 }
 
 void CpuBackend::RmsNorm(const NormParams& p) {

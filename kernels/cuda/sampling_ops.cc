@@ -56,7 +56,7 @@ absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
   dev.seen_ids = dev_seen;
   const SampleLaunchParams p =
       SampleLaunchFor(dev, *plan, sample_scratch_.get(), sample_scratch_bytes_);
-  Check(LaunchSampleRows(p, stream_), "SampleRows");
+  Check(cuda::LaunchSampleRows(p, stream_), "SampleRows");
   // Waits for the kernels and rewinds the staging buffer.
   CopyToHost(op.tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
   return TakeError();
