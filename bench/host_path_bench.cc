@@ -52,6 +52,12 @@ ABSL_FLAG(int32_t, input_len, 16, "prompt tokens per request");
 ABSL_FLAG(int32_t, output_len, 256, "tokens generated per request");
 ABSL_FLAG(int32_t, num_channels, 0,
           "HTTP/2 connections of the load client (0: its default)");
+ABSL_FLAG(bool, pipeline, true,
+          "the device pipelines steps, as CUDA's stream does (false: the "
+          "engine's synchronous loop)");
+ABSL_FLAG(int32_t, step_token_budget, 0,
+          "the engine's step token budget (0: the slots plus 512, so that "
+          "prompts are read while every slot decodes)");
 ABSL_FLAG(bool, grpc, true,
           "through the gRPC server and the load client; false: requests go "
           "straight to Engine::Submit from this process (the engine alone)");
@@ -172,13 +178,17 @@ double RunDirect(Engine& engine, int slots, double duration_s) {
 int RunSlots(int slots) {
   const auto step_time = std::chrono::nanoseconds(
       static_cast<int64_t>(absl::GetFlag(FLAGS_step_ms) * 1e6));
-  auto device = std::make_unique<SimulatedDevice>(MakeCpuBackend(1), step_time);
+  auto device = std::make_unique<SimulatedDevice>(
+      MakeCpuBackend(1), step_time, absl::GetFlag(FLAGS_pipeline));
   SimulatedDevice* dev = device.get();
   EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.max_slots = slots;
   options.max_queue = 2 * slots;
   options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
+  options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget) > 0
+                                  ? absl::GetFlag(FLAGS_step_token_budget)
+                                  : slots + 512;
   auto engine = Engine::Create(options, std::move(device));
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", engine.status().ToString().c_str());

@@ -1,5 +1,6 @@
 #include "bench/simulated_device.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -8,8 +9,11 @@
 namespace seqboat::bench {
 
 SimulatedDevice::SimulatedDevice(std::unique_ptr<Backend> host,
-                                 std::chrono::nanoseconds step_time)
-    : ForwardingBackend(std::move(host)), step_time_(step_time) {}
+                                 std::chrono::nanoseconds step_time,
+                                 bool pipelines)
+    : ForwardingBackend(std::move(host)),
+      step_time_(step_time),
+      pipelines_(pipelines) {}
 
 std::vector<int> SimulatedDevice::CaptureBuckets(int max_slots) const {
   return DefaultDecodeBuckets(max_slots);
@@ -38,17 +42,51 @@ absl::Status SimulatedDevice::SampleRows(const SampleRowsParams& p) {
   }
   const Clock::time_point before = Clock::now();
   WaitUntil(end);
+  Draw(p, p.tokens);
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.host_blocked_s +=
+      std::chrono::duration<double>(Clock::now() - before).count();
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::LaunchSampleRows(const SampleRowsParams& p) {
+  Launched l;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    l.end = step_end_;
+    counters_.sampled_rows += p.m;
+  }
+  l.host = p.tokens;
+  l.tokens.resize(static_cast<size_t>(p.m));
+  Draw(p, l.tokens.data());
+  fed_ = l.tokens;
+  in_flight_.push_back(std::move(l));
+  return absl::OkStatus();
+}
+
+absl::Status SimulatedDevice::WaitSampledTokens() {
+  if (in_flight_.empty()) {
+    return absl::FailedPreconditionError("no launch to wait for");
+  }
+  Launched l = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const Clock::time_point before = Clock::now();
+  WaitUntil(l.end);
+  std::copy(l.tokens.begin(), l.tokens.end(), l.host);
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.host_blocked_s +=
+      std::chrono::duration<double>(Clock::now() - before).count();
+  return absl::OkStatus();
+}
+
+void SimulatedDevice::Draw(const SampleRowsParams& p, int32_t* tokens) {
   for (int j = 0; j < p.m; ++j) {
     // Lower-case letters and spaces: one byte, one complete character.
     const uint64_t h = (p.rows[j].seed + 1) * 0x9E3779B97F4A7C15ull +
                        p.rows[j].step * 0xBF58476D1CE4E5B9ull;
     const int32_t letter = static_cast<int32_t>((h >> 33) % 27);
-    p.tokens[j] = letter == 26 ? ' ' : 'a' + letter;
+    tokens[j] = letter == 26 ? ' ' : 'a' + letter;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  counters_.host_blocked_s +=
-      std::chrono::duration<double>(Clock::now() - before).count();
-  return absl::OkStatus();
 }
 
 DeviceCounters SimulatedDevice::TakeCounters() {

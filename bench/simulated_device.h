@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -35,12 +36,18 @@ class SimulatedDevice final : public ForwardingBackend {
  public:
   // `host`: a backend whose memory is the host's (the CPU backend), for
   // uploads, the arena and copies.
+  // `pipelines`: whether the engine may launch a step before it reads the
+  // last (Backend::PipelinesSteps), as on CUDA's stream.
   SimulatedDevice(std::unique_ptr<Backend> host,
-                  std::chrono::nanoseconds step_time);
+                  std::chrono::nanoseconds step_time, bool pipelines);
 
   std::string name() const override { return "simulated"; }
   bool MemoryIsHost() const override { return false; }
   bool SamplesOnDevice() const override { return true; }
+  bool PipelinesSteps() const override { return pipelines_; }
+  absl::Status LaunchSampleRows(const SampleRowsParams& p) override;
+  absl::Status WaitSampledTokens() override;
+  const int32_t* SampledTokens() const override { return fed_.data(); }
   // CUDA's decode buckets, so steps are padded as they are there.
   std::vector<int> CaptureBuckets(int max_slots) const override;
 
@@ -60,6 +67,17 @@ class SimulatedDevice final : public ForwardingBackend {
   template <typename Params>
   void Run(const Params&) {}
   void Run(const EmbedParams&);
+  // The tokens of p's rows, as a step ending at `end` samples them.
+  static void Draw(const SampleRowsParams& p, int32_t* tokens);
+
+  struct Launched {
+    Clock::time_point end;
+    int32_t* host = nullptr;
+    std::vector<int32_t> tokens;
+  };
+  const bool pipelines_;
+  std::deque<Launched> in_flight_;  // the engine thread's
+  std::vector<int32_t> fed_;
   static void WaitUntil(Clock::time_point t);
 
   const std::chrono::nanoseconds step_time_;
