@@ -48,11 +48,15 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
     cuda.device = choice.cuda_device;
     cuda.weights = *weights;
     cuda.graphs = choice.cuda_graphs;
+    cuda.pipeline = choice.cuda_pipeline;
     auto be = MakeCudaBackend(cuda);
     if (be.ok()) {
-      spdlog::info("backend {}: CUDA device {} of {}, {} weights, graphs {}",
-                   want, choice.cuda_device, devices, choice.cuda_weights,
-                   choice.cuda_graphs ? "on" : "off");
+      spdlog::info(
+          "backend {}: CUDA device {} of {}, {} weights, graphs {}, pipelined "
+          "steps {}",
+          want, choice.cuda_device, devices, choice.cuda_weights,
+          choice.cuda_graphs ? "on" : "off",
+          choice.cuda_pipeline ? "on" : "off");
       return be;
     }
     if (want == "cuda") return be.status();

@@ -21,6 +21,7 @@ struct BackendChoice {
   int32_t cuda_device = 0;
   std::string cuda_weights = "bf16";  // bf16, fp16 or fp32
   bool cuda_graphs = true;            // record decode steps as CUDA graphs
+  bool cuda_pipeline = true;          // launch a step before reading the last
   int32_t cpu_threads = 0;            // 0: one per core
   // fp32, bf16, fp16, int8, or auto: what the model file stores
   // (stored_weights, filled in by the caller from the file).

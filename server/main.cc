@@ -66,6 +66,9 @@ ABSL_FLAG(std::string, cuda_weights, "bf16",
           "Weight storage on the GPU: bf16, fp16 or fp32.");
 ABSL_FLAG(bool, cuda_graphs, true,
           "Record decode steps as CUDA graphs per batch bucket.");
+ABSL_FLAG(bool, cuda_pipeline, true,
+          "Launch each step before reading the last one's tokens, so the "
+          "host's work between steps overlaps the device's.");
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
           "Host memory for prefix-state snapshots (a conversation's next turn "
@@ -279,6 +282,7 @@ absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
   choice.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   choice.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
   choice.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  choice.cuda_pipeline = absl::GetFlag(FLAGS_cuda_pipeline);
   choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   choice.cpu_weights = absl::GetFlag(FLAGS_cpu_weights);
   choice.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);

@@ -19,9 +19,10 @@ namespace seqboat {
 namespace cuda {
 namespace {
 
-// Descriptors of one step are a few KiB (segments, ids, row lists); the
-// buffer only wraps (after a stream sync) outside capture.
+// Descriptors of one step are a few KiB (segments, ids, row lists); a half
+// of the buffer only wraps (after a stream sync) outside capture.
 constexpr size_t kStagingBytes = size_t{8} << 20;
+constexpr size_t kStagingHalf = kStagingBytes / 2;
 // Recording attempts per bucket before it runs uncaptured for good.
 constexpr int kMaxCaptureFailures = 3;
 // cuBLAS gets a fixed workspace so captured GEMMs never allocate.
@@ -84,7 +85,26 @@ absl::Status CudaBackend::Init() {
   RETURN_IF_ERROR(CudaStatus(
       cudaMalloc(reinterpret_cast<void**>(&staging_dev_), kStagingBytes),
       "cudaMalloc (descriptor staging)"));
-  staging_ = DescriptorStaging(staging_host_, kStagingBytes);
+  for (int h = 0; h < 2; ++h) {
+    staging_[h] =
+        DescriptorStaging(staging_host_ + h * kStagingHalf, kStagingHalf);
+    RETURN_IF_ERROR(CudaStatus(
+        cudaEventCreateWithFlags(&half_done_[h], cudaEventDisableTiming),
+        "cudaEventCreate"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaEventCreateWithFlags(&sampled_done_[h], cudaEventDisableTiming),
+        "cudaEventCreate"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&sampled_host_[h]),
+                                  kMaxSampledRows * sizeof(int32_t)),
+                   "cudaMallocHost (sampled tokens)"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(reinterpret_cast<void**>(&sampled_),
+                                        kMaxSampledRows * sizeof(int32_t)),
+                             "cudaMalloc (sampled tokens)"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemset(sampled_, 0, kMaxSampledRows * sizeof(int32_t)),
+                 "cudaMemset (sampled tokens)"));
   return absl::OkStatus();
 }
 
@@ -94,6 +114,12 @@ CudaBackend::~CudaBackend() {
   owned_.clear();
   if (staging_dev_ != nullptr) cudaFree(staging_dev_);
   if (staging_host_ != nullptr) cudaFreeHost(staging_host_);
+  for (int h = 0; h < 2; ++h) {
+    if (half_done_[h] != nullptr) cudaEventDestroy(half_done_[h]);
+    if (sampled_done_[h] != nullptr) cudaEventDestroy(sampled_done_[h]);
+    if (sampled_host_[h] != nullptr) cudaFreeHost(sampled_host_[h]);
+  }
+  if (sampled_ != nullptr) cudaFree(sampled_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -249,8 +275,9 @@ absl::StatusOr<Matrix> CudaBackend::UploadAs(const float* host, int64_t rows,
 
 const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
   if (bytes == 0) return nullptr;
+  OpenEpoch();
   absl::StatusOr<DescriptorStaging::Placement> placed =
-      staging_.Place(host, bytes);
+      staging().Place(host, bytes);
   if (absl::IsUnavailable(placed.status())) {
     if (capturing_ || replaying_) {
       // A recorded step must fit in one pass; mark the step failed.
@@ -258,21 +285,40 @@ const void* CudaBackend::StageBytes(const void* host, size_t bytes) {
           "descriptor staging overflow inside a captured step");
     } else {
       SyncAndRewindStaging();
-      placed = staging_.Place(host, bytes);
+      placed = staging().Place(host, bytes);
     }
   }
   if (!placed.ok()) {
     if (error_.ok()) error_ = placed.status();
     return nullptr;
   }
+  const size_t at = half_ * kStagingHalf + placed->offset;
   // A replay's uploads are the recorded graph's copy nodes.
   if (placed->fresh && !replaying_) {
-    Check(cudaMemcpyAsync(staging_dev_ + placed->offset,
-                          staging_host_ + placed->offset, bytes,
+    Check(cudaMemcpyAsync(staging_dev_ + at, staging_host_ + at, bytes,
                           cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync (descriptors)");
   }
-  return staging_dev_ + placed->offset;
+  return staging_dev_ + at;
+}
+
+void CudaBackend::OpenEpoch() {
+  if (epoch_open_) return;
+  half_ ^= 1;
+  // The step that last staged into this half has read it.
+  if (half_pending_[half_]) {
+    Check(cudaEventSynchronize(half_done_[half_]), "cudaEventSynchronize");
+    half_pending_[half_] = false;
+  }
+  staging_[half_].Rewind();
+  epoch_open_ = true;
+}
+
+void CudaBackend::CloseEpoch() {
+  if (!epoch_open_) return;
+  Check(cudaEventRecord(half_done_[half_], stream_), "cudaEventRecord");
+  half_pending_[half_] = true;
+  epoch_open_ = false;
 }
 
 void CudaBackend::SyncAndRewindStaging() {
@@ -280,7 +326,7 @@ void CudaBackend::SyncAndRewindStaging() {
   RewindStaging();
 }
 
-void CudaBackend::RewindStaging() { staging_.Rewind(); }
+void CudaBackend::RewindStaging() { staging().Rewind(); }
 
 void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
   ScratchBuffer& sb = scratch_[id];
@@ -376,20 +422,23 @@ absl::Status CudaBackend::RunCaptured(
     int64_t key, const std::function<absl::Status()>& step) {
   UseDevice();
   if (!options_.graphs) return step();
+  // Capture and replay both stage from offset 0 of a half, so the recorded
+  // copies read the addresses a replay writes: a recording per half.
+  CloseEpoch();
+  OpenEpoch();
+  const int64_t bucket = key;
+  key = 2 * key + half_;
   if (auto f = capture_failures_.find(key);
       f != capture_failures_.end() && f->second >= kMaxCaptureFailures) {
     return step();
   }
-  // Capture and replay both stage from offset 0, so the recorded copies
-  // read the addresses a replay writes.
-  SyncAndRewindStaging();
   if (auto it = graphs_.find(key); it != graphs_.end()) {
     replaying_ = true;
     absl::Status s = step();
     replaying_ = false;
     if (!s.ok()) return s;
     RETURN_IF_ERROR(TakeError());
-    if (staging_.log() == it->second.staged) {
+    if (staging().log() == it->second.staged) {
       Check(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
       return TakeError();
     }
@@ -432,12 +481,12 @@ absl::Status CudaBackend::RunCaptured(
       fprintf(stderr,
               "CUDA graph capture of decode bucket %lld failed %d "
               "times (%s); running it uncaptured from now on\n",
-              static_cast<long long>(key), kMaxCaptureFailures,
+              static_cast<long long>(bucket), kMaxCaptureFailures,
               std::string(s.message()).c_str());
     }
     return step();
   }
-  graphs_[key] = Recording{exec, staging_.log()};
+  graphs_[key] = Recording{exec, staging().log()};
   Check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   return TakeError();
 }

@@ -21,6 +21,9 @@ struct CudaBackendOptions {
   CudaWeights weights = CudaWeights::kBf16;
   // Record decode steps as CUDA graphs (Backend::RunCaptured).
   bool graphs = true;
+  // Let the engine launch a step before it reads the last one
+  // (Backend::PipelinesSteps).
+  bool pipeline = true;
 };
 
 // Usable CUDA devices; 0 with `why` saying why not (no driver, no device,

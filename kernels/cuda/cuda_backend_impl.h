@@ -6,7 +6,11 @@
 // Host descriptors (token ids, segments, row lists) go through a pinned
 // staging buffer: Stage() copies them there and enqueues the upload, so a
 // recorded graph re-reads them on every replay. While replaying (see
-// RunCaptured) ops only stage and launch nothing.
+// RunCaptured) ops only stage and launch nothing. The buffer has two halves
+// that steps use in turn (an epoch per step, ended by its sampling or a
+// read back), so the host stages step N+1 while the device still reads
+// step N's half; a half is reused once the event recorded at the end of
+// its last epoch has passed.
 #ifndef SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
 #define SEQBOAT_KERNELS_CUDA_BACKEND_IMPL_H_
 
@@ -14,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,6 +30,9 @@
 #include "kernels/cuda/descriptor_staging.h"
 
 namespace seqboat::cuda {
+
+// Rows one SampleRows samples at most (the size of its tokens' buffers).
+inline constexpr size_t kMaxSampledRows = size_t{1} << 16;
 
 class CudaBackend final : public Backend {
  public:
@@ -63,6 +71,10 @@ class CudaBackend final : public Backend {
   // Sampling (sampling_ops.cc).
   bool SamplesOnDevice() const override { return true; }
   absl::Status SampleRows(const SampleRowsParams& p) override;
+  bool PipelinesSteps() const override { return options_.pipeline; }
+  absl::Status LaunchSampleRows(const SampleRowsParams& p) override;
+  absl::Status WaitSampledTokens() override;
+  const int32_t* SampledTokens() const override { return sampled_; }
 
   // The first CUDA or cuBLAS error since the last call (sticky until taken).
   absl::Status TakeError() override;
@@ -110,6 +122,12 @@ class CudaBackend final : public Backend {
   void SyncAndRewindStaging();
   // Starts staging from offset 0; everything staged must have been consumed.
   void RewindStaging();
+  // Starts a staging epoch in the other half (from its offset 0, once the
+  // device is done with that half's last epoch), unless one is open.
+  void OpenEpoch();
+  // Ends the open epoch: an event on the stream marks its half consumed.
+  void CloseEpoch();
+  DescriptorStaging& staging() { return staging_[half_]; }
   void DropGraphs();
 
   struct Recording {
@@ -123,11 +141,29 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
-  // Descriptor staging: pinned host and device buffers of equal size, and
-  // where this pass placed what in them.
+  // Descriptor staging: pinned host and device buffers of equal size, in two
+  // halves, and where the current pass placed what in each.
   uint8_t* staging_host_ = nullptr;
   uint8_t* staging_dev_ = nullptr;
-  DescriptorStaging staging_{nullptr, 0};
+  DescriptorStaging staging_[2] = {{nullptr, 0}, {nullptr, 0}};
+  int half_ = 0;
+  bool epoch_open_ = false;
+  cudaEvent_t half_done_[2] = {nullptr, nullptr};
+  bool half_pending_[2] = {false, false};  // an event was recorded
+  std::vector<int32_t> fed_map_;           // Embed's, reused
+  // Pipelined sampling: the last launch's tokens on the device (the next
+  // step's fed ids), and two pinned host copies, one per launch
+  // outstanding, each with its event.
+  int32_t* sampled_ = nullptr;
+  int32_t* sampled_host_[2] = {nullptr, nullptr};
+  cudaEvent_t sampled_done_[2] = {nullptr, nullptr};
+  struct Outstanding {
+    int buffer = 0;
+    int32_t* host = nullptr;
+    int m = 0;
+  };
+  std::deque<Outstanding> outstanding_;
+  int64_t launches_ = 0;
   bool capturing_ = false;
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;

@@ -38,10 +38,14 @@ __device__ float BlockSum(float v) {
   return v;
 }
 
-__global__ void EmbedKernel(EmbedParams p, Storage storage) {
+__global__ void EmbedKernel(EmbedParams p, Storage storage,
+                            const int32_t* fed_map) {
   const int i = blockIdx.x;
   const int d = static_cast<int>(p.table.cols);
-  const int64_t row = static_cast<int64_t>(p.ids[i]) * d;
+  int32_t id = p.ids[i];
+  if (fed_map != nullptr && fed_map[i] <= -2)
+    id = p.fed_tokens[-fed_map[i] - 2];
+  const int64_t row = static_cast<int64_t>(id) * d;
   float* out = p.out + static_cast<int64_t>(i) * d;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     out[j] = p.scale * Load(p.table.data, storage, row + j);
@@ -362,11 +366,12 @@ int ThreadsFor(int d) {
 
 }  // namespace
 
-void LaunchEmbed(const EmbedParams& p, Storage storage, cudaStream_t stream) {
+void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
+                 cudaStream_t stream) {
   if (p.n <= 0) return;
   SEQBOAT_LAUNCH(p.n, ThreadsFor(static_cast<int>(p.table.cols)), 0, stream,
                  EmbedKernel)
-  (p, storage);
+  (p, storage, fed_map);
 }
 
 void LaunchRmsNorm(const NormParams& p, cudaStream_t stream) {

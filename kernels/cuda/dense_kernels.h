@@ -17,8 +17,11 @@ namespace seqboat::cuda {
 // How a weight matrix is stored on the device.
 enum class Storage : int32_t { kF32, kBf16, kF16 };
 
-// The table's rows in fp32; `storage` is how p.table is stored.
-void LaunchEmbed(const EmbedParams& p, Storage storage, cudaStream_t stream);
+// The table's rows in fp32; `storage` is how p.table is stored. fed_map
+// (device, [n], from FedMapFor) says which rows take their id from
+// p.fed_tokens instead of p.ids; null: none.
+void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
+                 cudaStream_t stream);
 
 // One block per row.
 void LaunchRmsNorm(const NormParams& p, cudaStream_t stream);

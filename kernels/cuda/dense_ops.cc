@@ -1,6 +1,7 @@
 // Dense ops and the mlp/moe helpers: stage the host descriptors, launch.
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/dense_params.h"
 
 namespace seqboat::cuda {
 
@@ -9,8 +10,12 @@ void CudaBackend::Embed(const EmbedParams& p) {
   UseDevice();
   EmbedParams dev = p;
   dev.ids = Stage(p.ids, p.n);
-  if (!launching() || p.n <= 0 || dev.ids == nullptr) return;
-  LaunchEmbed(dev, StorageOf(p.table), stream_);
+  FedMapFor(p, &fed_map_);
+  const int32_t* dev_map = Stage(fed_map_.data(), fed_map_.size());
+  if (!launching() || p.n <= 0 || dev.ids == nullptr || dev_map == nullptr) {
+    return;
+  }
+  LaunchEmbed(dev, StorageOf(p.table), dev_map, stream_);
   CheckLaunch("Embed");
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cuda/dense_params.h"
 
+#include <algorithm>
+
 namespace seqboat::cuda {
 
 GemvParams GemvParamsFor(const GemmParams& p, Storage storage) {
@@ -16,6 +18,11 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage) {
   g.ldy = p.ldy;
   g.accumulate = p.accumulate;
   return g;
+}
+
+void FedMapFor(const EmbedParams& p, std::vector<int32_t>* map) {
+  map->assign(static_cast<size_t>(std::max(p.n, 0)), -1);
+  for (int k = 0; k < p.nfed; ++k) (*map)[p.fed_rows[k]] = -(p.fed_from[k] + 2);
 }
 
 }  // namespace seqboat::cuda

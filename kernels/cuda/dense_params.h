@@ -1,9 +1,12 @@
-// The GEMV launch of CudaBackend::Gemm's small decode batches, from the op's
-// params: the host half of that branch, apart so that the emulation tests
-// (kernels/cuda/emu) launch the kernel with exactly the parameters the
-// backend builds. No CUDA calls.
+// The host halves of CudaBackend's dense ops that build launch parameters
+// (Gemm's GEMV branch for small decode batches, Embed's map of fed ids),
+// apart so that the emulation tests (kernels/cuda/emu) launch the kernels
+// with exactly what the backend builds. No CUDA calls.
 #ifndef SEQBOAT_KERNELS_CUDA_DENSE_PARAMS_H_
 #define SEQBOAT_KERNELS_CUDA_DENSE_PARAMS_H_
+
+#include <cstdint>
+#include <vector>
 
 #include "engine/backend/dense_params.h"
 #include "kernels/cuda/dense_kernels.h"
@@ -13,6 +16,14 @@ namespace seqboat::cuda {
 // For p.n <= kGemvMaxRows; storage: how p.w is stored
 // (CudaBackend::StorageOf).
 GemvParams GemvParamsFor(const GemmParams& p, Storage storage);
+
+// The embedding's per-row map of fed ids (EmbedParams::fed_*), as the
+// kernel reads it: -(from + 2) for a row fed from fed_tokens[from], -1 for
+// the others. Every row has an entry, fed or not, so that a step's staging
+// does not depend on which rows are fed (a recorded graph replays it), and
+// the entries are negative, so that no other descriptor of the step equals
+// the map and shares its staged copy.
+void FedMapFor(const EmbedParams& p, std::vector<int32_t>* map);
 
 }  // namespace seqboat::cuda
 

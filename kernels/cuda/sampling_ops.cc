@@ -2,6 +2,10 @@
 // sampling kernels on the step's logits, read back one token per row. The
 // rows' checks, the scratch's sizes and the launcher parameters come from
 // sampling_params, which the emulation tests share.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/sampling_params.h"
@@ -9,11 +13,24 @@
 namespace seqboat::cuda {
 
 absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
+  RETURN_IF_ERROR(LaunchSampleRows(op));
+  return WaitSampledTokens();
+}
+
+absl::Status CudaBackend::LaunchSampleRows(const SampleRowsParams& op) {
   const int m = op.m, vocab = op.vocab;
-  if (m <= 0) return absl::OkStatus();
+  if (m <= 0) {
+    outstanding_.push_back({0, op.tokens, 0});
+    return absl::OkStatus();
+  }
   if (capturing_ || replaying_) {
     return absl::FailedPreconditionError(
         "SampleRows inside a captured step (it reads back to the host)");
+  }
+  if (static_cast<size_t>(m) > kMaxSampledRows || outstanding_.size() >= 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SampleRows of ", m, " rows with ", outstanding_.size(),
+                     " launches outstanding"));
   }
   const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(op.rows, m);
   if (!plan.ok()) return plan.status();
@@ -22,6 +39,8 @@ absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
   const absl::StatusOr<size_t> need = SampleScratchBytes(m, vocab);
   if (!need.ok()) return need.status();
   if (*need > sample_scratch_bytes_) {
+    // Freeing the old scratch waits for the device, so a launch in flight
+    // still has it.
     const size_t want = SampleScratchGrowth(m, vocab, *need);
     sample_scratch_.reset();
     sample_scratch_bytes_ = 0;
@@ -35,7 +54,7 @@ absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
   // a buffer of their own.
   const int32_t* dev_seen = nullptr;
   const size_t seen_bytes = seen * sizeof(int32_t);
-  if (seen_bytes > 0 && seen_bytes <= staging_.capacity() / 4) {
+  if (seen_bytes > 0 && seen_bytes <= staging().capacity() / 4) {
     dev_seen = Stage(op.seen_ids, seen);
   } else if (seen_bytes > 0) {
     if (seen_bytes > sample_seen_bytes_) {
@@ -57,8 +76,34 @@ absl::Status CudaBackend::SampleRows(const SampleRowsParams& op) {
   const SampleLaunchParams p =
       SampleLaunchFor(dev, *plan, sample_scratch_.get(), sample_scratch_bytes_);
   Check(cuda::LaunchSampleRows(p, stream_), "SampleRows");
-  // Waits for the kernels and rewinds the staging buffer.
-  CopyToHost(op.tokens, p.tokens, static_cast<size_t>(m) * sizeof(int32_t));
+  // The tokens where the next step's embedding reads its fed ids, and on
+  // their way to the host; the step's staging half is done with.
+  const size_t bytes = static_cast<size_t>(m) * sizeof(int32_t);
+  const int buffer = static_cast<int>(launches_++ % 2);
+  Check(cudaMemcpyAsync(sampled_, p.tokens, bytes, cudaMemcpyDeviceToDevice,
+                        stream_),
+        "cudaMemcpyAsync (sampled tokens)");
+  Check(cudaMemcpyAsync(sampled_host_[buffer], sampled_, bytes,
+                        cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (sampled tokens to the host)");
+  Check(cudaEventRecord(sampled_done_[buffer], stream_), "cudaEventRecord");
+  CloseEpoch();
+  outstanding_.push_back({buffer, op.tokens, m});
+  return TakeError();
+}
+
+absl::Status CudaBackend::WaitSampledTokens() {
+  if (outstanding_.empty()) {
+    return absl::FailedPreconditionError("no SampleRows launch to wait for");
+  }
+  const Outstanding o = outstanding_.front();
+  outstanding_.pop_front();
+  if (o.m > 0) {
+    Check(cudaEventSynchronize(sampled_done_[o.buffer]),
+          "cudaEventSynchronize (sampled tokens)");
+    std::memcpy(o.host, sampled_host_[o.buffer],
+                static_cast<size_t>(o.m) * sizeof(int32_t));
+  }
   return TakeError();
 }
 

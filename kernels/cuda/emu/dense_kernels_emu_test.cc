@@ -112,7 +112,9 @@ class DenseEmulation : public EmulatedBackend {
   // Host memory is device memory here: the ids and row lists need no
   // staging.
   void Embed(const EmbedParams& p) override {
-    cuda::LaunchEmbed(p, StorageOf(p.table), nullptr);
+    std::vector<int32_t> map;
+    cuda::FedMapFor(p, &map);
+    cuda::LaunchEmbed(p, StorageOf(p.table), map.data(), nullptr);
   }
   void RmsNorm(const NormParams& p) override {
     cuda::LaunchRmsNorm(p, nullptr);

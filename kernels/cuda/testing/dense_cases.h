@@ -126,8 +126,33 @@ inline void ExpectEmbedMatches(Backend& ref, Backend& dut,
     be->Embed(embed);
     ExpectNoError(*be);
     got.push_back(out.Read());
+    // A pipelined step's rows 1, 4 and 8 take their ids from tokens a step
+    // before sampled, in the backend's memory; the others keep theirs.
+    Array out_fed(*be, Unwritten(n * d));
+    const std::vector<int32_t> sampled = {7, 31, 2, 44};
+    DeviceBuffer tokens = *be->Alloc(sampled.size() * sizeof(int32_t));
+    be->CopyToDevice(tokens.get(), sampled.data(),
+                     sampled.size() * sizeof(int32_t));
+    const int32_t fed_rows[3] = {1, 4, 8}, fed_from[3] = {2, 0, 3};
+    embed.out = out_fed.get();
+    embed.fed_tokens = static_cast<const int32_t*>(tokens.get());
+    embed.fed_rows = fed_rows;
+    embed.fed_from = fed_from;
+    embed.nfed = 3;
+    be->Embed(embed);
+    ExpectNoError(*be);
+    got.push_back(out_fed.Read());
   }
-  EXPECT_TRUE(Within(got[0], got[1], Bound::Bitwise()));
+  EXPECT_TRUE(Within(got[0], got[2], Bound::Bitwise()));
+  EXPECT_TRUE(Within(got[1], got[3], Bound::Bitwise()));
+  // The fed rows are the table's rows of the fed ids, the others unchanged.
+  const int32_t fed_ids[n] = {0, 2, 3, 3, 7, 2, 48, 0, 44};
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < d; ++j) {
+      const float want = 1.5f * ref_table[fed_ids[i] * d + j];
+      ASSERT_EQ(got[1][i * d + j], want) << "row " << i << " col " << j;
+    }
+  }
 }
 
 // The norms over n rows of width d of x (row stride ld, values in [-3, 3)),
