@@ -67,6 +67,8 @@ class SharedSink {
       : fn_(std::make_shared<const EventSink>(std::forward<F>(f))) {}
 
   explicit operator bool() const { return fn_ != nullptr && *fn_; }
+  // The same for every copy of one sink.
+  const void* id() const { return fn_.get(); }
   void operator()(GenerationEvent event) const { (*fn_)(std::move(event)); }
 
  private:

@@ -27,7 +27,7 @@ for f in kernels/cuda/*_gpu_test.cc tests/gpu/*_gpu_test.cc; do
   pkg="$(dirname "$f")"; name="$(basename "$f" .cc)"
   targets+=("//$pkg:$name")
 done
-targets+=(//bench:cuda_decode_bench //server:seqboat_server
+targets+=(//bench:cuda_decode_bench //bench:host_path_bench //server:seqboat_server
           //clients/load:seqboat_load)
 bazel build "${targets[@]}"
 

@@ -2,7 +2,10 @@
 // thread of their own: a sink (a gRPC write, an HTTP chunk) then never runs
 // on the engine thread, where it would hold up the next step, and a turn's
 // events cost one lock, not one per event. Order is kept: events reach
-// sinks in the order they were sent.
+// sinks in the order they were sent. When delivery falls behind the engine,
+// the events of one sequence that piled up reach its sink as one (their
+// tokens and text joined), so a slow delivery makes fewer, larger calls
+// instead of falling further behind.
 //
 // Send and Flush belong to one thread (the engine's); Stop may be called
 // from any thread once that thread sends no more.
@@ -15,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "engine/request.h"
 
 namespace seqboat {
@@ -38,6 +42,11 @@ class EventOutbox {
  private:
   using Batch = std::vector<std::pair<SharedSink, GenerationEvent>>;
   void Deliver();
+  // `batch` into `out`, each sequence's consecutive successful events
+  // joined; `last` is scratch (where each sequence's event is in `out`).
+  static void Join(
+      Batch& batch, Batch* out,
+      absl::flat_hash_map<std::pair<const void*, int32_t>, size_t>* last);
 
   Batch sent_;  // the sending thread's
   std::mutex mu_;
