@@ -168,6 +168,13 @@ for phase in "$@"; do
         else
           conc="1 4 16 64"; args="--backend=cpu --cpu_threads=$(nproc) --max_slots=64"
         fi
+        if [[ $backend == cuda ]]; then
+          # The engine alone at each concurrency as a batch size: the
+          # server's share of it follows the sweep.
+          run "$here/bin/cuda_decode_bench" --model_dir="$models/mamba-130m" \
+            --label=mamba-130m --batches="${conc// /,}" --steps=20 \
+            > /tmp/engine.log 2>&1
+        fi
         say "== sweep: server on $backend, mamba-130m shape, in=64 out=128"
         SERVER_BIN="$here/seqboat_server.sh" LOAD_BIN="$here/seqboat_load.sh" \
           PYTHON=python3 CONCURRENCIES="$conc" REQUESTS_PER_LEVEL=2 MIN_REQUESTS=16 \
@@ -180,6 +187,23 @@ for phase in "$@"; do
         { echo "===== sweep $backend (exit $rc)"; cat /tmp/sweep.log;
           echo "----- server log"; tail -c 262144 "/tmp/sweep_$backend/server.log"; } >> "$full"
         ((rc == 0)) || status=1
+        if [[ $backend == cuda ]]; then
+          say "== the server's share of the engine's tok/s at the same batch"
+          python3 - /tmp/engine.log /tmp/sweep_cuda/c*.json <<'PY' | tee -a "$report"
+import json, re, sys
+engine = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\d+)\s+([\d.]+)\s", line)
+    if m:
+        engine[int(m.group(1))] = float(m.group(2))
+print(f"{'conc':>5} {'server tok/s':>13} {'engine tok/s':>13} {'share':>7}")
+runs = [json.load(open(p)) for p in sys.argv[2:]]
+for r in sorted(runs, key=lambda r: r["config"]["concurrency"]):
+    c, s = r["config"]["concurrency"], r["output_throughput"]
+    e = engine.get(c, float("nan"))
+    print(f"{c:>5} {s:>13.1f} {e:>13.1f} {100 * s / e:>6.1f}%")
+PY
+        fi
       done
       python3 clients/load/plot.py --out "$out/sweep.png" \
         --title "seqboat server, 130M Mamba shape, in=64 out=128: CUDA vs CPU" \
