@@ -68,8 +68,9 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(
         const std::string problem =
             PromptIdProblem(vocabulary.rules, prompt[i]);
         if (!problem.empty()) {
-          return absl::InternalError(absl::StrCat(
-              "tokenizer produced prompt token ", i, ", which ", problem));
+          return absl::InternalError(
+              absl::StrCat("tokenizer produced id ", prompt[i],
+                           " as prompt token ", i, ", which ", problem));
         }
       }
       return prompt;
