@@ -131,10 +131,13 @@ class Attention final : public Layer {
     return d_model_ + 2 * QDim() + 2 * KvDim();
   }
 
-  void BindState(void* base) override { state_ = base; }
+  void BindState(void* base, int64_t slot_stride) override {
+    state_ = base;
+    slot_stride_ = slot_stride;
+  }
 
   void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(static_cast<char*>(state_) + slot * StateBytesPerSlot(),
+    backend.Zero(static_cast<char*>(state_) + slot * slot_stride_,
                  StateBytesPerSlot());
   }
 
@@ -170,7 +173,7 @@ class Attention final : public Layer {
     be.Gemm(Projection(x, n, wq_, bq_, q));
     be.Gemm(Projection(x, n, wk_, bk_, k));
     be.Gemm(Projection(x, n, wv_, bv_, v));
-    const int64_t slot_bytes = StateBytesPerSlot();
+    const int64_t slot_bytes = slot_stride_;
     SinkAttentionParams attend;
     attend.segs = ctx.segs();
     attend.nsegs = ctx.nsegs();
@@ -274,6 +277,7 @@ class Attention final : public Layer {
   // Partial rotary only: q and k in RoPE order (FetchRopeOrdered).
   std::vector<float> host_q_, host_k_, host_bq_, host_bk_;
   void* state_ = nullptr;
+  int64_t slot_stride_ = 0;  // bytes between slots
 };
 
 // An integer in [0, kMaxJsonSize].

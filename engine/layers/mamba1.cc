@@ -68,7 +68,10 @@ class Mamba1 final : public Layer {
     return d_model_ + 2 * e + e + XdblCols() + e + e;
   }
 
-  void BindState(void* base) override { state_ = static_cast<float*>(base); }
+  void BindState(void* base, int64_t slot_stride) override {
+    state_ = static_cast<float*>(base);
+    slot_floats_ = slot_stride / static_cast<int64_t>(sizeof(float));
+  }
 
   void ResetSlot(Backend& backend, int slot) override {
     backend.Zero(SlotState(slot), StateBytesPerSlot());
@@ -98,7 +101,7 @@ class Mamba1 final : public Layer {
     be.Gemm(Projection(u, n, in_proj_, in_bias_, xz));
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
-    const int64_t stride = ConvFloats() + SsmFloats();
+    const int64_t stride = slot_floats_;
     MambaConvParams conv;
     conv.segs = ctx.segs();
     conv.nsegs = ctx.nsegs();
@@ -178,7 +181,7 @@ class Mamba1 final : public Layer {
   int64_t SsmFloats() const { return c_.d_inner * c_.d_state; }
   int XdblCols() const { return static_cast<int>(c_.dt_rank + 2 * c_.d_state); }
   float* SlotState(int slot) const {
-    return state_ + static_cast<int64_t>(slot) * (ConvFloats() + SsmFloats());
+    return state_ + static_cast<int64_t>(slot) * slot_floats_;
   }
 
   const Mamba1Config c_;
@@ -193,6 +196,7 @@ class Mamba1 final : public Layer {
   // Null without dt_bc_norm or when it is not affine.
   const float *dt_norm_w_ = nullptr, *b_norm_w_ = nullptr, *c_norm_w_ = nullptr;
   float* state_ = nullptr;
+  int64_t slot_floats_ = 0;  // floats between slots
 };
 
 absl::Status ParseMamba1(ObjectReader& r, std::vector<std::string>* warnings,

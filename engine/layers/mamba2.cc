@@ -53,10 +53,13 @@ class Mamba2 final : public Layer {
     return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner();
   }
 
-  void BindState(void* base) override { state_ = static_cast<float*>(base); }
+  void BindState(void* base, int64_t slot_stride) override {
+    state_ = static_cast<float*>(base);
+    slot_floats_ = slot_stride / static_cast<int64_t>(sizeof(float));
+  }
 
   void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(state_ + static_cast<int64_t>(slot) * SlotFloats(),
+    backend.Zero(state_ + static_cast<int64_t>(slot) * slot_floats_,
                  StateBytesPerSlot());
   }
 
@@ -90,7 +93,7 @@ class Mamba2 final : public Layer {
     conv.x = zxbcdt + e;
     conv.ldx = w;
     conv.state = state_;
-    conv.state_stride = SlotFloats();
+    conv.state_stride = slot_floats_;
     conv.w = conv_w_;
     conv.bias = conv_b_;
     conv.e = cc;
@@ -114,7 +117,7 @@ class Mamba2 final : public Layer {
                       ? static_cast<float>(*c_.dt_max)
                       : std::numeric_limits<float>::infinity();
     scan.state = state_ + ConvFloats();
-    scan.state_stride = SlotFloats();
+    scan.state_stride = slot_floats_;
     scan.heads = static_cast<int>(c_.n_heads);
     scan.head_dim = static_cast<int>(c_.head_dim);
     scan.n_state = static_cast<int>(c_.d_state);
@@ -155,6 +158,7 @@ class Mamba2 final : public Layer {
               *dt_bias_ = nullptr, *a_ = nullptr, *d_ = nullptr,
               *gated_w_ = nullptr, *out_bias_ = nullptr;
   float* state_ = nullptr;
+  int64_t slot_floats_ = 0;  // floats between slots
 };
 
 // A finite number >= 0 (0 is dt_min's default, and a valid floor).

@@ -34,7 +34,7 @@ class Mlp final : public Layer {
   std::string kind() const override { return "mlp"; }
   int64_t StateBytesPerSlot() const override { return 0; }
   int64_t ScratchFloatsPerRow() const override { return d_ + 2 * c_.d_ff; }
-  void BindState(void*) override {}
+  void BindState(void*, int64_t) override {}
   void ResetSlot(Backend&, int) override {}
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {

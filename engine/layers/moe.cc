@@ -62,7 +62,7 @@ class Moe final : public MoeLayer {
     return 3 * static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
            2 * Slots() + 2 * c_.d_ff;
   }
-  void BindState(void*) override {}
+  void BindState(void*, int64_t) override {}
   void ResetSlot(Backend&, int) override {}
   const StepStats& last_step() const override { return stats_; }
 

@@ -35,9 +35,12 @@ class S4d final : public Layer {
   int64_t ScratchFloatsPerRow() const override {
     return h_ + c_.channels * h_ + 2 * static_cast<int64_t>(h_);
   }
-  void BindState(void* base) override { state_ = static_cast<float*>(base); }
+  void BindState(void* base, int64_t slot_stride) override {
+    state_ = static_cast<float*>(base);
+    slot_floats_ = slot_stride / static_cast<int64_t>(sizeof(float));
+  }
   void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(state_ + static_cast<int64_t>(slot) * StateFloats(),
+    backend.Zero(state_ + static_cast<int64_t>(slot) * slot_floats_,
                  StateBytesPerSlot());
   }
 
@@ -58,7 +61,7 @@ class S4d final : public Layer {
     scan.c = c_dev_;
     scan.d = d_;
     scan.state = state_;
-    scan.state_stride = StateFloats();
+    scan.state_stride = slot_floats_;
     scan.h = h;
     scan.m = m;
     scan.ch = ch;
@@ -116,6 +119,7 @@ class S4d final : public Layer {
               *out_b_ = nullptr;
   Matrix out_;
   float* state_ = nullptr;
+  int64_t slot_floats_ = 0;  // floats between slots
 };
 
 absl::Status ParseS4d(ObjectReader& r, std::vector<std::string>* /*warnings*/,

@@ -98,10 +98,13 @@ class SeqBoat final : public Layer {
     return 5 * int64_t{s_.d} + 2 + 2 + 2 + s_.z + 3 * int64_t{s_.v};
   }
 
-  void BindState(void* base) override { state_ = base; }
+  void BindState(void* base, int64_t slot_stride) override {
+    state_ = base;
+    slot_stride_ = slot_stride;
+  }
 
   void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(static_cast<char*>(state_) + slot * StateBytesPerSlot(),
+    backend.Zero(static_cast<char*>(state_) + slot * slot_stride_,
                  StateBytesPerSlot());
   }
 
@@ -120,7 +123,7 @@ class SeqBoat final : public Layer {
     auto* active = compact + rows;  // 1 + n entries
     float* zrv = reinterpret_cast<float*>(active + 2 * rows);
     float* att = zrv + rows * (z + 2 * v);
-    const int64_t stride = StateBytesPerSlot();
+    const int64_t stride = slot_stride_;
 
     const float* x = residual;
     if (prenorm_ && norm_.has_value()) {
@@ -286,6 +289,7 @@ class SeqBoat final : public Layer {
               *in_b_ = nullptr, *qk_gamma_ = nullptr, *qk_beta_ = nullptr,
               *out_b_ = nullptr, *rel_bias_ = nullptr;
   void* state_ = nullptr;
+  int64_t slot_stride_ = 0;  // bytes between slots
   // Host copies per step, kept to avoid reallocating every step.
   std::vector<int32_t> host_active_;
   std::vector<SeqBoatActiveRange> ranges_;

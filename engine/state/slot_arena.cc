@@ -21,31 +21,33 @@ absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("max_slots must be > 0, got ", max_slots));
   }
-  int64_t per_slot_total = 0;
-  for (const SlotState* layer : layers)
-    per_slot_total += layer->StateBytesPerSlot();
+  // A slot holds every layer's state, each at an aligned offset, so that
+  // one copy moves a sequence's whole state.
+  std::unique_ptr<SlotArena> arena(new SlotArena(backend, max_slots, layers));
+  int64_t per_slot = 0;
+  for (const SlotState* layer : layers) {
+    const int64_t bytes = layer->StateBytesPerSlot();
+    arena->offsets_.push_back(per_slot);
+    per_slot += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  arena->bytes_per_slot_ = per_slot;
   if (const int64_t free_bytes = backend.FreeBytes(); free_bytes >= 0) {
-    RETURN_IF_ERROR(CheckArenaFits(per_slot_total, max_slots, free_bytes,
+    RETURN_IF_ERROR(CheckArenaFits(per_slot, max_slots, free_bytes,
                                    kArenaReserveBytes, backend.DeviceName()));
   }
-  std::unique_ptr<SlotArena> arena(new SlotArena(backend, max_slots, layers));
+  if (per_slot == 0) return arena;
+  auto region = backend.Alloc(static_cast<size_t>(per_slot) * max_slots);
+  if (!region.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("state arena: ", per_slot, " bytes per slot x ", max_slots,
+                     " slots; ", region.status().message()));
+  }
+  arena->region_ = *region;
+  auto* base = static_cast<uint8_t*>(arena->region_.get());
   for (size_t i = 0; i < layers.size(); ++i) {
-    const int64_t per_slot = layers[i]->StateBytesPerSlot();
-    arena->region_bytes_.push_back(per_slot);
-    arena->bytes_per_slot_ += per_slot;
-    if (per_slot == 0) {
-      arena->regions_.push_back(nullptr);
-      continue;
+    if (layers[i]->StateBytesPerSlot() > 0) {
+      layers[i]->BindState(base + arena->offsets_[i], per_slot);
     }
-    auto region = backend.Alloc(static_cast<size_t>(per_slot) * max_slots);
-    if (!region.ok()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("state arena: block ", i, " (", layers[i]->kind(),
-                       ") needs ", per_slot, " bytes x ", max_slots, " slots; ",
-                       region.status().message()));
-    }
-    layers[i]->BindState(region->get());
-    arena->regions_.push_back(*region);
   }
   return arena;
 }
@@ -72,25 +74,15 @@ bool SlotArena::Release(int slot) {
 
 std::vector<uint8_t> SlotArena::Snapshot(int slot) const {
   std::vector<uint8_t> out(bytes_per_slot_);
-  int64_t offset = 0;
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (region_bytes_[i] == 0) continue;
-    const auto* base = static_cast<const uint8_t*>(regions_[i].get());
-    backend_.CopyToHost(out.data() + offset, base + region_bytes_[i] * slot,
-                        region_bytes_[i]);
-    offset += region_bytes_[i];
+  if (bytes_per_slot_ > 0) {
+    backend_.CopyToHost(out.data(), SlotBase(slot), bytes_per_slot_);
   }
   return out;
 }
 
 void SlotArena::Restore(int slot, const std::vector<uint8_t>& snapshot) {
-  int64_t offset = 0;
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (region_bytes_[i] == 0) continue;
-    auto* base = static_cast<uint8_t*>(regions_[i].get());
-    backend_.CopyToDevice(base + region_bytes_[i] * slot,
-                          snapshot.data() + offset, region_bytes_[i]);
-    offset += region_bytes_[i];
+  if (bytes_per_slot_ > 0) {
+    backend_.CopyToDevice(SlotBase(slot), snapshot.data(), bytes_per_slot_);
   }
 }
 

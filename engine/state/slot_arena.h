@@ -1,7 +1,10 @@
 // The slot arena: every block's per-sequence state, allocated once at start-up
-// as one [max_slots, bytes_per_slot] region per block, and the free list of
-// slots. Admission counts slots, never pages: memory is known before the first
-// request. Not thread-safe; the engine thread owns it.
+// as one [max_slots, bytes_per_slot] region in which a slot holds every
+// block's state (each at an aligned offset), and the free list of slots. A
+// sequence's whole state is one contiguous run of bytes: one copy to
+// snapshot it, one to restore it. Admission counts slots, never pages: memory
+// is known before the first request. Not thread-safe; the engine thread owns
+// it.
 #ifndef SEQBOAT_ENGINE_STATE_SLOT_ARENA_H_
 #define SEQBOAT_ENGINE_STATE_SLOT_ARENA_H_
 
@@ -39,13 +42,21 @@ class SlotArena {
   void Restore(int slot, const std::vector<uint8_t>& snapshot);
 
  private:
+  // Each block's state starts at a multiple of this within its slot (vector
+  // loads; the kernels' own alignment needs).
+  static constexpr int64_t kAlignment = 256;
+
+  uint8_t* SlotBase(int slot) const {
+    return static_cast<uint8_t*>(region_.get()) + bytes_per_slot_ * slot;
+  }
+
   SlotArena(Backend& backend, int max_slots, std::vector<SlotState*> holders);
 
   Backend& backend_;
   int max_slots_;
   std::vector<SlotState*> layers_;
-  std::vector<DeviceBuffer> regions_;  // one per layer with state
-  std::vector<int64_t> region_bytes_;  // per-slot bytes of each layer
+  DeviceBuffer region_;           // [max_slots, bytes_per_slot_]
+  std::vector<int64_t> offsets_;  // each layer's state within a slot
   std::vector<bool> in_use_;
   std::vector<int> free_;  // kept sorted descending: back() is the lowest
   int64_t bytes_per_slot_ = 0;

@@ -19,8 +19,10 @@ class SlotState {
   virtual std::string kind() const = 0;
   // Bytes of state one sequence needs (0 if none).
   virtual int64_t StateBytesPerSlot() const = 0;
-  // Gives the holder its region: [max_slots, StateBytesPerSlot()] bytes.
-  virtual void BindState(void* base) = 0;
+  // Gives the holder its state: slot s's StateBytesPerSlot() bytes at
+  // base + s * slot_stride (the arena keeps each slot's state of every
+  // holder together, so that a slot is copied whole in one piece).
+  virtual void BindState(void* base, int64_t slot_stride) = 0;
   // Clears one slot's state (a new sequence starts from zeros).
   virtual void ResetSlot(Backend& backend, int slot) = 0;
 };

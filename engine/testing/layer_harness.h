@@ -62,7 +62,7 @@ struct LayerHarness {
     auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
     if (!buf.ok()) return buf.status();
     state = *buf;
-    layer->BindState(state.get());
+    layer->BindState(state.get(), layer->StateBytesPerSlot());
     for (int s = 0; s < slots; ++s) layer->ResetSlot(*backend, s);
     return store->CheckAllUsed();
   }
