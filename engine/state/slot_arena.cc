@@ -43,6 +43,9 @@ absl::StatusOr<std::unique_ptr<SlotArena>> SlotArena::Create(
                      " slots; ", region.status().message()));
   }
   arena->region_ = *region;
+  // The padding between blocks is never written again: zero, so snapshots are
+  // deterministic bytes.
+  backend.Zero(arena->region_.get(), static_cast<size_t>(per_slot) * max_slots);
   auto* base = static_cast<uint8_t*>(arena->region_.get());
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i]->StateBytesPerSlot() > 0) {

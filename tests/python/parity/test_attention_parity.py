@@ -86,9 +86,14 @@ def reference(tmp_path, model, toks):
 
 
 def cache_bytes(blocks):
-    """Per-slot bytes of the attention blocks' caches: [count | K | V] (attention_math.h)."""
-    return sum(16 + 2 * b["n_kv_heads"] * (b["sinks"] + b["window"]) * b["head_dim"] * 4
+    """Per-slot bytes of the attention blocks' caches: [count | K | V] (attention_math.h),
+    each at a 256-byte-aligned offset of the slot (slot_arena.h)."""
+    return sum(aligned(16 + 2 * b["n_kv_heads"] * (b["sinks"] + b["window"]) * b["head_dim"] * 4)
                for b in blocks if b["kind"] == "attention")
+
+
+def aligned(n):
+    return (n + 255) // 256 * 256
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

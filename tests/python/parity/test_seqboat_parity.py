@@ -175,13 +175,18 @@ def state_bytes(b):
     return (n + 63) // 64 * 64
 
 
+def aligned(n):
+    return (n + 255) // 256 * 256
+
+
 def seqboat_states(config, raw):
     """Split a slot snapshot into per-seqboat-block (meta, pos, floats)."""
+    # Each block's state starts at a 256-byte-aligned offset of the slot (slot_arena.h).
     out, off = [], 0
     for b in config["blocks"]:
         if b["kind"] != "seqboat":
             E, N, K = b["d_inner"], b["d_state"], b["d_conv"]
-            off += 4 * (E * (K - 1) + E * N)
+            off += aligned(4 * (E * (K - 1) + E * N))
             continue
         n = state_bytes(b)
         region = raw[off:off + n]
@@ -189,7 +194,7 @@ def seqboat_states(config, raw):
         ints = np.frombuffer(region[:8 * (4 + w)], dtype=np.int64)
         floats = np.frombuffer(region[8 * (4 + w):], dtype=np.float32)
         out.append((ints[:4], ints[4:], floats))
-        off += n
+        off += aligned(n)
     assert off == len(raw)
     return out
 
