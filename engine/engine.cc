@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/state/host_block_pool.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -19,15 +21,18 @@ namespace {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
-             std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model)
+             std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
+             HostBlockPool snapshot_blocks)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
         model_(std::move(model)),
+        snapshot_blocks_(std::move(snapshot_blocks)),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{options_.max_queue, options_.step_token_budget},
-            model_->arena(), *tokenizer_, &prefix_cache_, &outbox_) {
+            model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
+            &snapshot_blocks_) {
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
     for (const auto& layer : model_->layers())
@@ -124,11 +129,16 @@ class EngineImpl final : public Engine {
         in_flight_ = false;
         Harvest(current_, launched);
       }
+      bool ran = launched;
       if (launched) {
         std::swap(current_, next_);
         in_flight_ = true;
       } else if (!pipeline && scheduler_.has_running()) {
-        RunStep();
+        ran = RunStep();
+      }
+      if (!ran && !in_flight_ && scheduler_.PollCopies()) {
+        // Everything waits for slot copies: microseconds on the device.
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       scheduler_.EraseFinished();
       outbox_.Flush();
@@ -219,10 +229,15 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // One step, its tokens read before anything else is planned.
-  void RunStep() {
+  // One step, its tokens read before anything else is planned; false when
+  // nothing could run (every sequence waits for a slot copy).
+  bool RunStep() {
     StepBatch& batch = next_;
     scheduler_.PlanStep(batch);
+    if (batch.rows.n() == 0) {
+      scheduler_.AfterStep();
+      return false;
+    }
     const int m = batch.rows.m();
     // The backend samples when it can and no row wants logprobs, which only
     // the host computes; then no logits leave the device.
@@ -245,7 +260,7 @@ class EngineImpl final : public Engine {
       // A failed step alone fails only its own requests: the next one may
       // well run.
       Fail(s);
-      return;
+      return true;
     }
     scheduler_.AfterStep();
     for (int j = 0; j < m; ++j) {
@@ -255,6 +270,7 @@ class EngineImpl final : public Engine {
                    ? seq.Accept(batch.tokens[j])
                    : seq.Advance(logits_.data() + int64_t{j} * vocab, vocab));
     }
+    return true;
   }
 
   void PublishStats() {
@@ -277,8 +293,9 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   ModelSummary summary_;
-  PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
-  EventOutbox outbox_;        // before the scheduler, which sends into it
+  HostBlockPool snapshot_blocks_;  // the prefix cache's memory
+  PrefixCache prefix_cache_;       // the engine thread's; Stats() from any
+  EventOutbox outbox_;             // before the scheduler, which sends into it
   Scheduler scheduler_;
 
   mutable std::mutex mu_;
@@ -345,8 +362,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
         "tokenizer defines ", (*tokenizer)->vocab_size(),
         " ids but the model has ", (*model)->vocab_size(), " embedding rows"));
   }
-  return std::unique_ptr<Engine>(new EngineImpl(
-      options, std::move(backend), *std::move(tokenizer), *std::move(model)));
+  // The cache's budget in host blocks of one slot's state, allocated now so
+  // that no snapshot pins memory on the step path.
+  const int64_t slot_bytes = (*model)->arena().bytes_per_slot();
+  auto blocks = HostBlockPool::Create(
+      *backend, slot_bytes,
+      slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes : 0);
+  if (!blocks.ok()) return blocks.status();
+  return std::unique_ptr<Engine>(
+      new EngineImpl(options, std::move(backend), *std::move(tokenizer),
+                     *std::move(model), *std::move(blocks)));
 }
 
 }  // namespace seqboat

@@ -265,6 +265,63 @@ TEST(EnginePipelineTest, PrefixReuseGivesTheSameSecondTurn) {
   EXPECT_GT(resumed, 3);  // second turns resumed past their first prompt
 }
 
+// The same requests twice on one engine with a prefix cache: the first round
+// snapshots at each prompt's end and forks n > 1 on the device, the second
+// restores every prompt (and forks by restoring each slot) from host blocks.
+// PipelinedCpu makes each copy late, so a step let onto a slot before its
+// copy was done would change the tokens.
+TEST(EnginePipelineTest, SlotCopiesOffTheOpStreamGiveTheSameTokens) {
+  const std::vector<Spec> specs = Mix();
+  for (const std::string& model :
+       {FlatModelCopy(kTinyMamba), FlatModelCopy(kTinyHybrid)}) {
+    SCOPED_TRACE(model);
+    const auto run = [&](bool pipelined, int64_t* deferred) {
+      auto device = std::make_unique<PipelinedCpu>();
+      PipelinedCpu* pipe = device.get();
+      auto engine =
+          Engine::Create(Options(model, int64_t{1} << 28),
+                         pipelined ? std::unique_ptr<Backend>(std::move(device))
+                                   : MakeCpuBackend(1));
+      EXPECT_TRUE(engine.ok()) << engine.status();
+      std::vector<Outcome> out;
+      if (!engine.ok()) return out;
+      for (int round = 0; round < 2; ++round) {
+        std::vector<std::unique_ptr<EventCollector>> cs;
+        for (size_t i = 0; i < specs.size(); ++i) {
+          cs.push_back(std::make_unique<EventCollector>());
+          EXPECT_TRUE((*engine)
+                          ->Submit(MakeRequest(specs[i], static_cast<int>(i),
+                                               *cs.back()))
+                          .ok());
+        }
+        for (auto& c : cs) out.push_back(OutcomeOf(*c));
+      }
+      if (pipelined) *deferred = pipe->deferred_copies();
+      (*engine)->Shutdown();
+      EXPECT_EQ((*engine)->Stats().free_slots, 7);
+      return out;
+    };
+    int64_t deferred = 0;
+    const std::vector<Outcome> sync = run(false, &deferred);
+    const std::vector<Outcome> piped = run(true, &deferred);
+    ASSERT_EQ(sync.size(), 2 * specs.size());
+    ASSERT_EQ(piped.size(), sync.size());
+    for (size_t i = 0; i < sync.size(); ++i) {
+      EXPECT_EQ(piped[i].tokens, sync[i].tokens) << "outcome " << i;
+      EXPECT_EQ(piped[i].finish, sync[i].finish) << "outcome " << i;
+      EXPECT_FALSE(piped[i].bad) << "outcome " << i;
+      if (i >= specs.size()) {
+        // Every second-round prompt resumed from its first round's snapshot.
+        const int32_t len = specs[i - specs.size()].prompt_len;
+        for (int32_t cached : piped[i].cached) EXPECT_EQ(cached, len - 1);
+        EXPECT_EQ(piped[i].cached, sync[i].cached) << "outcome " << i;
+      }
+    }
+    // Snapshots and restores all went through the late copies.
+    EXPECT_GE(deferred, 2 * static_cast<int64_t>(specs.size()));
+  }
+}
+
 // Cancel and deadline while a step holding the request is in flight: the
 // others are untouched, the cancelled one ends once, its slot comes back.
 TEST(EnginePipelineTest, CancelAndDeadlineMidFlight) {

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,6 +65,11 @@ namespace seqboat {
 
 // Device memory with an owner; freed when the last handle goes.
 using DeviceBuffer = std::shared_ptr<void>;
+// Host memory the backend copies to and from off its op stream (pinned on
+// CUDA); freed when the last handle goes.
+using HostBuffer = std::shared_ptr<void>;
+// An asynchronous copy (Backend::CopyToHostAsync); 0 is one already done.
+using CopyTicket = int64_t;
 
 class Backend {
  public:
@@ -112,6 +119,48 @@ class Backend {
   virtual void Zero(void* dst, size_t bytes) = 0;
   virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
+  // Device to device, in op order: ops enqueued later see the copy.
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) {
+    if (MemoryIsHost()) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    std::vector<uint8_t> bounce(bytes);
+    CopyToHost(bounce.data(), src, bytes);
+    CopyToDevice(dst, bounce.data(), bytes);
+  }
+
+  // --- copies off the op stream (snapshots and restores of slots) ---------
+  // A device streams these on a queue of their own while its ops run. Each
+  // copy starts once every op enqueued before it has run; ops enqueued after
+  // it do not wait for it, so until CopyDone(ticket) the caller must let no
+  // op touch the device side and must keep the host side (neither read a
+  // snapshot nor free a restore's source). The defaults copy at once and
+  // return 0.
+  // Host memory for those copies; `bytes` > 0.
+  virtual absl::StatusOr<HostBuffer> AllocHost(size_t bytes) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError("host allocation failed");
+    }
+    return HostBuffer(p, [](void* q) { std::free(q); });
+  }
+  virtual CopyTicket CopyToHostAsync(void* host_dst, const void* src,
+                                     size_t bytes) {
+    CopyToHost(host_dst, src, bytes);
+    return 0;
+  }
+  virtual CopyTicket CopyToDeviceAsync(void* dst, const void* host_src,
+                                       size_t bytes) {
+    CopyToDevice(dst, host_src, bytes);
+    return 0;
+  }
+  // Whether the copy is over (a failed copy counts as over: its error comes
+  // from TakeError). Never blocks.
+  virtual bool CopyDone(CopyTicket /*ticket*/) { return true; }
+  // Blocks until the copy is over.
+  virtual void WaitCopy(CopyTicket /*ticket*/) {}
+
   // Makes a device copy of a vector (norm weights, biases, recurrence params).
   virtual absl::StatusOr<const float*> UploadVector(const float* host,
                                                     int64_t n) = 0;

@@ -16,12 +16,13 @@ int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
                      const Tokenizer& tokenizer, PrefixCache* cache,
-                     EventOutbox* outbox)
+                     EventOutbox* outbox, HostBlockPool* blocks)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
       cache_(cache != nullptr && cache->enabled() ? cache : nullptr),
       outbox_(outbox),
+      blocks_(blocks),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -79,13 +80,38 @@ SchedulerCounts Scheduler::Counts() const {
 
 bool Scheduler::WaitForWork() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock,
-           [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+  // copying_ is this thread's own.
+  cv_.wait(lock, [&] {
+    return stopping_ || !waiting_.empty() || !running_.empty() ||
+           !copying_.empty();
+  });
   return !stopping_;
+}
+
+bool Scheduler::PollCopies() {
+  bool pending = false;
+  for (auto& seq : running_) {
+    if (seq->copy() == 0) continue;
+    if (arena_.CopyDone(seq->copy())) {
+      seq->set_copy(0);
+    } else {
+      pending = true;
+    }
+  }
+  bool released = false;
+  while (!copying_.empty() && arena_.CopyDone(copying_.front().ticket)) {
+    InFlightCopy& c = copying_.front();
+    if (!c.snapshot.tokens.empty()) cache_->Insert(std::move(c.snapshot));
+    if (c.release_slot >= 0) released |= arena_.Release(c.release_slot);
+    copying_.pop_front();
+  }
+  if (released) CountSlots();
+  return pending || !copying_.empty();
 }
 
 void Scheduler::Admit(absl::Time now,
                       const std::function<void(absl::Duration)>& on_admit) {
+  PollCopies();
   std::deque<Request> admitted, gone, expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,10 +152,16 @@ void Scheduler::Admit(absl::Time now,
     }
     // At least the prompt's last token is computed: it gives the logits.
     const int32_t len = seq->prompt_len();
+    std::shared_ptr<const PrefixSnapshot> snap;
     if (cache_ != nullptr) {
-      auto snap = cache_->Lookup(seq->request().prompt, len - 1);
+      WaitForPrefixCopies(seq->request().prompt);
+      snap = cache_->Lookup(seq->request().prompt, len - 1);
       if (snap != nullptr) {
-        arena_.Restore(slot, snap->state);
+        if (snap->state != nullptr) {
+          // The sequence sits steps out until its state is in.
+          seq->set_copy(arena_.RestoreAsync(slot, snap->state.get()),
+                        snap->state);
+        }
         seq->ResumeFrom(static_cast<int32_t>(snap->tokens.size()));
       }
     }
@@ -141,25 +173,44 @@ void Scheduler::Admit(absl::Time now,
     Sequence& first = *seq;
     ++live_sequences_[first.request().control.get()];
     running_.push_back(std::move(seq));
-    if (slots > 1 && first.prefilled() == len - 1) Fork(first);
+    if (slots > 1 && first.prefilled() == len - 1) Fork(first, snap);
   }
   CountSlots();
 }
 
-void Scheduler::Fork(Sequence& first) {
+void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt) {
+  CopyTicket wait = 0;
+  for (const InFlightCopy& c : copying_) {
+    const auto& tokens = c.snapshot.tokens;
+    if (!tokens.empty() && tokens.size() < prompt.size() &&
+        std::equal(tokens.begin(), tokens.end(), prompt.begin())) {
+      wait = c.ticket;
+    }
+  }
+  if (wait == 0) return;
+  arena_.WaitCopy(wait);
+  PollCopies();
+}
+
+void Scheduler::Fork(Sequence& first,
+                     const std::shared_ptr<const PrefixSnapshot>& from) {
   std::vector<int> slots;
   slots.swap(first.fork_slots());
-  // One host copy of the state, restored into each slot (a slot holds zeros
-  // when acquired, which is the state before any token).
-  std::vector<uint8_t> state;
-  if (first.prefilled() > 0) state = arena_.Snapshot(first.slot());
+  // A slot holds zeros when acquired, which is the state before any token.
+  const bool restoring = from != nullptr && from->state != nullptr;
   for (size_t i = 0; i < slots.size(); ++i) {
     const int32_t index = static_cast<int32_t>(i) + 1;
     Request r = first.request();  // the sink and the control are shared
     r.sampling.seed += static_cast<uint64_t>(index);
     auto seq =
         std::make_unique<Sequence>(std::move(r), slots[i], tokenizer_, index);
-    if (!state.empty()) arena_.Restore(slots[i], state);
+    if (restoring) {
+      seq->set_copy(arena_.RestoreAsync(slots[i], from->state.get()),
+                    from->state);
+    } else if (first.prefilled() > 0) {
+      // In op order: after the step that computed it, before any of seq's.
+      arena_.CopySlot(slots[i], first.slot());
+    }
     seq->StartAt(first.prefilled(), first.cached());
     ++live_sequences_[seq->request().control.get()];
     running_.push_back(std::move(seq));
@@ -188,6 +239,7 @@ bool Scheduler::any_wants_logprobs() const {
 }
 
 void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
+  PollCopies();
   std::vector<SequenceView> views;
   views.reserve(running_.size());
   for (auto& seq : running_) {
@@ -197,7 +249,8 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
     // that step samples, or its snapshot or fork is due after that step.
     v.hold = seq->finished() || (seq->pending() && !seq->CanRunAhead()) ||
              (seq->last_step() > read_step_ &&
-              seq->prefilled() == seq->snapshot_at());
+              seq->prefilled() == seq->snapshot_at()) ||
+             seq->copy() != 0;
     views.push_back(v);
   }
   const StepPlan plan = seqboat::PlanStep(views, options_.step_token_budget);
@@ -265,18 +318,53 @@ void Scheduler::AfterStep(int64_t step) {
         seq.last_step() > step) {
       continue;
     }
-    if (cache_ != nullptr) TakeSnapshot(seq);
+    // The snapshot's copy holds the sequence out of steps; the forks' copies
+    // run in op order, before any step of theirs.
+    if (cache_ != nullptr) seq.set_copy(TakeSnapshot(seq, /*release=*/false));
     if (!seq.fork_slots().empty()) Fork(seq);
     seq.set_snapshot_at(-1);
   }
 }
 
-void Scheduler::TakeSnapshot(const Sequence& seq) {
+CopyTicket Scheduler::TakeSnapshot(const Sequence& seq, bool release) {
   PrefixSnapshot snap;
   snap.tokens = seq.ConsumedTokens();
-  if (snap.tokens.empty() || cache_->Contains(snap.tokens)) return;
-  snap.state = arena_.Snapshot(seq.slot());
-  cache_->Insert(std::move(snap));
+  CopyTicket ticket = 0;
+  if (!snap.tokens.empty() && !cache_->Contains(snap.tokens) &&
+      !Copying(snap.tokens)) {
+    const int64_t bytes = arena_.bytes_per_slot();
+    std::shared_ptr<uint8_t> block = bytes > 0 ? TakeBlock() : nullptr;
+    // Without a free block the snapshot is skipped: the cache is best effort.
+    if (bytes == 0 || block != nullptr) {
+      if (block != nullptr) {
+        ticket = arena_.SnapshotAsync(seq.slot(), block.get());
+        snap.state = std::move(block);
+        snap.state_bytes = bytes;
+      }
+      if (ticket == 0) {
+        cache_->Insert(std::move(snap));
+      } else {
+        copying_.push_back(
+            {ticket, std::move(snap), release ? seq.slot() : -1, nullptr});
+      }
+    }
+  }
+  if (release && ticket == 0) arena_.Release(seq.slot());
+  return ticket;
+}
+
+std::shared_ptr<uint8_t> Scheduler::TakeBlock() {
+  if (blocks_ == nullptr) return nullptr;
+  std::shared_ptr<uint8_t> block = blocks_->Take();
+  while (block == nullptr && cache_->EvictLru()) block = blocks_->Take();
+  return block;
+}
+
+bool Scheduler::Copying(const std::vector<int32_t>& tokens) const {
+  for (const InFlightCopy& c : copying_) {
+    if (c.snapshot.tokens == tokens) return true;
+  }
+  return false;
 }
 
 void Scheduler::Deliver(Sequence& seq, GenerationEvent event) {
@@ -342,6 +430,11 @@ void Scheduler::CancelAll() {
   }
   running_.clear();
   live_sequences_.clear();
+  // Every copy left is now in copying_; none may outlive the memory it uses.
+  if (!copying_.empty()) {
+    arena_.WaitCopy(copying_.back().ticket);
+    PollCopies();
+  }
   CountSlots();
 }
 
@@ -371,8 +464,16 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
 }
 
 void Scheduler::FreeSlot(Sequence& seq) {
-  if (seq.snapshot_when_freed()) TakeSnapshot(seq);
-  arena_.Release(seq.slot());
+  if (seq.copy() != 0) {
+    // Ended (cancelled) while its slot was being copied: the slot goes back
+    // once the copy is done, and a restore's source stays until then.
+    copying_.push_back({seq.copy(), {}, seq.slot(), seq.copy_source()});
+    seq.set_copy(0);
+  } else if (seq.snapshot_when_freed()) {
+    TakeSnapshot(seq, /*release=*/true);
+  } else {
+    arena_.Release(seq.slot());
+  }
   seq.set_released();
 }
 

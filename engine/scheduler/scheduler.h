@@ -29,6 +29,7 @@
 #include "engine/request.h"
 #include "engine/scheduler/event_outbox.h"
 #include "engine/scheduler/sequence.h"
+#include "engine/state/host_block_pool.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -62,12 +63,13 @@ struct StepBatch {
 
 class Scheduler {
  public:
-  // `arena`, `tokenizer`, `cache` (null: no prefix reuse) and `outbox`
-  // (null: events go straight to their sinks, as tests that drive a
-  // scheduler by hand want) must outlive the scheduler.
+  // `arena`, `tokenizer`, `cache` (null: no prefix reuse), `outbox` (null:
+  // events go straight to their sinks, as tests that drive a scheduler by
+  // hand want) and `blocks` (the host blocks snapshots are copied into; null
+  // only where a slot has no state bytes) must outlive the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
             const Tokenizer& tokenizer, PrefixCache* cache = nullptr,
-            EventOutbox* outbox = nullptr);
+            EventOutbox* outbox = nullptr, HostBlockPool* blocks = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -80,7 +82,8 @@ class Scheduler {
   // Wakes WaitForWork for good and refuses later requests.
   void Stop();
   SchedulerCounts Counts() const;
-  // Blocks until a request waits or runs, or Stop(); false once stopped.
+  // Blocks until a request waits or runs, a slot copy is in flight, or
+  // Stop(); false once stopped.
   bool WaitForWork();
   // Whether Stop() was called.
   bool stopped() const;
@@ -98,6 +101,11 @@ class Scheduler {
   // Ends the running sequences whose client left or whose deadline passed.
   void DropCancelled(absl::Time now);
   bool has_running() const { return !running_.empty(); }
+  // Slot copies off the op stream (prefix snapshots, restores): a sequence
+  // whose slot is being copied sits steps out; a snapshot enters the cache,
+  // and a slot that waited for its copy goes back, once the copy is done.
+  // Called at each Admit and PlanStep; true while copies are in flight.
+  bool PollCopies();
   // Whether a running sequence wants logprobs (only the host computes them,
   // so its steps do not pipeline).
   bool any_wants_logprobs() const;
@@ -149,10 +157,24 @@ class Scheduler {
   // The final events of sequences that never ran: indices [first, n) of r.
   void FinishSequences(const Request& r, int32_t first, FinishReason finish,
                        const absl::Status& status);
-  void TakeSnapshot(const Sequence& seq);
+  // Starts copying the state of `seq`'s slot into a host block for the
+  // cache; `release`: the slot goes back to the arena once the copy is done
+  // (or at once when nothing is copied). Returns the copy's ticket, 0 when
+  // none is in flight.
+  CopyTicket TakeSnapshot(const Sequence& seq, bool release);
+  // A block for a snapshot, evicting cached ones to free one; null when
+  // every block is in flight or held by a restore.
+  std::shared_ptr<uint8_t> TakeBlock();
+  // Whether a snapshot of exactly `tokens` is being copied.
+  bool Copying(const std::vector<int32_t>& tokens) const;
+  // Waits for the copies of snapshots that `prompt` extends (a next turn
+  // sent as soon as the last one ended), so the lookup finds them.
+  void WaitForPrefixCopies(const std::vector<int32_t>& prompt);
   // Starts the other sequences of `first`'s request in its fork slots, each
-  // with a copy of its state.
-  void Fork(Sequence& first);
+  // with a copy of its state: restored from `from` when that is where
+  // `first` is still being restored from, else copied on the device.
+  void Fork(Sequence& first,
+            const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
   void CountSlots();
   // Drops a finished sequence from its request's count.
   void ForgetSequence(const Sequence& seq);
@@ -162,6 +184,7 @@ class Scheduler {
   const Tokenizer& tokenizer_;
   PrefixCache* const cache_;  // null or disabled: no prefix reuse
   EventOutbox* const outbox_;
+  HostBlockPool* const blocks_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -177,6 +200,16 @@ class Scheduler {
   // Unfinished sequences per request (by its control): the running requests
   // are its keys.
   absl::flat_hash_map<const RequestControl*, int32_t> live_sequences_;
+  // Copies in flight whose completion the scheduler acts on, in ticket
+  // order: a snapshot to insert into the cache, and/or a slot to release
+  // (its source, a restore's block, kept until then).
+  struct InFlightCopy {
+    CopyTicket ticket = 0;
+    PrefixSnapshot snapshot;  // tokens empty: nothing to insert
+    int release_slot = -1;
+    std::shared_ptr<const void> keep;
+  };
+  std::deque<InFlightCopy> copying_;
   int64_t planned_steps_ = 0;
   int64_t read_step_ = -1;  // the last step whose results were read
 };

@@ -9,7 +9,10 @@
 #include <set>
 #include <vector>
 
+#include "engine/state/host_block_pool.h"
+#include "engine/state/slot_state.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/pipelined_cpu.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -42,6 +45,54 @@ Request Greedy(int prompt_len, int max_new, EventCollector& c) {
   r.stopping.ignore_eos = true;
   r.sink = c.Sink();
   return r;
+}
+
+// 64 bytes of state a slot, so that snapshots have something to copy.
+class SixtyFourBytes final : public SlotState {
+ public:
+  std::string kind() const override { return "bytes"; }
+  int64_t StateBytesPerSlot() const override { return 64; }
+  void BindState(void*, int64_t) override {}
+  void ResetSlot(Backend&, int) override {}
+};
+
+// On a device whose copies are late (PipelinedCpu), a snapshot's copy keeps
+// its sequence out of steps; cancelled meanwhile, its slot goes back only
+// once the copy is done, and the snapshot enters the cache only then.
+TEST(SchedulerTest, ASlotBeingCopiedSitsOutAndGoesBackOnlyOnceCopied) {
+  PipelinedCpu device;
+  SixtyFourBytes holder;
+  auto arena = SlotArena::Create(device, 2, {&holder});
+  ASSERT_TRUE(arena.ok());
+  auto tokenizer = ByteTokenizer::Create({});
+  PrefixCache cache(1 << 20);
+  auto blocks = HostBlockPool::Create(device, (*arena)->bytes_per_slot(), 4);
+  ASSERT_TRUE(blocks.ok());
+  EventCollector c;
+  Scheduler s(SchedulerOptions{4, 8}, **arena, **tokenizer, &cache, nullptr,
+              &*blocks);
+  Request r = Greedy(5, 4, c);
+  std::shared_ptr<RequestControl> control = r.control;
+  ASSERT_TRUE(s.Add(std::move(r)).ok());
+  s.Admit(absl::Now(), nullptr);
+  StepBatch batch;
+  s.PlanStep(batch);  // to the snapshot point: the prompt but its last token
+  ASSERT_EQ(batch.rows.n(), 4);
+  s.AfterStep();
+  EXPECT_EQ(cache.Stats().snapshots, 0);  // copying
+  EXPECT_EQ(blocks->free_blocks(), 3);
+  s.PlanStep(batch);
+  EXPECT_EQ(batch.rows.n(), 0);  // sits out while its slot is copied
+  control->cancelled = true;
+  s.DropCancelled(absl::Now());
+  EXPECT_FALSE(s.has_running());
+  EXPECT_EQ(s.Counts().free_slots, 1);  // still the copy's
+  EXPECT_TRUE(s.PollCopies());
+  device.WaitCopy(device.deferred_copies());
+  EXPECT_FALSE(s.PollCopies());
+  EXPECT_EQ(s.Counts().free_slots, 2);
+  EXPECT_EQ(cache.Stats().snapshots, 1);
+  EXPECT_EQ(c.done.get_future().get().finish, FinishReason::kCancelled);
 }
 
 TEST(SchedulerTest, QueueBoundCountsOnlyRequestsThatMustWait) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "engine/backend/backend.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
 #include "engine/request.h"
@@ -71,6 +72,18 @@ class Sequence {
   // It ended on its own: its state is snapshotted when the slot goes back.
   bool snapshot_when_freed() const { return snapshot_when_freed_; }
   void set_snapshot_when_freed() { snapshot_when_freed_ = true; }
+  // A copy into or out of its slot runs off the op stream (SlotArena's
+  // async copies): no step may run on the slot until it is done. `source`
+  // keeps a restore's host block alive until then.
+  CopyTicket copy() const { return copy_; }
+  const std::shared_ptr<const void>& copy_source() const {
+    return copy_source_;
+  }
+  void set_copy(CopyTicket ticket,
+                std::shared_ptr<const void> source = nullptr) {
+    copy_ = ticket;
+    copy_source_ = std::move(source);
+  }
   // The final event for a sequence ended from outside (cancel, shutdown).
   GenerationEvent Abort(FinishReason reason,
                         absl::Status status = absl::OkStatus());
@@ -137,6 +150,8 @@ class Sequence {
   bool ran_past_end_ = false;
   bool released_ = false;
   bool snapshot_when_freed_ = false;
+  CopyTicket copy_ = 0;
+  std::shared_ptr<const void> copy_source_;
 };
 
 }  // namespace seqboat

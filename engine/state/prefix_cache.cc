@@ -133,6 +133,12 @@ void PrefixCache::Evict(Lru::iterator it) {
   ++stats_.evicted;
 }
 
+bool PrefixCache::EvictLru() {
+  if (lru_.empty()) return false;
+  Evict(std::prev(lru_.end()));
+  return true;
+}
+
 bool PrefixCache::Contains(const std::vector<int32_t>& tokens) const {
   return Find(tokens, tokens.size(), HashOf(tokens, tokens.size())) !=
          lru_.end();

@@ -27,9 +27,12 @@ namespace seqboat {
 
 struct PrefixSnapshot {
   std::vector<int32_t> tokens;  // exactly what the state has consumed
-  std::vector<uint8_t> state;   // SlotArena::Snapshot of one slot
+  // One slot's state (SlotArena), in a host block the backend copies to and
+  // from off its op stream (HostBlockPool); immutable once inserted.
+  std::shared_ptr<const uint8_t> state;
+  int64_t state_bytes = 0;
   int64_t bytes() const {
-    return static_cast<int64_t>(tokens.size() * sizeof(int32_t) + state.size());
+    return static_cast<int64_t>(tokens.size() * sizeof(int32_t)) + state_bytes;
   }
 };
 
@@ -60,6 +63,9 @@ class PrefixCache {
   // already held is only marked used; one larger than the budget is dropped.
   // Returns whether the snapshot is held afterwards.
   bool Insert(PrefixSnapshot snapshot);
+
+  // Evicts the least recently used snapshot; false when none is held.
+  bool EvictLru();
 
   // Whether `tokens` exactly are held (for tests and for skipping a copy).
   bool Contains(const std::vector<int32_t>& tokens) const;

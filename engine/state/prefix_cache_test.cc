@@ -1,6 +1,8 @@
 #include "engine/state/prefix_cache.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -12,7 +14,11 @@ PrefixSnapshot Snap(std::vector<int32_t> tokens, size_t state_bytes,
                     uint8_t fill = 7) {
   PrefixSnapshot s;
   s.tokens = std::move(tokens);
-  s.state.assign(state_bytes, fill);
+  std::shared_ptr<uint8_t> block(new uint8_t[state_bytes],
+                                 std::default_delete<uint8_t[]>());
+  std::fill(block.get(), block.get() + state_bytes, fill);
+  s.state = std::move(block);
+  s.state_bytes = static_cast<int64_t>(state_bytes);
   return s;
 }
 
@@ -31,7 +37,7 @@ TEST(PrefixCacheTest, FindsTheLongestTokenExactPrefix) {
   auto hit = cache.Lookup(Range(0, 10), 10);
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->tokens, Range(0, 8));
-  EXPECT_EQ(hit->state[0], 2);
+  EXPECT_EQ(hit->state.get()[0], 2);
 
   // The longest match is capped by max_len (a request must still prefill
   // at least one token to get logits).
@@ -86,7 +92,7 @@ TEST(PrefixCacheTest, SameTokensAreHeldOnce) {
   ASSERT_TRUE(cache.Insert(Snap({1, 2, 3}, 10, 2)));
   EXPECT_EQ(cache.Stats().snapshots, 1);
   // The first is kept: a snapshot never changes once taken.
-  EXPECT_EQ(cache.Lookup({1, 2, 3, 4}, 4)->state[0], 1);
+  EXPECT_EQ(cache.Lookup({1, 2, 3, 4}, 4)->state.get()[0], 1);
 }
 
 TEST(PrefixCacheTest, AnEvictedSnapshotStaysValidForItsHolder) {
@@ -96,8 +102,24 @@ TEST(PrefixCacheTest, AnEvictedSnapshotStaysValidForItsHolder) {
   ASSERT_NE(held, nullptr);
   ASSERT_TRUE(cache.Insert(Snap({7, 8}, 92)));
   EXPECT_FALSE(cache.Contains({1, 2}));
-  EXPECT_EQ(held->state.size(), 92u);
-  EXPECT_EQ(held->state[91], 9);
+  EXPECT_EQ(held->state_bytes, 92);
+  EXPECT_EQ(held->state.get()[91], 9);
+}
+
+// The scheduler frees a host block for a new snapshot this way.
+TEST(PrefixCacheTest, EvictLruDropsTheLeastRecentlyUsed) {
+  PrefixCache cache(1000);
+  ASSERT_TRUE(cache.Insert(Snap({1}, 10)));
+  ASSERT_TRUE(cache.Insert(Snap({2}, 10)));
+  ASSERT_NE(cache.Lookup({1, 5}, 2), nullptr);  // {1} is now the most recent
+  EXPECT_TRUE(cache.EvictLru());
+  EXPECT_TRUE(cache.Contains({1}));
+  EXPECT_FALSE(cache.Contains({2}));
+  EXPECT_EQ(cache.Stats().bytes, 14);
+  EXPECT_EQ(cache.Stats().evicted, 1);
+  EXPECT_TRUE(cache.EvictLru());
+  EXPECT_FALSE(cache.EvictLru());
+  EXPECT_EQ(cache.Stats().snapshots, 0);
 }
 
 TEST(PrefixCacheTest, BudgetZeroDisablesIt) {

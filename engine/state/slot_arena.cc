@@ -83,9 +83,19 @@ std::vector<uint8_t> SlotArena::Snapshot(int slot) const {
   return out;
 }
 
-void SlotArena::Restore(int slot, const std::vector<uint8_t>& snapshot) {
-  if (bytes_per_slot_ > 0) {
-    backend_.CopyToDevice(SlotBase(slot), snapshot.data(), bytes_per_slot_);
+CopyTicket SlotArena::SnapshotAsync(int slot, void* host_dst) {
+  if (bytes_per_slot_ == 0) return 0;
+  return backend_.CopyToHostAsync(host_dst, SlotBase(slot), bytes_per_slot_);
+}
+
+CopyTicket SlotArena::RestoreAsync(int slot, const void* host_src) {
+  if (bytes_per_slot_ == 0) return 0;
+  return backend_.CopyToDeviceAsync(SlotBase(slot), host_src, bytes_per_slot_);
+}
+
+void SlotArena::CopySlot(int dst, int src) {
+  if (bytes_per_slot_ > 0 && dst != src) {
+    backend_.CopyOnDevice(SlotBase(dst), SlotBase(src), bytes_per_slot_);
   }
 }
 

@@ -37,9 +37,19 @@ class SlotArena {
   int free_slots() const { return static_cast<int>(free_.size()); }
   int64_t bytes_per_slot() const { return bytes_per_slot_; }
 
-  // Copies a slot's whole state out (host) and back: prefix reuse later.
+  // A slot's whole state, copied to the host now (tests and tools).
   std::vector<uint8_t> Snapshot(int slot) const;
-  void Restore(int slot, const std::vector<uint8_t>& snapshot);
+
+  // A slot's state into `host_dst` (bytes_per_slot bytes, from
+  // Backend::AllocHost) and back, off the op stream (Backend's copies): the
+  // copy sees every step launched before it, and until CopyDone no step may
+  // run on the slot and the host side must stay.
+  CopyTicket SnapshotAsync(int slot, void* host_dst);
+  CopyTicket RestoreAsync(int slot, const void* host_src);
+  bool CopyDone(CopyTicket ticket) { return backend_.CopyDone(ticket); }
+  void WaitCopy(CopyTicket ticket) { backend_.WaitCopy(ticket); }
+  // Slot `src`'s state into slot `dst`, in op order (a fork).
+  void CopySlot(int dst, int src);
 
  private:
   // Each block's state starts at a multiple of this within its slot (vector

@@ -4,7 +4,12 @@
 // step's fed rows, and hands them to the host only at WaitSampledTokens.
 // Steps still run one at a time, but the engine drives them through its
 // overlapped loop, so tests can hold that loop's output to the synchronous
-// one's on real models.
+// one's on real models. Slot copies off the op stream (CopyToHostAsync,
+// CopyToDeviceAsync) happen late, as a device's would: a copy is made once a
+// step was launched after it and CopyDone found it first in line twice (or
+// sixteen times, when no step comes), or at WaitCopy, from whatever memory
+// then holds, so a step let onto a slot before its copy was done changes
+// what is copied.
 #ifndef SEQBOAT_ENGINE_TESTING_PIPELINED_CPU_H_
 #define SEQBOAT_ENGINE_TESTING_PIPELINED_CPU_H_
 
@@ -58,13 +63,58 @@ class PipelinedCpu : public ForwardingBackend {
     return tokens_.empty() ? nullptr : tokens_.back().data();
   }
 
+  CopyTicket CopyToHostAsync(void* dst, const void* src,
+                             size_t bytes) override {
+    return Defer(dst, src, bytes);
+  }
+  CopyTicket CopyToDeviceAsync(void* dst, const void* src,
+                               size_t bytes) override {
+    return Defer(dst, src, bytes);
+  }
+  bool CopyDone(CopyTicket ticket) override {
+    if (ticket > done_ && !copies_.empty()) {
+      Copy& c = copies_.front();
+      ++c.asked;
+      if ((launches_ > c.launches_at && c.asked >= 2) || c.asked >= 16) {
+        Finish();
+      }
+    }
+    return ticket <= done_;
+  }
+  void WaitCopy(CopyTicket ticket) override {
+    while (ticket > done_ && !copies_.empty()) Finish();
+  }
+
   int64_t launches() const { return launches_; }
+  int64_t deferred_copies() const { return last_ticket_; }
 
  private:
   struct Outstanding {
     int32_t* host;
     const std::vector<int32_t>* device;
   };
+  struct Copy {
+    CopyTicket ticket;
+    void* dst;
+    const void* src;
+    size_t bytes;
+    int64_t launches_at;
+    int asked = 0;
+  };
+  CopyTicket Defer(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return 0;
+    copies_.push_back({++last_ticket_, dst, src, bytes, launches_});
+    return last_ticket_;
+  }
+  void Finish() {
+    const Copy& c = copies_.front();
+    std::memcpy(c.dst, c.src, c.bytes);
+    done_ = c.ticket;
+    copies_.pop_front();
+  }
+  std::deque<Copy> copies_;
+  CopyTicket last_ticket_ = 0;
+  CopyTicket done_ = 0;
   std::deque<std::vector<int32_t>> tokens_;
   std::deque<Outstanding> outstanding_;
   int64_t launches_ = 0;

@@ -110,6 +110,7 @@ absl::Status CudaBackend::Init() {
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  DestroyCopyQueue();
   DropGraphs();
   owned_.clear();
   if (staging_dev_ != nullptr) cudaFree(staging_dev_);
@@ -204,6 +205,13 @@ void CudaBackend::CopyToDevice(void* dst, const void* host_src, size_t bytes) {
   Check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync H2D");
   Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  if (!launching() || bytes == 0) return;
+  UseDevice();
+  Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync D2D");
 }
 
 void CudaBackend::CopyToHost(void* host_dst, const void* src, size_t bytes) {

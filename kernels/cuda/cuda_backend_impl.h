@@ -56,12 +56,22 @@ class CudaBackend final : public Backend {
   void Zero(void* dst, size_t bytes) override;
   void CopyToDevice(void* dst, const void* host_src, size_t bytes) override;
   void CopyToHost(void* host_dst, const void* src, size_t bytes) override;
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
   absl::StatusOr<const float*> UploadVector(const float* host,
                                             int64_t n) override;
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override;
   absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
                                           int64_t cols) override;
+
+  // Copies off the op stream (async_copies.cc).
+  absl::StatusOr<HostBuffer> AllocHost(size_t bytes) override;
+  CopyTicket CopyToHostAsync(void* host_dst, const void* src,
+                             size_t bytes) override;
+  CopyTicket CopyToDeviceAsync(void* dst, const void* host_src,
+                               size_t bytes) override;
+  bool CopyDone(CopyTicket ticket) override;
+  void WaitCopy(CopyTicket ticket) override;
 
   // Every op: dense_ops.cc (Gemm in cuda_backend.cc), mamba_ops.cc,
   // mamba2_ops.cc, attention_ops.cc, seqboat_ops.cc, s4d_ops.cc.
@@ -128,6 +138,12 @@ class CudaBackend final : public Backend {
   // Ends the open epoch: an event on the stream marks its half consumed.
   void CloseEpoch();
   DescriptorStaging& staging() { return staging_[half_]; }
+  // Enqueues one copy on copy_stream_ behind the ops enqueued so far.
+  CopyTicket EnqueueCopy(void* dst, const void* src, size_t bytes,
+                         cudaMemcpyKind kind);
+  // Retires the finished copies at the head of copies_.
+  void RetireCopies();
+  void DestroyCopyQueue();
   void DropGraphs();
 
   struct Recording {
@@ -164,6 +180,19 @@ class CudaBackend final : public Backend {
   };
   std::deque<Outstanding> outstanding_;
   int64_t launches_ = 0;
+  // Slot snapshots and restores: their own stream, which waits for the op
+  // stream at each copy (ops_mark_) but is never waited for by it; copies
+  // finish in ticket order, each marked by an event.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t ops_mark_ = nullptr;
+  struct Copy {
+    CopyTicket ticket = 0;
+    cudaEvent_t done = nullptr;
+  };
+  std::deque<Copy> copies_;
+  std::vector<cudaEvent_t> spare_copy_events_;
+  CopyTicket last_ticket_ = 0;
+  CopyTicket done_ticket_ = 0;
   bool capturing_ = false;
   bool replaying_ = false;
   std::map<int64_t, Recording> graphs_;

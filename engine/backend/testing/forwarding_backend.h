@@ -52,6 +52,22 @@ class ForwardingBackend : public Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     inner_->CopyToHost(dst, src, bytes);
   }
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    inner_->CopyOnDevice(dst, src, bytes);
+  }
+  absl::StatusOr<HostBuffer> AllocHost(size_t bytes) override {
+    return inner_->AllocHost(bytes);
+  }
+  CopyTicket CopyToHostAsync(void* dst, const void* src,
+                             size_t bytes) override {
+    return inner_->CopyToHostAsync(dst, src, bytes);
+  }
+  CopyTicket CopyToDeviceAsync(void* dst, const void* src,
+                               size_t bytes) override {
+    return inner_->CopyToDeviceAsync(dst, src, bytes);
+  }
+  bool CopyDone(CopyTicket ticket) override { return inner_->CopyDone(ticket); }
+  void WaitCopy(CopyTicket ticket) override { inner_->WaitCopy(ticket); }
   absl::StatusOr<const float*> UploadVector(const float* host,
                                             int64_t n) override {
     return inner_->UploadVector(host, n);
