@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
 
 namespace seqboat::gpu_test {
@@ -115,12 +116,24 @@ TEST(ModelGpuTest, EveryLayerKindMatchesTheCpuInFp32) {
 // 2^-8 of its scale; over the blocks of a stack these add up independently.
 // 5 % of the row's largest logit is that bound with margin for the tiny
 // models' 9 blocks; a wrong kernel is off by the whole scale.
+// The reference holds the same bf16 weights (the CPU backend's bf16 storage,
+// rounded to nearest even as here): against fp32 weights a discrete choice
+// near a tie flips. tiny_hybrid's MoE routes the second prompt's first token to
+// expert 2 over expert 3 by 0.98520 to 0.98467 in fp32; rounding the
+// attention block's output projection to bf16 alone turns that around, and
+// the row that follows is off by 1.7 however exact the kernels are. What is
+// left against the same weights is the rounding of GEMM inputs and the order
+// of sums (0.05 on that row with the CPU rounding its inputs as CUDA does).
 TEST(ModelGpuTest, Bf16WeightsStayWithinRoundingOfTheCpu) {
   for (const char* dir : {kTinyHybrid, kDefault}) {
-    auto cpu = MakeCpuBackend(1);
+    CpuBackendOptions bf16;
+    bf16.threads = 1;
+    bf16.weights = "bf16";
+    auto cpu = MakeCpuBackend(bf16);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
     auto cuda = MakeCuda(CudaWeights::kBf16);
     ASSERT_NE(cuda, nullptr);
-    auto a = Load(dir, *cpu), b = Load(dir, *cuda);
+    auto a = Load(dir, **cpu), b = Load(dir, *cuda);
     ASSERT_TRUE(a && b);
     const auto ra = Drive(*a, 8), rb = Drive(*b, 8);
     // Only the prefill rows share inputs for sure (greedy tokens may differ
