@@ -105,12 +105,18 @@ cat > "$out/extra.sh" <<'EXTRA'
 # The checks beyond run.sh, each a phase named on the command line:
 #   racecheck  compute-sanitizer's shared-memory race check on the SeqBoat
 #              GAU and the split-key attention tests
-#   profile    ncu's per-kernel time of the decode steps (130M Mamba at
-#              batch 1 and 256, the hybrid at batch 1; graphs off so that
-#              every kernel is listed)
+#   profile    ncu over the decode steps (130M Mamba at batch 1 and 256, the
+#              hybrid at batch 1, Mamba 1.4B at batch 1 when SIZES has 1b;
+#              graphs off so that every kernel is listed): each kernel
+#              family's time, bytes and achieved bandwidth
+#              (bench/ncu_families.py)
+#   sizes      cuda_decode_bench at batch 1, 16, 64, 256 on every model of
+#              SIZES (default "130m,1b": the 130M shapes, Mamba 1.4B and 2.8B,
+#              Mamba-2 2.7B and a ~1B hybrid; the large ones take ~30-60 s
+#              each to write)
 #   sweep      deploy/bench_sweep.sh on the 130M Mamba shape: the server on
 #              the CUDA backend (concurrency 1-256), then on the CPU backend
-# Usage: bash .gpu_bundle/extra.sh OUT_DIR PHASE...
+# Usage: [SIZES=130m,1b] bash .gpu_bundle/extra.sh OUT_DIR PHASE...
 # OUT_DIR gets extra.txt (the figures), extra.log (full logs), sweep.png.
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
@@ -124,9 +130,10 @@ report="$out/extra.txt"
 full="$out/extra.log"
 say() { echo "$*" | tee -a "$report"; }
 models=/tmp/seqboat_models
+# Writes the models of $1 (sizes, comma-separated) not written yet.
 write_models() {
-  [[ -d "$models/mamba-130m" ]] ||
-    python3 bench/gpu_decode_bench.py --write_models "$models" >> "$full" 2>&1
+  python3 bench/gpu_decode_bench.py --write_models "$models" --sizes "${1:-130m}" \
+    >> "$full" 2>&1
 }
 status=0
 for phase in "$@"; do
@@ -146,19 +153,33 @@ for phase in "$@"; do
       ;;
     profile)
       [[ -n "$profiler" ]] || { say "profile: no ncu"; status=1; continue; }
-      write_models
-      for cfg in "mamba-130m 1" "mamba-130m 256" "hybrid 1"; do
+      write_models "${SIZES:-130m}"
+      cfgs=("mamba-130m 1" "mamba-130m 256" "hybrid 1")
+      [[ ",${SIZES:-130m}," == *,1b,* ]] && cfgs+=("mamba-1.4b 1")
+      for cfg in "${cfgs[@]}"; do
         set -- $cfg
         timeout -k 5 200 "$profiler" --clock-control none --profile-from-start off \
-          --metrics gpu__time_duration.sum --print-summary per-kernel \
+          --csv --page raw --print-units base \
+          --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
           "$loader" --library-path "$libs" "$here/bin/cuda_decode_bench" \
           --model_dir="$models/$1" --label="$1" --batches="$2" --steps=3 \
           --graphs=false > /tmp/prof.log 2>&1
         rc=$?
-        say "== profile $1 batch $2 (exit $rc); per-kernel summary in extra.log"
+        say "== profile $1 batch $2 (exit $rc); every launch in extra.log"
         { echo "===== profile $1 batch $2 (exit $rc)"; head -c 2097152 /tmp/prof.log; } >> "$full"
         grep -E "copy bandwidth|^ +[0-9]+ +[0-9.]+" /tmp/prof.log | tee -a "$report"
+        python3 bench/ncu_families.py /tmp/prof.log 2>&1 | tee -a "$report"
       done
+      ;;
+    sizes)
+      while read -r label path; do
+        say "== $label"
+        run "$here/bin/cuda_decode_bench" --model_dir="$path" --label="$label" \
+          --batches=1,16,64,256 --steps=20 > /tmp/sizes.log 2>&1
+        say "exit $?"
+        tee -a "$report" < /tmp/sizes.log
+      done < <(python3 bench/gpu_decode_bench.py --write_models "$models" \
+                 --sizes "${SIZES:-130m,1b}" 2>> "$full" | sed 's/: / /')
       ;;
     sweep)
       write_models
