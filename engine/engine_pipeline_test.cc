@@ -42,8 +42,9 @@ std::vector<int32_t> Prompt(int len, int salt) {
 }
 
 // Greedy and seeded requests, with and without what keeps a sequence from
-// running ahead of its pending token (penalties, min_new_tokens), of several
-// lengths, some of n > 1, some free to stop at EOS.
+// running ahead of its pending token (min_new_tokens) and penalties (whose
+// rows run ahead naming that token), of several lengths, some of n > 1,
+// some free to stop at EOS.
 std::vector<Spec> Mix() {
   std::vector<Spec> specs;
   const auto add = [&](float t, int k, float p, uint64_t seed) -> Spec& {
@@ -83,6 +84,7 @@ struct Outcome {
 struct Results {
   std::vector<Outcome> outcomes;
   int64_t launches = 0;  // pipelined launches (0 on the synchronous loop)
+  int64_t rows_with_pending = 0;
   int32_t free_slots = -1;
 };
 
@@ -149,6 +151,7 @@ Results Generate(const std::string& model, const std::vector<Spec>& specs,
   Results run;
   for (auto& c : collectors) run.outcomes.push_back(OutcomeOf(*c));
   run.launches = device != nullptr ? device->launches() : 0;
+  run.rows_with_pending = device != nullptr ? device->rows_with_pending() : 0;
   (*engine)->Shutdown();
   run.free_slots = (*engine)->Stats().free_slots;
   return run;
@@ -179,6 +182,7 @@ TEST(EnginePipelineTest, GenerationsEqualTheSynchronousLoop) {
     const Results piped = Generate(model, specs, true);
     ExpectSame(sync, piped);
     EXPECT_GT(piped.launches, 0);
+    EXPECT_GT(piped.rows_with_pending, 0);  // penalised rows ran ahead
     EXPECT_EQ(piped.free_slots, 7);
   }
 }

@@ -36,14 +36,23 @@ struct SampleRow {
   // logits count as -inf, after the penalties.
   int32_t suppressed_offset = 0;
   int32_t suppressed_count = 0;
+  // A row that runs ahead of its sequence's pending token (the previous
+  // launch's draw, not yet observed by the host): that token is
+  // pending_tokens[pending_from] (SampleRowsParams), and it counts as seen
+  // and generated once more, as the Sampler's ObserveGenerated would count
+  // it. -1: the lists are complete.
+  int32_t pending_from = -1;
+  int32_t reserved = 0;
 };
 
-static_assert(sizeof(SampleRow) == 72, "SampleRow is copied to the device");
+static_assert(sizeof(SampleRow) == 80, "SampleRow is copied to the device");
 
 // Backend::SampleRows: tokens[j] = the token the host Sampler picks, with
 // rows[j]'s parameters, penalised ids and step, from row j of
 // logit_scale * logits. rows, seen_ids (the flat id array the rows index) and
-// tokens are host memory; logits [m, vocab] the backend's.
+// tokens are host memory; logits [m, vocab] the backend's, and so are
+// pending_tokens: the tokens of the launch before (Backend::SampledTokens
+// before this launch), which rows with pending_from >= 0 read.
 struct SampleRowsParams {
   const float* logits = nullptr;
   int m = 0;
@@ -51,6 +60,7 @@ struct SampleRowsParams {
   float logit_scale = 1.0f;
   const SampleRow* rows = nullptr;
   const int32_t* seen_ids = nullptr;
+  const int32_t* pending_tokens = nullptr;
   int32_t* tokens = nullptr;
 };
 

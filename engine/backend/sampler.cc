@@ -297,6 +297,9 @@ void SampleRowsOnHost(const SampleRowsParams& p) {
         count = pair[1];
       }
     }
+    if (row.pending_from >= 0) {
+      sampler.ObserveGenerated(p.pending_tokens[row.pending_from]);
+    }
     if (row.suppressed_count > 0) {
       sampler.Suppress(std::vector<int32_t>(
           seen_ids + row.suppressed_offset,

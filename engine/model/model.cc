@@ -194,8 +194,8 @@ absl::Status Model::ForwardSample(const StepRows& rows,
 }
 
 absl::Status Model::LaunchStep(const StepRows& rows,
-                              const SampleRow* sample_rows,
-                              const int32_t* seen_ids, int32_t* tokens) {
+                               const SampleRow* sample_rows,
+                               const int32_t* seen_ids, int32_t* tokens) {
   absl::Status s = Run(rows);
   if (s.ok()) {
     SampleRowsParams p;
@@ -205,6 +205,7 @@ absl::Status Model::LaunchStep(const StepRows& rows,
     p.logit_scale = static_cast<float>(config_.logit_scale);
     p.rows = sample_rows;
     p.seen_ids = seen_ids;
+    p.pending_tokens = backend_->SampledTokens();
     p.tokens = tokens;
     s = backend_->LaunchSampleRows(p);
   }

@@ -58,20 +58,26 @@ GenerationEvent Sequence::Accept(int32_t token) {
 
 SampleRow Sequence::NextSampleRow(std::vector<int32_t>* seen_ids) const {
   SampleRow row = sampler_.DescribeNext(seen_ids);
-  // CanRunAhead held: the pending draw changes nothing but the counter.
-  if (ahead_) ++row.step;
+  // CanRunAhead held: the pending draw changes the counter and, with
+  // penalties, the counts, which the device adds the pending token to.
+  if (ahead_) {
+    ++row.step;
+    if (PenaltiesCount()) row.pending_from = ahead_from_;
+  }
   return row;
 }
 
-bool Sequence::CanRunAhead() const {
+bool Sequence::PenaltiesCount() const {
   const SamplingParams& s = request_.sampling;
-  const bool penalised =
-      (s.repetition_penalty > 0.0f && s.repetition_penalty != 1.0f) ||
-      (std::isfinite(s.presence_penalty) && s.presence_penalty != 0.0f) ||
-      (std::isfinite(s.frequency_penalty) && s.frequency_penalty != 0.0f);
+  return (s.repetition_penalty > 0.0f && s.repetition_penalty != 1.0f) ||
+         (std::isfinite(s.presence_penalty) && s.presence_penalty != 0.0f) ||
+         (std::isfinite(s.frequency_penalty) && s.frequency_penalty != 0.0f);
+}
+
+bool Sequence::CanRunAhead() const {
   // The pending token lifts the min_new_tokens mask when it is the
   // min_new_tokens-th; before and after that the mask stays as it is.
-  return !finished_ && !penalised && !request_.logprobs &&
+  return !finished_ && !request_.logprobs &&
          generated_ + 1 != request_.stopping.min_new_tokens &&
          generated_ + 1 < request_.stopping.max_new_tokens;
 }

@@ -42,10 +42,11 @@ class Sequence {
 
   // Pipelined steps. A sequence's token is pending between the launch of
   // the step that samples it and Accept. The next row may run before the
-  // pending token is read only when nothing of it depends on that token:
-  // no penalties, no logprobs, no min_new_tokens mask lifted by it, and
-  // more tokens to come (a length stop is known in advance, so no row is
-  // wasted on it).
+  // pending token is read only when nothing of it depends on that token on
+  // the host: no logprobs, no min_new_tokens mask lifted by it, and more
+  // tokens to come (a length stop is known in advance, so no row is wasted
+  // on it). Penalties do not hold it back: its sample row names the pending
+  // token (SampleRow::pending_from), which the device counts in.
   bool pending() const { return pending_ > 0; }
   // Its index among the logit rows of the latest launched step that
   // samples a token of it.
@@ -55,6 +56,7 @@ class Sequence {
   // comes one after the sampler's count (NextSampleRow).
   void AddPending(int32_t row, bool ahead) {
     ++pending_;
+    ahead_from_ = ahead ? pending_row_ : -1;
     pending_row_ = row;
     ahead_ = ahead;
   }
@@ -121,6 +123,9 @@ class Sequence {
   bool finished() const { return finished_; }
 
  private:
+  // Whether the sampler counts tokens (repetition, presence or frequency
+  // penalty), so a row run ahead must name its pending token.
+  bool PenaltiesCount() const;
   // Everything after the draw: observe, count, detokenize, stop rules.
   GenerationEvent Emit(int32_t token, TokenLogprobs* logprobs);
   void Finish(GenerationEvent& event, FinishReason reason);
@@ -145,6 +150,9 @@ class Sequence {
   bool finished_ = false;
   int32_t pending_ = 0;  // tokens sampled by launched steps, not accepted
   int32_t pending_row_ = -1;
+  // Running ahead: the row of the token still pending (in the launch before
+  // the latest), which the latest launch's draw must count.
+  int32_t ahead_from_ = -1;
   bool ahead_ = false;
   int64_t last_step_ = -1;
   bool ran_past_end_ = false;

@@ -35,6 +35,8 @@ class PipelinedCpu : public ForwardingBackend {
 
   absl::Status LaunchSampleRows(const SampleRowsParams& p) override {
     ++launches_;
+    for (int j = 0; j < p.m; ++j)
+      rows_with_pending_ += p.rows[j].pending_from >= 0;
     if (outstanding_.size() >= 2) {
       return absl::FailedPreconditionError("a third launch outstanding");
     }
@@ -86,6 +88,8 @@ class PipelinedCpu : public ForwardingBackend {
   }
 
   int64_t launches() const { return launches_; }
+  // Rows that ran ahead of a pending token their penalties count.
+  int64_t rows_with_pending() const { return rows_with_pending_; }
   int64_t deferred_copies() const { return last_ticket_; }
 
  private:
@@ -118,6 +122,7 @@ class PipelinedCpu : public ForwardingBackend {
   std::deque<std::vector<int32_t>> tokens_;
   std::deque<Outstanding> outstanding_;
   int64_t launches_ = 0;
+  int64_t rows_with_pending_ = 0;
 };
 
 }  // namespace seqboat

@@ -192,7 +192,15 @@ __global__ void __launch_bounds__(kThreads)
       (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f) &&
       r.counted_count > 0;
   const bool suppress = r.suppressed_count > 0;
-  const bool penalise = repeat || counted || suppress;
+  // A row run ahead of its pending token counts that token in (sample_row.h).
+  const bool rep_on = r.repetition_penalty != 1.0f;
+  const bool count_on =
+      r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
+  const int32_t pend = r.pending_from >= 0 && p.pending_tokens != nullptr
+                           ? p.pending_tokens[r.pending_from]
+                           : -1;
+  const bool pending = pend >= 0 && pend < v && (rep_on || count_on);
+  const bool penalise = repeat || counted || suppress || pending;
   if (penalise) {
     for (int i = threadIdx.x; i < v; i += kThreads) {
       work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
@@ -222,6 +230,32 @@ __global__ void __launch_bounds__(kThreads)
             sampling::PenalizeCount(work[id], pairs[2 * j + 1],
                                     r.presence_penalty, r.frequency_penalty);
       }
+    }
+    __syncthreads();
+  }
+  if (pending) {
+    // The pending token's logit as the host's PenalizedLogit gives it once
+    // the token is observed: seen (whether it was before or not), counted
+    // once more than its pair says. Ids are distinct, so one thread at most
+    // finds its pair.
+    __shared__ int pending_count;
+    if (threadIdx.x == 0) pending_count = 0;
+    __syncthreads();
+    if (count_on) {
+      const int32_t* pairs = p.seen_ids + r.counted_offset;
+      for (int j = threadIdx.x; j < r.counted_count; j += kThreads) {
+        if (pairs[2 * j] == pend) pending_count = pairs[2 * j + 1];
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float l = sampling::SanitizeLogit(__fmul_rn(in[pend], p.logit_scale));
+      if (rep_on) l = sampling::PenalizeLogit(l, r.repetition_penalty);
+      if (count_on) {
+        l = sampling::PenalizeCount(l, pending_count + 1, r.presence_penalty,
+                                    r.frequency_penalty);
+      }
+      work[pend] = l;
     }
     __syncthreads();
   }

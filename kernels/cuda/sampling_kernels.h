@@ -21,6 +21,8 @@ struct SampleLaunchParams {
   float logit_scale = 1.0f;
   const SampleRow* rows = nullptr;    // [m]
   const int32_t* seen_ids = nullptr;  // the ids rows[j].seen_offset indexes
+  // The launch before's tokens, which rows[j].pending_from indexes (device).
+  const int32_t* pending_tokens = nullptr;
   // Whether some row is sampled (not greedy) with top-k or top-p: only then
   // are rows sorted.
   bool any_ranked = false;

@@ -69,6 +69,7 @@ SampleLaunchParams SampleLaunchFor(const SampleRowsParams& op,
   p.logit_scale = op.logit_scale;
   p.rows = op.rows;
   p.seen_ids = op.seen_ids;
+  p.pending_tokens = op.pending_tokens;
   p.any_ranked = plan.any_ranked;
   p.workspace = bytes + tokens_bytes;
   p.workspace_bytes = scratch_bytes - tokens_bytes;

@@ -216,6 +216,12 @@ struct Batch {
   std::vector<float> logits;  // [rows.size(), vocab]
   std::vector<SampleRow> rows;
   std::vector<int32_t> seen;
+  // The launch before's tokens, which rows run ahead name (pending_from).
+  std::vector<int32_t> pending;
+  // The same rows as the host describes them once it observed the pending
+  // tokens (complete lists, no pending_from): what the rows above must draw.
+  std::vector<SampleRow> full_rows;
+  std::vector<int32_t> full_seen;
   int m() const { return static_cast<int>(rows.size()); }
 };
 
@@ -224,7 +230,9 @@ struct Batch {
 // up to max_seen observed prompt ids (some out of range, repeats) a row,
 // up to max_seen / 2 generated ids, many of them generated many times, and
 // on every third row a few suppressed ids (min_new_tokens' EOS and stop
-// ids), among them the row's best.
+// ids), among them the row's best. Every other row runs ahead of a pending
+// token (SampleRow::pending_from): one of its best ids, likely counted
+// already, or any id of the row.
 inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
                        const std::vector<SamplingParams>& sets = ParamSets()) {
   std::uniform_int_distribution<int> pick(0, static_cast<int>(sets.size()) - 1);
@@ -251,6 +259,7 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
     }
     // A model's output repeats its likeliest tokens: some of the row's best
     // ids were generated a few times, so the penalties decide draws.
+    int32_t pending = -1;
     if (valid > 0) {
       std::vector<int32_t> best(static_cast<size_t>(valid));
       for (int32_t i = 0; i < valid; ++i) best[i] = i;
@@ -270,20 +279,43 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
         if (top > 2) held.push_back(best[2]);
         sampler.Suppress(held);
       }
+      if (j % 2 == 0) {
+        std::uniform_int_distribution<int32_t> in_row(0, valid - 1);
+        pending = (j / 2) % 2 == 0 ? best[times(rng) % top] : in_row(rng);
+      }
     }
     SampleRow row = sampler.DescribeNext(&b.seen);
     row.step = any(rng) % 1000000;
+    Sampler full = sampler;
+    if (pending >= 0) {
+      row.pending_from = static_cast<int32_t>(b.pending.size());
+      b.pending.push_back(pending);
+      full.ObserveGenerated(pending);
+    }
+    SampleRow complete = full.DescribeNext(&b.full_seen);
+    complete.step = row.step;
     b.rows.push_back(row);
+    b.full_rows.push_back(complete);
   }
   return b;
 }
 
 // The tokens one SampleRows call on `be` picks for `rows` of `logits`
-// ([rows.size(), vocab]) with the ids `seen` their rows refer to.
+// ([rows.size(), vocab]) with the ids `seen` their rows refer to and the
+// `pending` tokens (copied to the backend's memory) rows run ahead of.
 inline absl::StatusOr<std::vector<int32_t>> SampleOn(
     Backend& be, const std::vector<float>& logits, int vocab, float logit_scale,
-    const std::vector<SampleRow>& rows, const std::vector<int32_t>& seen) {
+    const std::vector<SampleRow>& rows, const std::vector<int32_t>& seen,
+    const std::vector<int32_t>& pending = {}) {
   Array a(be, logits);
+  DeviceBuffer pending_dev;
+  if (!pending.empty()) {
+    const size_t bytes = pending.size() * sizeof(int32_t);
+    absl::StatusOr<DeviceBuffer> buf = be.Alloc(bytes);
+    if (!buf.ok()) return buf.status();
+    pending_dev = *std::move(buf);
+    be.CopyToDevice(pending_dev.get(), pending.data(), bytes);
+  }
   std::vector<int32_t> tokens(rows.size(), -1);
   SampleRowsParams sample;
   sample.logits = a.get();
@@ -292,6 +324,7 @@ inline absl::StatusOr<std::vector<int32_t>> SampleOn(
   sample.logit_scale = logit_scale;
   sample.rows = rows.data();
   sample.seen_ids = seen.data();
+  sample.pending_tokens = static_cast<const int32_t*>(pending_dev.get());
   sample.tokens = tokens.data();
   const absl::Status s = be.SampleRows(sample);
   if (!s.ok()) return s;
@@ -309,10 +342,19 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
   std::vector<std::vector<int32_t>> got;
   for (Backend* be : {&host, &device}) {
     absl::StatusOr<std::vector<int32_t>> tokens =
-        SampleOn(*be, b.logits, vocab, logit_scale, b.rows, b.seen);
+        SampleOn(*be, b.logits, vocab, logit_scale, b.rows, b.seen, b.pending);
     ASSERT_TRUE(tokens.ok()) << be->name() << ": " << tokens.status();
     got.push_back(*std::move(tokens));
   }
+  // A row run ahead draws what the complete row draws, on the host exactly.
+  // (Batches made by hand have only complete rows.)
+  const bool by_hand = b.full_rows.empty();
+  const std::vector<SampleRow>& full_rows = by_hand ? b.rows : b.full_rows;
+  const std::vector<int32_t>& full_seen = by_hand ? b.seen : b.full_seen;
+  absl::StatusOr<std::vector<int32_t>> complete =
+      SampleOn(host, b.logits, vocab, logit_scale, full_rows, full_seen);
+  ASSERT_TRUE(complete.ok()) << complete.status();
+  EXPECT_EQ(got[0], *complete) << "rows with a pending token";
   for (int j = 0; j < m; ++j) {
     const SampleRow& r = b.rows[j];
     const int v = std::min(r.valid_vocab, vocab);
@@ -320,7 +362,7 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
         << "row " << j << " token " << got[1][j];
     if (skip_near_boundary &&
         NearBoundary(b.logits.data() + static_cast<size_t>(j) * vocab, vocab,
-                     logit_scale, r, b.seen.data())) {
+                     logit_scale, full_rows[j], full_seen.data())) {
       ++tally->skipped;
       continue;
     }
@@ -335,8 +377,9 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
                     << r.presence_penalty << ", frequency "
                     << r.frequency_penalty << ", seen " << r.seen_count
                     << ", counted " << r.counted_count << ", suppressed "
-                    << r.suppressed_count << ", seed " << r.seed << ", step "
-                    << r.step << ")";
+                    << r.suppressed_count << ", pending "
+                    << (r.pending_from >= 0 ? b.pending[r.pending_from] : -1)
+                    << ", seed " << r.seed << ", step " << r.step << ")";
     }
   }
 }
