@@ -151,6 +151,35 @@ struct MaxInt {
   __device__ int operator()(int a, int b) const { return a > b ? a : b; }
 };
 
+// A row run ahead of its pending token `pend` (sample_row.h): that token's
+// logit as the host's PenalizedLogit gives it once the token is observed:
+// seen (whether it was before or not), counted once more than its pair says.
+// Ids are distinct, so one thread at most finds its pair. Ends synchronised.
+__device__ void CountPendingToken(const SampleLaunchParams& p,
+                                  const SampleRow& r, int32_t pend, bool rep_on,
+                                  bool count_on, const float* in, float* work) {
+  __shared__ int pending_count;
+  if (threadIdx.x == 0) pending_count = 0;
+  __syncthreads();
+  if (count_on) {
+    const int32_t* pairs = p.seen_ids + r.counted_offset;
+    for (int j = threadIdx.x; j < r.counted_count; j += kThreads) {
+      if (pairs[2 * j] == pend) pending_count = pairs[2 * j + 1];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float l = sampling::SanitizeLogit(__fmul_rn(in[pend], p.logit_scale));
+    if (rep_on) l = sampling::PenalizeLogit(l, r.repetition_penalty);
+    if (count_on) {
+      l = sampling::PenalizeCount(l, pending_count + 1, r.presence_penalty,
+                                  r.frequency_penalty);
+    }
+    work[pend] = l;
+  }
+  __syncthreads();
+}
+
 // Sampler::Sample up to the draw: scale (Model::Forward), sanitise and
 // penalise (PenalizedLogit: repetition, then frequency and presence, then
 // the suppressed ids at -inf), the
@@ -233,32 +262,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
-  if (pending) {
-    // The pending token's logit as the host's PenalizedLogit gives it once
-    // the token is observed: seen (whether it was before or not), counted
-    // once more than its pair says. Ids are distinct, so one thread at most
-    // finds its pair.
-    __shared__ int pending_count;
-    if (threadIdx.x == 0) pending_count = 0;
-    __syncthreads();
-    if (count_on) {
-      const int32_t* pairs = p.seen_ids + r.counted_offset;
-      for (int j = threadIdx.x; j < r.counted_count; j += kThreads) {
-        if (pairs[2 * j] == pend) pending_count = pairs[2 * j + 1];
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float l = sampling::SanitizeLogit(__fmul_rn(in[pend], p.logit_scale));
-      if (rep_on) l = sampling::PenalizeLogit(l, r.repetition_penalty);
-      if (count_on) {
-        l = sampling::PenalizeCount(l, pending_count + 1, r.presence_penalty,
-                                    r.frequency_penalty);
-      }
-      work[pend] = l;
-    }
-    __syncthreads();
-  }
+  if (pending) CountPendingToken(p, r, pend, rep_on, count_on, in, work);
   if (suppress) {
     // Last, as PenalizedLogit: whatever the penalties did, these are out.
     const int32_t* ids = p.seen_ids + r.suppressed_offset;
