@@ -18,6 +18,7 @@
 #include "engine/backend/attention_params.h"
 #include "engine/backend/dense_params.h"
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/gdn_params.h"
 #include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/s4d_params.h"
@@ -48,6 +49,8 @@ namespace seqboat {
   /* Mamba-2 (mamba2_params.h) */           \
   X(Mamba2Scan, Mamba2ScanParams)           \
   X(GatedRmsNorm, GatedRmsNormParams)       \
+  /* Gated DeltaNet (gdn_params.h) */       \
+  X(GdnScan, GdnScanParams)                 \
   /* sink attention (attention_params.h) */ \
   X(SinkAttention, SinkAttentionParams)     \
   X(SinkCacheAppend, SinkAppendParams)      \
