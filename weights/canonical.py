@@ -20,8 +20,8 @@ BYTE_VOCAB = 264      # 256 bytes + EOS, padded to a multiple of 8
 BYTE_EOS = 256
 
 # Tensors whose recurrence role needs full precision regardless of the model dtype:
-# mamba1's and mamba2's dt bias, A and D (s4d.D matches ".D"), s4d's recurrence, and
-# seqboat's derived MD-EMA coefficients and configurator temperature.
+# mamba1's and mamba2's dt bias, A and D (s4d.D matches ".D"), gdn's A and dt_bias,
+# s4d's recurrence, and seqboat's derived MD-EMA coefficients and configurator temperature.
 FP32_SUFFIXES = ("dt_proj.bias", ".dt_bias", ".A", ".D", "s4d.dA", "s4d.C",
                  "ema.in_coef", "ema.decay", "ema.out_coef", "ema.skip", "router.temperature")
 
@@ -74,6 +74,15 @@ def mamba2_block(*, n_heads, head_dim, d_state, n_groups, d_conv, eps=1e-5,
             "n_groups": n_groups, "d_conv": d_conv, "in_proj_bias": in_proj_bias,
             "out_proj_bias": out_proj_bias, "conv_bias": conv_bias,
             "dt_min": dt_min, "dt_max": dt_max, "gated_norm_eps": gated_norm_eps}
+
+
+def gdn_block(*, n_k_heads, n_v_heads, head_k_dim, head_v_dim, d_conv=4, eps=1e-6,
+              gated_norm_eps=1e-6):
+    """A canonical gdn (Gated DeltaNet, MODELS.md 12) block dict; value head h reads
+    key head h // (n_v_heads / n_k_heads)."""
+    return {"kind": "gdn", "norm": {"type": "rmsnorm", "eps": eps},
+            "n_k_heads": n_k_heads, "n_v_heads": n_v_heads, "head_k_dim": head_k_dim,
+            "head_v_dim": head_v_dim, "d_conv": d_conv, "gated_norm_eps": gated_norm_eps}
 
 
 def model_config(*, name, vocab_size, d_model, tie_embeddings, final_norm, eos_token_id,
@@ -148,6 +157,37 @@ def mamba2_shapes(p, b, d_model):
     if b["out_proj_bias"]:
         shapes[p + "out_proj.bias"] = (d_model,)
     return shapes
+
+
+def _positive_int(p, b, key):
+    v = b.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise CanonicalError(f"config: {p}{key} must be a positive integer, got {v!r}")
+    return v
+
+
+def _positive_number(p, b, key):
+    v = b.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise CanonicalError(f"config: {p}{key} must be a positive number, got {v!r}")
+    return v
+
+
+def gdn_shapes(p, b, d_model):
+    """Canonical tensors of a gdn block (MODELS.md 12.5), norm excluded: in_qkv rows
+    are [q (Hk*dk) ; k (Hk*dk) ; v (Hv*dv)], each head-major, and the conv runs over
+    all of them; no biases. Raises CanonicalError naming a bad field."""
+    Hk, Hv, dk, dv, K = (_positive_int(p, b, k) for k in
+                         ("n_k_heads", "n_v_heads", "head_k_dim", "head_v_dim", "d_conv"))
+    if Hv % Hk:
+        raise CanonicalError(f"config: {p}n_v_heads ({Hv}) must be a multiple of "
+                             f"{p}n_k_heads ({Hk})")
+    _positive_number(p, b, "gated_norm_eps")
+    conv = 2 * Hk * dk + Hv * dv
+    return {p + "in_qkv.weight": (conv, d_model), p + "in_z.weight": (Hv * dv, d_model),
+            p + "in_b.weight": (Hv, d_model), p + "in_a.weight": (Hv, d_model),
+            p + "conv.weight": (conv, K), p + "A": (Hv,), p + "dt_bias": (Hv,),
+            p + "gated_norm.weight": (dv,), p + "out_proj.weight": (d_model, Hv * dv)}
 
 
 def dt_bc_norm_shapes(p, b):
@@ -256,6 +296,7 @@ NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 BLOCK_SHAPES = {
     "mamba1": mamba1_shapes,
     "mamba2": mamba2_shapes,
+    "gdn": gdn_shapes,
     "seqboat": seqboat_shapes,
     "attention": attention_shapes,
     "mlp": mlp_shapes,
