@@ -4,6 +4,11 @@ The stack is a list of blocks (MODELS.md 6); each kind registers a function
   forward(r, p, blk, cfg) -> new residual   (r: [T, D]; p: the block's tensors
   by short name, norm included; blk: its config; cfg: the model config)
 so every kind owns its residual policy (most are r + f(norm(r)); seqboat is not).
+
+Kinds with a state-carrying form also register
+  forward_state(r, p, blk, cfg, state) -> (new residual, new state)
+and an initial state; with them (and the stateless kinds) ReferenceModel.forward_with_state
+runs a sequence in pieces, carrying each block's state from one call to the next.
 """
 
 import torch
@@ -11,6 +16,7 @@ import torch.nn.functional as F
 
 from weights import canonical
 from weights.reference import attention
+from weights.reference import gdn
 from weights.reference import mamba
 from weights.reference import mamba2
 from weights.reference import mlp as mlp_ref
@@ -28,7 +34,15 @@ BLOCK_FORWARD = {
     "s4d": s4d_ref.s4d_block,
     "seqboat": seqboat.seqboat_block,
     "attention": attention.attention_block,
+    "gdn": gdn.gdn_block,
 }
+
+# Block kind -> (new_state(blk, dtype), forward_state). Kinds without state (mlp, moe)
+# pass their state, None, through.
+BLOCK_STATEFUL = {
+    "gdn": (gdn.new_state, gdn.gdn_block_state),
+}
+STATELESS = ("mlp", "moe")
 
 
 class ReferenceModel:
@@ -54,10 +68,47 @@ class ReferenceModel:
     def forward(self, tokens):
         """Logits [T, V] for a 1-D sequence of token ids, from a fresh state."""
         cfg = self.config
-        tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
-        r = self.t["embed.weight"][tokens] * cfg["embed"]["scale"]
+        r = self._embed(tokens)
         for blk, p in zip(cfg["blocks"], self.blocks):
             r = BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg)
+        return self._head(r)
+
+    def new_state(self):
+        """A fresh sequence's state: one entry per block (None for stateless kinds).
+        Raises NotImplementedError for a kind with no state-carrying form."""
+        state = []
+        for i, blk in enumerate(self.config["blocks"]):
+            if blk["kind"] in STATELESS:
+                state.append(None)
+            elif blk["kind"] in BLOCK_STATEFUL:
+                state.append(BLOCK_STATEFUL[blk["kind"]][0](blk, self.dtype))
+            else:
+                raise NotImplementedError(
+                    f"blocks[{i}] kind {blk['kind']!r} has no state-carrying reference form")
+        return state
+
+    @torch.no_grad()
+    def forward_with_state(self, tokens, state=None):
+        """(logits [T, V], new state) for the next tokens of a sequence that has
+        reached `state` (None: a fresh one). Feeding a sequence in pieces gives
+        the logits of feeding it whole."""
+        cfg = self.config
+        state = self.new_state() if state is None else state
+        r, new = self._embed(tokens), []
+        for blk, p, s in zip(cfg["blocks"], self.blocks, state):
+            if blk["kind"] in STATELESS:
+                r = BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg)
+            else:
+                r, s = BLOCK_STATEFUL[blk["kind"]][1](r, p, blk, cfg, s)
+            new.append(s)
+        return self._head(r), new
+
+    def _embed(self, tokens):
+        tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
+        return self.t["embed.weight"][tokens] * self.config["embed"]["scale"]
+
+    def _head(self, r):
+        cfg = self.config
         h = apply_norm(r, self.t, cfg.get("final_norm"), prefix="final_norm.")
         head = self.t["embed.weight"] if cfg["tie_embeddings"] else self.t["lm_head.weight"]
         return F.linear(h, head) * cfg["logit_scale"]
