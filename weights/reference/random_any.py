@@ -32,6 +32,9 @@ def _block(kind, d):
                 "d_state": 128, "n_groups": 1, "d_conv": 4, "in_proj_bias": False,
                 "out_proj_bias": False, "conv_bias": True, "dt_min": 0.0, "dt_max": None,
                 "gated_norm_eps": 1e-5}
+    if kind == "gdn":
+        return canonical.gdn_block(n_k_heads=2, n_v_heads=4, head_k_dim=max(d // 4, 1),
+                                   head_v_dim=max(d // 4, 1), d_conv=4)
     if kind == "seqboat":
         return {"kind": kind, "norm": {"type": "layernorm", "eps": 1e-5, "affine": True},
                 "prenorm": True, "ema_dim": 16, "z_dim": 128, "v_dim": 2 * d, "window": 1024,
@@ -54,11 +57,16 @@ def _block(kind, d):
     raise ValueError(kind)
 
 
-def tensor_for(name, shape, g):
-    """Random values at scales that keep every recurrence stable."""
+def tensor_for(name, shape, g, kind=None):
+    """Random values at scales that keep every recurrence stable; `kind` is the
+    block kind of a blocks.* tensor (gdn's A and dt_bias differ from mamba2's)."""
     def uniform(bound):
         return (torch.rand(shape, generator=g) * 2 - 1) * bound
     leaf = name.split(".", 2)[-1] if name.startswith("blocks.") else name
+    if kind == "gdn" and leaf == "A":          # -exp(A_log): per-token decay exp(g) ~ 0.5-0.98
+        return -torch.exp(torch.rand(shape, generator=g) * 2.5 - 3.0)
+    if kind == "gdn" and leaf == "dt_bias":
+        return uniform(0.5)
     if leaf.endswith("norm.weight") or leaf in ("gau.qk_gamma", "ema.skip", "D", "s4d.D") \
             or leaf.endswith("norm.scalar"):
         return torch.ones(shape)
@@ -102,7 +110,9 @@ def write_model(out, blocks, d, seed=0, router_bias=None, final_norm=RMSNORM,
               "residual_dtype": "float32", "eos_token_id": canonical.BYTE_EOS,
               "bos_token_id": None, "blocks": blocks}
     g = torch.Generator().manual_seed(seed)
-    tensors = {n: tensor_for(n, s, g).float().contiguous()
+    def kind_of(name):
+        return blocks[int(name.split(".")[1])]["kind"] if name.startswith("blocks.") else None
+    tensors = {n: tensor_for(n, s, g, kind_of(n)).float().contiguous()
                for n, s in sorted(canonical.expected_shapes(config).items())}
     if router_bias is not None:
         for i, b in enumerate(blocks):

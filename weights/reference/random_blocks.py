@@ -1,14 +1,15 @@
-"""Random canonical models whose stack mixes block kinds (mamba1, mamba2, mlp, moe, s4d).
+"""Random canonical models whose stack mixes block kinds (mamba1, mamba2, gdn, mlp, moe, s4d).
 
     write_random_model(out_dir, config, seed)
 
 mamba1 blocks get weights from make_random_model's initialiser (one block at a
-time); mamba2, mlp, moe and s4d blocks get their own below. Scales keep
+time); mamba2, gdn, mlp, moe and s4d blocks get their own below. Scales keep
 activations in a realistic range: Linear weights uniform(+-1/sqrt(fan_in)),
 norms and biases perturbed away from their usual constants so a parity test
 notices if any is ignored; s4d follows S4D-Lin (A = -1/2 + i pi n, dt
 log-uniform in [1e-3, 1e-1], ZOH, B folded into C) computed in float64 and
-stored fp32; mamba2 follows mamba_ssm's Mamba2 initialisation.
+stored fp32; mamba2 follows mamba_ssm's Mamba2 initialisation; gdn draws its
+decay rate A = -exp(A_log) so that exp(g) stays in about (0.5, 1).
 """
 
 import math
@@ -112,8 +113,32 @@ def mamba2_tensors(p, b, D, seed):
     return t
 
 
+def gdn_tensors(p, b, D, seed):
+    """A = -exp(A_log) with A_log uniform in [-3, -0.5] and dt_bias uniform(+-0.5), so a
+    token's decay exp(g) stays in about (0.5, 1); the gated norm's weight near 1; the
+    projections and conv uniform(+-1/sqrt(fan_in))."""
+    g, uniform, normal = _gen(seed)
+    Hv, dv = b["n_v_heads"], b["head_v_dim"]
+    t = _norm_tensors(p, b.get("norm"), D, normal)
+    for name, shape in canonical.gdn_shapes(p, b, D).items():
+        leaf = name[len(p):]
+        if leaf == "A":
+            t[name] = -torch.exp(torch.rand(shape, generator=g, dtype=torch.float64) * 2.5 - 3.0)
+        elif leaf == "dt_bias":
+            t[name] = uniform(shape, 0.5)
+        elif leaf == "gated_norm.weight":
+            t[name] = 1.0 + normal(shape, 0.2)
+        elif leaf == "conv.weight":
+            t[name] = uniform(shape, 1 / math.sqrt(b["d_conv"]))
+        elif leaf == "out_proj.weight":
+            t[name] = uniform(shape, 1 / math.sqrt(Hv * dv))
+        else:
+            t[name] = uniform(shape, 1 / math.sqrt(D))
+    return t
+
+
 RANDOM_BLOCK = {"mlp": mlp_tensors, "moe": moe_tensors, "s4d": s4d_tensors,
-                "mamba2": mamba2_tensors}
+                "mamba2": mamba2_tensors, "gdn": gdn_tensors}
 
 
 def random_tensors(config, seed=0, dtype=torch.float32):
