@@ -151,7 +151,11 @@ TEST(EngineTest, SameSeedSameTextAndTokensStream) {
     r.sampling.seed = 1234;
     ASSERT_TRUE(engine->Submit(std::move(r)).ok());
     c.done.get_future().get();
-    EXPECT_EQ(c.events, 20);  // one event per token: tokens stream as sampled
+    // Tokens stream as sampled; the delivery thread joins those that piled up
+    // while a sink ran (EventOutbox), so there may be fewer events than tokens.
+    EXPECT_EQ(c.tokens.size(), 20u);
+    EXPECT_GE(c.events, 1);
+    EXPECT_LE(c.events, 20);
     run = c.tokens;
   }
   EXPECT_EQ(runs[0], runs[1]);

@@ -1,6 +1,7 @@
 #include "engine/layers/block_registry.h"
 
 #include "engine/layers/attention.h"
+#include "engine/layers/gdn.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mamba2.h"
 #include "engine/layers/mlp.h"
@@ -13,7 +14,7 @@ namespace {
 
 const BlockKind* const kBlockKinds[] = {
     &kMamba1Block, &kMamba2Block, &kSeqBoatBlock, &kAttentionBlock,
-    &kMlpBlock,    &kMoeBlock,    &kS4dBlock,
+    &kMlpBlock,    &kMoeBlock,    &kS4dBlock,     &kGdnBlock,
 };
 
 constexpr std::string_view kUnsupported[] = {"s4_local"};

@@ -1,4 +1,4 @@
-"""Helpers of the mamba2 / mlp / moe / s4d parity tests: block dicts, random mixed-kind
+"""Helpers of the mamba2 / gdn / mlp / moe / s4d parity tests: block dicts, random mixed-kind
 models, and running the engine's logits tool and the float64 reference."""
 
 
@@ -44,6 +44,13 @@ def moe(**kw):
 def s4d(**kw):
     b = dict(kind="s4d", norm={"type": "layernorm", "eps": 1e-5}, channels=1, modes=16,
              state_layout="conj_half", output="none")
+    b.update(kw)
+    return b
+
+
+def gdn(**kw):
+    b = dict(kind="gdn", norm={"type": "rmsnorm", "eps": 1e-6}, n_k_heads=2, n_v_heads=4,
+             head_k_dim=8, head_v_dim=8, d_conv=4, gated_norm_eps=1e-6)
     b.update(kw)
     return b
 
