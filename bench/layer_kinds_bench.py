@@ -4,6 +4,7 @@ activation rates of about 0 %, 25 % and 100 % (measured by the engine, printed).
 
     bazel build //bench:stack_bench
     .venv/bin/python bench/layer_kinds_bench.py [--d-model 512] [--long-context 65536]
+        [--kinds mamba1,gdn]
 
 Each model is 4 blocks of one kind (d_model 512, byte vocabulary) with random
 weights at stable scales; the figures are speed, not quality.
@@ -24,6 +25,9 @@ import torch  # noqa: E402
 from weights.reference.random_any import block, write_model  # noqa: E402
 
 
+KINDS = ("mamba1", "mamba2", "gdn", "seqboat", "attention", "s4d", "mlp", "moe")
+
+
 def run(binary, model, label, long_context):
     res = subprocess.run([str(binary), f"--model_dir={model}", f"--label={label}",
                           "--batches=1,32", f"--long_context={long_context}"],
@@ -36,19 +40,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d-model", type=int, default=512)
     ap.add_argument("--long-context", type=int, default=65536)
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="comma-separated; SeqBoat's activation rates run with seqboat")
     a = ap.parse_args()
     binary = ROOT / "bazel-bin/bench/stack_bench"
     if not binary.exists():
         sys.exit(f"{binary} missing: bazel build //bench:stack_bench")
     d = a.d_model
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in ("mamba1", "mamba2", "seqboat", "attention", "s4d", "mlp", "moe"):
+        kinds = [k for k in a.kinds.split(",") if k]
+        for kind in kinds:
             out = os.path.join(tmp, kind)
             write_model(out, [block(kind, d) for _ in range(4)], d)
             run(binary, out, f"{kind} x4", a.long_context)
         # SeqBoat at three activation rates: the router's bias moves the decision
         # boundary (u1 - u0 > 0); rates printed are what the engine measured.
-        for label, bias in (("~0%", (8.0, -8.0)), ("~25%", (0.35, 0.0)), ("100%", (-8.0, 8.0))):
+        rates = (("~0%", (8.0, -8.0)), ("~25%", (0.35, 0.0)), ("100%", (-8.0, 8.0)))
+        for label, bias in (rates if "seqboat" in kinds else ()):
             out = os.path.join(tmp, "seqboat" + label.replace("%", "").replace("~", ""))
             write_model(out, [block("seqboat", d) for _ in range(4)], d,
                         router_bias=lambda i, b=bias: torch.tensor(b))
