@@ -23,6 +23,7 @@ namespace {
 
 constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
 constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
+constexpr char kTinyGdn[] = "tests/data/tiny_gdn";
 
 struct Spec {
   SamplingParams sampling;
@@ -176,7 +177,7 @@ TEST(EnginePipelineTest, GenerationsEqualTheSynchronousLoop) {
   // holds every block kind (and reads back to the host mid-step).
   for (const std::string& model :
        {std::string(kTinyMamba), FlatModelCopy(kTinyMamba),
-        FlatModelCopy(kTinyHybrid)}) {
+        FlatModelCopy(kTinyHybrid), FlatModelCopy(kTinyGdn)}) {
     SCOPED_TRACE(model);
     const Results sync = Generate(model, specs, false);
     const Results piped = Generate(model, specs, true);
@@ -277,7 +278,8 @@ TEST(EnginePipelineTest, PrefixReuseGivesTheSameSecondTurn) {
 TEST(EnginePipelineTest, SlotCopiesOffTheOpStreamGiveTheSameTokens) {
   const std::vector<Spec> specs = Mix();
   for (const std::string& model :
-       {FlatModelCopy(kTinyMamba), FlatModelCopy(kTinyHybrid)}) {
+       {FlatModelCopy(kTinyMamba), FlatModelCopy(kTinyHybrid),
+        FlatModelCopy(kTinyGdn)}) {
     SCOPED_TRACE(model);
     const auto run = [&](bool pipelined, int64_t* deferred) {
       auto device = std::make_unique<PipelinedCpu>();
