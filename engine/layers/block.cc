@@ -90,4 +90,13 @@ absl::Status ParseActivation(ObjectReader& r, Activation* out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<float> AffineRmsNormEps(const std::optional<NormConfig>& norm,
+                                       const BlockSite& site) {
+  if (!norm.has_value() || norm->type != NormType::kRmsNorm || !norm->affine) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(site.where, ": field \"norm\" must be an affine rmsnorm"));
+  }
+  return static_cast<float>(norm->eps);
+}
+
 }  // namespace seqboat

@@ -73,6 +73,11 @@ struct BlockSite {
   Backend* backend = nullptr;
 };
 
+// The eps of a block's pre-norm that must be an affine rmsnorm (the Mamba
+// and Gated DeltaNet mixers), or INVALID_ARGUMENT naming the block.
+absl::StatusOr<float> AffineRmsNormEps(const std::optional<NormConfig>& norm,
+                                       const BlockSite& site);
+
 struct BlockKind {
   std::string_view name;  // the config.json spelling
   // Reads the kind's own fields (the caller reads "kind" and "norm") into

@@ -235,12 +235,8 @@ const BlockKind kMamba2Block = {"mamba2", ParseMamba2, BuildMamba2};
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba2(
     const Mamba2Config& config, const std::optional<NormConfig>& norm,
     const BlockSite& site) {
-  if (!norm.has_value() || norm->type != NormType::kRmsNorm || !norm->affine) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(site.where, ": field \"norm\" must be an affine rmsnorm"));
-  }
-  auto layer = std::make_unique<Mamba2>(config, site.d_model,
-                                        static_cast<float>(norm->eps));
+  ASSIGN_OR_RETURN(const float eps, AffineRmsNormEps(norm, site));
+  auto layer = std::make_unique<Mamba2>(config, site.d_model, eps);
   RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }
