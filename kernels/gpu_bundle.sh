@@ -110,6 +110,10 @@ cat > "$out/extra.sh" <<'EXTRA'
 #              graphs off so that every kernel is listed): each kernel
 #              family's time, bytes and achieved bandwidth
 #              (bench/ncu_families.py)
+#   share      the server at concurrency 256 (in 64 / out 128, 1536 requests)
+#              with the prefix cache on and off, next to cuda_decode_bench at
+#              batch 256, for the 130M Mamba, Mamba-2 and hybrid shapes: the
+#              server's share of its engine
 #   sizes      cuda_decode_bench at batch 1, 16, 64, 256 on every model of
 #              SIZES (default "130m,1b": the 130M shapes, Mamba 1.4B and 2.8B,
 #              Mamba-2 2.7B and a ~1B hybrid; the large ones take ~30-60 s
@@ -169,6 +173,33 @@ for phase in "$@"; do
         { echo "===== profile $1 batch $2 (exit $rc)"; head -c 2097152 /tmp/prof.log; } >> "$full"
         grep -E "copy bandwidth|^ +[0-9]+ +[0-9.]+" /tmp/prof.log | tee -a "$report"
         python3 bench/ncu_families.py /tmp/prof.log 2>&1 | tee -a "$report"
+      done
+      ;;
+    share)
+      write_models 130m
+      for model in mamba-130m mamba2-130m hybrid; do
+        run "$here/bin/cuda_decode_bench" --model_dir="$models/$model" \
+          --label="$model" --batches=256 --steps=20 > /tmp/engine.log 2>&1
+        engine="$(awk '$1 == 256 {print $2; exit}' /tmp/engine.log)"
+        say "== $model: engine alone at batch 256 ${engine:-?} tok/s"
+        for cache in on off; do
+          args="--backend=cuda --max_slots=256 --max_queue=4096"
+          [[ $cache == off ]] && args="$args --prefix_cache_bytes=0"
+          SERVER_BIN="$here/seqboat_server.sh" LOAD_BIN="$here/seqboat_load.sh" \
+            PYTHON=python3 CONCURRENCIES=256 REQUESTS_PER_LEVEL=6 \
+            SERVER_ARGS="$args" LABEL="$model-$cache" timeout -k 5 120 \
+            bash deploy/bench_sweep.sh "$models/$model" "/tmp/share_${model}_$cache" \
+            > /tmp/sweep.log 2>&1
+          rc=$?
+          tok="$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["output_throughput"]))' \
+                 "/tmp/share_${model}_$cache/c256.json" 2>/dev/null)"
+          share="$(python3 -c 'import sys; print(f"{100 * float(sys.argv[1]) / float(sys.argv[2]):.0f} %")' \
+                   "${tok:-0}" "${engine:-0}" 2>/dev/null)"
+          say "server, cache $cache (exit $rc): ${tok:-?} tok/s, ${share:-?} of the engine;" \
+            "$(grep -E 'Median TPOT' /tmp/sweep.log | tr -s ' ')"
+          { echo "===== share $model cache $cache (exit $rc)"; cat /tmp/sweep.log; } >> "$full"
+          ((rc == 0)) || status=1
+        done
       done
       ;;
     sizes)
