@@ -1,6 +1,6 @@
 // Per-element math of Gated DeltaNet (MODELS.md §12.3), shared by the CPU
-// loop and the CUDA kernel; the sums over a head are the backends' indexing,
-// both in index order so that they agree.
+// loop and the CUDA kernel (β = σ(b) is op_math's Sigmoid); the sums over a
+// head are the backends' indexing, both in index order so that they agree.
 #ifndef SEQBOAT_ENGINE_BACKEND_GDN_MATH_H_
 #define SEQBOAT_ENGINE_BACKEND_GDN_MATH_H_
 
@@ -19,9 +19,6 @@ SEQBOAT_HD int GdnKeyHead(int v_head, int v_heads, int k_heads) {
 SEQBOAT_HD float GdnInvNorm(float sum_sq) {
   return 1.0f / sqrtf(sum_sq + 1e-6f);
 }
-
-// β = σ(b).
-SEQBOAT_HD float GdnBeta(float b) { return 1.0f / (1.0f + expf(-b)); }
 
 // The state's decay at one token, exp(A · softplus(a + dt_bias)) with A < 0.
 SEQBOAT_HD float GdnDecay(float a_raw, float dt_bias, float a_coef) {

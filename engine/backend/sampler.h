@@ -49,6 +49,10 @@ class Sampler {
   // raw model distribution (log-softmax over valid_vocab), best first.
   int32_t Sample(const float* logits, int32_t n, TokenLogprobs* logprobs);
 
+  // Whether a drawn token changes later draws' logits (a repetition,
+  // presence or frequency penalty is on, after normalisation).
+  bool CountsTokens() const { return penalize_ || count_penalize_; }
+
   // Number of draws so far: the counter of the next random draw.
   uint64_t step() const { return step_; }
 

@@ -1,7 +1,6 @@
 #include "engine/scheduler/sequence.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 namespace seqboat {
@@ -62,16 +61,9 @@ SampleRow Sequence::NextSampleRow(std::vector<int32_t>* seen_ids) const {
   // penalties, the counts, which the device adds the pending token to.
   if (ahead_) {
     ++row.step;
-    if (PenaltiesCount()) row.pending_from = ahead_from_;
+    if (sampler_.CountsTokens()) row.pending_from = ahead_from_;
   }
   return row;
-}
-
-bool Sequence::PenaltiesCount() const {
-  const SamplingParams& s = request_.sampling;
-  return (s.repetition_penalty > 0.0f && s.repetition_penalty != 1.0f) ||
-         (std::isfinite(s.presence_penalty) && s.presence_penalty != 0.0f) ||
-         (std::isfinite(s.frequency_penalty) && s.frequency_penalty != 0.0f);
 }
 
 bool Sequence::CanRunAhead() const {

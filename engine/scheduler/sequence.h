@@ -123,9 +123,6 @@ class Sequence {
   bool finished() const { return finished_; }
 
  private:
-  // Whether the sampler counts tokens (repetition, presence or frequency
-  // penalty), so a row run ahead must name its pending token.
-  bool PenaltiesCount() const;
   // Everything after the draw: observe, count, detokenize, stop rules.
   GenerationEvent Emit(int32_t token, TokenLogprobs* logprobs);
   void Finish(GenerationEvent& event, FinishReason reason);

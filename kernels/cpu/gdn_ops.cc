@@ -49,7 +49,7 @@ void CpuBackend::GdnScan(const GdnScanParams& p) {
           k[i] = kr[i] * inv_k;
         }
         const int64_t zrow = static_cast<int64_t>(t) * p.ldz;
-        const float beta = op_math::GdnBeta(p.b[zrow + h]);
+        const float beta = op_math::Sigmoid(p.b[zrow + h]);
         const float decay =
             op_math::GdnDecay(p.a[zrow + h], p.dt_bias[h], p.a_coef[h]);
         // Decay first, then what the decayed state recalls for k̂.

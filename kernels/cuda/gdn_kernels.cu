@@ -51,7 +51,7 @@ __global__ void GdnScanKernel(GdnScanParams p) {
         }
         scalar[kInvQ] = op_math::GdnInvNorm(sq);
         scalar[kInvK] = op_math::GdnInvNorm(sk);
-        scalar[kBeta] = op_math::GdnBeta(p.b[zrow + h]);
+        scalar[kBeta] = op_math::Sigmoid(p.b[zrow + h]);
         scalar[kDecay] =
             op_math::GdnDecay(p.a[zrow + h], p.dt_bias[h], p.a_coef[h]);
       }
