@@ -234,8 +234,7 @@ int Model::DecodeBucket(const StepRows& rows) const {
 absl::Status Model::Step(const StepRows& rows, float* head_out) {
   Backend& be = *backend_;
   const int n = rows.n(), m = rows.m();
-  const int d = static_cast<int>(config_.d_model),
-            v = static_cast<int>(config_.vocab_size);
+  const int d = static_cast<int>(config_.d_model);
   auto* r = static_cast<float*>(residual_.get());
   EmbedParams embed;
   embed.ids = rows.ids.data();
