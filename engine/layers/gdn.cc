@@ -61,11 +61,6 @@ class Gdn final : public Layer {
     slot_floats_ = slot_stride / static_cast<int64_t>(sizeof(float));
   }
 
-  void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(state_ + static_cast<int64_t>(slot) * slot_floats_,
-                 StateBytesPerSlot());
-  }
-
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_model_,

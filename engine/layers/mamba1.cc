@@ -73,10 +73,6 @@ class Mamba1 final : public Layer {
     slot_floats_ = slot_stride / static_cast<int64_t>(sizeof(float));
   }
 
-  void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(SlotState(slot), StateBytesPerSlot());
-  }
-
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_model_, e = c_.d_inner, ns = c_.d_state,
@@ -180,9 +176,6 @@ class Mamba1 final : public Layer {
   int64_t ConvFloats() const { return c_.d_inner * (c_.d_conv - 1); }
   int64_t SsmFloats() const { return c_.d_inner * c_.d_state; }
   int XdblCols() const { return static_cast<int>(c_.dt_rank + 2 * c_.d_state); }
-  float* SlotState(int slot) const {
-    return state_ + static_cast<int64_t>(slot) * slot_floats_;
-  }
 
   const Mamba1Config c_;
   const int d_model_;

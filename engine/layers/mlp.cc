@@ -35,8 +35,6 @@ class Mlp final : public Layer {
   int64_t StateBytesPerSlot() const override { return 0; }
   int64_t ScratchFloatsPerRow() const override { return d_ + 2 * c_.d_ff; }
   void BindState(void*, int64_t) override {}
-  void ResetSlot(Backend&, int) override {}
-
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff);

@@ -63,7 +63,6 @@ class Moe final : public MoeLayer {
            2 * Slots() + 2 * c_.d_ff;
   }
   void BindState(void*, int64_t) override {}
-  void ResetSlot(Backend&, int) override {}
   const StepStats& last_step() const override { return stats_; }
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {

@@ -103,11 +103,6 @@ class SeqBoat final : public Layer {
     slot_stride_ = slot_stride;
   }
 
-  void ResetSlot(Backend& backend, int slot) override {
-    backend.Zero(static_cast<char*>(state_) + slot * slot_stride_,
-                 StateBytesPerSlot());
-  }
-
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = s_.d, z = s_.z, v = s_.v;

@@ -53,7 +53,6 @@ class SixtyFourBytes final : public SlotState {
   std::string kind() const override { return "bytes"; }
   int64_t StateBytesPerSlot() const override { return 64; }
   void BindState(void*, int64_t) override {}
-  void ResetSlot(Backend&, int) override {}
 };
 
 // On a device whose copies are late (PipelinedCpu), a snapshot's copy keeps

@@ -1,7 +1,8 @@
 // What the slot arena needs of a holder of per-sequence state (a block of
-// the layer stack): how many bytes one sequence takes, where its region is,
-// and how to clear one slot. Fixed-size state is what lets the arena be
-// allocated once, before the first request.
+// the layer stack): how many bytes one sequence takes and where its region
+// is. Every holder's state before the first token is all zeros, so the arena
+// clears a slot whole. Fixed-size state is what lets the arena be allocated
+// once, before the first request.
 #ifndef SEQBOAT_ENGINE_STATE_SLOT_STATE_H_
 #define SEQBOAT_ENGINE_STATE_SLOT_STATE_H_
 
@@ -23,8 +24,6 @@ class SlotState {
   // base + s * slot_stride (the arena keeps each slot's state of every
   // holder together, so that a slot is copied whole in one piece).
   virtual void BindState(void* base, int64_t slot_stride) = 0;
-  // Clears one slot's state (a new sequence starts from zeros).
-  virtual void ResetSlot(Backend& backend, int slot) = 0;
 };
 
 }  // namespace seqboat

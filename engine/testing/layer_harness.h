@@ -62,8 +62,8 @@ struct LayerHarness {
     auto buf = backend->Alloc(slots * layer->StateBytesPerSlot());
     if (!buf.ok()) return buf.status();
     state = *buf;
+    // Alloc's memory is zeroed: every slot starts before its first token.
     layer->BindState(state.get(), layer->StateBytesPerSlot());
-    for (int s = 0; s < slots; ++s) layer->ResetSlot(*backend, s);
     return store->CheckAllUsed();
   }
 
