@@ -139,6 +139,24 @@ write_models() {
   python3 bench/gpu_decode_bench.py --write_models "$models" --sizes "${1:-130m}" \
     >> "$full" 2>&1
 }
+# The server's tok/s in each result JSON ($2...) next to the engine's at the
+# same batch in cuda_decode_bench's output ($1), and the share.
+share_table() {
+  python3 - "$@" <<'PY' | tee -a "$report"
+import json, re, sys
+engine = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\d+)\s+([\d.]+)\s", line)
+    if m:
+        engine[int(m.group(1))] = float(m.group(2))
+print(f"{'conc':>5} {'server tok/s':>13} {'engine tok/s':>13} {'share':>7}")
+runs = [json.load(open(p)) for p in sys.argv[2:]]
+for r in sorted(runs, key=lambda r: r["config"]["concurrency"]):
+    c, s = r["config"]["concurrency"], r["output_throughput"]
+    e = engine.get(c, float("nan"))
+    print(f"{c:>5} {s:>13.1f} {e:>13.1f} {100 * s / e:>6.1f}%")
+PY
+}
 status=0
 for phase in "$@"; do
   case "$phase" in
@@ -180,8 +198,6 @@ for phase in "$@"; do
       for model in mamba-130m mamba2-130m hybrid; do
         run "$here/bin/cuda_decode_bench" --model_dir="$models/$model" \
           --label="$model" --batches=256 --steps=20 > /tmp/engine.log 2>&1
-        engine="$(awk '$1 == 256 {print $2; exit}' /tmp/engine.log)"
-        say "== $model: engine alone at batch 256 ${engine:-?} tok/s"
         for cache in on off; do
           args="--backend=cuda --max_slots=256 --max_queue=4096"
           [[ $cache == off ]] && args="$args --prefix_cache_bytes=0"
@@ -191,12 +207,9 @@ for phase in "$@"; do
             bash deploy/bench_sweep.sh "$models/$model" "/tmp/share_${model}_$cache" \
             > /tmp/sweep.log 2>&1
           rc=$?
-          tok="$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["output_throughput"]))' \
-                 "/tmp/share_${model}_$cache/c256.json" 2>/dev/null)"
-          share="$(python3 -c 'import sys; print(f"{100 * float(sys.argv[1]) / float(sys.argv[2]):.0f} %")' \
-                   "${tok:-0}" "${engine:-0}" 2>/dev/null)"
-          say "server, cache $cache (exit $rc): ${tok:-?} tok/s, ${share:-?} of the engine;" \
+          say "== $model, prefix cache $cache (exit $rc);" \
             "$(grep -E 'Median TPOT' /tmp/sweep.log | tr -s ' ')"
+          share_table /tmp/engine.log "/tmp/share_${model}_$cache/c256.json"
           { echo "===== share $model cache $cache (exit $rc)"; cat /tmp/sweep.log; } >> "$full"
           ((rc == 0)) || status=1
         done
@@ -241,20 +254,7 @@ for phase in "$@"; do
         ((rc == 0)) || status=1
         if [[ $backend == cuda ]]; then
           say "== the server's share of the engine's tok/s at the same batch"
-          python3 - /tmp/engine.log /tmp/sweep_cuda/c*.json <<'PY' | tee -a "$report"
-import json, re, sys
-engine = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*(\d+)\s+([\d.]+)\s", line)
-    if m:
-        engine[int(m.group(1))] = float(m.group(2))
-print(f"{'conc':>5} {'server tok/s':>13} {'engine tok/s':>13} {'share':>7}")
-runs = [json.load(open(p)) for p in sys.argv[2:]]
-for r in sorted(runs, key=lambda r: r["config"]["concurrency"]):
-    c, s = r["config"]["concurrency"], r["output_throughput"]
-    e = engine.get(c, float("nan"))
-    print(f"{c:>5} {s:>13.1f} {e:>13.1f} {100 * s / e:>6.1f}%")
-PY
+          share_table /tmp/engine.log /tmp/sweep_cuda/c*.json
         fi
       done
       python3 clients/load/plot.py --out "$out/sweep.png" \
