@@ -232,6 +232,13 @@ def attention_shapes(p, b, d_model):
                        p + "attn.v.bias": (kd,)})
     if b["o_bias"]:
         shapes[p + "attn.o.bias"] = (d_model,)
+    if b.get("out_gate") is not None:     # Qwen3.5's sigmoid gate on the heads' output
+        shapes[p + "attn.gate.weight"] = (qd, d_model)
+        if b["qkv_bias"]:
+            shapes[p + "attn.gate.bias"] = (qd,)
+    if b.get("qk_norm") is not None:      # per-head RMSNorm of q and k, weights [d_h]
+        shapes[p + "attn.q_norm.weight"] = (b["head_dim"],)
+        shapes[p + "attn.k_norm.weight"] = (b["head_dim"],)
     return shapes
 
 
@@ -354,8 +361,11 @@ def check_tensors(config, tensors):
 
 
 def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenizer_path=None,
-                    extra_files=None):
+                    extra_files=None, kept_tensors=None):
     """Validate and write a canonical directory atomically.
+
+    kept_tensors: {file name: {name: tensor}} written verbatim beside the model
+    and never loaded by the engine (Qwen3.5's multi-token-prediction head).
 
     Everything goes into a temporary sibling directory that is renamed onto
     `out_dir` only when complete, so a failure never leaves a half-written model.
@@ -385,6 +395,8 @@ def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenize
         for fname, text in (extra_files or {}).items():
             with open(os.path.join(tmp, fname), "w") as f:
                 f.write(text)
+        for fname, kept in (kept_tensors or {}).items():
+            safetensors_io.save_file(kept, os.path.join(tmp, fname), meta)
         os.rename(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

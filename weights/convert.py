@@ -5,14 +5,14 @@
         [--tokenizer-config FILE] [--name NAME] [--sinks S] [--window W]
 
 SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, hf-bamba,
-fairseq-seqboat.
+hf-qwen3_5, fairseq-seqboat.
 
---sinks / --window (hf-llama, hf-jamba, hf-bamba) set the attention-sink cache of
+--sinks / --window (hf-llama, hf-jamba, hf-bamba, hf-qwen3_5) set the attention-sink cache of
 every attention block: S pinned first tokens plus the W most recent ones
 (MODELS.md 3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba and
-hf-bamba 4 and 4092 (a 4096-key cache), the window shortened when the model's
-max_position_embeddings is smaller; see weights/converters/hf_llama.py,
-hf_jamba.py and hf_bamba.py.
+hf-bamba 4 and 4092 (a 4096-key cache), hf-qwen3_5 4 and 8188, the window
+shortened when the model's max_position_embeddings is smaller; see
+weights/converters/hf_llama.py, hf_jamba.py, hf_bamba.py and hf_qwen3_5.py.
 For fairseq-seqboat SRC is the checkpoint .pt file (or its directory), and
 the dict.txt beside it becomes tokenizer.json; see
 weights/converters/fairseq_seqboat.py.
@@ -42,13 +42,13 @@ import warnings
 
 from weights import canonical, safetensors_io
 from weights.converters import (fairseq_seqboat, hf_bamba, hf_falcon_mamba, hf_jamba, hf_llama,
-                                hf_mamba, hf_mamba2, mamba_ssm, sink_cache)
+                                hf_mamba, hf_mamba2, hf_qwen3_5, mamba_ssm, sink_cache)
 from weights.converters.convert_error import ConvertError, ConvertWarning
 
 CONVERTER_VERSION = "seqboat-convert@1"
 SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: mamba_ssm,
            hf_falcon_mamba.NAME: hf_falcon_mamba, hf_llama.NAME: hf_llama,
-           hf_jamba.NAME: hf_jamba, hf_bamba.NAME: hf_bamba,
+           hf_jamba.NAME: hf_jamba, hf_bamba.NAME: hf_bamba, hf_qwen3_5.NAME: hf_qwen3_5,
            fairseq_seqboat.NAME: fairseq_seqboat}
 
 
@@ -139,6 +139,12 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
     if os.path.exists(out):
         raise ConvertError(f"output {out} already exists")
     config, tensors = module.convert(src, canonical.DTYPES[dtype], **serving)
+    # A head the source ships but the engine does not run (config "mtp") goes
+    # to its own file, verbatim.
+    kept = {}
+    if "mtp" in config:
+        kept[config["mtp"]["file"]] = {n: tensors.pop(n) for n in sorted(tensors)
+                                       if n.startswith("mtp.")}
     if name:
         config["name"] = name
     tok_path, tok_json = None, None
@@ -165,7 +171,7 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
         extra["tokenizer_config.json"] = json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
     meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
     canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path,
-                              extra_files=extra)
+                              extra_files=extra, kept_tensors=kept)
     return config
 
 
@@ -185,11 +191,12 @@ def main(argv=None):
                     "special-token strings to keep (default: SRC/tokenizer_config.json, or the one "
                     "beside --tokenizer; none with --byte-tokenizer)")
     ap.add_argument("--name", help="model name for config.json (default: SRC's basename)")
-    ap.add_argument("--sinks", type=int, help="hf-llama, hf-jamba, hf-bamba: attention sinks "
+    ap.add_argument("--sinks", type=int, help="attention sources (hf-llama, ...): attention sinks "
                     f"kept per layer (default {sink_cache.DEFAULT_SINKS})")
-    ap.add_argument("--window", type=int, help="hf-llama, hf-jamba, hf-bamba: recent tokens "
+    ap.add_argument("--window", type=int, help="attention sources: recent tokens "
                     f"kept per layer (default {hf_llama.DEFAULT_WINDOW} for hf-llama, "
-                    f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba and hf-bamba, capped by "
+                    f"{hf_jamba.DEFAULT_WINDOW} for hf-jamba and hf-bamba, "
+                    f"{hf_qwen3_5.DEFAULT_WINDOW} for hf-qwen3_5, capped by "
                     "max_position_embeddings)")
     a = ap.parse_args(argv)
     try:

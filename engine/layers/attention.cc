@@ -31,6 +31,8 @@ absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
   if (rope && !(c.rope_theta > 0.0 && std::isfinite(c.rope_theta))) {
     return bad("rope_theta must be a positive finite number");
   }
+  if (c.qk_norm && !(c.qk_norm_eps > 0.0))
+    return bad("qk_norm eps must be > 0");
   if (c.sinks < 0 || c.window < 0 || c.sinks + c.window < 1) {
     return bad("sinks and window must be >= 0 with sinks + window >= 1");
   }
@@ -101,6 +103,19 @@ class Attention final : public Layer {
     }
     RETURN_IF_ERROR(mat("attn.v.weight", kd, d, &wv_));
     RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
+    if (c_.out_gate) {
+      RETURN_IF_ERROR(mat("attn.gate.weight", qd, d, &wgate_));
+      if (c_.qkv_bias) RETURN_IF_ERROR(vec("attn.gate.bias", qd, &bgate_));
+    }
+    if (c_.qk_norm && PartialRotary()) {
+      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q_norm.weight", 1, 1, ws, be,
+                                       &host_q_norm_, nullptr, &q_norm_w_));
+      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k_norm.weight", 1, 1, ws, be,
+                                       &host_k_norm_, nullptr, &k_norm_w_));
+    } else if (c_.qk_norm) {
+      RETURN_IF_ERROR(vec("attn.q_norm.weight", c_.head_dim, &q_norm_w_));
+      RETURN_IF_ERROR(vec("attn.k_norm.weight", c_.head_dim, &k_norm_w_));
+    }
     if (c_.qkv_bias) {
       if (PartialRotary()) {
         RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q.bias", cache_.n_heads, 1,
@@ -128,7 +143,7 @@ class Attention final : public Layer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return d_model_ + 2 * QDim() + 2 * KvDim();
+    return d_model_ + (c_.out_gate ? 3 : 2) * QDim() + 2 * KvDim();
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -144,6 +159,7 @@ class Attention final : public Layer {
     float* k = q + static_cast<int64_t>(n) * qd;
     float* v = k + static_cast<int64_t>(n) * kd;
     float* o = v + static_cast<int64_t>(n) * kd;
+    float* gate = o + static_cast<int64_t>(n) * qd;  // out_gate only
     const float* x = u;
     if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
@@ -168,6 +184,11 @@ class Attention final : public Layer {
     be.Gemm(Projection(x, n, wq_, bq_, q));
     be.Gemm(Projection(x, n, wk_, bk_, k));
     be.Gemm(Projection(x, n, wv_, bv_, v));
+    if (c_.out_gate) be.Gemm(Projection(x, n, wgate_, bgate_, gate));
+    if (c_.qk_norm) {
+      NormPerHead(be, q, n * cache_.n_heads, q_norm_w_);
+      NormPerHead(be, k, n * cache_.n_kv_heads, k_norm_w_);
+    }
     const int64_t slot_bytes = slot_stride_;
     SinkAttentionParams attend;
     attend.segs = ctx.segs();
@@ -196,6 +217,19 @@ class Attention final : public Layer {
     append.slot_bytes = slot_bytes;
     append.dims = cache_;
     be.SinkCacheAppend(append);
+    if (c_.out_gate) {
+      ActivateMulParams gated;
+      gated.a = gate;
+      gated.lda = qd;
+      gated.b = o;
+      gated.ldb = qd;
+      gated.n = n;
+      gated.f = qd;
+      gated.act = Activation::kSigmoid;
+      gated.out = o;
+      gated.ldo = qd;
+      be.ActivateMul(gated);
+    }
     GemmParams wo = Projection(o, n, wo_, bo_, residual);
     wo.accumulate = true;
     be.Gemm(wo);
@@ -206,6 +240,20 @@ class Attention final : public Layer {
   int QDim() const { return cache_.n_heads * cache_.head_dim; }
   int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
   bool PartialRotary() const { return rope_ && rotary_dim_ < cache_.head_dim; }
+
+  // In place over `rows` contiguous heads of head_dim channels (q or k).
+  void NormPerHead(Backend& be, float* x, int rows, const float* w) const {
+    NormParams norm;
+    norm.x = x;
+    norm.ldx = cache_.head_dim;
+    norm.n = rows;
+    norm.d = cache_.head_dim;
+    norm.w = w;
+    norm.eps = static_cast<float>(c_.qk_norm_eps);
+    norm.out = x;
+    norm.ldo = cache_.head_dim;
+    be.RmsNorm(norm);
+  }
 
   // A q or k projection ([heads * head_dim, cols] weight, or its bias with
   // cols = 1) with each head's output channels in the backends' RoPE order
@@ -266,11 +314,15 @@ class Attention final : public Layer {
   int rotary_dim_ = 0;
   SinkCacheDims cache_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
-  Matrix wq_, wk_, wv_, wo_;
-  const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *bo_ = nullptr;
+  Matrix wq_, wk_, wv_, wo_, wgate_;
+  const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *bo_ = nullptr,
+              *bgate_ = nullptr;
+  // qk_norm only: weights in the RoPE order of q and k's channels.
+  const float *q_norm_w_ = nullptr, *k_norm_w_ = nullptr;
   const float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
   // Partial rotary only: q and k in RoPE order (FetchRopeOrdered).
-  std::vector<float> host_q_, host_k_, host_bq_, host_bk_;
+  std::vector<float> host_q_, host_k_, host_bq_, host_bk_, host_q_norm_,
+      host_k_norm_;
   void* state_ = nullptr;
   int64_t slot_stride_ = 0;  // bytes between slots
 };
@@ -417,8 +469,29 @@ absl::Status ParseRotaryDim(ObjectReader& r, int64_t head_dim, int64_t* out) {
   return absl::OkStatus();
 }
 
-absl::Status ParseAttention(ObjectReader& r,
-                            std::vector<std::string>* /*warnings*/,
+// config.json's optional "qk_norm" and "out_gate" (see AttentionConfig).
+absl::Status ParseGating(ObjectReader& r, std::vector<std::string>* warnings,
+                         AttentionConfig* c) {
+  const nlohmann::json* gate = r.Get("out_gate");
+  if (gate != nullptr && !gate->is_null()) {
+    if (!gate->is_string() || gate->get<std::string>() != "sigmoid") {
+      return r.Invalid("out_gate", "\"sigmoid\" or null", *gate);
+    }
+    c->out_gate = true;
+  }
+  const nlohmann::json* norm_json = r.Get("qk_norm");
+  if (norm_json == nullptr || norm_json->is_null()) return absl::OkStatus();
+  std::optional<NormConfig> norm;
+  RETURN_IF_ERROR(ParseNorm(r, "qk_norm", warnings, &norm));
+  if (norm->type != NormType::kRmsNorm || !norm->affine) {
+    return r.Invalid("qk_norm", "an affine rmsnorm object or null", *norm_json);
+  }
+  c->qk_norm = true;
+  c->qk_norm_eps = norm->eps;
+  return absl::OkStatus();
+}
+
+absl::Status ParseAttention(ObjectReader& r, std::vector<std::string>* warnings,
                             std::any* params) {
   AttentionConfig c;
   RETURN_IF_ERROR(r.PositiveInt("n_heads", &c.n_heads));
@@ -477,6 +550,7 @@ absl::Status ParseAttention(ObjectReader& r,
   RETURN_IF_ERROR(NullOnly(
       r, "rel_bias", "relative-position bias is not supported by this build"));
 
+  RETURN_IF_ERROR(ParseGating(r, warnings, &c));
   RETURN_IF_ERROR(ParseCount(r, "sinks", &c.sinks));
   RETURN_IF_ERROR(ParseCount(r, "window", &c.window));
   if (c.sinks + c.window < 1) {

@@ -41,6 +41,14 @@ struct AttentionConfig {
   int64_t rotary_dim = 0;
   int64_t sinks = 0;   // S >= 0
   int64_t window = 0;  // W >= 0
+  // Qwen3.5's gated attention (MODELS.md §13.2), config.json's optional
+  // "qk_norm" (an affine rmsnorm object: q and k RMS-normalised per head over
+  // head_dim before RoPE, weights attn.{q,k}_norm.weight [head_dim]) and
+  // "out_gate" ("sigmoid": each head's output times sigmoid(attn.gate x),
+  // attn.gate.weight [n_heads * head_dim, D], its bias with qkv_bias).
+  bool qk_norm = false;
+  double qk_norm_eps = 1e-6;  // > 0
+  bool out_gate = false;
 };
 
 extern const BlockKind kAttentionBlock;

@@ -107,6 +107,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
   RETURN_IF_ERROR(r.OptionalIndex("bos_token_id", config.vocab_size,
                                   "vocab_size", &config.bos_token_id));
 
+  // A head the checkpoint ships for speculative decoding (Qwen3.5's
+  // multi-token prediction), kept in its own file and never run here.
+  if (const json* mtp = r.Get("mtp"); mtp != nullptr) {
+    if (!mtp->is_object() || !mtp->contains("run") ||
+        mtp->at("run") != json(false)) {
+      return r.Invalid("mtp",
+                       "an object with \"run\": false (this build keeps the "
+                       "multi-token-prediction head but does not run it)",
+                       *mtp);
+    }
+  }
+
   const json* blocks = r.Get("blocks");
   if (blocks == nullptr) return r.Missing("blocks", "a non-empty array");
   if (!blocks->is_array() || blocks->empty()) {

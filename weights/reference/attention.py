@@ -1,7 +1,8 @@
 """PyTorch reference of the `attention` block with an attention-sink KV cache.
 
-Written from MODELS.md 3.1-3.4, 4.2, 9.3 (partial rotary) and 10 (rope_scaling)
-only, as StreamingLLM's
+Written from MODELS.md 3.1-3.4, 4.2, 9.3 (partial rotary), 10 (rope_scaling) and
+13.2 (Qwen3.5's per-head q/k RMSNorm before RoPE and sigmoid output gate) only, as
+StreamingLLM's
 evaluation path states it: keys are cached before RoPE; after every token the
 cache is trimmed to its first S and last W entries; at each step every cached key
 is rotated with its index in the cache (0, 1, ..., n-1) and the query with n, the
@@ -18,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from weights.reference.norms import apply_norm
+from weights.reference.norms import apply_norm, rmsnorm
 
 
 def rope_inv_freq(head_dim, theta, scaling, dtype, seq_len):
@@ -102,6 +103,10 @@ def attention_mixer(x, p, blk):
     q = F.linear(x, p["attn.q.weight"], p.get("attn.q.bias")).reshape(T, Hq, dh)
     k = F.linear(x, p["attn.k.weight"], p.get("attn.k.bias")).reshape(T, Hkv, dh)
     v = F.linear(x, p["attn.v.weight"], p.get("attn.v.bias")).reshape(T, Hkv, dh)
+    qk_norm = blk.get("qk_norm")
+    if qk_norm is not None:
+        q = rmsnorm(q, p["attn.q_norm.weight"], qk_norm["eps"])
+        k = rmsnorm(k, p["attn.k_norm.weight"], qk_norm["eps"])
     group = Hq // Hkv
     kv_head = torch.arange(Hq) // group            # repeat_kv: query head h -> h // group
     out = torch.empty(T, Hq, dh, dtype=x.dtype)
@@ -124,7 +129,13 @@ def attention_mixer(x, p, blk):
         probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
         out[t] = torch.einsum("hk,khd->hd", probs.to(x.dtype), vv)
         cache = cached_after(keys, S, W)
-    return F.linear(out.reshape(T, Hq * dh), p["attn.o.weight"], p.get("attn.o.bias"))
+    out = out.reshape(T, Hq * dh)
+    gate = blk.get("out_gate")
+    if gate is not None:
+        if gate != "sigmoid":
+            raise ValueError(f"attention reference: out_gate {gate!r} not implemented")
+        out = out * torch.sigmoid(F.linear(x, p["attn.gate.weight"], p.get("attn.gate.bias")))
+    return F.linear(out, p["attn.o.weight"], p.get("attn.o.bias"))
 
 
 def attention_block(r, p, blk, cfg):

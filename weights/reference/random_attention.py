@@ -18,16 +18,20 @@ from weights.reference.make_random_model import random_mamba_tensors
 
 def attention_block(*, n_heads, n_kv_heads, head_dim, sinks, window, pos="rope_half",
                     rope_theta=10000.0, rope_scaling=None, qkv_bias=False, o_bias=False,
-                    norm="rmsnorm", eps=1e-5, rotary_dim=None):
+                    norm="rmsnorm", eps=1e-5, rotary_dim=None, qk_norm=None, out_gate=None):
     """A canonical attention block config (MODELS.md 6.1; rope_scaling as
-    engine/layers/rope.h documents it, rotary_dim as engine/layers/attention.h
-    does: written only when given)."""
+    engine/layers/rope.h documents it, rotary_dim, qk_norm and out_gate as
+    engine/layers/attention.h does: written only when given)."""
     blk = {"kind": "attention", "norm": {"type": norm, "eps": eps},
            "n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim,
            "qkv_bias": qkv_bias, "o_bias": o_bias, "pos": pos, "rope_theta": rope_theta,
            "rope_scaling": rope_scaling, "sinks": sinks, "window": window, "rel_bias": None}
     if rotary_dim is not None:
         blk["rotary_dim"] = rotary_dim
+    if qk_norm is not None:
+        blk["qk_norm"] = qk_norm
+    if out_gate is not None:
+        blk["out_gate"] = out_gate
     return blk
 
 
@@ -69,6 +73,16 @@ def random_attention_tensors(prefix, blk, d_model, g):
             t[prefix + f"attn.{n}.bias"] = uniform((size,), 0.5)
     if blk["o_bias"]:
         t[prefix + "attn.o.bias"] = uniform((D,), 0.5)
+    if blk.get("out_gate") is not None:
+        t[prefix + "attn.gate.weight"] = uniform((qd, D), 2.5 / math.sqrt(D))
+        if blk["qkv_bias"]:
+            t[prefix + "attn.gate.bias"] = uniform((qd,), 0.5)
+    if blk.get("qk_norm") is not None:
+        # Moved from 1 and different per channel, so a norm weight applied in
+        # the wrong channel order (the engine's RoPE order) shows.
+        for n in ("q", "k"):
+            t[prefix + f"attn.{n}_norm.weight"] = (
+                1 + torch.randn(blk["head_dim"], generator=g, dtype=torch.float64) * 0.3)
     return t
 
 

@@ -69,6 +69,16 @@ MODELS = {
                                       "original_max_position_embeddings": 64,
                                       "beta_fast": 32.0, "beta_slow": 1.0,
                                       "attention_factor": 1.3})]),
+    # Qwen3.5's gated attention: per-head q/k RMSNorm before a quarter-head RoPE
+    # (its weights must follow q and k into the engine's RoPE order), a sigmoid
+    # gate on every head's output; then the same with biases on q, gate, k, v.
+    "gated_qk_norm": dict(blocks=[
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=16, sinks=4, window=16,
+                        rotary_dim=4, rope_theta=1e7, eps=1e-6,
+                        qk_norm={"type": "rmsnorm", "eps": 1e-6}, out_gate="sigmoid"),
+        attention_block(n_heads=2, n_kv_heads=1, head_dim=12, sinks=2, window=9,
+                        qkv_bias=True, qk_norm={"type": "rmsnorm", "eps": 1e-5},
+                        out_gate="sigmoid")]),
     # A hybrid stack: mamba1 and multi-query attention interleaved.
     "mixed_mamba": dict(blocks=[
         mamba_block(),
@@ -110,7 +120,7 @@ def test_step_by_step_logits_match_full_sequence_reference(tmp_path, engine_logi
 
 
 @pytest.mark.parametrize("name", ["gqa_rope_sinks", "mixed_mamba", "sliding_window",
-                                  "scaled_rope", "partial_rotary"])
+                                  "scaled_rope", "partial_rotary", "gated_qk_norm"])
 @pytest.mark.parametrize("chunk", [7, 64, 256])
 def test_chunked_prefill_equals_token_by_token(tmp_path, engine_logits, name, chunk):
     model = tmp_path / "model"
@@ -188,6 +198,8 @@ def test_chunk_longer_than_cache_evicts_like_decode(tmp_path, engine_logits):
     ("pos", "t5_bucket", "pos"),
     ("rel_bias", {"buckets": 32}, "rel_bias"),
     ("sinks", -1, "sinks"),
+    ("out_gate", "swish", "out_gate"),
+    ("qk_norm", {"type": "layernorm", "eps": 1e-6}, "qk_norm"),
 ])
 def test_bad_config_is_rejected_naming_the_field(tmp_path, engine_logits, field, value, message):
     import json

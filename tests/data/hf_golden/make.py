@@ -1,0 +1,154 @@
+"""Writes the Hugging Face golden files: tiny random checkpoints of the
+architectures that transformers 4.48.3 (the project venv's) predates, with the
+logits and greedy tokens that transformers itself gives for them.
+
+    .venv-hf/bin/python tests/data/hf_golden/make.py [NAME ...]
+
+Runs in the environment deploy/setup_hf.sh creates (PyPI torch and a current
+transformers, apart from the project venv). Each NAME/ gets:
+  hf/            save_pretrained's config.json and model.safetensors (fp32),
+                 plus any tensor the architecture ships but transformers drops
+                 on load (Qwen3.5's multi-token-prediction head)
+  golden.json    the prompt, 64 greedy tokens from transformers' own cached
+                 generation loop, and the versions that produced them
+  logits.npy     transformers' fp32 logits over the whole prompt [T, V]
+tests/python/parity/test_hf_golden_parity.py converts hf/ and checks the
+engine against them; the tests never need this environment.
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+HERE = pathlib.Path(__file__).resolve().parent
+VOCAB = 257            # the byte tokenizer's ids: bytes + EOS
+EOS = 256
+N_GREEDY = 64
+
+
+@torch.no_grad()
+def perturb(model, suffixes, scale):
+    """Adds scale x N(0, 1) to every parameter whose name ends with a suffix:
+    norms start at 0 or 1 and biases at 0 in transformers, and a converter that
+    dropped or misplaced one would not show."""
+    for name, p in model.named_parameters():
+        if name.endswith(suffixes):
+            p.add_(scale * torch.randn_like(p))
+
+
+@torch.no_grad()
+def scale(model, suffixes, factor):
+    for name, p in model.named_parameters():
+        if name.endswith(suffixes):
+            p.mul_(factor)
+
+
+def prompt_ids(n=131):
+    text = ("Qwen3.5 interleaves Gated DeltaNet layers with gated full attention, "
+            "and its norms add one to their stored weights. ") * 3
+    return list(text.encode())[:n]
+
+
+@torch.no_grad()
+def greedy(model, prompt, n):
+    """n greedy tokens through the model's own cache, one token per step."""
+    out = model(torch.tensor([prompt]), use_cache=True)
+    ids = [int(out.logits[0, -1].argmax())]
+    cache = out.past_key_values
+    while len(ids) < n:
+        out = model(torch.tensor([[ids[-1]]]), past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        ids.append(int(out.logits[0, -1].argmax()))
+    return ids
+
+
+def qwen3_5_text(**over):
+    kw = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+              linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16,
+              linear_value_head_dim=24, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
+              max_position_embeddings=512, initializer_range=0.1, eos_token_id=EOS,
+              rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                               "partial_rotary_factor": 0.25})
+    kw.update(over)
+    return kw
+
+
+def spread(model, tied):
+    perturb(model, ("norm.weight", "layernorm.weight", "dt_bias", ".bias"), 0.2)
+    scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 6.0)
+
+
+def qwen3_5():
+    """Qwen3_5ForConditionalGeneration as Qwen3.5-0.8B ships (text weights under
+    model.language_model., a vision tower, text_config nested, tied head), with
+    mRoPE's section set as released and a multi-token-prediction head beside."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    text = qwen3_5_text(tie_word_embeddings=True,
+                        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                                         "partial_rotary_factor": 0.25,
+                                         "mrope_section": [1, 1, 0], "mrope_interleaved": True})
+    vision = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2,
+                  out_hidden_size=64, patch_size=4, temporal_patch_size=2,
+                  num_position_embeddings=16)
+    cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=True)
+    model = Qwen3_5ForConditionalGeneration(cfg).eval()
+    spread(model, tied=True)
+    D = text["hidden_size"]
+    mtp = {"mtp.fc.weight": torch.randn(D, 2 * D) * 0.1,
+           "mtp.pre_fc_norm_embedding.weight": torch.randn(D) * 0.1,
+           "mtp.pre_fc_norm_hidden.weight": torch.randn(D) * 0.1,
+           "mtp.norm.weight": torch.randn(D) * 0.1,
+           "mtp.layers.0.self_attn.q_proj.weight": torch.randn(2 * 4 * 16, D) * 0.1}
+    return model, mtp
+
+
+def qwen3_5_causal():
+    """Qwen3_5ForCausalLM (text only, model. prefix): untied, biases on the
+    attention, two value heads per key head, an explicit layer_types."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    cfg = Qwen3_5TextConfig(**qwen3_5_text(
+        tie_word_embeddings=False, attention_bias=True, linear_num_value_heads=4,
+        num_hidden_layers=5, layer_types=["linear_attention", "full_attention",
+                                          "linear_attention", "linear_attention",
+                                          "full_attention"]))
+    model = Qwen3_5ForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    return model, {}
+
+
+MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal}
+
+
+def write(name):
+    torch.manual_seed(sum(map(ord, name)))
+    model, extra = MODELS[name]()
+    model.config._attn_implementation = "eager"
+    out = HERE / name
+    model.save_pretrained(out / "hf", safe_serialization=True)
+    if extra:
+        path = out / "hf" / "model.safetensors"
+        tensors = load_file(path)
+        tensors.update({k: v.contiguous() for k, v in extra.items()})
+        save_file(tensors, path, metadata={"format": "pt"})
+    prompt = prompt_ids()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt])).logits[0].float().numpy()
+    ids = greedy(model, prompt, N_GREEDY)
+    assert logits[-1].std() > 1.0 and len(set(ids)) > 4, name
+    np.save(out / "logits.npy", logits.astype(np.float32))
+    (out / "golden.json").write_text(json.dumps(
+        {"architecture": type(model).__name__, "prompt": prompt, "greedy": ids,
+         "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]},
+        indent=1) + "\n")
+    print(f"{name}: {type(model).__name__}, logits {logits.shape}, greedy {ids[:8]}...")
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or MODELS:
+        write(name)

@@ -1,0 +1,106 @@
+"""hf-qwen3_5 on the golden checkpoints transformers 5.23 wrote
+(tests/data/hf_golden): the float64 reference on the converted directory gives
+transformers' logits, bf16 keeps the norms and the GDN recurrence in fp32, and
+every checkpoint it cannot serve is refused naming the field or tensor, with
+nothing left behind. The engine's side is tests/python/parity/test_hf_golden_parity.py."""
+
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from weights import safetensors_io
+from weights.reference.model import ReferenceModel
+
+from convert_cli import assert_clean_failure, edit_config, edit_tensors, run
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
+SOURCE = "hf-qwen3_5"
+
+
+def copy(name, tmp_path):
+    return pathlib.Path(shutil.copytree(GOLDEN / name / "hf", tmp_path / "hf"))
+
+
+@pytest.mark.parametrize("name", ["qwen3_5", "qwen3_5_causal"])
+def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = run(["--source", SOURCE, str(GOLDEN / name / "hf"), str(out),
+                     "--byte-tokenizer", "--sinks", "4", "--window", "252"], capsys)
+    assert code == 0, err
+    golden = json.loads((GOLDEN / name / "golden.json").read_text())
+    want = torch.from_numpy(np.load(GOLDEN / name / "logits.npy")).double()
+    got = ReferenceModel.load(out, torch.float64).forward(golden["prompt"])
+    assert (got - want).abs().max() <= 1e-4, (got - want).abs().max()
+
+
+def test_bf16_keeps_norms_and_recurrence_fp32(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = run(["--source", SOURCE, str(GOLDEN / "qwen3_5" / "hf"), str(out),
+                     "--byte-tokenizer", "--dtype", "bf16"], capsys)
+    assert code == 0, err
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    assert t["blocks.0.in_qkv.weight"].dtype == torch.bfloat16
+    for name in ("blocks.0.norm.weight", "blocks.0.A", "blocks.0.dt_bias",
+                 "blocks.6.attn.q_norm.weight", "final_norm.weight"):
+        assert t[name].dtype == torch.float32, name
+    cfg = json.loads((out / "config.json").read_text())
+    assert [b["kind"] for b in cfg["blocks"]] == ["gdn", "mlp"] * 3 + ["attention", "mlp"]
+    # The default window (8188) shortened to max_position_embeddings 512 - 1 - 4 sinks.
+    assert cfg["blocks"][6]["window"] == 507 and cfg["tie_embeddings"] is True
+
+
+def _text(cfg):
+    return cfg["text_config"]
+
+
+BAD_CONFIGS = {
+    "architecture": (lambda c: c.update(model_type="qwen3_next"), ["model_type='qwen3_next'"]),
+    "rope_type": (lambda c: _text(c)["rope_parameters"].update(rope_type="yarn"),
+                  ["rope_type", "yarn"]),
+    "rotary": (lambda c: _text(c)["rope_parameters"].update(partial_rotary_factor=0.01),
+               ["partial_rotary_factor"]),
+    "layer_types": (lambda c: _text(c).update(layer_types=["linear_attention"] * 3),
+                    ["layer_types", "4 layers"]),
+    "layer_kind": (lambda c: _text(c).update(layer_types=["linear_attention"] * 3 + ["mamba"]),
+                   ["layer_types"]),
+    "value_heads": (lambda c: _text(c).update(linear_num_value_heads=3),
+                    ["linear_num_value_heads"]),
+    "activation": (lambda c: _text(c).update(hidden_act="gelu"), ["hidden_act"]),
+    "text_config": (lambda c: c.update(text_config=[]), ["text_config"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_is_refused_by_name(case, tmp_path, capsys):
+    src = copy("qwen3_5", tmp_path)
+    edit, needles = BAD_CONFIGS[case]
+    edit_config(src, edit)
+    out = tmp_path / "out"
+    code, err = run(["--source", SOURCE, str(src), str(out), "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, *needles)
+
+
+L3 = "model.language_model.layers.3.self_attn."
+BAD_TENSORS = {
+    "missing_gate_rows": (lambda t: t.update({L3 + "q_proj.weight": t[L3 + "q_proj.weight"][:64]}),
+                          [L3 + "q_proj.weight", "[64, 64]"]),
+    "missing_q_norm": (lambda t: t.pop(L3 + "q_norm.weight"), [L3 + "q_norm.weight"]),
+    "unknown": (lambda t: t.update({"model.language_model.layers.0.linear_attn.extra":
+                                    torch.zeros(2)}), ["unknown tensor", "linear_attn.extra"]),
+    "conv_shape": (lambda t: t.update({"model.language_model.layers.0.linear_attn.conv1d.weight":
+                                       torch.zeros(112, 1, 3)}), ["conv1d.weight"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TENSORS))
+def test_bad_tensor_is_refused_by_name(case, tmp_path, capsys):
+    src = copy("qwen3_5", tmp_path)
+    edit, needles = BAD_TENSORS[case]
+    edit_tensors(src, edit)
+    out = tmp_path / "out"
+    code, err = run(["--source", SOURCE, str(src), str(out), "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, *needles)
