@@ -1,5 +1,6 @@
-"""Hugging Face Qwen3.5 (`Qwen3_5ForConditionalGeneration`, `Qwen3_5ForCausalLM`)
--> canonical `gdn` / gated `attention` + `mlp` blocks (MODELS.md 12, 13).
+"""Hugging Face Qwen3.5 (`Qwen3_5ForConditionalGeneration`, `Qwen3_5ForCausalLM`,
+and the MoE `Qwen3_5MoeForConditionalGeneration`, `Qwen3_5MoeForCausalLM`)
+-> canonical `gdn` / gated `attention` + `mlp` or `moe` blocks (MODELS.md 12, 13).
 
 Decoder layer j becomes two blocks:
   2j:   `gdn` (Gated DeltaNet, linear_attn.*) or, where layer_types[j] is
@@ -7,7 +8,11 @@ Decoder layer j becomes two blocks:
         (`qk_norm`), sigmoid output gate (`out_gate`) and RoPE on the first
         int(head_dim * partial_rotary_factor) channels of each head; its
         pre-norm is input_layernorm.
-  2j+1: `mlp` (gated SiLU), post_attention_layernorm as its pre-norm.
+  2j+1: `mlp` (gated SiLU), post_attention_layernorm as its pre-norm; in the
+        MoE models `moe`: softmax over all experts in fp32, the top
+        num_experts_per_tok renormalised, SwiGLU experts, and a shared SwiGLU
+        expert scaled by sigmoid(shared_expert_gate x) (MODELS.md 13.4); the
+        experts per expert or fused as transformers 5 holds them.
 
 Qwen3.5's RMSNorms store w and scale by 1 + w (MODELS.md 13.1); the canonical
 rmsnorm scales by its weight, so the converter writes 1 + w, in fp32 whatever
@@ -61,7 +66,13 @@ DEFAULTS = {"vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 1228
             "linear_num_value_heads": 32, "full_attention_interval": 4}
 # (model_type, architecture, weight prefix, text config nested under text_config)
 LAYOUTS = {"qwen3_5": ("Qwen3_5ForConditionalGeneration", "model.language_model.", True),
-           "qwen3_5_text": ("Qwen3_5ForCausalLM", "model.", False)}
+           "qwen3_5_text": ("Qwen3_5ForCausalLM", "model.", False),
+           "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "model.language_model.", True),
+           "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "model.", False)}
+# Qwen3_5MoeTextConfig's own defaults (intermediate_size is not one of its fields).
+MOE_DEFAULTS = {"hidden_size": 2048, "num_hidden_layers": 40, "num_key_value_heads": 2,
+                "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                "num_experts_per_tok": 8, "num_experts": 256}
 SKIPPED = ("model.visual.",)
 MTP = "mtp."
 
@@ -77,7 +88,7 @@ def _layout(cfg):
     text = cfg.get("text_config") if nested else cfg
     if not isinstance(text, dict):
         raise ConvertError("config: field 'text_config' must be an object")
-    return prefix, text
+    return prefix, text, "Moe" in arch
 
 
 def _layer_types(text, n_layers):
@@ -119,13 +130,23 @@ def _rope(text, head_dim):
     return theta, d
 
 
+def _moe(text):
+    """Every layer's MoE (MODELS.md 13.4): softmax over all experts, the top k
+    renormalised (always, in Qwen3.5-MoE), a shared expert behind a sigmoid."""
+    X, k = positive_int(text, "num_experts"), positive_int(text, "num_experts_per_tok")
+    if k > X:
+        raise ConvertError(f"config: field 'num_experts_per_tok' {k} exceeds num_experts {X}")
+    return {"n_experts": X, "top_k": k, "d_ff": positive_int(text, "moe_intermediate_size"),
+            "shared_d_ff": positive_int(text, "shared_expert_intermediate_size")}
+
+
 def read_dims(cfg):
     """Canonical dimensions and the per-layer plan from an HF Qwen3.5 config dict."""
-    prefix, text = _layout(cfg)
+    prefix, text, moe = _layout(cfg)
     check_silu(text, ": the GDN conv, the MLP and the gates use it")
     tied = boolean(text, "tie_word_embeddings",
                    cfg.get("tie_word_embeddings", DEFAULTS["tie_word_embeddings"]))
-    text = {**DEFAULTS, **text}
+    text = {**DEFAULTS, **(MOE_DEFAULTS if moe else {}), **text}
     D = positive_int(text, "hidden_size")
     L = positive_int(text, "num_hidden_layers")
     Hq, Hkv, dh = attention_heads(text, D, explicit_head_dim=True)
@@ -135,8 +156,8 @@ def read_dims(cfg):
         raise ConvertError(f"config: field 'linear_num_value_heads' {Hv} must be a multiple "
                            f"of linear_num_key_heads {Hk}")
     return {"prefix": prefix, "vocab_size": positive_int(text, "vocab_size"), "d_model": D,
-            "n_layers": L, "layers": _layer_types(text, L),
-            "d_ff": positive_int(text, "intermediate_size"),
+            "n_layers": L, "layers": _layer_types(text, L), "moe": _moe(text) if moe else None,
+            "d_ff": None if moe else positive_int(text, "intermediate_size"),
             "n_heads": Hq, "n_kv_heads": Hkv, "head_dim": dh, "rotary_dim": rotary_dim,
             "rope_theta": theta, "attn_bias": boolean(text, "attention_bias", False),
             "n_k_heads": Hk, "n_v_heads": Hv,
@@ -179,8 +200,28 @@ def source_shapes(dims):
             s.update(_attention_shapes(p + "self_attn.", dims))
         else:
             s.update(_gdn_shapes(p + "linear_attn.", dims))
-        s.update(hf_layers.mlp_shapes(p + "mlp.", D, dims["d_ff"], False))
+        if dims["moe"] is None:
+            s.update(hf_layers.mlp_shapes(p + "mlp.", D, dims["d_ff"], False))
+        else:
+            s.update(_moe_shapes(p + "mlp.", dims))
     return s
+
+
+def _moe_shapes(s, dims):
+    """Per-expert projections, or transformers 5's fused experts.gate_up_proj
+    [X, 2F, D] (gate rows first) and experts.down_proj [X, D, F] when the
+    checkpoint holds those (dims["fused_experts"])."""
+    D, m = dims["d_model"], dims["moe"]
+    X, F_ = m["n_experts"], m["d_ff"]
+    shapes = {s + "gate.weight": (X, D), s + "shared_expert_gate.weight": (1, D)}
+    shapes.update(hf_layers.mlp_shapes(s + "shared_expert.", D, m["shared_d_ff"], False))
+    if dims.get("fused_experts"):
+        shapes[s + "experts.gate_up_proj"] = (X, 2 * F_, D)
+        shapes[s + "experts.down_proj"] = (X, D, F_)
+    else:
+        for e in range(X):
+            shapes.update(hf_layers.mlp_shapes(s + f"experts.{e}.", D, F_, False))
+    return shapes
 
 
 def _one_plus(t):
@@ -244,7 +285,29 @@ def map_tensors(tensors, dims, dtype):
         else:
             out.update(_map_gdn(tensors, mat, s + "linear_attn.", a))
         out[m + "norm.weight"] = _one_plus(tensors[s + "post_attention_layernorm.weight"])
-        out.update(hf_layers.map_mlp(mat, s + "mlp.", m, False))
+        if dims["moe"] is None:
+            out.update(hf_layers.map_mlp(mat, s + "mlp.", m, False))
+        else:
+            out.update(_map_moe(tensors, mat, s + "mlp.", m, dims))
+    return out
+
+
+def _map_moe(tensors, mat, s, c, dims):
+    X, F_ = dims["moe"]["n_experts"], dims["moe"]["d_ff"]
+    out = {c + "moe.router.weight": tensors[s + "gate.weight"].float().contiguous(),
+           c + "moe.shared_gate.weight":
+               tensors[s + "shared_expert_gate.weight"].float().contiguous()}
+    for n in ("gate", "up", "down"):
+        out[c + f"moe.shared.{n}.weight"] = mat(s + f"shared_expert.{n}_proj.weight")
+    if dims.get("fused_experts"):
+        gate_up = mat(s + "experts.gate_up_proj")
+        out[c + "moe.gate.weight"] = gate_up[:, :F_].contiguous()
+        out[c + "moe.up.weight"] = gate_up[:, F_:].contiguous()
+        out[c + "moe.down.weight"] = mat(s + "experts.down_proj")
+    else:
+        for n in ("gate", "up", "down"):
+            out[c + f"moe.{n}.weight"] = torch.stack(
+                [mat(s + f"experts.{e}.{n}_proj.weight") for e in range(X)])
     return out
 
 
@@ -264,6 +327,13 @@ def blocks(dims, sinks, window):
            "gated_norm_eps": dims["eps"]}
     mlp = {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": "silu", "gated": True,
            "bias": False}
+    if dims["moe"] is not None:
+        m = dims["moe"]
+        mlp = {"kind": "moe", "norm": norm, "routing": "top1_softmax",
+               "n_experts": m["n_experts"], "d_ff": m["d_ff"], "act": "silu", "gated": True,
+               "router_bias": False, "expert_bias": False, "capacity": None,
+               "top_k": m["top_k"], "renormalize": True,
+               "shared": {"d_ff": m["shared_d_ff"], "gate": "sigmoid"}}
     out = []
     for mixer in dims["layers"]:
         out += [json.loads(json.dumps(attn if mixer == "full_attention" else gdn)),
@@ -279,6 +349,7 @@ def convert(src, dtype, sinks=None, window=None):
     S, W = sink_cache.cache_size(dims["max_pos"], DEFAULT_WINDOW, sinks, window,
                                  bound_explicit_window=True)
     text, mtp = split_tensors(load_tensors(src), dims)
+    dims["fused_experts"] = any(n.endswith("mlp.experts.gate_up_proj") for n in text)
     tensors = map_tensors(text, dims, dtype)
     config = canonical_config(dims["defaults"], src, dims, dims["tied"], blocks(dims, S, W))
     if mtp:

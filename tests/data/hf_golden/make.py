@@ -122,7 +122,23 @@ def qwen3_5_causal():
     return model, {}
 
 
-MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal}
+def qwen3_5_moe():
+    """Qwen3_5MoeForCausalLM: every layer a top-k MoE (renormalised) with a
+    shared expert behind a sigmoid gate, as Qwen3.5-35B-A3B."""
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+    kw = qwen3_5_text(tie_word_embeddings=False, linear_num_value_heads=4)
+    kw.pop("intermediate_size")
+    cfg = Qwen3_5MoeTextConfig(**kw, num_experts=6, num_experts_per_tok=2,
+                               moe_intermediate_size=32, shared_expert_intermediate_size=40)
+    model = Qwen3_5MoeForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    # Routers start at zero in transformers: every expert tied. Spread them so
+    # the top-k is decisive.
+    perturb(model, ("mlp.gate.weight",), 1.0)
+    return model, {}
+
+
+MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe}
 
 
 def write(name):
