@@ -138,7 +138,23 @@ def qwen3_5_moe():
     return model, {}
 
 
-MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe}
+def qwen3_next():
+    """Qwen3NextForCausalLM: the fused, per-key-head-group interleaved GDN
+    projections with two value heads per key head, MoE layers except the one
+    mlp_only_layers names (a dense SwiGLU), the top k not renormalised."""
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    kw = qwen3_5_text(tie_word_embeddings=False, linear_num_value_heads=4)
+    cfg = Qwen3NextConfig(**kw, num_experts=6, num_experts_per_tok=2, norm_topk_prob=False,
+                          moe_intermediate_size=32, shared_expert_intermediate_size=40,
+                          decoder_sparse_step=1, mlp_only_layers=[1])
+    model = Qwen3NextForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("mlp.gate.weight",), 1.0)
+    return model, {}
+
+
+MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
+          "qwen3_next": qwen3_next}
 
 
 def write(name):

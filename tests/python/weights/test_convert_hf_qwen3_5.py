@@ -1,4 +1,4 @@
-"""hf-qwen3_5 on the golden checkpoints transformers 5.23 wrote
+"""hf-qwen3_5 and hf-qwen3-next on the golden checkpoints transformers 5.23 wrote
 (tests/data/hf_golden): the float64 reference on the converted directory gives
 transformers' logits, bf16 keeps the norms and the GDN recurrence in fp32, and
 every checkpoint it cannot serve is refused naming the field or tensor, with
@@ -25,10 +25,11 @@ def copy(name, tmp_path):
     return pathlib.Path(shutil.copytree(GOLDEN / name / "hf", tmp_path / "hf"))
 
 
-@pytest.mark.parametrize("name", ["qwen3_5", "qwen3_5_causal", "qwen3_5_moe"])
+@pytest.mark.parametrize("name", ["qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next"])
 def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, capsys):
     out = tmp_path / "out"
-    code, err = run(["--source", SOURCE, str(GOLDEN / name / "hf"), str(out),
+    source = "hf-qwen3-next" if name == "qwen3_next" else SOURCE
+    code, err = run(["--source", source, str(GOLDEN / name / "hf"), str(out),
                      "--byte-tokenizer", "--sinks", "4", "--window", "252"], capsys)
     assert code == 0, err
     golden = json.loads((GOLDEN / name / "golden.json").read_text())
@@ -135,3 +136,32 @@ def test_fused_experts_convert_like_per_expert_ones(tmp_path, capsys):
     cfg = json.loads((fused / "config.json").read_text())
     assert cfg["blocks"][1]["shared"] == {"d_ff": 40, "gate": "sigmoid"}
     assert cfg["blocks"][1]["top_k"] == 2 and cfg["blocks"][1]["renormalize"] is True
+
+
+def test_qwen3_next_layers_follow_mlp_only_layers_and_norm_topk_prob(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = run(["--source", "hf-qwen3-next", str(GOLDEN / "qwen3_next" / "hf"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert code == 0, err
+    blocks = json.loads((out / "config.json").read_text())["blocks"]
+    assert [b["kind"] for b in blocks] == ["gdn", "moe", "gdn", "mlp", "gdn", "moe",
+                                          "attention", "moe"]
+    assert blocks[1]["renormalize"] is False and blocks[1]["top_k"] == 2
+
+
+@pytest.mark.parametrize("source,name", [("hf-qwen3-next", "qwen3_5_causal"),
+                                         ("hf-qwen3_5", "qwen3_next")])
+def test_each_source_refuses_the_other_family(source, name, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = run(["--source", source, str(GOLDEN / name / "hf"), str(out),
+                     "--byte-tokenizer"], capsys)
+    assert_clean_failure(out, code, err, "unknown architecture")
+
+
+def test_qwen3_next_bad_mlp_only_layers_is_refused_by_name(tmp_path, capsys):
+    src = copy("qwen3_next", tmp_path)
+    edit_config(src, lambda c: c.update(mlp_only_layers="1"))
+    out = tmp_path / "out"
+    code, err = run(["--source", "hf-qwen3-next", str(src), str(out), "--byte-tokenizer"],
+                    capsys)
+    assert_clean_failure(out, code, err, "mlp_only_layers")
