@@ -218,23 +218,11 @@ class Moe final : public MoeLayer {
     be.GatherRows(gather);
     be.Gemm(Projection(s.xg, m, up_[e], ExpertBias(up_b_, e), s.hg));
     ++stats_.expert_gemms;
-    // act(up), or act(gate) * up when gated.
-    ActivateMulParams act;
-    act.a = s.hg;
-    act.lda = f;
-    act.n = m;
-    act.f = f;
-    act.act = c_.act;
-    act.out = s.hg;
-    act.ldo = f;
     if (c_.gated) {
       be.Gemm(Projection(s.xg, m, gate_[e], ExpertBias(gate_b_, e), s.gg));
       ++stats_.expert_gemms;
-      act.a = s.gg;
-      act.b = s.hg;
-      act.ldb = f;
     }
-    be.ActivateMul(act);
+    Activate(be, s.hg, s.gg, m, f);
     be.Gemm(Projection(s.hg, m, down_[e], nullptr, s.yg));
     ++stats_.expert_gemms;
     ScatterAddParams scatter;
@@ -248,27 +236,33 @@ class Moe final : public MoeLayer {
     be.ScatterAddScaled(scatter);
   }
 
+  // up ← act(up), or act(gate) ⊙ up when gated; [rows, f] each.
+  void Activate(Backend& be, float* up, const float* gate, int rows,
+                int f) const {
+    ActivateMulParams act;
+    act.a = up;
+    act.lda = f;
+    act.n = rows;
+    act.f = f;
+    act.act = c_.act;
+    act.out = up;
+    act.ldo = f;
+    if (c_.gated) {
+      act.a = gate;
+      act.b = up;
+      act.ldb = f;
+    }
+    be.ActivateMul(act);
+  }
+
   // The shared expert over every row. Its sigmoid gate is a per-row scale,
   // applied like a routed expert's (the step already reads routing back to
   // the host): the rows' outputs scattered with their gates.
   void RunShared(Backend& be, const Scratch& s, int n, float* residual) {
     const int d = d_, f = static_cast<int>(c_.shared_d_ff);
     be.Gemm(Projection(s.u, n, shared_up_, nullptr, s.hs));
-    ActivateMulParams act;
-    act.a = s.hs;
-    act.lda = f;
-    act.n = n;
-    act.f = f;
-    act.act = c_.act;
-    act.out = s.hs;
-    act.ldo = f;
-    if (c_.gated) {
-      be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
-      act.a = s.gs;
-      act.b = s.hs;
-      act.ldb = f;
-    }
-    be.ActivateMul(act);
+    if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
+    Activate(be, s.hs, s.gs, n, f);
     if (!c_.shared_gate) {
       GemmParams down = Projection(s.hs, n, shared_down_, nullptr, residual);
       down.accumulate = true;

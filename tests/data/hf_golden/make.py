@@ -26,26 +26,12 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "python"))
+from hf_models import perturb, scale  # noqa: E402  (tests/python/hf_models.py)
+
 VOCAB = 257            # the byte tokenizer's ids: bytes + EOS
 EOS = 256
 N_GREEDY = 64
-
-
-@torch.no_grad()
-def perturb(model, suffixes, scale):
-    """Adds scale x N(0, 1) to every parameter whose name ends with a suffix:
-    norms start at 0 or 1 and biases at 0 in transformers, and a converter that
-    dropped or misplaced one would not show."""
-    for name, p in model.named_parameters():
-        if name.endswith(suffixes):
-            p.add_(scale * torch.randn_like(p))
-
-
-@torch.no_grad()
-def scale(model, suffixes, factor):
-    for name, p in model.named_parameters():
-        if name.endswith(suffixes):
-            p.mul_(factor)
 
 
 def prompt_ids(n=131):
