@@ -61,6 +61,8 @@ import warnings
 from weights import canonical
 from weights.converters import fairseq_dictionary
 from weights.converters.convert_error import ConvertError, ConvertWarning
+from weights.converters.hf_checkpoint import fp32, matrices
+from weights.lazy_tensor import Lazy, lazy_dict, materialize
 
 NAME = "fairseq-seqboat"
 FAIRSEQ_PAD, FAIRSEQ_EOS = 1, 2
@@ -358,23 +360,28 @@ def check_source(sd, dims):
     if not dims["tied"] and head not in sd:
         raise ConvertError(f"missing tensor {head!r} (embeddings are not shared)")
     if dims["tied"] and head in sd and not torch.equal(
-            sd[head].float(), sd["decoder.embed_tokens.weight"].float()):
+            materialize(sd[head]).float(), materialize(sd["decoder.embed_tokens.weight"]).float()):
         raise ConvertError(f"tensor {head!r} differs from the embedding although "
                            "share_decoder_input_output_embed is set")
     for name in want:
-        if not sd[name].is_floating_point():
+        if not sd[name].dtype.is_floating_point:
             raise ConvertError(f"tensor {name!r}: dtype {sd[name].dtype} is not floating point")
     return V, M
 
 
+def _ema_coefficients(delta, alpha, beta):
+    """(in_coef, decay) of MultiHeadEMA._calc_coeffs / _compute_kernel, in fp32
+    as the source computes them."""
+    p = torch.sigmoid(delta)
+    q = 1.0 - p * torch.sigmoid(alpha)
+    return (p * beta).squeeze(-1), q.squeeze(-1)
+
+
 def map_tensors(sd, dims, dtype):
+    """The canonical tensors (Lazy, made when written) of state dict `sd`, with V and M."""
+    sd = lazy_dict(sd)
     V, M = check_source(sd, dims)
-
-    def mat(name):
-        return sd[name].to(dtype).contiguous()
-
-    def f32(name):
-        return sd[name].float()
+    mat, f32 = matrices(sd, dtype), fp32(sd)
 
     out = {"embed.weight": mat("decoder.embed_tokens.weight")}
     if dims["prenorm"] and dims["final_affine"]:
@@ -387,19 +394,17 @@ def map_tensors(sd, dims, dtype):
         s, c = f"decoder.layers.{i}.slag_layer.", f"blocks.{i}."
         for k in _norm_shapes("", dims["norm_type"], 1):
             out[c + "norm." + k] = mat(s + "norm.norm." + k)
-        # MultiHeadEMA._calc_coeffs / _compute_kernel, in fp32 as the source computes them.
-        p = torch.sigmoid(f32(s + "move.delta"))
-        q = 1.0 - p * torch.sigmoid(f32(s + "move.alpha"))
-        out[c + "ema.in_coef"] = (p * f32(s + "move.beta")).squeeze(-1).contiguous()
-        out[c + "ema.decay"] = q.squeeze(-1).contiguous()
-        out[c + "ema.out_coef"] = (f32(s + "move.gamma") * scale).contiguous()
-        out[c + "ema.skip"] = f32(s + "move.omega").contiguous()
+        ema = [f32(s + f"move.{n}") for n in ("delta", "alpha", "beta")]
+        out[c + "ema.in_coef"] = Lazy.combine(lambda *t: _ema_coefficients(*t)[0], *ema)
+        out[c + "ema.decay"] = Lazy.combine(lambda *t: _ema_coefficients(*t)[1], *ema)
+        out[c + "ema.out_coef"] = f32(s + "move.gamma").map(lambda g: g * scale)
+        out[c + "ema.skip"] = f32(s + "move.omega")
         hx_w, hx_b = mat(s + "hx_proj.weight"), mat(s + "hx_proj.bias")
-        out[c + "router.weight"] = hx_w[:2].contiguous()
-        out[c + "router.bias"] = hx_b[:2].contiguous()
-        out[c + "hx.weight"] = hx_w[2:].contiguous()
-        out[c + "hx.bias"] = hx_b[2:].contiguous()
-        out[c + "router.temperature"] = torch.exp(f32(s + "q_router.temp")).contiguous()
+        out[c + "router.weight"] = hx_w.map(lambda w: w[:2])
+        out[c + "router.bias"] = hx_b.map(lambda b: b[:2])
+        out[c + "hx.weight"] = hx_w.map(lambda w: w[2:])
+        out[c + "hx.bias"] = hx_b.map(lambda b: b[2:])
+        out[c + "router.temperature"] = f32(s + "q_router.temp").map(torch.exp)
         out[c + "gau.in_proj.weight"] = mat(s + "mx_proj.weight")
         out[c + "gau.in_proj.bias"] = mat(s + "mx_proj.bias")
         out[c + "gau.qk_gamma"] = mat(s + "gamma")
@@ -467,7 +472,8 @@ def warn_truncation(tensors, dims):
     T = dims["truncation"]
     if T is None:
         return
-    share, block, channel = truncation_tail(tensors, dims["n_layers"], T)
+    ema = {k: materialize(v) for k, v in tensors.items() if ".ema." in k}   # D x N_e each
+    share, block, channel = truncation_tail(ema, dims["n_layers"], T)
     if share < TRUNCATION_TAIL_WARN:
         return
     trained = f" (trained on {dims['context']}-token samples)" if dims["context"] else ""
