@@ -27,6 +27,12 @@ chat_template.jinja beside it stands in for a missing one) and special-token str
 (bos_token, eos_token, ... as strings) go to OUT/tokenizer_config.json, which the server's
 /v1/chat/completions renders; a model without one answers chat requests with an error.
 
+The checkpoint is streamed: only the source's headers are read up front, and
+each output tensor is made from its source tensors, written and dropped in turn,
+so a checkpoint larger than memory converts in the memory of a few tensors (a
+pytorch_model.bin shard, which torch reads whole, excepted). On a terminal,
+stderr shows the tensors and bytes written so far.
+
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). A checkpoint that converts but will not run exactly as
 trained gets a warning on stderr ("convert: warning: ..."). OUT is written to a
@@ -120,13 +126,29 @@ def _tokenizer_config_path(src, byte_tokenizer, tokenizer, tokenizer_config):
     return None
 
 
+def _progress_bar(tensors, stream):
+    """(on_tensor callback, close) drawing tensors and bytes written on `stream`."""
+    import tqdm             # pinned in weights/requirements.txt; only needed on a terminal
+    total = len(tensors)
+    bar = tqdm.tqdm(total=safetensors_io.total_bytes(tensors), unit="B", unit_scale=True,
+                    unit_divisor=1024, desc="convert", file=stream, dynamic_ncols=True)
+    done = [0]
+
+    def on_tensor(name, nbytes):
+        done[0] += 1
+        bar.set_postfix_str(f"{done[0]}/{total} tensors", refresh=False)
+        bar.update(nbytes)
+    return on_tensor, bar.close
+
+
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
-            tokenizer_config=None, **serving):
+            tokenizer_config=None, progress=None, **serving):
     """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
 
     `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama,
     hf-jamba and hf-bamba);
-    None values mean the source's default.
+    None values mean the source's default. `progress`: a stream to draw a progress
+    bar on, or None.
     """
     if source not in SOURCES:
         raise ConvertError(f"unknown --source {source!r}; one of {sorted(SOURCES)}")
@@ -164,8 +186,13 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
     if chat is not None:
         extra["tokenizer_config.json"] = json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
     meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
-    canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path,
-                              extra_files=extra)
+    on_tensor, close = _progress_bar(tensors, progress) if progress else (None, None)
+    try:
+        canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json,
+                                  tokenizer_path=tok_path, extra_files=extra, on_tensor=on_tensor)
+    finally:
+        if close:
+            close()
     return config
 
 
@@ -195,8 +222,10 @@ def main(argv=None):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvertWarning)
+            # A bar only where someone watches: logs and pipes get the summary line alone.
             cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer,
-                          a.name, a.tokenizer_config, sinks=a.sinks, window=a.window)
+                          a.name, a.tokenizer_config, sys.stderr if sys.stderr.isatty() else None,
+                          sinks=a.sinks, window=a.window)
     except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
             OSError, json.JSONDecodeError) as e:
         print(f"convert: error: {e}", file=sys.stderr)
