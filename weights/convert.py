@@ -130,13 +130,16 @@ def _progress_bar(tensors, stream):
     """(on_tensor callback, close) drawing tensors and bytes written on `stream`."""
     import tqdm             # pinned in weights/requirements.txt; only needed on a terminal
     total = len(tensors)
+    # desc carries the tensor count: tqdm counts one unit, and bytes tell the time left.
     bar = tqdm.tqdm(total=safetensors_io.total_bytes(tensors), unit="B", unit_scale=True,
-                    unit_divisor=1024, desc="convert", file=stream, dynamic_ncols=True)
+                    unit_divisor=1024, file=stream, dynamic_ncols=True, desc=f"0/{total}",
+                    bar_format="convert: {desc} tensors, {n_fmt}B/{total_fmt}B {bar} "
+                               "[{elapsed}<{remaining}, {rate_fmt}]")
     done = [0]
 
     def on_tensor(name, nbytes):
         done[0] += 1
-        bar.set_postfix_str(f"{done[0]}/{total} tensors", refresh=False)
+        bar.set_description_str(f"{done[0]}/{total}", refresh=False)
         bar.update(nbytes)
     return on_tensor, bar.close
 
