@@ -7,23 +7,25 @@
 load_tensors reads what save_pretrained writes: model.safetensors, the shards
 listed in model.safetensors.index.json, pytorch_model.bin, or the shards listed
 in pytorch_model.bin.index.json (safetensors first, as transformers prefers
-it). Only headers are read up front; every value is a Lazy
+it). Only headers (and .bin pickles) are read up front; every value is a Lazy
 (weights/lazy_tensor.py) that reads its tensor from its shard when the writer
 asks for it, so a converter that maps Lazy to Lazy converts a checkpoint of any
-size in the memory of a few tensors. Pickled files go through
-torch.load(weights_only=True), which refuses anything but tensors and plain
-containers; torch 1.13 cannot read them lazily, so a .bin shard is in memory
-while it is read (and a whole unsharded pytorch_model.bin is).
+size in the memory of a few tensors. Pickled files are unpickled by
+torch_zip.py, which, like torch.load(weights_only=True), refuses anything but
+tensors and plain containers; the legacy pre-zip format goes through
+torch.load(weights_only=True) itself, whole.
 """
 
 import json
 import os
+import zipfile
 
 import torch
 
 from weights import safetensors_io
 from weights.converters.convert_error import ConvertError
-from weights.lazy_tensor import lazy, lazy_dict, materialize
+from weights.converters import torch_zip
+from weights.lazy_tensor import Lazy, lazy, lazy_dict, materialize
 
 HEAD = "lm_head.weight"
 
@@ -34,23 +36,25 @@ def _load_safetensors(path):
 
 
 def load_bin(path):
-    """The flat {name: tensor} state dict a torch.save'd .bin file holds."""
+    """The flat {name: Lazy} state dict a torch.save'd .bin file holds: read
+    lazily from the zip format (torch_zip.py), whole through torch.load for
+    the legacy format of torch < 1.6."""
     try:
-        sd = torch.load(path, map_location="cpu", weights_only=True)
+        if zipfile.is_zipfile(path):
+            sd = torch_zip.load(path)
+        else:
+            sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:                  # pickle errors come in many types
         raise ConvertError(f"{path}: cannot be read as a state dict: {e}") from None
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+    if not isinstance(sd, dict) or not all(isinstance(v, (Lazy, torch.Tensor))
+                                           for v in sd.values()):
         raise ConvertError(f"{path}: not a flat state dict of tensors")
-    return dict(sd)
-
-
-def _load_bin_lazy(path):
-    return lazy_dict(load_bin(path))
+    return lazy_dict(sd)
 
 
 # (single file, index of shards, reader), in the order transformers looks for them.
 _LAYOUTS = (("model.safetensors", "model.safetensors.index.json", _load_safetensors),
-            ("pytorch_model.bin", "pytorch_model.bin.index.json", _load_bin_lazy))
+            ("pytorch_model.bin", "pytorch_model.bin.index.json", load_bin))
 
 
 def _load_sharded(src, index, load):

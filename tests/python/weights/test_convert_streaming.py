@@ -3,7 +3,7 @@ the model's, with the same bytes as out of memory; broken shards are errors
 naming the file and the tensor; a terminal gets a progress bar, a pipe nothing.
 
 The memory test builds a 4-shard Llama checkpoint of 264 MB (fp32, 16 MB
-matrices), converts it in a child process and compares the child's peak
+matrices; safetensors or pytorch_model.bin shards), converts it in a child process and compares the child's peak
 resident memory (VmHWM) with its resident memory after the imports: holding
 the model even once would exceed the bound, streaming stays far below it.
 """
@@ -50,9 +50,10 @@ def llama_shapes(cfg):
     return layers
 
 
-def write_sharded(src, cfg, seed=0):
-    """An hf-llama checkpoint in one safetensors shard per decoder layer (the ends
-    in the first), made one shard at a time; returns {source name: canonical name}."""
+def write_sharded(src, cfg, seed=0, layout="safetensors"):
+    """An hf-llama checkpoint in one shard per decoder layer (the ends in the
+    first), safetensors or torch.save'd .bin, made one shard at a time; returns
+    ({source name: canonical name}, {source name: shard})."""
     os.makedirs(src)
     (src / "config.json").write_text(json.dumps(cfg))
     g = torch.Generator().manual_seed(seed)
@@ -60,14 +61,27 @@ def write_sharded(src, cfg, seed=0):
     n = cfg["num_hidden_layers"]
     weight_map, names = {}, {}
     for j in range(n):
-        shard = f"model-{j + 1:05d}-of-{n:05d}.safetensors"
         part = dict(layers[j], **(layers[None] if j == 0 else {}))
         tensors = {name: torch.randn(shape, generator=g) for name, (shape, _) in part.items()}
-        safetensors_io.save_file(tensors, src / shard, {"format": "pt"})
+        if layout == "safetensors":
+            shard = f"model-{j + 1:05d}-of-{n:05d}.safetensors"
+            safetensors_io.save_file(tensors, src / shard, {"format": "pt"})
+        else:
+            shard = f"pytorch_model-{j + 1:05d}-of-{n:05d}.bin"
+            torch.save(tensors, src / shard)
         weight_map.update({name: shard for name in part})
         names.update({name: canonical for name, (_, canonical) in part.items()})
-    (src / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    index = "model.safetensors.index.json" if layout == "safetensors" else \
+        "pytorch_model.bin.index.json"
+    (src / index).write_text(json.dumps({"weight_map": weight_map}))
     return names, weight_map
+
+
+def _read_source(path):
+    """name -> tensor of one source shard, read on demand on the test's side."""
+    if path.suffix == ".safetensors":
+        return safetensors_io.open_file(path).read
+    return torch.load(path).__getitem__
 
 
 def assert_output_is_source(src, out, names, weight_map):
@@ -75,11 +89,10 @@ def assert_output_is_source(src, out, names, weight_map):
     its source tensor, bit for bit. Read one tensor at a time on both sides."""
     got = safetensors_io.open_file(out / "model.safetensors")
     assert sorted(got.names()) == sorted(names.values())
-    shards = {}
-    for name, canonical in names.items():
-        shard = shards.setdefault(weight_map[name],
-                                  safetensors_io.open_file(src / weight_map[name]))
-        assert torch.equal(got.read(canonical), shard.read(name)), canonical
+    for shard in sorted(set(weight_map.values())):
+        read = _read_source(src / shard)
+        for name in (n for n in names if weight_map[n] == shard):
+            assert torch.equal(got.read(names[name]), read(name)), names[name]
 
 
 # Run in a child so its peak RSS is the conversion's alone; the baseline is
@@ -98,9 +111,10 @@ print(json.dumps({"code": code, "base": base, "peak": status("VmHWM")}))
 """
 
 
-def test_big_checkpoint_converts_in_the_memory_of_a_few_tensors(tmp_path):
+@pytest.mark.parametrize("layout", ["safetensors", "bin"])
+def test_big_checkpoint_converts_in_the_memory_of_a_few_tensors(tmp_path, layout):
     src, out = tmp_path / "big", tmp_path / "out"
-    names, weight_map = write_sharded(src, BIG)
+    names, weight_map = write_sharded(src, BIG, layout=layout)
     model = sum(os.path.getsize(src / s) for s in set(weight_map.values()))
     largest = BIG["hidden_size"] * BIG["intermediate_size"] * 4
     assert model > 260 * MB and largest == 16 * MB
