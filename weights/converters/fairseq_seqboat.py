@@ -12,7 +12,8 @@ OmegaConf.to_container(cfg, resolve=True).
 The pickle is read with an unpickler that only admits tensors, plain
 containers, argparse.Namespace, numpy arrays/scalars and omegaconf's own
 config containers and nodes; anything else in the file (a class it would have
-to import) is an error naming it.
+to import) is an error naming it. Its tensors stay on disk until the writer
+asks for them (weights/converters/torch_zip.py), the optimizer state's never.
 
 Preprocessing (MODELS.md 2.8), in the source's own fp32 arithmetic:
   ema.in_coef = sigmoid(delta) * beta, ema.decay = 1 - sigmoid(delta) * sigmoid(alpha),
@@ -59,7 +60,7 @@ import torch
 import warnings
 
 from weights import canonical
-from weights.converters import fairseq_dictionary
+from weights.converters import fairseq_dictionary, torch_zip
 from weights.converters.convert_error import ConvertError, ConvertWarning
 from weights.converters.hf_checkpoint import fp32, matrices
 from weights.lazy_tensor import Lazy, lazy_dict, materialize
@@ -130,30 +131,18 @@ def _omegaconf():
         raise ConvertError(OMEGACONF_MISSING) from None
 
 
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        module, name = _python3_name(module, name)
-        if (module, name) in _OMEGACONF_GLOBALS:
-            _omegaconf()
-            return super().find_class(module, name)
-        if (module, name) in _ALLOWED_GLOBALS or (
-                module == "torch" and (name.endswith("Storage") or name in (
-                    "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
-                    "bool"))):
-            return super().find_class(module, name)
-        if module.startswith("numpy") and name.endswith("DType"):
-            return super().find_class(module, name)
+def _admit(module, name):
+    """The global a fairseq checkpoint's pickle names beside its tensors (which
+    torch_zip resolves itself), if it is one of those above; else an error."""
+    module, name = _python3_name(module, name)
+    if (module, name) in _OMEGACONF_GLOBALS:
+        _omegaconf()
+    elif not ((module, name) in _ALLOWED_GLOBALS
+              or (module == "torch" and name in ("float32", "float16", "bfloat16", "float64",
+                                                 "int64", "int32", "uint8", "bool"))
+              or (module.startswith("numpy") and name.endswith("DType"))):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the checkpoint")
-
-
-class _RestrictedPickle:
-    """A pickle module for torch.load that only resolves the globals above."""
-    Unpickler = _Unpickler
-    __name__ = "restricted_pickle"
-
-    @staticmethod
-    def load(f, **kw):
-        return _Unpickler(f, **kw).load()
+    return getattr(importlib.import_module(module), name)
 
 
 def checkpoint_path(src):
@@ -168,18 +157,18 @@ def checkpoint_path(src):
 
 
 def restricted_torch_load(path):
-    """torch.load of a zip-format file through _Unpickler.
+    """The checkpoint's pickle through torch_zip, its tensors left on disk as Lazy.
 
-    torch.load itself cannot do this here: torch 1.13 replaces any pickle_module
-    by `pickle` unless weights_only is set, and weights_only refuses the
-    argparse.Namespace every fairseq checkpoint holds. So the zip reader and the
-    loader torch.load uses are called directly.
+    torch.load cannot restrict it: torch 1.13 replaces any pickle_module by
+    `pickle` unless weights_only is set, and weights_only refuses the
+    argparse.Namespace every fairseq checkpoint holds. torch_zip admits the
+    globals _admit does, and reads no tensor (the optimizer state's included)
+    until it is made.
     """
     if not zipfile.is_zipfile(path):
         raise ConvertError(f"{path}: not a zip-format torch.save file (the legacy format "
                            "is unsupported)")
-    with torch.serialization._open_zipfile_reader(path) as zf:
-        return torch.serialization._load(zf, "cpu", _RestrictedPickle, encoding="utf-8")
+    return torch_zip.load(path, _admit)
 
 
 def load_checkpoint(path):
@@ -211,7 +200,7 @@ def load_checkpoint(path):
                 args[key] = task[key]
     sd = ckpt["model"]
     for k, v in sd.items():
-        if not isinstance(v, torch.Tensor):
+        if not isinstance(v, Lazy):
             raise ConvertError(f"{path}: model entry {k!r} is not a tensor")
     return dict(sd), args
 
