@@ -27,11 +27,11 @@ chat_template.jinja beside it stands in for a missing one) and special-token str
 (bos_token, eos_token, ... as strings) go to OUT/tokenizer_config.json, which the server's
 /v1/chat/completions renders; a model without one answers chat requests with an error.
 
-The checkpoint is streamed: only the source's headers are read up front, and
-each output tensor is made from its source tensors, written and dropped in turn,
-so a checkpoint larger than memory converts in the memory of a few tensors (a
-pytorch_model.bin shard, which torch reads whole, excepted). On a terminal,
-stderr shows the tensors and bytes written so far.
+The checkpoint is streamed: only the source's headers (and pickles) are read up
+front, and each output tensor is made from its source tensors, written and
+dropped in turn, so a checkpoint larger than memory converts in the memory of a
+few tensors (a .bin in torch's legacy pre-1.6 format, read whole, excepted). On
+a terminal, stderr shows the tensors and bytes written so far.
 
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). A checkpoint that converts but will not run exactly as
