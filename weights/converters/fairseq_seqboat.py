@@ -88,11 +88,9 @@ ARG_DEFAULTS = {
 # Task-level fields a Hydra-era checkpoint keeps under cfg.task, not cfg.model.
 TASK_FIELDS = ("add_bos_token", "tokens_per_sample")
 
+# Tensors, their storages and OrderedDict are torch_zip's to resolve.
 _ALLOWED_GLOBALS = {
-    ("collections", "OrderedDict"), ("argparse", "Namespace"),
-    ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
-    ("torch._utils", "_rebuild_parameter"), ("torch._utils", "_rebuild_parameter_with_state"),
-    ("torch", "Size"), ("torch", "device"),
+    ("argparse", "Namespace"), ("torch", "Size"), ("torch", "device"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
     ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"), ("numpy", "dtype"),

@@ -23,8 +23,8 @@ import zipfile
 import torch
 
 from weights import safetensors_io
-from weights.converters.convert_error import ConvertError
 from weights.converters import torch_zip
+from weights.converters.convert_error import ConvertError
 from weights.lazy_tensor import Lazy, lazy, lazy_dict, materialize
 
 HEAD = "lm_head.weight"

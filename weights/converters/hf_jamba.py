@@ -37,10 +37,10 @@ from weights.converters import hf_layers, sink_cache
 from weights.converters.convert_error import ConvertError
 from weights.converters.hf_checkpoint import (check_tensors, fp32, load_tensors, map_ends,
                                               matrices)
-from weights.lazy_tensor import stack
 from weights.converters.hf_config import (attention_heads, canonical_config, check_architecture,
                                           check_silu, load_config, positive_number)
 from weights.converters.mamba_common import positive_int
+from weights.lazy_tensor import stack
 
 NAME = "hf-jamba"
 DEFAULT_WINDOW = 4092

@@ -19,6 +19,7 @@ import zipfile
 import numpy as np
 import torch
 
+from weights.converters.convert_error import ConvertError
 from weights.lazy_tensor import Lazy
 
 # The storage classes torch.save names, by dtype; numpy has no bfloat16, whose
@@ -34,8 +35,9 @@ _NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: 
 _LOCAL_HEADER = 30          # a zip local file header's fixed part, before name and extra
 
 
-class TorchZipError(ValueError):
-    """A torch.save file this reader cannot read; the message names the file."""
+class TorchZipError(ConvertError):
+    """A torch.save file this reader cannot read; the message names the file
+    (and the tensor, for one whose bytes are missing)."""
 
 
 class _StorageType:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from weights.converters import torch_zip
+from weights.converters.convert_error import ConvertError
 from weights.lazy_tensor import Lazy
 
 
@@ -78,3 +79,14 @@ def test_truncated_file_names_it(tmp_path):
     path.write_bytes(data[:len(data) // 2])
     with pytest.raises(torch_zip.TorchZipError, match=str(path)):
         torch_zip.load(path)
+
+
+def test_file_cut_after_load_is_a_convert_error_naming_file_and_tensor(tmp_path):
+    path = saved(tmp_path)
+    got = torch_zip.load(path)
+    reader = torch_zip._Reader(path)
+    start, _ = reader.data_offset(reader.prefix + "data/0")
+    os.truncate(path, start + 4)
+    with pytest.raises(ConvertError) as e:     # convert's CLI reports these, no traceback
+        got["plain"]()
+    assert str(path) in str(e.value) and "'plain'" in str(e.value)
