@@ -2,8 +2,8 @@
 
 Converting a checkpoint larger than memory needs every output tensor to be made
 from its source tensors at the moment the writer asks for it, and dropped right
-after. A `Lazy` is such a promise: `lazy()` makes the tensor, `lazy.shape` and
-`lazy.dtype` say what it will be before anything is read. Those come from
+after. A `Lazy` is such a promise: calling it makes the tensor, its `shape` and
+`dtype` say what it will be before anything is read. Those come from
 running the same computation on meta tensors (shape and dtype, no data), so a
 converter states a transformation once and the output's safetensors header,
 which lists every tensor's shape before the first byte of data, is known up
@@ -36,8 +36,9 @@ class Lazy:
 
     @classmethod
     def combine(cls, fn, *parts):
-        """fn(*tensors of parts), made only when asked, e.g. experts stacked into one tensor;
-        all parts are in memory together while it is made, nothing before or after."""
+        """fn(*tensors of parts), made only when asked (one output computed from
+        several source tensors); all parts are in memory together while it is
+        made, none before or after. stack() and cat() hold one part at a time."""
         return cls(lambda: fn(*(p() for p in parts)), fn(*(p.meta for p in parts)))
 
     @property
@@ -56,6 +57,7 @@ class Lazy:
         return Lazy(lambda: fn(self._produce()), fn(self.meta))
 
     def to(self, dtype):
+        """This tensor in `dtype`, made only when asked."""
         return self.map(lambda t: t.to(dtype))
 
 
