@@ -127,8 +127,13 @@ def _tokenizer_config_path(src, byte_tokenizer, tokenizer, tokenizer_config):
 
 
 def _progress_bar(tensors, stream):
-    """(on_tensor callback, close) drawing tensors and bytes written on `stream`."""
-    import tqdm             # pinned in weights/requirements.txt; only needed on a terminal
+    """(on_tensor callback, close) drawing tensors and bytes written on `stream`;
+    (None, None) without tqdm, so that a python lacking the venv's extras still
+    converts, silently."""
+    try:
+        import tqdm         # pinned in weights/requirements.txt; only needed on a terminal
+    except ImportError:
+        return None, None
     total = len(tensors)
     # desc carries the tensor count: tqdm counts one unit, and bytes tell the time left.
     bar = tqdm.tqdm(total=safetensors_io.total_bytes(tensors), unit="B", unit_scale=True,

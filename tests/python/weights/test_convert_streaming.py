@@ -17,7 +17,6 @@ import sys
 
 import pytest
 import torch
-tqdm = pytest.importorskip("tqdm", reason="installed by deploy/setup.sh")
 
 from weights import convert, safetensors_io
 
@@ -189,6 +188,7 @@ class Terminal(io.StringIO):
 
 
 def test_terminal_gets_tensors_and_bytes_written(tmp_path, monkeypatch):
+    tqdm = pytest.importorskip("tqdm", reason="installed by deploy/setup.sh")
     src, out = tmp_path / "small", tmp_path / "out"
     names, _ = write_sharded(src, SMALL)
     term = Terminal()
@@ -199,3 +199,14 @@ def test_terminal_gets_tensors_and_bytes_written(tmp_path, monkeypatch):
                 for s, _ in layer.values())
     size = tqdm.tqdm.format_sizeof(total, "B", 1024)
     assert f"convert: {len(names)}/{len(names)} tensors, {size}/{size}" in shown, shown
+
+
+def test_terminal_without_tqdm_converts_without_a_bar(tmp_path, monkeypatch):
+    src, out = tmp_path / "small", tmp_path / "out"
+    write_sharded(src, SMALL)
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setitem(sys.modules, "tqdm", None)          # as if not installed
+    assert convert.main(["--source", "hf-llama", str(src), str(out), "--byte-tokenizer"]) == 0
+    assert term.getvalue() == ""
+    assert (out / "model.safetensors").exists()
