@@ -372,11 +372,15 @@ def check_tensors(config, tensors):
 
 
 def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenizer_path=None,
-                    extra_files=None, kept_tensors=None):
+                    extra_files=None, on_tensor=None, kept_tensors=None):
     """Validate and write a canonical directory atomically.
 
-    kept_tensors: {file name: {name: tensor}} written verbatim beside the model
-    and never loaded by the engine (Qwen3.5's multi-token-prediction head).
+    `tensors` maps names to tensors or Lazy tensors (weights/lazy_tensor.py);
+    the names, shapes and dtypes are checked before anything is written, and each
+    Lazy is made only when written (safetensors_io.write_file, which calls
+    on_tensor(name, nbytes) after each one). kept_tensors: {file name: {name:
+    tensor or Lazy}} written verbatim beside the model and never loaded by the
+    engine (Qwen3.5's multi-token-prediction head).
 
     Everything goes into a temporary sibling directory that is renamed onto
     `out_dir` only when complete, so a failure never leaves a half-written model.
@@ -396,7 +400,8 @@ def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenize
             json.dump(config, f, indent=2)
             f.write("\n")
         meta = {"format": FORMAT, "version": str(VERSION), **metadata}
-        safetensors_io.save_file(tensors, os.path.join(tmp, "model.safetensors"), meta)
+        safetensors_io.write_file(tensors, os.path.join(tmp, "model.safetensors"), meta,
+                                  on_tensor=on_tensor)
         if tokenizer_path is not None:
             shutil.copyfile(tokenizer_path, os.path.join(tmp, "tokenizer.json"))
         elif tokenizer is not None:
@@ -407,7 +412,7 @@ def write_model_dir(out_dir, config, tensors, metadata, tokenizer=None, tokenize
             with open(os.path.join(tmp, fname), "w") as f:
                 f.write(text)
         for fname, kept in (kept_tensors or {}).items():
-            safetensors_io.save_file(kept, os.path.join(tmp, fname), meta)
+            safetensors_io.write_file(kept, os.path.join(tmp, fname), meta)
         os.rename(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

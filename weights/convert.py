@@ -27,6 +27,12 @@ chat_template.jinja beside it stands in for a missing one) and special-token str
 (bos_token, eos_token, ... as strings) go to OUT/tokenizer_config.json, which the server's
 /v1/chat/completions renders; a model without one answers chat requests with an error.
 
+The checkpoint is streamed: only the source's headers (and pickles) are read up
+front, and each output tensor is made from its source tensors, written and
+dropped in turn, so a checkpoint larger than memory converts in the memory of a
+few tensors (a .bin in torch's legacy pre-1.6 format, read whole, excepted). On
+a terminal, stderr shows the tensors and bytes written so far.
+
 Every missing, unknown or mis-shaped tensor is an error that names it (exit 1,
 message on stderr). A checkpoint that converts but will not run exactly as
 trained gets a warning on stderr ("convert: warning: ..."). OUT is written to a
@@ -122,13 +128,37 @@ def _tokenizer_config_path(src, byte_tokenizer, tokenizer, tokenizer_config):
     return None
 
 
+def _progress_bar(tensors, stream):
+    """(on_tensor callback, close) drawing tensors and bytes written on `stream`;
+    (None, None) without tqdm, so that a python lacking the venv's extras still
+    converts, silently."""
+    try:
+        import tqdm         # pinned in weights/requirements.txt; only needed on a terminal
+    except ImportError:
+        return None, None
+    total = len(tensors)
+    # desc carries the tensor count: tqdm counts one unit, and bytes tell the time left.
+    bar = tqdm.tqdm(total=safetensors_io.total_bytes(tensors), unit="B", unit_scale=True,
+                    unit_divisor=1024, file=stream, dynamic_ncols=True, desc=f"0/{total}",
+                    bar_format="convert: {desc} tensors, {n_fmt}B/{total_fmt}B {bar} "
+                               "[{elapsed}<{remaining}, {rate_fmt}]")
+    done = [0]
+
+    def on_tensor(name, nbytes):
+        done[0] += 1
+        bar.set_description_str(f"{done[0]}/{total}", refresh=False)
+        bar.update(nbytes)
+    return on_tensor, bar.close
+
+
 def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None, name=None,
-            tokenizer_config=None, **serving):
+            tokenizer_config=None, progress=None, **serving):
     """Convert SRC into OUT; raises ConvertError / CanonicalError / SafetensorsError / OSError.
 
     `serving` holds the source's serving options (e.g. sinks=, window= for hf-llama,
     hf-jamba and hf-bamba);
-    None values mean the source's default.
+    None values mean the source's default. `progress`: a stream to draw a progress
+    bar on, or None.
     """
     if source not in SOURCES:
         raise ConvertError(f"unknown --source {source!r}; one of {sorted(SOURCES)}")
@@ -172,8 +202,14 @@ def convert(source, src, out, dtype="f32", byte_tokenizer=False, tokenizer=None,
     if chat is not None:
         extra["tokenizer_config.json"] = json.dumps(chat, indent=2, ensure_ascii=False) + "\n"
     meta = {"source": os.path.abspath(src), "converter": f"{CONVERTER_VERSION}/{source}"}
-    canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json, tokenizer_path=tok_path,
-                              extra_files=extra, kept_tensors=kept)
+    on_tensor, close = _progress_bar(tensors, progress) if progress else (None, None)
+    try:
+        canonical.write_model_dir(out, config, tensors, meta, tokenizer=tok_json,
+                                  tokenizer_path=tok_path, extra_files=extra, on_tensor=on_tensor,
+                                  kept_tensors=kept)
+    finally:
+        if close:
+            close()
     return config
 
 
@@ -204,8 +240,10 @@ def main(argv=None):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvertWarning)
+            # A bar only where someone watches: logs and pipes get the summary line alone.
             cfg = convert(a.source, a.src, a.out, a.dtype, a.byte_tokenizer, a.tokenizer,
-                          a.name, a.tokenizer_config, sinks=a.sinks, window=a.window)
+                          a.name, a.tokenizer_config, sys.stderr if sys.stderr.isatty() else None,
+                          sinks=a.sinks, window=a.window)
     except (ConvertError, canonical.CanonicalError, safetensors_io.SafetensorsError,
             OSError, json.JSONDecodeError) as e:
         print(f"convert: error: {e}", file=sys.stderr)

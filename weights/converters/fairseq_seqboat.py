@@ -12,7 +12,8 @@ OmegaConf.to_container(cfg, resolve=True).
 The pickle is read with an unpickler that only admits tensors, plain
 containers, argparse.Namespace, numpy arrays/scalars and omegaconf's own
 config containers and nodes; anything else in the file (a class it would have
-to import) is an error naming it.
+to import) is an error naming it. Its tensors stay on disk until the writer
+asks for them (weights/converters/torch_zip.py), the optimizer state's never.
 
 Preprocessing (MODELS.md 2.8), in the source's own fp32 arithmetic:
   ema.in_coef = sigmoid(delta) * beta, ema.decay = 1 - sigmoid(delta) * sigmoid(alpha),
@@ -59,8 +60,10 @@ import torch
 import warnings
 
 from weights import canonical
-from weights.converters import fairseq_dictionary
+from weights.converters import fairseq_dictionary, torch_zip
 from weights.converters.convert_error import ConvertError, ConvertWarning
+from weights.converters.hf_checkpoint import fp32, matrices
+from weights.lazy_tensor import Lazy, lazy_dict, materialize
 
 NAME = "fairseq-seqboat"
 FAIRSEQ_PAD, FAIRSEQ_EOS = 1, 2
@@ -85,11 +88,9 @@ ARG_DEFAULTS = {
 # Task-level fields a Hydra-era checkpoint keeps under cfg.task, not cfg.model.
 TASK_FIELDS = ("add_bos_token", "tokens_per_sample")
 
+# Tensors, their storages and OrderedDict are torch_zip's to resolve.
 _ALLOWED_GLOBALS = {
-    ("collections", "OrderedDict"), ("argparse", "Namespace"),
-    ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
-    ("torch._utils", "_rebuild_parameter"), ("torch._utils", "_rebuild_parameter_with_state"),
-    ("torch", "Size"), ("torch", "device"),
+    ("argparse", "Namespace"), ("torch", "Size"), ("torch", "device"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
     ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
@@ -128,30 +129,18 @@ def _omegaconf():
         raise ConvertError(OMEGACONF_MISSING) from None
 
 
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        module, name = _python3_name(module, name)
-        if (module, name) in _OMEGACONF_GLOBALS:
-            _omegaconf()
-            return super().find_class(module, name)
-        if (module, name) in _ALLOWED_GLOBALS or (
-                module == "torch" and (name.endswith("Storage") or name in (
-                    "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
-                    "bool"))):
-            return super().find_class(module, name)
-        if module.startswith("numpy") and name.endswith("DType"):
-            return super().find_class(module, name)
+def _admit(module, name):
+    """The global a fairseq checkpoint's pickle names beside its tensors (which
+    torch_zip resolves itself), if it is one of those above; else an error."""
+    module, name = _python3_name(module, name)
+    if (module, name) in _OMEGACONF_GLOBALS:
+        _omegaconf()
+    elif not ((module, name) in _ALLOWED_GLOBALS
+              or (module == "torch" and name in ("float32", "float16", "bfloat16", "float64",
+                                                 "int64", "int32", "uint8", "bool"))
+              or (module.startswith("numpy") and name.endswith("DType"))):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from the checkpoint")
-
-
-class _RestrictedPickle:
-    """A pickle module for torch.load that only resolves the globals above."""
-    Unpickler = _Unpickler
-    __name__ = "restricted_pickle"
-
-    @staticmethod
-    def load(f, **kw):
-        return _Unpickler(f, **kw).load()
+    return getattr(importlib.import_module(module), name)
 
 
 def checkpoint_path(src):
@@ -166,18 +155,18 @@ def checkpoint_path(src):
 
 
 def restricted_torch_load(path):
-    """torch.load of a zip-format file through _Unpickler.
+    """The checkpoint's pickle through torch_zip, its tensors left on disk as Lazy.
 
-    torch.load itself cannot do this here: torch 1.13 replaces any pickle_module
-    by `pickle` unless weights_only is set, and weights_only refuses the
-    argparse.Namespace every fairseq checkpoint holds. So the zip reader and the
-    loader torch.load uses are called directly.
+    torch.load cannot restrict it: torch 1.13 replaces any pickle_module by
+    `pickle` unless weights_only is set, and weights_only refuses the
+    argparse.Namespace every fairseq checkpoint holds. torch_zip admits the
+    globals _admit does, and reads no tensor (the optimizer state's included)
+    until it is made.
     """
     if not zipfile.is_zipfile(path):
         raise ConvertError(f"{path}: not a zip-format torch.save file (the legacy format "
                            "is unsupported)")
-    with torch.serialization._open_zipfile_reader(path) as zf:
-        return torch.serialization._load(zf, "cpu", _RestrictedPickle, encoding="utf-8")
+    return torch_zip.load(path, _admit)
 
 
 def load_checkpoint(path):
@@ -209,7 +198,7 @@ def load_checkpoint(path):
                 args[key] = task[key]
     sd = ckpt["model"]
     for k, v in sd.items():
-        if not isinstance(v, torch.Tensor):
+        if not isinstance(v, Lazy):
             raise ConvertError(f"{path}: model entry {k!r} is not a tensor")
     return dict(sd), args
 
@@ -358,23 +347,28 @@ def check_source(sd, dims):
     if not dims["tied"] and head not in sd:
         raise ConvertError(f"missing tensor {head!r} (embeddings are not shared)")
     if dims["tied"] and head in sd and not torch.equal(
-            sd[head].float(), sd["decoder.embed_tokens.weight"].float()):
+            materialize(sd[head]).float(), materialize(sd["decoder.embed_tokens.weight"]).float()):
         raise ConvertError(f"tensor {head!r} differs from the embedding although "
                            "share_decoder_input_output_embed is set")
     for name in want:
-        if not sd[name].is_floating_point():
+        if not sd[name].dtype.is_floating_point:
             raise ConvertError(f"tensor {name!r}: dtype {sd[name].dtype} is not floating point")
     return V, M
 
 
+def _ema_coefficients(delta, alpha, beta):
+    """(in_coef, decay) of MultiHeadEMA._calc_coeffs / _compute_kernel, in fp32
+    as the source computes them."""
+    p = torch.sigmoid(delta)
+    q = 1.0 - p * torch.sigmoid(alpha)
+    return (p * beta).squeeze(-1), q.squeeze(-1)
+
+
 def map_tensors(sd, dims, dtype):
+    """The canonical tensors (Lazy, made when written) of state dict `sd`, with V and M."""
+    sd = lazy_dict(sd)
     V, M = check_source(sd, dims)
-
-    def mat(name):
-        return sd[name].to(dtype).contiguous()
-
-    def f32(name):
-        return sd[name].float()
+    mat, f32 = matrices(sd, dtype), fp32(sd)
 
     out = {"embed.weight": mat("decoder.embed_tokens.weight")}
     if dims["prenorm"] and dims["final_affine"]:
@@ -387,19 +381,17 @@ def map_tensors(sd, dims, dtype):
         s, c = f"decoder.layers.{i}.slag_layer.", f"blocks.{i}."
         for k in _norm_shapes("", dims["norm_type"], 1):
             out[c + "norm." + k] = mat(s + "norm.norm." + k)
-        # MultiHeadEMA._calc_coeffs / _compute_kernel, in fp32 as the source computes them.
-        p = torch.sigmoid(f32(s + "move.delta"))
-        q = 1.0 - p * torch.sigmoid(f32(s + "move.alpha"))
-        out[c + "ema.in_coef"] = (p * f32(s + "move.beta")).squeeze(-1).contiguous()
-        out[c + "ema.decay"] = q.squeeze(-1).contiguous()
-        out[c + "ema.out_coef"] = (f32(s + "move.gamma") * scale).contiguous()
-        out[c + "ema.skip"] = f32(s + "move.omega").contiguous()
+        ema = [f32(s + f"move.{n}") for n in ("delta", "alpha", "beta")]
+        out[c + "ema.in_coef"] = Lazy.combine(lambda *t: _ema_coefficients(*t)[0], *ema)
+        out[c + "ema.decay"] = Lazy.combine(lambda *t: _ema_coefficients(*t)[1], *ema)
+        out[c + "ema.out_coef"] = f32(s + "move.gamma").map(lambda g: g * scale)
+        out[c + "ema.skip"] = f32(s + "move.omega")
         hx_w, hx_b = mat(s + "hx_proj.weight"), mat(s + "hx_proj.bias")
-        out[c + "router.weight"] = hx_w[:2].contiguous()
-        out[c + "router.bias"] = hx_b[:2].contiguous()
-        out[c + "hx.weight"] = hx_w[2:].contiguous()
-        out[c + "hx.bias"] = hx_b[2:].contiguous()
-        out[c + "router.temperature"] = torch.exp(f32(s + "q_router.temp")).contiguous()
+        out[c + "router.weight"] = hx_w.map(lambda w: w[:2])
+        out[c + "router.bias"] = hx_b.map(lambda b: b[:2])
+        out[c + "hx.weight"] = hx_w.map(lambda w: w[2:])
+        out[c + "hx.bias"] = hx_b.map(lambda b: b[2:])
+        out[c + "router.temperature"] = f32(s + "q_router.temp").map(torch.exp)
         out[c + "gau.in_proj.weight"] = mat(s + "mx_proj.weight")
         out[c + "gau.in_proj.bias"] = mat(s + "mx_proj.bias")
         out[c + "gau.qk_gamma"] = mat(s + "gamma")
@@ -467,7 +459,8 @@ def warn_truncation(tensors, dims):
     T = dims["truncation"]
     if T is None:
         return
-    share, block, channel = truncation_tail(tensors, dims["n_layers"], T)
+    ema = {k: materialize(v) for k, v in tensors.items() if ".ema." in k}   # D x N_e each
+    share, block, channel = truncation_tail(ema, dims["n_layers"], T)
     if share < TRUNCATION_TAIL_WARN:
         return
     trained = f" (trained on {dims['context']}-token samples)" if dims["context"] else ""

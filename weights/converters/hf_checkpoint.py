@@ -1,39 +1,55 @@
-"""The tensor set of a Hugging Face checkpoint directory, read and checked.
+"""The tensor set of a Hugging Face checkpoint directory, read lazily and checked.
 
-    tensors = load_tensors(src)
+    tensors = load_tensors(src)            # {name: Lazy}; nothing read yet
     check_tensors(tensors, want, embed_name, tied)
+    mat = matrices(tensors, dtype)         # name -> Lazy of the tensor in dtype
 
 load_tensors reads what save_pretrained writes: model.safetensors, the shards
 listed in model.safetensors.index.json, pytorch_model.bin, or the shards listed
 in pytorch_model.bin.index.json (safetensors first, as transformers prefers
-it). Pickled files go through torch.load(weights_only=True), which refuses
-anything but tensors and plain containers.
+it). Only headers (and .bin pickles) are read up front; every value is a Lazy
+(weights/lazy_tensor.py) that reads its tensor from its shard when the writer
+asks for it, so a converter that maps Lazy to Lazy converts a checkpoint of any
+size in the memory of a few tensors. Pickled files are unpickled by
+torch_zip.py, which, like torch.load(weights_only=True), refuses anything but
+tensors and plain containers; the legacy pre-zip format goes through
+torch.load(weights_only=True) itself, whole.
 """
 
 import json
 import os
+import zipfile
 
 import torch
 
 from weights import safetensors_io
+from weights.converters import torch_zip
 from weights.converters.convert_error import ConvertError
+from weights.lazy_tensor import Lazy, lazy, lazy_dict, materialize
 
 HEAD = "lm_head.weight"
 
 
 def _load_safetensors(path):
-    return safetensors_io.load_file(path)[0]
+    f = safetensors_io.open_file(path)
+    return {name: f.lazy(name) for name in f.names()}
 
 
 def load_bin(path):
-    """The flat {name: tensor} state dict a torch.save'd .bin file holds."""
+    """The flat {name: Lazy} state dict a torch.save'd .bin file holds: read
+    lazily from the zip format (torch_zip.py), whole through torch.load for
+    the legacy format of torch < 1.6."""
     try:
-        sd = torch.load(path, map_location="cpu", weights_only=True)
+        if zipfile.is_zipfile(path):
+            sd = torch_zip.load(path)
+        else:
+            sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:                  # pickle errors come in many types
         raise ConvertError(f"{path}: cannot be read as a state dict: {e}") from None
-    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+    if not isinstance(sd, dict) or not all(isinstance(v, (Lazy, torch.Tensor))
+                                           for v in sd.values()):
         raise ConvertError(f"{path}: not a flat state dict of tensors")
-    return dict(sd)
+    return lazy_dict(sd)
 
 
 # (single file, index of shards, reader), in the order transformers looks for them.
@@ -59,7 +75,7 @@ def _load_sharded(src, index, load):
 
 
 def load_tensors(src):
-    """{name: tensor} of the checkpoint in directory `src`."""
+    """{name: Lazy} of the checkpoint in directory `src`."""
     for single, index, load in _LAYOUTS:
         if os.path.exists(os.path.join(src, single)):
             return load(os.path.join(src, single))
@@ -71,7 +87,8 @@ def load_tensors(src):
 def check_tensors(tensors, want, embed_name, tied):
     """Every tensor of `want` ({name: shape}) present with its shape, nothing
     unknown, all floating point; lm_head.weight required unless tied, and equal
-    to the embedding when present although tied. Errors name the tensor."""
+    to the embedding when present although tied. Errors name the tensor.
+    `tensors` maps names to tensors or Lazy; only the tied pair is read."""
     for name in sorted(want):
         if name not in tensors:
             raise ConvertError(f"missing tensor {name!r}")
@@ -89,19 +106,25 @@ def check_tensors(tensors, want, embed_name, tied):
                                f"expected {list(head)}")
     if not tied and HEAD not in tensors:
         raise ConvertError(f"missing tensor {HEAD!r} (embeddings are not tied)")
-    if tied and HEAD in tensors and not torch.equal(tensors[HEAD].float(),
-                                                   tensors[embed_name].float()):
-        raise ConvertError(f"tensor {HEAD!r} differs from the embedding although the "
-                           "config ties them")
     for name in sorted(tensors):
-        if not tensors[name].is_floating_point():
+        if not tensors[name].dtype.is_floating_point:
             raise ConvertError(f"tensor {name!r}: dtype {tensors[name].dtype} is not "
                                "floating point")
+    if tied and HEAD in tensors and not torch.equal(
+            materialize(tensors[HEAD]).float(), materialize(tensors[embed_name]).float()):
+        raise ConvertError(f"tensor {HEAD!r} differs from the embedding although the "
+                           "config ties them")
 
 
 def matrices(tensors, dtype):
-    """name -> tensors[name] in `dtype`, contiguous: how converters write matrices."""
-    return lambda name: tensors[name].to(dtype).contiguous()
+    """name -> Lazy of tensors[name] in `dtype`: how converters write matrices."""
+    return lambda name: lazy(tensors[name]).to(dtype)
+
+
+def fp32(tensors):
+    """name -> Lazy of tensors[name] in float32: how converters write the tensors
+    canonical.FP32_SUFFIXES and ROUTER_SUFFIXES keep in full precision."""
+    return matrices(tensors, torch.float32)
 
 
 def map_ends(mat, embed_name, final_norm_name, tied):

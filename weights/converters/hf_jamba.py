@@ -35,10 +35,12 @@ import torch
 
 from weights.converters import hf_layers, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_checkpoint import (check_tensors, fp32, load_tensors, map_ends,
+                                              matrices)
 from weights.converters.hf_config import (attention_heads, canonical_config, check_architecture,
                                           check_silu, load_config, positive_number)
 from weights.converters.mamba_common import positive_int
+from weights.lazy_tensor import stack
 
 NAME = "hf-jamba"
 DEFAULT_WINDOW = 4092
@@ -140,13 +142,10 @@ def source_shapes(dims):
 
 
 def map_tensors(tensors, dims, tied, dtype):
-    """Source tensors -> canonical tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
+    """Source tensors -> canonical Lazy tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
     check_tensors(tensors, source_shapes(dims), EMBED, tied)
 
-    mat = matrices(tensors, dtype)
-
-    def f32(name):
-        return tensors[name].float().contiguous()
+    mat, f32 = matrices(tensors, dtype), fp32(tensors)
 
     out = map_ends(mat, EMBED, "model.final_layernorm.weight", tied)
     for j, (mixer, ffn) in enumerate(dims["layers"]):
@@ -157,7 +156,7 @@ def map_tensors(tensors, dims, tied, dtype):
         else:
             m = s + "mamba."
             out[a + "in_proj.weight"] = mat(m + "in_proj.weight")
-            out[a + "conv.weight"] = mat(m + "conv1d.weight").squeeze(1).contiguous()
+            out[a + "conv.weight"] = mat(m + "conv1d.weight").map(lambda w: w.squeeze(1))
             if dims["conv_bias"]:
                 out[a + "conv.bias"] = mat(m + "conv1d.bias")
             out[a + "x_proj.weight"] = mat(m + "x_proj.weight")
@@ -166,7 +165,7 @@ def map_tensors(tensors, dims, tied, dtype):
             out[a + "dt_proj.weight"] = mat(m + "dt_proj.weight")
             # softplus acts on W_dt d + b_dt at run time (MODELS.md 1.8.4).
             out[a + "dt_proj.bias"] = f32(m + "dt_proj.bias")
-            out[a + "A"] = -torch.exp(tensors[m + "A_log"].float())
+            out[a + "A"] = f32(m + "A_log").map(lambda a: -torch.exp(a))
             out[a + "D"] = f32(m + "D")
             out[a + "out_proj.weight"] = mat(m + "out_proj.weight")
             if dims["proj_bias"]:
@@ -179,9 +178,8 @@ def map_tensors(tensors, dims, tied, dtype):
         else:
             out[b + "moe.router.weight"] = f32(f + "router.weight")  # canonical.ROUTER_SUFFIXES
             for n in ("gate", "up", "down"):
-                out[b + f"moe.{n}.weight"] = torch.stack(
-                    [tensors[f + f"experts.{e}.{n}_proj.weight"]
-                     for e in range(dims["n_experts"])]).to(dtype).contiguous()
+                out[b + f"moe.{n}.weight"] = stack(
+                    [mat(f + f"experts.{e}.{n}_proj.weight") for e in range(dims["n_experts"])])
     return out
 
 

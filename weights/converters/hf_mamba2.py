@@ -32,7 +32,8 @@ import torch
 
 from weights import canonical
 from weights.converters.convert_error import ConvertError, ConvertWarning
-from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_checkpoint import (check_tensors, fp32, load_tensors, map_ends,
+                                              matrices)
 from weights.converters.hf_config import (boolean, canonical_config, check_architecture,
                                           load_config, positive_number)
 from weights.converters.mamba_common import positive_int
@@ -136,22 +137,25 @@ def source_shapes(dims, embed_name):
 
 
 def map_mixer(tensors, s, c, dims, dtype):
-    """The canonical tensors (prefix `c`) of the Mamba-2 mixer whose source
+    """The canonical Lazy tensors (prefix `c`) of the Mamba-2 mixer whose source
     names start with `s`: matrices in `dtype`; A, D, dt_bias fp32."""
     def mat(name):
-        return tensors[s + name].to(dtype).contiguous()
+        return matrices(tensors, dtype)(s + name)
+
+    def f32(name):
+        return fp32(tensors)(s + name)
 
     out = {c + "in_proj.weight": mat("in_proj.weight"),
-           c + "conv.weight": mat("conv1d.weight").squeeze(1).contiguous()}
+           c + "conv.weight": mat("conv1d.weight").map(lambda w: w.squeeze(1))}
     if dims["in_proj_bias"]:
         out[c + "in_proj.bias"] = mat("in_proj.bias")
     if dims["conv_bias"]:
         out[c + "conv.bias"] = mat("conv1d.bias")
     # Softplus stays a run-time step on dt + dt_bias (MODELS.md 7.12).
-    out[c + "dt_bias"] = tensors[s + "dt_bias"].float().contiguous()
+    out[c + "dt_bias"] = f32("dt_bias")
     # Both references compute -exp(A_log) in fp32 on every call; do it once.
-    out[c + "A"] = -torch.exp(tensors[s + "A_log"].float())
-    out[c + "D"] = tensors[s + "D"].float().contiguous()
+    out[c + "A"] = f32("A_log").map(lambda a: -torch.exp(a))
+    out[c + "D"] = f32("D")
     out[c + "gated_norm.weight"] = mat("norm.weight")
     out[c + "out_proj.weight"] = mat("out_proj.weight")
     if dims["out_proj_bias"]:

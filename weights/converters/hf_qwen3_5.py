@@ -47,10 +47,11 @@ import torch
 
 from weights.converters import hf_layers, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors, matrices
+from weights.converters.hf_checkpoint import check_tensors, fp32, load_tensors, matrices
 from weights.converters.hf_config import (attention_heads, boolean, canonical_config,
                                           check_silu, load_config, positive_number)
 from weights.converters.mamba_common import positive_int
+from weights.lazy_tensor import stack
 
 NAME = "hf-qwen3_5"
 DEFAULT_WINDOW = 8188
@@ -263,8 +264,8 @@ def _moe_shapes(s, dims):
 
 
 def _one_plus(t):
-    """A Qwen3.5 RMSNorm weight as the canonical rmsnorm's: 1 + w, fp32."""
-    return (1.0 + t.double()).float().contiguous()
+    """A Qwen3.5 RMSNorm weight (a Lazy) as the canonical rmsnorm's: 1 + w, fp32."""
+    return t.map(lambda w: (1.0 + w.double()).float())
 
 
 def _deinterleave(mat, s, c, dims):
@@ -273,18 +274,26 @@ def _deinterleave(mat, s, c, dims):
     Qwen3.5's separate projections; value head g*r + j stays head g*r + j."""
     Hk, dk, dv = dims["n_k_heads"], dims["head_k_dim"], dims["head_v_dim"]
     r = dims["n_v_heads"] // Hk
-    qkvz = mat(s + "in_proj_qkvz.weight")
-    groups = qkvz.reshape(Hk, 2 * dk + 2 * r * dv, -1)
-    q, k, v, z = torch.split(groups, [dk, dk, r * dv, r * dv], dim=1)
-    ba = mat(s + "in_proj_ba.weight").reshape(Hk, 2 * r, -1)
-    b, a = torch.split(ba, [r, r], dim=1)
-    flat = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
-    return {c + "in_qkv.weight": torch.cat([flat(q), flat(k), flat(v)]).contiguous(),
-            c + "in_z.weight": flat(z).contiguous(), c + "in_b.weight": flat(b).contiguous(),
-            c + "in_a.weight": flat(a).contiguous()}
+
+    def qkvz(part):
+        def pick(w):
+            q, k, v, z = torch.split(w.reshape(Hk, 2 * dk + 2 * r * dv, -1),
+                                     [dk, dk, r * dv, r * dv], dim=1)
+            flat = [t.reshape(-1, w.shape[-1]) for t in (q, k, v, z)]
+            return (torch.cat(flat[:3]) if part == "qkv" else flat[3]).contiguous()
+        return mat(s + "in_proj_qkvz.weight").map(pick)
+
+    def ba(part):
+        def pick(w):
+            b, a = torch.split(w.reshape(Hk, 2 * r, -1), [r, r], dim=1)
+            return (b if part == "b" else a).reshape(-1, w.shape[-1]).contiguous()
+        return mat(s + "in_proj_ba.weight").map(pick)
+
+    return {c + "in_qkv.weight": qkvz("qkv"), c + "in_z.weight": qkvz("z"),
+            c + "in_b.weight": ba("b"), c + "in_a.weight": ba("a")}
 
 
-def _map_gdn(tensors, mat, s, c, dims):
+def _map_gdn(f32, mat, s, c, dims):
     if dims["gdn_fused"]:
         out = _deinterleave(mat, s, c, dims)
     else:
@@ -292,25 +301,31 @@ def _map_gdn(tensors, mat, s, c, dims):
                c + "in_z.weight": mat(s + "in_proj_z.weight"),
                c + "in_b.weight": mat(s + "in_proj_b.weight"),
                c + "in_a.weight": mat(s + "in_proj_a.weight")}
-    out.update({c + "conv.weight": mat(s + "conv1d.weight")[:, 0, :].contiguous(),
-           c + "A": (-torch.exp(tensors[s + "A_log"].double())).float(),
-           c + "dt_bias": tensors[s + "dt_bias"].float().contiguous(),
-           c + "gated_norm.weight": mat(s + "norm.weight"),
-           c + "out_proj.weight": mat(s + "out_proj.weight")})
+    out.update({
+        c + "conv.weight": mat(s + "conv1d.weight").map(lambda w: w[:, 0, :].contiguous()),
+        c + "A": f32(s + "A_log").map(lambda a: (-torch.exp(a.double())).float()),
+        c + "dt_bias": f32(s + "dt_bias"),
+        c + "gated_norm.weight": mat(s + "norm.weight"),
+        c + "out_proj.weight": mat(s + "out_proj.weight")})
     return out
 
 
-def _map_attention(tensors, mat, s, c, dims):
+def _map_attention(f32, mat, s, c, dims):
     H, dh = dims["n_heads"], dims["head_dim"]
     out = hf_layers.map_attention(mat, s, c, lambda n: dims["attn_bias"])
+
     # q_proj rows are per head [query (dh) ; gate (dh)] (MODELS.md 13.2).
+    def half(i):
+        def pick(w):
+            return w.reshape(H, 2, dh, *w.shape[1:])[:, i].reshape(H * dh, *w.shape[1:])
+        return lambda w: pick(w).contiguous()
+
     for suffix in (("weight", "bias") if dims["attn_bias"] else ("weight",)):
         both = out.pop(c + f"attn.q.{suffix}")
-        both = both.reshape(H, 2, dh, *both.shape[1:])
-        out[c + f"attn.q.{suffix}"] = both[:, 0].reshape(H * dh, *both.shape[3:]).contiguous()
-        out[c + f"attn.gate.{suffix}"] = both[:, 1].reshape(H * dh, *both.shape[3:]).contiguous()
-    out[c + "attn.q_norm.weight"] = _one_plus(tensors[s + "q_norm.weight"])
-    out[c + "attn.k_norm.weight"] = _one_plus(tensors[s + "k_norm.weight"])
+        out[c + f"attn.q.{suffix}"] = both.map(half(0))
+        out[c + f"attn.gate.{suffix}"] = both.map(half(1))
+    out[c + "attn.q_norm.weight"] = _one_plus(f32(s + "q_norm.weight"))
+    out[c + "attn.k_norm.weight"] = _one_plus(f32(s + "k_norm.weight"))
     return out
 
 
@@ -330,41 +345,41 @@ def map_tensors(tensors, dims, dtype):
     dt_bias fp32)."""
     P = dims["prefix"]
     check_tensors(tensors, source_shapes(dims), P + "embed_tokens.weight", dims["tied"])
-    mat = matrices(tensors, dtype)
+    mat, f32 = matrices(tensors, dtype), fp32(tensors)
     out = {"embed.weight": mat(P + "embed_tokens.weight"),
-           "final_norm.weight": _one_plus(tensors[P + "norm.weight"])}
+           "final_norm.weight": _one_plus(f32(P + "norm.weight"))}
     if not dims["tied"]:
         out["lm_head.weight"] = mat("lm_head.weight")
     for j, mixer in enumerate(dims["layers"]):
         s, a, m = f"{P}layers.{j}.", f"blocks.{2 * j}.", f"blocks.{2 * j + 1}."
-        out[a + "norm.weight"] = _one_plus(tensors[s + "input_layernorm.weight"])
+        out[a + "norm.weight"] = _one_plus(f32(s + "input_layernorm.weight"))
         if mixer == "full_attention":
-            out.update(_map_attention(tensors, mat, s + "self_attn.", a, dims))
+            out.update(_map_attention(f32, mat, s + "self_attn.", a, dims))
         else:
-            out.update(_map_gdn(tensors, mat, s + "linear_attn.", a, dims))
-        out[m + "norm.weight"] = _one_plus(tensors[s + "post_attention_layernorm.weight"])
+            out.update(_map_gdn(f32, mat, s + "linear_attn.", a, dims))
+        out[m + "norm.weight"] = _one_plus(f32(s + "post_attention_layernorm.weight"))
         if dims["ffn"][j] == "mlp":
             out.update(hf_layers.map_mlp(mat, s + "mlp.", m, False))
         else:
-            out.update(_map_moe(tensors, mat, s + "mlp.", m, dims))
+            out.update(_map_moe(f32, mat, s + "mlp.", m, dims))
     return out
 
 
-def _map_moe(tensors, mat, s, c, dims):
+def _map_moe(f32, mat, s, c, dims):
     X, F_ = dims["moe"]["n_experts"], dims["moe"]["d_ff"]
-    out = {c + "moe.router.weight": tensors[s + "gate.weight"].float().contiguous(),
-           c + "moe.shared_gate.weight":
-               tensors[s + "shared_expert_gate.weight"].float().contiguous()}
+    # canonical.ROUTER_SUFFIXES: routers and the shared gate stay fp32.
+    out = {c + "moe.router.weight": f32(s + "gate.weight"),
+           c + "moe.shared_gate.weight": f32(s + "shared_expert_gate.weight")}
     for n in ("gate", "up", "down"):
         out[c + f"moe.shared.{n}.weight"] = mat(s + f"shared_expert.{n}_proj.weight")
     if dims.get("fused_experts"):
         gate_up = mat(s + "experts.gate_up_proj")
-        out[c + "moe.gate.weight"] = gate_up[:, :F_].contiguous()
-        out[c + "moe.up.weight"] = gate_up[:, F_:].contiguous()
+        out[c + "moe.gate.weight"] = gate_up.map(lambda w: w[:, :F_].contiguous())
+        out[c + "moe.up.weight"] = gate_up.map(lambda w: w[:, F_:].contiguous())
         out[c + "moe.down.weight"] = mat(s + "experts.down_proj")
     else:
         for n in ("gate", "up", "down"):
-            out[c + f"moe.{n}.weight"] = torch.stack(
+            out[c + f"moe.{n}.weight"] = stack(
                 [mat(s + f"experts.{e}.{n}_proj.weight") for e in range(X)])
     return out
 
@@ -414,5 +429,5 @@ def convert(src, dtype, sinks=None, window=None, layouts=None):
     if mtp:
         layers = {int(n.split(".")[2]) for n in mtp if n.startswith(MTP + "layers.")}
         config["mtp"] = {"layers": len(layers), "run": False, "file": "mtp.safetensors"}
-        tensors.update({n: t.to(dtype).contiguous() for n, t in mtp.items()})
+        tensors.update({n: t.to(dtype) for n, t in mtp.items()})
     return config, tensors

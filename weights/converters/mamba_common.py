@@ -9,7 +9,7 @@ import torch
 
 from weights import canonical
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, map_ends, matrices
+from weights.converters.hf_checkpoint import check_tensors, fp32, map_ends, matrices
 
 
 def source_shapes(dims, embed_name):
@@ -37,12 +37,12 @@ def source_shapes(dims, embed_name):
 
 
 def map_tensors(tensors, dims, embed_name, tied, dtype):
-    """Source tensors -> canonical tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
+    """Source tensors -> canonical Lazy tensors (matrices in `dtype`, A/D/dt bias in fp32)."""
     # mamba_ssm checkpoints follow the HF tensor rules too: lm_head.weight only
     # when untied (or equal to the embedding), nothing unknown, all floating point.
     check_tensors(tensors, source_shapes(dims, embed_name), embed_name, tied)
 
-    mat = matrices(tensors, dtype)
+    mat, f32 = matrices(tensors, dtype), fp32(tensors)
     out = map_ends(mat, embed_name, "backbone.norm_f.weight", tied)
     for i in range(dims["n_layers"]):
         s, c = f"backbone.layers.{i}.", f"blocks.{i}."
@@ -50,16 +50,16 @@ def map_tensors(tensors, dims, embed_name, tied, dtype):
         out[c + "in_proj.weight"] = mat(s + "mixer.in_proj.weight")
         if dims["in_proj_bias"]:
             out[c + "in_proj.bias"] = mat(s + "mixer.in_proj.bias")
-        out[c + "conv.weight"] = mat(s + "mixer.conv1d.weight").squeeze(1).contiguous()
+        out[c + "conv.weight"] = mat(s + "mixer.conv1d.weight").map(lambda w: w.squeeze(1))
         if dims["conv_bias"]:
             out[c + "conv.bias"] = mat(s + "mixer.conv1d.bias")
         out[c + "x_proj.weight"] = mat(s + "mixer.x_proj.weight")
         out[c + "dt_proj.weight"] = mat(s + "mixer.dt_proj.weight")
         # No softplus here: it acts on W_dt d + b_dt at run time (MODELS.md 1.8.4).
-        out[c + "dt_proj.bias"] = tensors[s + "mixer.dt_proj.bias"].float().contiguous()
+        out[c + "dt_proj.bias"] = f32(s + "mixer.dt_proj.bias")
         # The reference computes -exp(A_log) in fp32 on every call; do it once, same arithmetic.
-        out[c + "A"] = -torch.exp(tensors[s + "mixer.A_log"].float())
-        out[c + "D"] = tensors[s + "mixer.D"].float().contiguous()
+        out[c + "A"] = f32(s + "mixer.A_log").map(lambda a: -torch.exp(a))
+        out[c + "D"] = f32(s + "mixer.D")
         out[c + "out_proj.weight"] = mat(s + "mixer.out_proj.weight")
         if dims["out_proj_bias"]:
             out[c + "out_proj.bias"] = mat(s + "mixer.out_proj.bias")

@@ -111,16 +111,17 @@ def mistral_config(params):
 
 
 def load_mistral_tensors(src):
-    """consolidated.safetensors' state dict with the wrapper's `model.` removed."""
+    """consolidated.safetensors' tensors (Lazy) with the wrapper's `model.` removed."""
     path = os.path.join(src, MISTRAL_WEIGHTS)
     if not os.path.exists(path):
         raise ConvertError(f"{src}: params.json but no {MISTRAL_WEIGHTS} found")
     tensors = {}
-    for name, t in safetensors_io.load_file(path)[0].items():
+    f = safetensors_io.open_file(path)
+    for name in f.names():
         if not name.startswith(MISTRAL_PREFIX):
             raise ConvertError(f"unknown tensor {name!r} in {MISTRAL_WEIGHTS} (mistral-inference "
                                f"names every tensor {MISTRAL_PREFIX}...)")
-        tensors[name[len(MISTRAL_PREFIX):]] = t
+        tensors[name[len(MISTRAL_PREFIX):]] = f.lazy(name)
     return tensors
 
 

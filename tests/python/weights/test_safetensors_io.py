@@ -1,11 +1,13 @@
 import json
 import struct
+import weakref
 
 import numpy as np
 import pytest
 import torch
 
 from weights import safetensors_io as st
+from weights.lazy_tensor import Lazy, cat, stack
 
 
 def sample():
@@ -92,3 +94,79 @@ def test_rejects_bad_headers():
             st.deserialize(_rebuild(header, data))
     with pytest.raises(st.SafetensorsError, match="'x'"):
         st.deserialize(_rebuild(cases[1][0], data))   # message names the tensor
+
+
+def test_lazy_tensors_write_the_bytes_of_eager_ones_made_one_at_a_time(tmp_path):
+    src = sample()
+    made = []
+
+    def later(name):
+        def produce():
+            made.append(name)
+            return src[name]
+        return Lazy(produce, torch.empty(src[name].shape, dtype=src[name].dtype, device="meta"))
+
+    path = tmp_path / "m.safetensors"
+    written = []
+    st.write_file({k: later(k) for k in src}, path, {"format": "x"},
+                  on_tensor=lambda name, n: written.append((name, n)))
+    assert path.read_bytes() == st.serialize(src, {"format": "x"})
+    assert made == sorted(src)                      # each made once, in file order
+    assert written == [(k, src[k].numel() * src[k].element_size()) for k in sorted(src)]
+    assert st.total_bytes({k: later(k) for k in src}) == sum(n for _, n in written)
+
+
+def test_lazy_that_makes_another_shape_is_an_error_and_leaves_no_file(tmp_path):
+    path = tmp_path / "m.safetensors"
+    liar = Lazy(lambda: torch.zeros(3), torch.empty(4, device="meta"))
+    with pytest.raises(st.SafetensorsError, match=r"'b'.*F32 \[3\].*F32 \[4\]"):
+        st.write_file({"a": torch.ones(2), "b": liar}, path)
+    assert not path.exists()
+
+
+def test_open_file_reads_only_what_is_asked(tmp_path):
+    path = tmp_path / "m.safetensors"
+    src = sample()
+    st.save_file(src, path, {"k": "v"})
+    f = st.open_file(path)
+    assert f.metadata == {"k": "v"} and sorted(f.names()) == sorted(src)
+    lazy = f.lazy("c.bf16")
+    assert lazy.shape == src["c.bf16"].shape and lazy.dtype == torch.bfloat16
+    # Overwrite every other tensor's data: what is read by offset is only the asked one.
+    begin, end = f._entries["c.bf16"][2:]
+    blob = bytearray(path.read_bytes())
+    start = len(blob) - sum(t.numel() * t.element_size() for t in src.values())
+    for i in range(start, len(blob)):
+        if not start + begin <= i < start + end:
+            blob[i] = 0xff
+    path.write_bytes(bytes(blob))
+    assert torch.equal(lazy().view(torch.int16), src["c.bf16"].view(torch.int16))
+
+
+def test_open_file_names_the_file_of_a_bad_header(tmp_path):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(st.serialize(sample())[:-3])
+    with pytest.raises(st.SafetensorsError, match=rf"{path}: tensor .*outside the data buffer"):
+        st.open_file(path)
+
+
+def test_stack_and_cat_fill_from_one_part_at_a_time():
+    g = torch.Generator().manual_seed(0)
+    parts = [torch.randn(2, 3, generator=g) for _ in range(3)]
+    made = []
+
+    def part(t):
+        def produce():
+            # The part made before this one is already dropped.
+            assert all(ref() is None for ref in made)
+            copy = t.clone()
+            made.append(weakref.ref(copy))
+            return copy
+        return Lazy(produce, torch.empty(t.shape, device="meta"))
+
+    s = stack([part(t) for t in parts])
+    assert s.shape == (3, 2, 3) and not made
+    assert torch.equal(s(), torch.stack(parts)) and len(made) == 3
+    c = cat([part(t) for t in parts], dim=1)
+    assert c.shape == (2, 9)
+    assert torch.equal(c(), torch.cat(parts, 1)) and len(made) == 6
