@@ -8,11 +8,15 @@
 // Then prefill, and each weight type's logits against fp32's (teacher-forced:
 // max logit error, argmax agreement). --kind=mamba2 runs
 // state-spaces/mamba2-130m's shape instead (d_model 768, 24 layers, head_dim
-// 64, d_state 128).
+// 64, d_state 128); --kind=qwen3_5 Qwen3.5-0.8B's (18 Gated DeltaNet and 6
+// gated attention layers, d_model 1024, vocabulary 248320; the attention
+// caches 4 + 2044 keys). The bandwidth bound counts every weight and twice
+// each sequence's whole state (attention caches in full), so with attention
+// it is the bound of a full cache.
 //
 //   bazel run -c opt //bench:mamba_decode_bench --
-//   [--kind=mamba1|mamba2] [--batches=1,8,32,128] [--weights=fp32,bf16,int8]
-//   [--isa=auto|avx2|avx512]
+//   [--kind=mamba1|mamba2|qwen3_5] [--batches=1,8,32,128]
+//   [--weights=fp32,bf16,int8] [--isa=auto|avx2|avx512]
 #include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
@@ -34,8 +38,11 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "bench/random_model.h"
+#include "engine/layers/attention.h"
+#include "engine/layers/gdn.h"
 #include "engine/layers/mamba1.h"
 #include "engine/layers/mamba2.h"
+#include "engine/layers/mlp.h"
 #include "engine/model/config.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -84,6 +91,28 @@ StepShapes ShapesOf(const ModelConfig& cfg) {
   StepShapes s;
   const int d = static_cast<int>(cfg.d_model);
   for (const BlockConfig& b : cfg.blocks) {
+    if (const GdnConfig* g = b.As<GdnConfig>()) {
+      s.mats.push_back({static_cast<int>(g->proj_rows()), d});
+      s.mats.push_back({d, static_cast<int>(g->value_dim())});
+      continue;
+    }
+    if (const AttentionConfig* a = b.As<AttentionConfig>()) {
+      const int qd = static_cast<int>(a->n_heads * a->head_dim),
+                kd = static_cast<int>(a->n_kv_heads * a->head_dim);
+      s.mats.push_back({qd, d});
+      if (a->out_gate) s.mats.push_back({qd, d});
+      s.mats.push_back({kd, d});
+      s.mats.push_back({kd, d});
+      s.mats.push_back({d, qd});
+      continue;
+    }
+    if (const MlpConfig* m = b.As<MlpConfig>()) {
+      const int f = static_cast<int>(m->d_ff);
+      s.mats.push_back({f, d});
+      if (m->gated) s.mats.push_back({f, d});
+      s.mats.push_back({d, f});
+      continue;
+    }
     if (const Mamba2Config* m2 = b.As<Mamba2Config>()) {
       const int e = static_cast<int>(m2->d_inner());
       s.mats.push_back({static_cast<int>(m2->in_proj_rows()), d});
@@ -231,17 +260,23 @@ int Run() {
   std::string dir = absl::GetFlag(FLAGS_model_dir);
   if (dir.empty()) {
     const std::string kind = absl::GetFlag(FLAGS_kind);
-    if (kind != "mamba1" && kind != "mamba2") {
-      std::fprintf(stderr, "--kind must be mamba1 or mamba2, got %s\n",
+    if (kind != "mamba1" && kind != "mamba2" && kind != "qwen3_5") {
+      std::fprintf(stderr, "--kind must be mamba1, mamba2 or qwen3_5, got %s\n",
                    kind.c_str());
       return 1;
     }
-    const bool two = kind == "mamba2";
-    dir = absl::GetFlag(FLAGS_scratch_dir) + (two ? "-mamba2" : "");
-    std::printf("writing a random 130M-shape %s to %s ...\n",
-                two ? "Mamba-2" : "Mamba", dir.c_str());
-    if (absl::Status s =
-            two ? WriteRandomMamba2({}, dir) : WriteRandomMamba({}, dir);
+    const bool two = kind == "mamba2", qwen = kind == "qwen3_5";
+    dir = absl::GetFlag(FLAGS_scratch_dir) + (two    ? "-mamba2"
+                                              : qwen ? "-qwen3.5-0.8b"
+                                                     : "");
+    std::printf("writing a random %s to %s ...\n",
+                two    ? "130M-shape Mamba-2"
+                : qwen ? "Qwen3.5-0.8B-shape model"
+                       : "130M-shape Mamba",
+                dir.c_str());
+    if (absl::Status s = two    ? WriteRandomMamba2({}, dir)
+                         : qwen ? WriteRandomQwen35({}, dir)
+                                : WriteRandomMamba({}, dir);
         !s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;

@@ -53,11 +53,10 @@ F32Tensor Filled(std::vector<int64_t> shape, float value) {
   return F32Tensor{shape, std::vector<float>(size, value)};
 }
 
-// config.json around n_layers copies of `block`, the byte tokenizer and the
-// tensors.
+// config.json around `blocks`, the byte tokenizer and the tensors.
 absl::Status WriteModel(const std::string& dir, const std::string& name,
-                        int64_t vocab, int64_t d_model, int n_layers,
-                        const nlohmann::json& block,
+                        int64_t vocab, int64_t d_model,
+                        const nlohmann::json& blocks,
                         const std::map<std::string, F32Tensor>& ts) {
   nlohmann::json config = {
       {"format", "seqboat-canonical"},
@@ -72,8 +71,7 @@ absl::Status WriteModel(const std::string& dir, const std::string& name,
       {"residual_dtype", "float32"},
       {"eos_token_id", 256},
       {"bos_token_id", nullptr},
-      {"blocks", nlohmann::json::array()}};
-  for (int i = 0; i < n_layers; ++i) config["blocks"].push_back(block);
+      {"blocks", blocks}};
   std::ofstream(dir + "/config.json") << config.dump(2);
   std::ofstream(dir + "/tokenizer.json")
       << R"({"version": "1.0", "model": {"type": "Bytes"}, "added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": true}]})";
@@ -147,7 +145,8 @@ absl::Status WriteRandomMamba(const RandomMambaShape& s,
       {"d_conv", k},           {"dt_rank", r},
       {"in_proj_bias", false}, {"out_proj_bias", false},
       {"conv_bias", true}};
-  return WriteModel(dir, "random-mamba", v, d, s.n_layers, block, ts);
+  return WriteModel(dir, "random-mamba", v, d,
+                    nlohmann::json::array_t(s.n_layers, block), ts);
 }
 
 absl::Status WriteRandomMamba2(const RandomMamba2Shape& s,
@@ -195,7 +194,89 @@ absl::Status WriteRandomMamba2(const RandomMamba2Shape& s,
                           {"dt_min", 0.0},
                           {"dt_max", nullptr},
                           {"gated_norm_eps", 1e-5}};
-  return WriteModel(dir, "random-mamba2", v, d, s.n_layers, block, ts);
+  return WriteModel(dir, "random-mamba2", v, d,
+                    nlohmann::json::array_t(s.n_layers, block), ts);
+}
+
+absl::Status WriteRandomQwen35(const RandomQwen35Shape& s,
+                               const std::string& dir) {
+  ::mkdir(dir.c_str(), 0755);
+  Random rand(s.seed);
+  const int64_t d = s.d_model, kd = int64_t{s.n_k_heads} * s.head_k_dim,
+                vd = int64_t{s.n_v_heads} * s.head_v_dim, conv = 2 * kd + vd,
+                hv = s.n_v_heads, qd = int64_t{s.n_heads} * s.head_dim,
+                kvd = int64_t{s.n_kv_heads} * s.head_dim, f = s.d_ff;
+  const float in_std = 1.0f / std::sqrt(float(d));
+  const nlohmann::json norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+  const nlohmann::json gdn = {{"kind", "gdn"},
+                              {"norm", norm},
+                              {"n_k_heads", s.n_k_heads},
+                              {"n_v_heads", s.n_v_heads},
+                              {"head_k_dim", s.head_k_dim},
+                              {"head_v_dim", s.head_v_dim},
+                              {"d_conv", 4},
+                              {"gated_norm_eps", 1e-6}};
+  const nlohmann::json attention = {{"kind", "attention"},
+                                    {"norm", norm},
+                                    {"n_heads", s.n_heads},
+                                    {"n_kv_heads", s.n_kv_heads},
+                                    {"head_dim", s.head_dim},
+                                    {"qkv_bias", false},
+                                    {"o_bias", false},
+                                    {"pos", "rope_half"},
+                                    {"rope_theta", 1e7},
+                                    {"rope_scaling", nullptr},
+                                    {"rotary_dim", s.rotary_dim},
+                                    {"sinks", s.sinks},
+                                    {"window", s.window},
+                                    {"rel_bias", nullptr},
+                                    {"qk_norm", norm},
+                                    {"out_gate", "sigmoid"}};
+  const nlohmann::json mlp = {{"kind", "mlp"}, {"norm", norm},
+                              {"d_ff", f},     {"act", "silu"},
+                              {"gated", true}, {"bias", false}};
+  std::map<std::string, F32Tensor> ts;
+  ts["embed.weight"] = rand.Gaussian({s.vocab, d}, 0.02f);
+  ts["final_norm.weight"] = Filled({d}, 1.0f);
+  nlohmann::json blocks = nlohmann::json::array();
+  for (int i = 0; i < s.n_layers; ++i) {
+    const std::string a = absl::StrCat("blocks.", 2 * i, ".");
+    const std::string m = absl::StrCat("blocks.", 2 * i + 1, ".");
+    ts[a + "norm.weight"] = Filled({d}, 1.0f);
+    if ((i + 1) % s.full_attention_interval == 0) {
+      blocks.push_back(attention);
+      ts[a + "attn.q.weight"] = rand.Gaussian({qd, d}, in_std);
+      ts[a + "attn.gate.weight"] = rand.Gaussian({qd, d}, in_std);
+      ts[a + "attn.k.weight"] = rand.Gaussian({kvd, d}, in_std);
+      ts[a + "attn.v.weight"] = rand.Gaussian({kvd, d}, in_std);
+      ts[a + "attn.o.weight"] =
+          rand.Gaussian({d, qd}, 1.0f / std::sqrt(float(qd)) / s.n_layers);
+      ts[a + "attn.q_norm.weight"] = Filled({s.head_dim}, 1.0f);
+      ts[a + "attn.k_norm.weight"] = Filled({s.head_dim}, 1.0f);
+    } else {
+      blocks.push_back(gdn);
+      ts[a + "in_qkv.weight"] = rand.Gaussian({conv, d}, in_std);
+      ts[a + "in_z.weight"] = rand.Gaussian({vd, d}, in_std);
+      ts[a + "in_b.weight"] = rand.Gaussian({hv, d}, in_std);
+      ts[a + "in_a.weight"] = rand.Gaussian({hv, d}, in_std);
+      ts[a + "conv.weight"] = rand.Gaussian({conv, 4}, 0.5f);
+      // transformers' A_log = log(uniform(0.01, 16)), so A = -uniform.
+      F32Tensor decay = Filled({hv}, 0.0f);
+      for (float& x : decay.data) x = -0.01f - 15.99f * rand.Uniform();
+      ts[a + "A"] = decay;
+      ts[a + "dt_bias"] = Filled({hv}, 1.0f);
+      ts[a + "gated_norm.weight"] = Filled({s.head_v_dim}, 1.0f);
+      ts[a + "out_proj.weight"] =
+          rand.Gaussian({d, vd}, 1.0f / std::sqrt(float(vd)) / s.n_layers);
+    }
+    blocks.push_back(mlp);
+    ts[m + "norm.weight"] = Filled({d}, 1.0f);
+    ts[m + "mlp.gate.weight"] = rand.Gaussian({f, d}, in_std);
+    ts[m + "mlp.up.weight"] = rand.Gaussian({f, d}, in_std);
+    ts[m + "mlp.down.weight"] =
+        rand.Gaussian({d, f}, 1.0f / std::sqrt(float(f)) / s.n_layers);
+  }
+  return WriteModel(dir, "random-qwen3.5-0.8b-shape", s.vocab, d, blocks, ts);
 }
 
 }  // namespace seqboat

@@ -42,6 +42,32 @@ struct RandomMamba2Shape {
 absl::Status WriteRandomMamba2(const RandomMamba2Shape& shape,
                                const std::string& dir);
 
+// A Qwen3.5 text stack (MODELS.md §12-13): every full_attention_interval-th
+// layer gated full attention, the others Gated DeltaNet, each followed by a
+// SwiGLU MLP; the defaults are Qwen3.5-0.8B's widths and vocabulary (18 GDN +
+// 6 attention layers), the attention cache sinks + window keys.
+struct RandomQwen35Shape {
+  int d_model = 1024;
+  int n_layers = 24;
+  int full_attention_interval = 4;
+  int n_k_heads = 16;
+  int n_v_heads = 16;
+  int head_k_dim = 128;
+  int head_v_dim = 128;
+  int n_heads = 8;
+  int n_kv_heads = 2;
+  int head_dim = 256;
+  int rotary_dim = 64;
+  int d_ff = 3584;
+  int vocab = 248320;
+  int sinks = 4;
+  int window = 2044;
+  uint64_t seed = 1;
+};
+
+absl::Status WriteRandomQwen35(const RandomQwen35Shape& shape,
+                               const std::string& dir);
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_BENCH_RANDOM_MODEL_H_

@@ -23,6 +23,8 @@ namespace {
 
 constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
 constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
+// Gated DeltaNet, gated attention and a moe with a shared expert.
+constexpr char kTinyGdn[] = "tests/data/tiny_gdn";
 
 // The CPU backend, counting the rows the model embeds: every prompt token
 // and every decode step it reads.
@@ -70,7 +72,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model, int64_t cache,
 TEST(ForkTest, SequenceIEqualsARequestSeededSeedPlusI) {
   constexpr int kN = 4;
   constexpr int kNew = 16;
-  for (const char* src : {kTinyMamba, kTinyHybrid}) {
+  for (const char* src : {kTinyMamba, kTinyHybrid, kTinyGdn}) {
     const std::string model = FlatModelCopy(src);
     for (int64_t cache : {int64_t{0}, int64_t{64} << 20}) {
       for (int len : {1, 2, 21}) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/json_reader.h"
 #include "base/status_macros.h"
+#include "server/jinja/json_value.h"
 
 namespace seqboat {
 namespace {
@@ -137,7 +138,7 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizerConfig(
 }
 
 absl::StatusOr<jinja::Str> ChatTemplate::Render(
-    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const std::vector<ChatMessage>& messages, const ChatOptions& options,
     absl::Time now) const {
   using jinja::Value;
   std::vector<Value> list;
@@ -150,6 +151,10 @@ absl::StatusOr<jinja::Str> ChatTemplate::Render(
     if (m.name.has_value()) {
       fields.emplace_back(Value::String("name"),
                           Value::String(jinja::Untrusted(*m.name)));
+    }
+    for (const auto& [key, field] : m.extra.items()) {
+      ASSIGN_OR_RETURN(Value v, jinja::FromJson(field, /*untrusted=*/true));
+      fields.emplace_back(Value::String(key), std::move(v));
     }
     ASSIGN_OR_RETURN(Value message, Value::Dict(std::move(fields)));
     list.push_back(std::move(message));
@@ -168,10 +173,22 @@ absl::StatusOr<jinja::Str> ChatTemplate::Render(
   }
   ASSIGN_OR_RETURN(Value messages_value, Value::List(std::move(list)));
   variables.emplace_back("messages", std::move(messages_value));
-  variables.emplace_back("tools", Value::None());
+  ASSIGN_OR_RETURN(Value tools, jinja::FromJson(options.tools, true));
+  variables.emplace_back("tools", std::move(tools));
   variables.emplace_back("documents", Value::None());
   variables.emplace_back("add_generation_prompt",
-                         Value::Bool(add_generation_prompt));
+                         Value::Bool(options.add_generation_prompt));
+  for (const auto& [key, field] : options.kwargs.items()) {
+    for (const auto& [given, unused] : variables) {
+      if (given == key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chat_template_kwargs: \"", key,
+            "\" is a variable the server sets; it cannot be passed"));
+      }
+    }
+    ASSIGN_OR_RETURN(Value v, jinja::FromJson(field, true));
+    variables.emplace_back(key, std::move(v));
+  }
   return template_->Render(variables, now);
 }
 

@@ -13,6 +13,7 @@
 #define SEQBOAT_SERVER_CHAT_TEMPLATE_H_
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,18 @@ struct ChatMessage {
   std::string role;
   std::string content;
   std::optional<std::string> name;
+  // The message's other fields as the client sent them (tool_calls,
+  // reasoning_content, tool_call_id...), each a variable of the message.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+};
+
+// What a request adds to the conversation: the tools it offers (a JSON array,
+// null for none) and the template's own switches (chat_template_kwargs, e.g.
+// Qwen3's enable_thinking), each a template variable.
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  nlohmann::ordered_json tools;  // null: none
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
 };
 
 class ChatTemplate {
@@ -48,11 +61,22 @@ class ChatTemplate {
       const jinja::Limits& limits = {});
 
   // Renders `messages` with add_generation_prompt, bos_token, eos_token and
-  // the other special-token strings, and tools and documents None, as
-  // transformers does. Errors are jinja::Template::Render's.
+  // the other special-token strings, the tools (documents None) and the
+  // options' kwargs, as transformers' apply_chat_template(messages, tools=,
+  // **kwargs) does. Everything from the client (contents, names, message
+  // extras, tools, kwargs) is untrusted text. INVALID_ARGUMENT for a kwarg
+  // that would replace a variable the template is given; other errors are
+  // jinja::Template::Render's.
+  absl::StatusOr<jinja::Str> Render(const std::vector<ChatMessage>& messages,
+                                    const ChatOptions& options,
+                                    absl::Time now = absl::Now()) const;
   absl::StatusOr<jinja::Str> Render(const std::vector<ChatMessage>& messages,
                                     bool add_generation_prompt = true,
-                                    absl::Time now = absl::Now()) const;
+                                    absl::Time now = absl::Now()) const {
+    ChatOptions options;
+    options.add_generation_prompt = add_generation_prompt;
+    return Render(messages, options, now);
+  }
 
   // The special-token strings the template sees, by variable name.
   const std::vector<std::pair<std::string, std::string>>& special_tokens()

@@ -3,9 +3,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/chat_template.h"
 #include "server/openai_error.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -979,6 +981,36 @@ TEST(ChatRendererTest, NonStreamingBody) {
   auto [cancel_status, cancel_body] = cancelled.Finish();
   EXPECT_EQ(cancel_status, 503);
   EXPECT_EQ(cancelled.final_code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(OpenAiParseTest, ChatTemplateKwargsReachTheTemplateAsVariables) {
+  const ChatRequest parsed =
+      ParseOk<ChatRequest>(ParseChatRequest,
+                           R"({"messages": [{"role": "user", "content": "hi"}],
+          "chat_template_kwargs": {"enable_thinking": false, "depth": 2}})");
+  // Keys in either order: the request is parsed as an unordered object.
+  EXPECT_EQ(nlohmann::json::parse(parsed.template_kwargs.dump()),
+            nlohmann::json::parse(R"({"enable_thinking": false, "depth": 2})"));
+  auto t = ChatTemplate::FromTokenizerConfig(
+      R"({"chat_template": "{{ messages[0].content }}{% if enable_thinking is false %}/no_think{% endif %}"})",
+      "tokenizer_config.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ChatOptions options;
+  options.kwargs = parsed.template_kwargs;
+  EXPECT_EQ((*t)->Render(parsed.messages, options)->text, "hi/no_think");
+  EXPECT_EQ((*t)->Render(parsed.messages)->text, "hi");
+}
+
+TEST(OpenAiParseTest, RefusesBadChatTemplateKwargsNamingThem) {
+  for (const char* kwargs :
+       {R"("on")", R"([1])", R"({"not an id": 1})", R"({"1st": true})"}) {
+    const std::string body =
+        absl::StrCat(R"({"messages": [{"role": "user", "content": "hi"}], )",
+                     R"("chat_template_kwargs": )", kwargs, "}");
+    OpenAiError e = ParseFails<ChatRequest>(ParseChatRequest, body);
+    EXPECT_EQ(e.http_status, 400) << body;
+    EXPECT_EQ(e.param, "chat_template_kwargs") << body;
+  }
 }
 
 }  // namespace

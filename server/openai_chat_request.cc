@@ -1,8 +1,10 @@
 // /v1/chat/completions bodies: the messages, and the rest as a completions
 // request.
+#include <algorithm>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_reader.h"
@@ -22,10 +24,10 @@ using openai::Unsupported;
 // The parameters a chat request may carry: the shared ones, and those read
 // in ParseChatRequest.
 const openai::ParameterSet& ChatParameters() {
-  static const openai::ParameterSet* known =
-      openai::WithShared({"messages", "max_tokens", "max_completion_tokens",
-                          "logprobs", "top_logprobs", "tools", "tool_choice",
-                          "parallel_tool_calls", "response_format"});
+  static const openai::ParameterSet* known = openai::WithShared(
+      {"messages", "max_tokens", "max_completion_tokens", "logprobs",
+       "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+       "response_format", "chat_template_kwargs"});
   return *known;
 }
 
@@ -194,6 +196,37 @@ std::optional<OpenAiError> ReadChatUnsupported(const json& body) {
   return std::nullopt;
 }
 
+// chat_template_kwargs: an object of at most kMaxTemplateKwargs switches
+// named like template variables; their values are the client's JSON.
+std::optional<OpenAiError> ReadTemplateKwargs(const json& body,
+                                              nlohmann::ordered_json* out) {
+  constexpr size_t kMaxTemplateKwargs = 32;
+  const json* kwargs = Field(body, "chat_template_kwargs");
+  if (kwargs == nullptr || kwargs->is_null()) return std::nullopt;
+  if (!kwargs->is_object()) {
+    return Invalid("chat_template_kwargs",
+                   "chat_template_kwargs must be an object");
+  }
+  if (kwargs->size() > kMaxTemplateKwargs) {
+    return Invalid("chat_template_kwargs",
+                   absl::StrCat("chat_template_kwargs holds more than ",
+                                kMaxTemplateKwargs, " entries"));
+  }
+  for (const auto& [key, value] : kwargs->items()) {
+    const bool identifier =
+        !key.empty() && key.size() <= 64 && !absl::ascii_isdigit(key[0]) &&
+        std::all_of(key.begin(), key.end(),
+                    [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+    if (!identifier) {
+      return Invalid("chat_template_kwargs",
+                     "chat_template_kwargs keys must be identifiers of at "
+                     "most 64 letters, digits and underscores");
+    }
+    (*out)[key] = nlohmann::ordered_json::parse(value.dump());
+  }
+  return std::nullopt;
+}
+
 // Renames parameter `from` to `to` in an error, param and message.
 void Rename(OpenAiError* e, const std::string& from, const std::string& to) {
   if (e->param != from) return;
@@ -217,6 +250,9 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
   *out = ChatRequest();
   if (auto e = ReadMessages(parsed, &out->messages)) return fail(*e);
   if (auto e = ReadChatUnsupported(parsed)) return fail(*e);
+  if (auto e = ReadTemplateKwargs(parsed, &out->template_kwargs)) {
+    return fail(*e);
+  }
 
   // The rest is a completions request with these names.
   json completion = json::object();

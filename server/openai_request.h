@@ -55,6 +55,9 @@ struct ChatRequest {
   // How the client named the token limit: "max_tokens" or
   // "max_completion_tokens".
   std::string max_tokens_param = "max_tokens";
+  // chat_template_kwargs, as vLLM names them: the template's own switches
+  // (Qwen3's enable_thinking), each a template variable.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // Parses a /v1/chat/completions body: the messages (roles, content as a

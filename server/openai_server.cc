@@ -370,8 +370,10 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
     return refuse(
         NoChatTemplateError(options.model_id, options.no_chat_template));
   }
+  ChatOptions chat_options;
+  chat_options.kwargs = std::move(parsed.template_kwargs);
   absl::StatusOr<jinja::Str> prompt =
-      options.chat_template->Render(parsed.messages);
+      options.chat_template->Render(parsed.messages, chat_options);
   if (!prompt.ok()) {
     spdlog::debug("chat template refused a request: {}",
                   prompt.status().ToString());

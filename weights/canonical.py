@@ -29,7 +29,7 @@ FP32_SUFFIXES = ("dt_proj.bias", ".dt_bias", ".A", ".D", "s4d.dA", "s4d.C",
 # routes experts in fp32, and a rounded router flips near-tied expert choices.
 # Files written before this rule hold them in the model dtype and still load.
 ROUTER_SUFFIXES = ("moe.router.weight", "moe.router.bias", "moe.router_in.weight",
-                   "moe.router_in.bias")
+                   "moe.router_in.bias", "moe.shared_gate.weight")
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -261,7 +261,9 @@ def moe_shapes(p, b, d_model):
 
     relu_dynamic adds router_in [h, D] (h = router_hidden) and its router is
     [X, h]; router_bias covers both router layers; expert_bias adds up.bias
-    [X, F] (gate.bias [X, F] when gated) and the shared down.bias [D].
+    [X, F] (gate.bias [X, F] when gated) and the shared down.bias [D]; a
+    `shared` expert {"d_ff": Fs, "gate": "sigmoid" or null} adds shared.up /
+    shared.gate [Fs, D], shared.down [D, Fs] and, gated, shared_gate [1, D].
     """
     X, F_, D = b["n_experts"], b["d_ff"], d_model
     relu = b["routing"] == "relu_dynamic"
@@ -283,6 +285,15 @@ def moe_shapes(p, b, d_model):
         if b["gated"]:
             shapes[p + "moe.gate.bias"] = (X, F_)
         shapes[p + "moe.down.bias"] = (D,)
+    shared = b.get("shared")
+    if shared is not None:     # an expert every token runs (Qwen3.5-MoE, Qwen3-Next)
+        Fs = shared["d_ff"]
+        shapes[p + "moe.shared.up.weight"] = (Fs, D)
+        if b["gated"]:
+            shapes[p + "moe.shared.gate.weight"] = (Fs, D)
+        shapes[p + "moe.shared.down.weight"] = (D, Fs)
+        if shared.get("gate") == "sigmoid":
+            shapes[p + "moe.shared_gate.weight"] = (1, D)
     return shapes
 
 

@@ -1,7 +1,9 @@
 #include "engine/layers/moe.h"
 
+#include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/weight_fetch.h"
@@ -49,6 +51,21 @@ class Moe final : public MoeLayer {
       }
       RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.down.bias", {d}, &down_b_));
     }
+    if (c_.shared_d_ff > 0) {
+      const int64_t fs = c_.shared_d_ff;
+      RETURN_IF_ERROR(
+          FetchMatrix(ws, be, p + "moe.shared.up.weight", fs, d, &shared_up_));
+      if (c_.gated) {
+        RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.shared.gate.weight", fs, d,
+                                    &shared_gate_));
+      }
+      RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.shared.down.weight", d, fs,
+                                  &shared_down_));
+      if (c_.shared_gate) {
+        RETURN_IF_ERROR(FetchMatrixFp32(ws, be, p + "moe.shared_gate.weight", 1,
+                                        d, &shared_gate_w_));
+      }
+    }
     rows_.resize(x);
     scales_.resize(x);
     return absl::OkStatus();
@@ -58,9 +75,9 @@ class Moe final : public MoeLayer {
   int64_t StateBytesPerSlot() const override { return 0; }
   int64_t ScratchFloatsPerRow() const override {
     // u, router hidden, logits, (expert, gate) slots, gathered x, up, gate,
-    // expert output.
+    // expert output, the shared expert's up, gate and gate logit.
     return 3 * static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
-           2 * Slots() + 2 * c_.d_ff;
+           2 * Slots() + 2 * c_.d_ff + 2 * c_.shared_d_ff + 1;
   }
   void BindState(void*, int64_t) override {}
   const StepStats& last_step() const override { return stats_; }
@@ -76,6 +93,7 @@ class Moe final : public MoeLayer {
     for (int e = 0; e < static_cast<int>(c_.n_experts); ++e) {
       if (!rows_[e].empty()) RunExpert(be, s, e, residual);
     }
+    if (c_.shared_d_ff > 0) RunShared(be, s, n, residual);
     // The second layer's bias is shared and unmodulated: added once per row,
     // whether or not any expert ran (§5.3).
     if (down_b_ != nullptr) {
@@ -99,6 +117,7 @@ class Moe final : public MoeLayer {
     int32_t* experts;          // [n, slots]
     float* gates;              // [n, slots]
     float *xg, *hg, *gg, *yg;  // one expert's rows: input, up, gate, output
+    float *hs, *gs, *ls;       // the shared expert's up, gate, gate logit
   };
 
   Scratch Carve(float* base, int n) const {
@@ -114,6 +133,9 @@ class Moe final : public MoeLayer {
     s.hg = s.xg + rows * d_;
     s.gg = s.hg + rows * c_.d_ff;
     s.yg = s.gg + rows * c_.d_ff;
+    s.hs = s.yg + rows * d_;
+    s.gs = s.hs + rows * c_.shared_d_ff;
+    s.ls = s.gs + rows * c_.shared_d_ff;
     return s;
   }
 
@@ -196,23 +218,11 @@ class Moe final : public MoeLayer {
     be.GatherRows(gather);
     be.Gemm(Projection(s.xg, m, up_[e], ExpertBias(up_b_, e), s.hg));
     ++stats_.expert_gemms;
-    // act(up), or act(gate) * up when gated.
-    ActivateMulParams act;
-    act.a = s.hg;
-    act.lda = f;
-    act.n = m;
-    act.f = f;
-    act.act = c_.act;
-    act.out = s.hg;
-    act.ldo = f;
     if (c_.gated) {
       be.Gemm(Projection(s.xg, m, gate_[e], ExpertBias(gate_b_, e), s.gg));
       ++stats_.expert_gemms;
-      act.a = s.gg;
-      act.b = s.hg;
-      act.ldb = f;
     }
-    be.ActivateMul(act);
+    Activate(be, s.hg, s.gg, m, f);
     be.Gemm(Projection(s.hg, m, down_[e], nullptr, s.yg));
     ++stats_.expert_gemms;
     ScatterAddParams scatter;
@@ -221,6 +231,59 @@ class Moe final : public MoeLayer {
     scatter.rows = rows_[e].data();
     scatter.scales = scales_[e].data();
     scatter.m = m;
+    scatter.dst = residual;
+    scatter.lddst = d;
+    be.ScatterAddScaled(scatter);
+  }
+
+  // up ← act(up), or act(gate) ⊙ up when gated; [rows, f] each.
+  void Activate(Backend& be, float* up, const float* gate, int rows,
+                int f) const {
+    ActivateMulParams act;
+    act.a = up;
+    act.lda = f;
+    act.n = rows;
+    act.f = f;
+    act.act = c_.act;
+    act.out = up;
+    act.ldo = f;
+    if (c_.gated) {
+      act.a = gate;
+      act.b = up;
+      act.ldb = f;
+    }
+    be.ActivateMul(act);
+  }
+
+  // The shared expert over every row. Its sigmoid gate is a per-row scale,
+  // applied like a routed expert's (the step already reads routing back to
+  // the host): the rows' outputs scattered with their gates.
+  void RunShared(Backend& be, const Scratch& s, int n, float* residual) {
+    const int d = d_, f = static_cast<int>(c_.shared_d_ff);
+    be.Gemm(Projection(s.u, n, shared_up_, nullptr, s.hs));
+    if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
+    Activate(be, s.hs, s.gs, n, f);
+    if (!c_.shared_gate) {
+      GemmParams down = Projection(s.hs, n, shared_down_, nullptr, residual);
+      down.accumulate = true;
+      be.Gemm(down);
+      return;
+    }
+    be.Gemm(Projection(s.hs, n, shared_down_, nullptr, s.yg));
+    be.Gemm(Projection(s.u, n, shared_gate_w_, nullptr, s.ls));
+    shared_rows_.resize(n);
+    shared_scales_.resize(n);
+    be.CopyToHost(shared_scales_.data(), s.ls, sizeof(float) * n);
+    for (int i = 0; i < n; ++i) {
+      shared_rows_[i] = i;
+      shared_scales_[i] = 1.0f / (1.0f + std::exp(-shared_scales_[i]));
+    }
+    ScatterAddParams scatter;
+    scatter.src = s.yg;
+    scatter.d = d;
+    scatter.rows = shared_rows_.data();
+    scatter.scales = shared_scales_.data();
+    scatter.m = n;
     scatter.dst = residual;
     scatter.lddst = d;
     be.ScatterAddScaled(scatter);
@@ -241,6 +304,9 @@ class Moe final : public MoeLayer {
   const float *router_in_b_ = nullptr, *router_b_ = nullptr;
   std::vector<Matrix> up_, gate_, down_;
   const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
+  Matrix shared_up_, shared_gate_, shared_down_, shared_gate_w_;
+  std::vector<int32_t> shared_rows_;
+  std::vector<float> shared_scales_;
   // Host-side routing of the current step; kept to reuse their capacity.
   std::vector<int32_t> host_experts_;
   std::vector<float> host_gates_;
@@ -248,6 +314,31 @@ class Moe final : public MoeLayer {
   std::vector<std::vector<float>> scales_;
   StepStats stats_;
 };
+
+// config.json's optional "shared" (see MoeConfig).
+absl::Status ParseShared(ObjectReader& parent, MoeConfig* c) {
+  const nlohmann::json* v = parent.Get("shared");
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (!v->is_object()) {
+    return parent.Invalid("shared", "null or a shared-expert object", *v);
+  }
+  ObjectReader r(*v, parent.source(),
+                 absl::StrCat(parent.context(), ": shared"));
+  RETURN_IF_ERROR(r.PositiveInt("d_ff", &c->shared_d_ff));
+  const nlohmann::json* gate = r.Get("gate");
+  if (gate != nullptr && !gate->is_null()) {
+    if (!gate->is_string() || gate->get<std::string>() != "sigmoid") {
+      return r.Invalid("gate", "\"sigmoid\" or null", *gate);
+    }
+    c->shared_gate = true;
+  }
+  for (const auto& item : v->items()) {
+    if (item.key() != "d_ff" && item.key() != "gate") {
+      return r.Error(item.key().c_str(), "is not a field of a shared expert");
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
                       std::any* params) {
@@ -287,6 +378,7 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
     }
     RETURN_IF_ERROR(r.Bool("renormalize", &c.renormalize));
   }
+  RETURN_IF_ERROR(ParseShared(r, &c));
   if (softmax) {
     if (r.Get("router_hidden") != nullptr) {
       return r.Error("router_hidden",

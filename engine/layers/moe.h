@@ -1,6 +1,6 @@
-// Mixture-of-experts block (MODELS.md §5, §6.2 `moe`): r ← r + Σ_e g_e E_e(x)
-// (+ the shared down.bias once), x = Norm(r), E_e(x) = down_e(act(up_e x))
-// or down_e(act(gate_e x) ⊙ up_e x).
+// Mixture-of-experts block (MODELS.md §5, §6.2 `moe`, §13.4): r ← r +
+// Σ_e g_e E_e(x) (+ the shared down.bias once) (+ s(x) E_shared(x)),
+// x = Norm(r), E_e(x) = down_e(act(up_e x)) or down_e(act(gate_e x) ⊙ up_e x).
 //
 // Routing (one router op over all rows, then host-side grouping):
 //   top1_softmax: softmax of the router logits in fp32; the top_k experts
@@ -38,6 +38,13 @@ struct MoeConfig {
   int64_t top_k = 1;
   bool renormalize = false;
   int64_t router_hidden = 0;  // relu_dynamic only: h of router_in [h, D]
+  // config.json's optional "shared": {"d_ff": Fs, "gate": "sigmoid" or null},
+  // an expert every row runs besides the routed ones, with the experts' act
+  // and gating (moe.shared.{up,gate,down}.weight), its output times
+  // sigmoid(moe.shared_gate.weight x) [1, D] when gated (Qwen3-Next,
+  // Qwen3.5-MoE). 0: none.
+  int64_t shared_d_ff = 0;
+  bool shared_gate = false;
 };
 
 extern const BlockKind kMoeBlock;

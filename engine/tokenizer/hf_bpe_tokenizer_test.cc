@@ -326,7 +326,8 @@ TEST(RegexSplitterTest, OtherLookaroundIsRejected) {
 
 TEST(HfBpeTokenizerTest, LoadsTheGeneratedFiles) {
   for (const char* name : {"byte_bpe.json", "llama3_bpe.json", "llama_bpe.json",
-                           "neox_bpe.json", "qwen2_bpe.json"}) {
+                           "neox_bpe.json", "qwen2_bpe.json",
+                           "qwen3_5_bpe.json"}) {
     auto tok = LoadTokenizer(std::string("tests/data/tokenizers/") + name);
     ASSERT_TRUE(tok.ok()) << tok.status();
     EXPECT_GE((*tok)->vocab_size(), 1000) << name;

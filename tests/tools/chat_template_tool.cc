@@ -4,7 +4,8 @@
 //   {"cases": [
 //     {"template": "...", "variables": {...}},          // a bare template
 //     {"tokenizer_config": {...}, "messages": [...],    // a chat template
-//      "add_generation_prompt": true}
+//      "add_generation_prompt": true, "tools": [...],   // tools, kwargs:
+//      "kwargs": {"enable_thinking": false}}            //   optional
 //   ], "now": 1700000000}                               // strftime_now's time
 //
 // and writes {"results": [...]} to stdout, one per case: {"text": "...",
@@ -22,6 +23,7 @@
 #include "absl/time/time.h"
 #include "base/json_reader.h"
 #include "server/chat_template.h"
+#include "server/jinja/json_value.h"
 #include "server/jinja/template.h"
 #include "server/jinja/value.h"
 
@@ -30,46 +32,6 @@ namespace {
 // Ordered, so that dicts keep the order the test wrote them in.
 using json = nlohmann::ordered_json;
 using seqboat::jinja::Value;
-
-absl::StatusOr<Value> FromJson(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return Value::None();
-    case json::value_t::boolean:
-      return Value::Bool(j.get<bool>());
-    case json::value_t::number_integer:
-      return Value::Int(j.get<int64_t>());
-    case json::value_t::number_unsigned:
-      if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-        return absl::InvalidArgumentError("integer out of range");
-      }
-      return Value::Int(static_cast<int64_t>(j.get<uint64_t>()));
-    case json::value_t::number_float:
-      return Value::Float(j.get<double>());
-    case json::value_t::string:
-      return Value::String(j.get<std::string>());
-    case json::value_t::array: {
-      std::vector<Value> items;
-      for (const json& item : j) {
-        absl::StatusOr<Value> v = FromJson(item);
-        if (!v.ok()) return v.status();
-        items.push_back(*std::move(v));
-      }
-      return Value::List(std::move(items));
-    }
-    case json::value_t::object: {
-      std::vector<std::pair<Value, Value>> items;
-      for (const auto& [key, item] : j.items()) {
-        absl::StatusOr<Value> v = FromJson(item);
-        if (!v.ok()) return v.status();
-        items.emplace_back(Value::String(key), *std::move(v));
-      }
-      return Value::Dict(std::move(items));
-    }
-    default:
-      return absl::InvalidArgumentError("unsupported JSON value");
-  }
-}
 
 json Error(const absl::Status& status) {
   return json{{"error", std::string(status.message())},
@@ -93,7 +55,7 @@ json RunCase(const json& c, absl::Time now) {
     seqboat::jinja::Variables variables;
     if (c.contains("variables")) {
       for (const auto& [key, value] : c["variables"].items()) {
-        absl::StatusOr<Value> v = FromJson(value);
+        absl::StatusOr<Value> v = seqboat::jinja::FromJson(value, false);
         if (!v.ok()) return Error(v.status());
         variables.emplace_back(key, *std::move(v));
       }
@@ -109,11 +71,20 @@ json RunCase(const json& c, absl::Time now) {
     seqboat::ChatMessage message;
     message.role = m["role"].get<std::string>();
     message.content = m["content"].get<std::string>();
-    if (m.contains("name")) message.name = m["name"].get<std::string>();
+    for (const auto& [key, field] : m.items()) {
+      if (key == "name") {
+        message.name = field.get<std::string>();
+      } else if (key != "role" && key != "content") {
+        message.extra[key] = field;
+      }
+    }
     messages.push_back(std::move(message));
   }
-  return Result(
-      (*t)->Render(messages, c.value("add_generation_prompt", true), now));
+  seqboat::ChatOptions options;
+  options.add_generation_prompt = c.value("add_generation_prompt", true);
+  if (c.contains("tools")) options.tools = c["tools"];
+  if (c.contains("kwargs")) options.kwargs = c["kwargs"];
+  return Result((*t)->Render(messages, options, now));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-"""Hugging Face Qwen3.5 (`Qwen3_5ForConditionalGeneration`, `Qwen3_5ForCausalLM`)
--> canonical `gdn` / gated `attention` + `mlp` blocks (MODELS.md 12, 13).
+"""Hugging Face Qwen3.5 (`Qwen3_5ForConditionalGeneration`, `Qwen3_5ForCausalLM`,
+and the MoE `Qwen3_5MoeForConditionalGeneration`, `Qwen3_5MoeForCausalLM`)
+-> canonical `gdn` / gated `attention` + `mlp` or `moe` blocks (MODELS.md 12, 13).
 
 Decoder layer j becomes two blocks:
   2j:   `gdn` (Gated DeltaNet, linear_attn.*) or, where layer_types[j] is
@@ -7,7 +8,11 @@ Decoder layer j becomes two blocks:
         (`qk_norm`), sigmoid output gate (`out_gate`) and RoPE on the first
         int(head_dim * partial_rotary_factor) channels of each head; its
         pre-norm is input_layernorm.
-  2j+1: `mlp` (gated SiLU), post_attention_layernorm as its pre-norm.
+  2j+1: `mlp` (gated SiLU), post_attention_layernorm as its pre-norm; in the
+        MoE models `moe`: softmax over all experts in fp32, the top
+        num_experts_per_tok renormalised, SwiGLU experts, and a shared SwiGLU
+        expert scaled by sigmoid(shared_expert_gate x) (MODELS.md 13.4); the
+        experts per expert or fused as transformers 5 holds them.
 
 Qwen3.5's RMSNorms store w and scale by 1 + w (MODELS.md 13.1); the canonical
 rmsnorm scales by its weight, so the converter writes 1 + w, in fp32 whatever
@@ -59,25 +64,39 @@ DEFAULTS = {"vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 1228
             "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
             "linear_value_head_dim": 128, "linear_num_key_heads": 16,
             "linear_num_value_heads": 32, "full_attention_interval": 4}
-# (model_type, architecture, weight prefix, text config nested under text_config)
+# model_type -> (architecture, weight prefix, text config nested under
+# text_config); hf-qwen3-next (weights/converters/hf_qwen3_next.py) passes its own.
 LAYOUTS = {"qwen3_5": ("Qwen3_5ForConditionalGeneration", "model.language_model.", True),
-           "qwen3_5_text": ("Qwen3_5ForCausalLM", "model.", False)}
+           "qwen3_5_text": ("Qwen3_5ForCausalLM", "model.", False),
+           "qwen3_5_moe": ("Qwen3_5MoeForConditionalGeneration", "model.language_model.", True),
+           "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", "model.", False)}
+# Qwen3_5MoeTextConfig's own defaults (intermediate_size is not one of its fields).
+MOE_DEFAULTS = {"hidden_size": 2048, "num_hidden_layers": 40, "num_key_value_heads": 2,
+                "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                "num_experts_per_tok": 8, "num_experts": 256}
+# Qwen3NextConfig's (transformers 5.23 configuration_qwen3_next.py).
+NEXT_DEFAULTS = {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
+                 "num_hidden_layers": 48, "num_key_value_heads": 2, "decoder_sparse_step": 1,
+                 "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                 "num_experts_per_tok": 10, "num_experts": 512, "norm_topk_prob": True,
+                 "mlp_only_layers": None}
+NEXT_LAYOUTS = {"qwen3_next": ("Qwen3NextForCausalLM", "model.", False)}
 SKIPPED = ("model.visual.",)
 MTP = "mtp."
 
 
-def _layout(cfg):
+def _layout(cfg, layouts):
     mt = cfg.get("model_type")
     archs = cfg.get("architectures") or []
-    if mt not in LAYOUTS or (archs and LAYOUTS[mt][0] not in archs):
-        want = ", ".join(f"{t} / {a}" for t, (a, _, _) in LAYOUTS.items())
+    if mt not in layouts or (archs and layouts[mt][0] not in archs):
+        want = ", ".join(f"{t} / {a}" for t, (a, _, _) in layouts.items())
         raise ConvertError(f"config: unknown architecture (model_type={mt!r}, "
                            f"architectures={archs!r}); expected {want}")
-    arch, prefix, nested = LAYOUTS[mt]
+    arch, prefix, nested = layouts[mt]
     text = cfg.get("text_config") if nested else cfg
     if not isinstance(text, dict):
         raise ConvertError("config: field 'text_config' must be an object")
-    return prefix, text
+    return prefix, text, arch
 
 
 def _layer_types(text, n_layers):
@@ -119,13 +138,44 @@ def _rope(text, head_dim):
     return theta, d
 
 
-def read_dims(cfg):
-    """Canonical dimensions and the per-layer plan from an HF Qwen3.5 config dict."""
-    prefix, text = _layout(cfg)
+def _moe(text, renormalize):
+    """The MoE layers' shape (MODELS.md 13.4): softmax over all experts, the top
+    k (renormalised always in Qwen3.5-MoE, by norm_topk_prob in Qwen3-Next), a
+    shared expert behind a sigmoid."""
+    X, k = positive_int(text, "num_experts"), positive_int(text, "num_experts_per_tok")
+    if k > X:
+        raise ConvertError(f"config: field 'num_experts_per_tok' {k} exceeds num_experts {X}")
+    return {"n_experts": X, "top_k": k, "d_ff": positive_int(text, "moe_intermediate_size"),
+            "shared_d_ff": positive_int(text, "shared_expert_intermediate_size"),
+            "renormalize": renormalize}
+
+
+def _next_ffn(text, n_layers):
+    """Qwen3-Next's feed-forward per layer: MoE iff num_experts > 0, (i + 1) %
+    decoder_sparse_step == 0 and i not in mlp_only_layers, else a dense MLP."""
+    X = text["num_experts"]
+    if isinstance(X, bool) or not isinstance(X, int) or X < 0:
+        raise ConvertError(f"config: field 'num_experts' must be a non-negative integer, "
+                           f"got {X!r}")
+    step = positive_int(text, "decoder_sparse_step")
+    dense = text["mlp_only_layers"] or []
+    if not isinstance(dense, list) or not all(isinstance(i, int) for i in dense):
+        raise ConvertError(f"config: field 'mlp_only_layers' must be a list of layer indices, "
+                           f"got {dense!r}")
+    return ["moe" if X > 0 and (i + 1) % step == 0 and i not in dense else "mlp"
+            for i in range(n_layers)]
+
+
+def read_dims(cfg, layouts=None):
+    """Canonical dimensions and the per-layer plan from an HF Qwen3.5 (or, with
+    NEXT_LAYOUTS, Qwen3-Next) config dict."""
+    prefix, text, arch = _layout(cfg, layouts or LAYOUTS)
     check_silu(text, ": the GDN conv, the MLP and the gates use it")
     tied = boolean(text, "tie_word_embeddings",
                    cfg.get("tie_word_embeddings", DEFAULTS["tie_word_embeddings"]))
-    text = {**DEFAULTS, **text}
+    nxt, moe = arch == "Qwen3NextForCausalLM", "Moe" in arch
+    text = {**DEFAULTS, **(MOE_DEFAULTS if moe else {}), **(NEXT_DEFAULTS if nxt else {}),
+            **text}
     D = positive_int(text, "hidden_size")
     L = positive_int(text, "num_hidden_layers")
     Hq, Hkv, dh = attention_heads(text, D, explicit_head_dim=True)
@@ -134,9 +184,13 @@ def read_dims(cfg):
     if Hv % Hk:
         raise ConvertError(f"config: field 'linear_num_value_heads' {Hv} must be a multiple "
                            f"of linear_num_key_heads {Hk}")
+    ffn = _next_ffn(text, L) if nxt else ["moe" if moe else "mlp"] * L
     return {"prefix": prefix, "vocab_size": positive_int(text, "vocab_size"), "d_model": D,
-            "n_layers": L, "layers": _layer_types(text, L),
-            "d_ff": positive_int(text, "intermediate_size"),
+            "n_layers": L, "layers": _layer_types(text, L), "ffn": ffn,
+            "moe": (_moe(text, boolean(text, "norm_topk_prob", True) if nxt else True)
+                    if "moe" in ffn else None),
+            "d_ff": positive_int(text, "intermediate_size") if "mlp" in ffn else None,
+            "gdn_fused": nxt,
             "n_heads": Hq, "n_kv_heads": Hkv, "head_dim": dh, "rotary_dim": rotary_dim,
             "rope_theta": theta, "attn_bias": boolean(text, "attention_bias", False),
             "n_k_heads": Hk, "n_v_heads": Hv,
@@ -151,11 +205,16 @@ def _gdn_shapes(s, dims):
     D, Hk, Hv = dims["d_model"], dims["n_k_heads"], dims["n_v_heads"]
     kd, vd = Hk * dims["head_k_dim"], Hv * dims["head_v_dim"]
     conv = 2 * kd + vd
-    return {s + "in_proj_qkv.weight": (conv, D), s + "in_proj_z.weight": (vd, D),
-            s + "in_proj_b.weight": (Hv, D), s + "in_proj_a.weight": (Hv, D),
-            s + "conv1d.weight": (conv, 1, dims["d_conv"]), s + "A_log": (Hv,),
-            s + "dt_bias": (Hv,), s + "norm.weight": (dims["head_v_dim"],),
-            s + "out_proj.weight": (D, vd)}
+    if dims["gdn_fused"]:        # Qwen3-Next: interleaved per key-head group (12.2)
+        shapes = {s + "in_proj_qkvz.weight": (2 * kd + 2 * vd, D),
+                  s + "in_proj_ba.weight": (2 * Hv, D)}
+    else:
+        shapes = {s + "in_proj_qkv.weight": (conv, D), s + "in_proj_z.weight": (vd, D),
+                  s + "in_proj_b.weight": (Hv, D), s + "in_proj_a.weight": (Hv, D)}
+    shapes.update({s + "conv1d.weight": (conv, 1, dims["d_conv"]), s + "A_log": (Hv,),
+                   s + "dt_bias": (Hv,), s + "norm.weight": (dims["head_v_dim"],),
+                   s + "out_proj.weight": (D, vd)})
+    return shapes
 
 
 def _attention_shapes(s, dims):
@@ -179,8 +238,28 @@ def source_shapes(dims):
             s.update(_attention_shapes(p + "self_attn.", dims))
         else:
             s.update(_gdn_shapes(p + "linear_attn.", dims))
-        s.update(hf_layers.mlp_shapes(p + "mlp.", D, dims["d_ff"], False))
+        if dims["ffn"][j] == "mlp":
+            s.update(hf_layers.mlp_shapes(p + "mlp.", D, dims["d_ff"], False))
+        else:
+            s.update(_moe_shapes(p + "mlp.", dims))
     return s
+
+
+def _moe_shapes(s, dims):
+    """Per-expert projections, or transformers 5's fused experts.gate_up_proj
+    [X, 2F, D] (gate rows first) and experts.down_proj [X, D, F] when the
+    checkpoint holds those (dims["fused_experts"])."""
+    D, m = dims["d_model"], dims["moe"]
+    X, F_ = m["n_experts"], m["d_ff"]
+    shapes = {s + "gate.weight": (X, D), s + "shared_expert_gate.weight": (1, D)}
+    shapes.update(hf_layers.mlp_shapes(s + "shared_expert.", D, m["shared_d_ff"], False))
+    if dims.get("fused_experts"):
+        shapes[s + "experts.gate_up_proj"] = (X, 2 * F_, D)
+        shapes[s + "experts.down_proj"] = (X, D, F_)
+    else:
+        for e in range(X):
+            shapes.update(hf_layers.mlp_shapes(s + f"experts.{e}.", D, F_, False))
+    return shapes
 
 
 def _one_plus(t):
@@ -188,16 +267,36 @@ def _one_plus(t):
     return (1.0 + t.double()).float().contiguous()
 
 
-def _map_gdn(tensors, mat, s, c):
-    out = {c + "in_qkv.weight": mat(s + "in_proj_qkv.weight"),
-           c + "in_z.weight": mat(s + "in_proj_z.weight"),
-           c + "in_b.weight": mat(s + "in_proj_b.weight"),
-           c + "in_a.weight": mat(s + "in_proj_a.weight"),
-           c + "conv.weight": mat(s + "conv1d.weight")[:, 0, :].contiguous(),
+def _deinterleave(mat, s, c, dims):
+    """Qwen3-Next's in_proj_qkvz / in_proj_ba, grouped per key head g as
+    [q_g; k_g; v_g (r heads); z_g] and [b_g; a_g] (MODELS.md 12.2), as
+    Qwen3.5's separate projections; value head g*r + j stays head g*r + j."""
+    Hk, dk, dv = dims["n_k_heads"], dims["head_k_dim"], dims["head_v_dim"]
+    r = dims["n_v_heads"] // Hk
+    qkvz = mat(s + "in_proj_qkvz.weight")
+    groups = qkvz.reshape(Hk, 2 * dk + 2 * r * dv, -1)
+    q, k, v, z = torch.split(groups, [dk, dk, r * dv, r * dv], dim=1)
+    ba = mat(s + "in_proj_ba.weight").reshape(Hk, 2 * r, -1)
+    b, a = torch.split(ba, [r, r], dim=1)
+    flat = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
+    return {c + "in_qkv.weight": torch.cat([flat(q), flat(k), flat(v)]).contiguous(),
+            c + "in_z.weight": flat(z).contiguous(), c + "in_b.weight": flat(b).contiguous(),
+            c + "in_a.weight": flat(a).contiguous()}
+
+
+def _map_gdn(tensors, mat, s, c, dims):
+    if dims["gdn_fused"]:
+        out = _deinterleave(mat, s, c, dims)
+    else:
+        out = {c + "in_qkv.weight": mat(s + "in_proj_qkv.weight"),
+               c + "in_z.weight": mat(s + "in_proj_z.weight"),
+               c + "in_b.weight": mat(s + "in_proj_b.weight"),
+               c + "in_a.weight": mat(s + "in_proj_a.weight")}
+    out.update({c + "conv.weight": mat(s + "conv1d.weight")[:, 0, :].contiguous(),
            c + "A": (-torch.exp(tensors[s + "A_log"].double())).float(),
            c + "dt_bias": tensors[s + "dt_bias"].float().contiguous(),
            c + "gated_norm.weight": mat(s + "norm.weight"),
-           c + "out_proj.weight": mat(s + "out_proj.weight")}
+           c + "out_proj.weight": mat(s + "out_proj.weight")})
     return out
 
 
@@ -242,9 +341,31 @@ def map_tensors(tensors, dims, dtype):
         if mixer == "full_attention":
             out.update(_map_attention(tensors, mat, s + "self_attn.", a, dims))
         else:
-            out.update(_map_gdn(tensors, mat, s + "linear_attn.", a))
+            out.update(_map_gdn(tensors, mat, s + "linear_attn.", a, dims))
         out[m + "norm.weight"] = _one_plus(tensors[s + "post_attention_layernorm.weight"])
-        out.update(hf_layers.map_mlp(mat, s + "mlp.", m, False))
+        if dims["ffn"][j] == "mlp":
+            out.update(hf_layers.map_mlp(mat, s + "mlp.", m, False))
+        else:
+            out.update(_map_moe(tensors, mat, s + "mlp.", m, dims))
+    return out
+
+
+def _map_moe(tensors, mat, s, c, dims):
+    X, F_ = dims["moe"]["n_experts"], dims["moe"]["d_ff"]
+    out = {c + "moe.router.weight": tensors[s + "gate.weight"].float().contiguous(),
+           c + "moe.shared_gate.weight":
+               tensors[s + "shared_expert_gate.weight"].float().contiguous()}
+    for n in ("gate", "up", "down"):
+        out[c + f"moe.shared.{n}.weight"] = mat(s + f"shared_expert.{n}_proj.weight")
+    if dims.get("fused_experts"):
+        gate_up = mat(s + "experts.gate_up_proj")
+        out[c + "moe.gate.weight"] = gate_up[:, :F_].contiguous()
+        out[c + "moe.up.weight"] = gate_up[:, F_:].contiguous()
+        out[c + "moe.down.weight"] = mat(s + "experts.down_proj")
+    else:
+        for n in ("gate", "up", "down"):
+            out[c + f"moe.{n}.weight"] = torch.stack(
+                [mat(s + f"experts.{e}.{n}_proj.weight") for e in range(X)])
     return out
 
 
@@ -262,23 +383,32 @@ def blocks(dims, sinks, window):
            "n_v_heads": dims["n_v_heads"], "head_k_dim": dims["head_k_dim"],
            "head_v_dim": dims["head_v_dim"], "d_conv": dims["d_conv"],
            "gated_norm_eps": dims["eps"]}
-    mlp = {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": "silu", "gated": True,
-           "bias": False}
+    ffn = {"mlp": {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": "silu",
+                   "gated": True, "bias": False}}
+    if dims["moe"] is not None:
+        m = dims["moe"]
+        ffn["moe"] = {"kind": "moe", "norm": norm, "routing": "top1_softmax",
+                      "n_experts": m["n_experts"], "d_ff": m["d_ff"], "act": "silu",
+                      "gated": True, "router_bias": False, "expert_bias": False,
+                      "capacity": None, "top_k": m["top_k"], "renormalize": m["renormalize"],
+                      "shared": {"d_ff": m["shared_d_ff"], "gate": "sigmoid"}}
     out = []
-    for mixer in dims["layers"]:
+    for mixer, f in zip(dims["layers"], dims["ffn"]):
         out += [json.loads(json.dumps(attn if mixer == "full_attention" else gdn)),
-                json.loads(json.dumps(mlp))]
+                json.loads(json.dumps(ffn[f]))]
     return out
 
 
-def convert(src, dtype, sinks=None, window=None):
-    """Return (canonical config, canonical tensors) for an HF Qwen3.5 directory;
-    tensors named mtp.* are the kept multi-token-prediction head."""
+def convert(src, dtype, sinks=None, window=None, layouts=None):
+    """Return (canonical config, canonical tensors) for an HF Qwen3.5 directory
+    (layouts: NEXT_LAYOUTS for Qwen3-Next); tensors named mtp.* are the kept
+    multi-token-prediction head."""
     cfg = load_config(src)
-    dims = read_dims(cfg)
+    dims = read_dims(cfg, layouts)
     S, W = sink_cache.cache_size(dims["max_pos"], DEFAULT_WINDOW, sinks, window,
                                  bound_explicit_window=True)
     text, mtp = split_tensors(load_tensors(src), dims)
+    dims["fused_experts"] = any(n.endswith("mlp.experts.gate_up_proj") for n in text)
     tensors = map_tensors(text, dims, dtype)
     config = canonical_config(dims["defaults"], src, dims, dims["tied"], blocks(dims, S, W))
     if mtp:

@@ -11,7 +11,9 @@ Routing:
       p_e are divided by their sum (Mixtral-style top-k).
   relu_dynamic (ReM 5.3): m = ReLU(router(SiLU(router_in(x)))); every expert
       with m_e > 0 runs with gate m_e.
-Output r + sum_e gate_e * E_e(x) + down.bias (shared, added once).
+Output r + sum_e gate_e * E_e(x) + down.bias (shared, added once)
+  + s(x) * E_shared(x) with a `shared` expert (MODELS.md 13.4: every token runs
+  it; s = sigmoid(shared_gate x) when its gate is "sigmoid", else 1).
 E_e(x) = down_e(act(up_e x + up.bias_e)) or down_e(act(gate_e x + ..) * (up_e x + ..)).
 """
 
@@ -51,12 +53,24 @@ def expert(x_t, p, blk, e):
     return F.linear(h, p["moe.down.weight"][e])
 
 
+def shared_expert(x_t, p, blk):
+    act = activation(blk["act"])
+    h = F.linear(x_t, p["moe.shared.up.weight"])
+    h = act(F.linear(x_t, p["moe.shared.gate.weight"])) * h if blk["gated"] else act(h)
+    y = F.linear(h, p["moe.shared.down.weight"])
+    if blk["shared"].get("gate") == "sigmoid":
+        y = torch.sigmoid(F.linear(x_t, p["moe.shared_gate.weight"])) * y
+    return y
+
+
 def moe_block(r, p, blk, cfg):
     x = apply_norm(r, p, blk["norm"])
     out = torch.zeros_like(r)
     for t in range(r.shape[0]):
         for e, g in route(x[t], p, blk):
             out[t] += g * expert(x[t], p, blk, e)
+        if blk.get("shared") is not None:
+            out[t] += shared_expert(x[t], p, blk)
     if "moe.down.bias" in p:
         out = out + p["moe.down.bias"]
     return r + out

@@ -52,15 +52,14 @@ def mlp_tensors(p, b, D, seed):
 
 def moe_tensors(p, b, D, seed):
     _, uniform, normal = _gen(seed)
-    F_ = b["d_ff"]
     t = _norm_tensors(p, b.get("norm"), D, normal)
     for name, shape in canonical.moe_shapes(p, b, D).items():
-        if ".router" in name:
+        if ".router" in name or "shared_gate" in name:
             # Spread router logits so that routing is decisive (no near ties
             # between fp32 and float64) and several experts get used.
             t[name] = normal(shape, 1.5 / math.sqrt(shape[-1] if len(shape) > 1 else 1))
         else:
-            fan_in = F_ if ".down." in name else D
+            fan_in = shape[-1] if ".down." in name else D
             t[name] = uniform(shape, 1 / math.sqrt(fan_in))
     return t
 

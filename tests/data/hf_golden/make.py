@@ -26,26 +26,12 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "python"))
+from hf_models import perturb, scale  # noqa: E402  (tests/python/hf_models.py)
+
 VOCAB = 257            # the byte tokenizer's ids: bytes + EOS
 EOS = 256
 N_GREEDY = 64
-
-
-@torch.no_grad()
-def perturb(model, suffixes, scale):
-    """Adds scale x N(0, 1) to every parameter whose name ends with a suffix:
-    norms start at 0 or 1 and biases at 0 in transformers, and a converter that
-    dropped or misplaced one would not show."""
-    for name, p in model.named_parameters():
-        if name.endswith(suffixes):
-            p.add_(scale * torch.randn_like(p))
-
-
-@torch.no_grad()
-def scale(model, suffixes, factor):
-    for name, p in model.named_parameters():
-        if name.endswith(suffixes):
-            p.mul_(factor)
 
 
 def prompt_ids(n=131):
@@ -123,6 +109,37 @@ def qwen3_5_causal():
     return model, {}
 
 
+def qwen3_5_moe():
+    """Qwen3_5MoeForCausalLM: every layer a top-k MoE (renormalised) with a
+    shared expert behind a sigmoid gate, as Qwen3.5-35B-A3B."""
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+    kw = qwen3_5_text(tie_word_embeddings=False, linear_num_value_heads=4)
+    kw.pop("intermediate_size")
+    cfg = Qwen3_5MoeTextConfig(**kw, num_experts=6, num_experts_per_tok=2,
+                               moe_intermediate_size=32, shared_expert_intermediate_size=40)
+    model = Qwen3_5MoeForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    # Routers start at zero in transformers: every expert tied. Spread them so
+    # the top-k is decisive.
+    perturb(model, ("mlp.gate.weight",), 1.0)
+    return model, {}
+
+
+def qwen3_next():
+    """Qwen3NextForCausalLM: the fused, per-key-head-group interleaved GDN
+    projections with two value heads per key head, MoE layers except the one
+    mlp_only_layers names (a dense SwiGLU), the top k not renormalised."""
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    kw = qwen3_5_text(tie_word_embeddings=False, linear_num_value_heads=4)
+    cfg = Qwen3NextConfig(**kw, num_experts=6, num_experts_per_tok=2, norm_topk_prob=False,
+                          moe_intermediate_size=32, shared_expert_intermediate_size=40,
+                          decoder_sparse_step=1, mlp_only_layers=[1])
+    model = Qwen3NextForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("mlp.gate.weight",), 1.0)
+    return model, {}
+
+
 def nemotron_h():
     """NemotronHForCausalLM with every dense layer kind of its pattern
     (Mamba-2, attention without positions, squared-ReLU MLP): E = heads x
@@ -164,8 +181,8 @@ def granite_4_h():
     return model, {}
 
 
-MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "nemotron_h": nemotron_h,
-          "granite_4_h": granite_4_h}
+MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
+          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "granite_4_h": granite_4_h}
 
 
 def write(name):

@@ -1,6 +1,8 @@
-"""Regenerates this directory: a tiny random model of Gated DeltaNet blocks (two
-value heads per key head, then one per key head) around an mlp, for the engine's
-tests of the gdn kind (prefix reuse, n > 1, the overlapped loop).
+"""Regenerates this directory: a tiny random Qwen3.5-shaped model, Gated DeltaNet
+blocks (two value heads per key head, then one per key head) with a gated
+attention block (per-head q/k norm, sigmoid output gate, a quarter of each head
+rotated), an mlp and a top-2 moe with a gated shared expert, for the engine's
+tests of those kinds (prefix reuse, n > 1, the overlapped loop).
 
     .venv/bin/python tests/data/tiny_gdn/make.py
 """
@@ -21,6 +23,10 @@ BLOCKS = [
     block("gdn", D, n_k_heads=2, n_v_heads=4, head_k_dim=8, head_v_dim=8),
     block("mlp", D, d_ff=64),
     block("gdn", D, n_k_heads=2, n_v_heads=2, head_k_dim=12, head_v_dim=16, d_conv=3),
+    block("attention", D, n_heads=4, n_kv_heads=2, head_dim=16, rotary_dim=4, sinks=4,
+          window=60, qk_norm={"type": "rmsnorm", "eps": 1e-6}, out_gate="sigmoid"),
+    block("moe", D, n_experts=4, d_ff=24, top_k=2, renormalize=True, gated=True, act="silu",
+          shared={"d_ff": 40, "gate": "sigmoid"}),
 ]
 
 

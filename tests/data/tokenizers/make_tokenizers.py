@@ -26,6 +26,11 @@ same files. Five tokenizers covering the families the C++ loader supports:
                    ByteLevel(no regex), BPE with empty affixes, no BOS;
                    <|endoftext|>, <|im_start|>, <|im_end|> special and
                    Qwen2.5's <tool_call> / </tool_call> not.
+  qwen3_5_bpe.json Qwen3.5 style (MODELS.md 13.5): qwen2_bpe.json's pipeline
+                   with Qwen3.5's regex, which keeps combining marks (\p{M})
+                   with the letters before them, and Qwen3's added tokens
+                   (<think>, <tool_call>, <tool_response> and their closings,
+                   not special).
   llama_bpe.json   Llama 1/2 / Mistral style: SentencePiece-like BPE with
                    byte_fallback, Prepend/Replace normalizer, no pre-tokenizer,
                    Replace/ByteFallback/Fuse/Strip decoder, BOS template.
@@ -46,6 +51,12 @@ LLAMA3_PATTERN = (
 QWEN2_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
     r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+# Qwen3.5's (MODELS.md 13.5): Qwen2's with \p{M} beside \p{L} twice.
+QWEN3_5_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+    r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def training_text():
@@ -120,11 +131,12 @@ def as_published_neox(data):
     return data
 
 
-def qwen2_bpe(lines):
+def qwen2_bpe(lines, pattern=QWEN2_PATTERN,
+              plain=("<tool_call>", "</tool_call>")):
     trainer_tok = Tokenizer(models.BPE())
     trainer_tok.normalizer = normalizers.NFC()
     pre = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     trainer_tok.pre_tokenizer = pre
@@ -145,10 +157,15 @@ def qwen2_bpe(lines):
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True)
                             for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
-    tok.add_tokens([AddedToken(t, normalized=False, special=False)
-                    for t in ("<tool_call>", "</tool_call>")])
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in plain])
     add_test_tokens(tok)
     return tok
+
+
+def qwen3_5_bpe(lines):
+    return qwen2_bpe(lines, QWEN3_5_PATTERN,
+                     ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+                      "</tool_response>"))
 
 
 # Words of multilingual.txt that llama3_bpe.json holds as whole tokens
@@ -247,8 +264,12 @@ def save(tok, name, string_merges=False, edit=None):
     print("wrote", path)
 
 
-def main():
+def main(names=None):
     lines = training_text()
+    if names:       # only these, e.g. a new family, leaving the others' bytes alone
+        for name in names:
+            save(globals()[name.removesuffix(".json")](lines), name)
+        return
     save(byte_bpe(lines), "byte_bpe.json", string_merges=True)
     save(neox_bpe(lines), "neox_bpe.json", string_merges=True, edit=as_published_neox)
     save(llama3_bpe(lines), "llama3_bpe.json")
@@ -257,4 +278,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main(sys.argv[1:])

@@ -24,6 +24,7 @@ from engine_run import convert, engine_greedy, run_engine
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
 SOURCES = {"Qwen3_5ForConditionalGeneration": "hf-qwen3_5", "Qwen3_5ForCausalLM": "hf-qwen3_5",
+           "Qwen3_5MoeForCausalLM": "hf-qwen3_5", "Qwen3NextForCausalLM": "hf-qwen3-next",
            "NemotronHForCausalLM": "hf-nemotron-h",
            "GraniteMoeHybridForCausalLM": "hf-granite-moe-hybrid"}
 NAMES = sorted(p.parent.name for p in GOLDEN.glob("*/golden.json"))
@@ -44,7 +45,8 @@ def converted(name, repo_root, tmp_path):
 
 
 def test_every_golden_model_is_checked():
-    assert {"qwen3_5", "qwen3_5_causal", "nemotron_h", "granite_4_h"} <= set(NAMES)
+    assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next", "nemotron_h",
+            "granite_4_h"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

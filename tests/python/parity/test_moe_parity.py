@@ -25,6 +25,15 @@ CASES = {
                       router_bias=True), mamba1(), mlp()],
     "relu_dynamic_gated": [
         moe(routing="relu_dynamic", router_hidden=6, gated=True, act="silu"), mamba1()],
+    # Qwen3.5-MoE / Qwen3-Next: top-k renormalised, SwiGLU experts and a
+    # shared SwiGLU expert of another width behind a per-token sigmoid gate;
+    # then a shared expert without a gate.
+    "top2_shared_expert": [
+        mamba1(), moe(top_k=2, renormalize=True, gated=True, act="silu",
+                      norm={"type": "rmsnorm", "eps": 1e-6},
+                      shared={"d_ff": 40, "gate": "sigmoid"}), mlp()],
+    "shared_expert_ungated": [
+        moe(top_k=1, act="relu", shared={"d_ff": 24, "gate": None}), mamba1()],
 }
 
 
@@ -84,6 +93,9 @@ def test_expert_count_mismatch_names_the_tensor(tmp_path, engine_logits):
     ("top_k", 5, ["blocks[1] (moe)", '"top_k"', "n_experts = 4"]),
     ("d_ff", 0, ["blocks[1] (moe)", '"d_ff"']),
     ("capacity", 64, ["blocks[1] (moe)", '"capacity"']),
+    ("shared", {"d_ff": 0}, ["blocks[1] (moe)", '"d_ff"']),
+    ("shared", {"d_ff": 8, "gate": "softmax"}, ["blocks[1] (moe)", '"gate"']),
+    ("shared", {"d_ff": 8, "width": 3}, ["blocks[1] (moe)", '"width"']),
 ])
 def test_bad_moe_config_names_block_and_field(tmp_path, engine_logits, field, value, words):
     model = make_model(tmp_path, [mamba1(), moe(n_experts=4)], seed=24)

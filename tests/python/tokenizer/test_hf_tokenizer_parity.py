@@ -15,7 +15,8 @@ with its added tokens for runs of spaces and the older key set of that file;
 llama3_bpe.json Llama 3's (its pre-tokenizer regex, ignore_merges, a BOS
 template); qwen2_bpe.json Qwen2's as transformers' converter writes it
 (digits split one by one, empty BPE affixes, special and non-special added
-tokens after the vocabulary).
+tokens after the vocabulary); qwen3_5_bpe.json Qwen3.5's, whose regex keeps
+combining marks with their letters (the Devanagari and Thai lines test it).
 
 Streaming: the ids of the whole file go through the C++ IncrementalDetokenizer
 from the start of a text. After k pushes the streamed text S_k is compared with
@@ -48,8 +49,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "tokenizers"
 TOOL = ROOT / "bazel-bin" / "tests" / "tools" / "tokenize_tool"
 TOKENIZERS = ["byte_bpe.json", "llama3_bpe.json", "llama_bpe.json", "neox_bpe.json",
-              "qwen2_bpe.json"]
-BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json", "qwen2_bpe.json"}
+              "qwen2_bpe.json", "qwen3_5_bpe.json"]
+BYTE_LEVEL = {"byte_bpe.json", "llama3_bpe.json", "neox_bpe.json", "qwen2_bpe.json",
+              "qwen3_5_bpe.json"}
 NEOX = "neox_bpe.json"  # its normalizer is NFC
 
 
@@ -292,8 +294,8 @@ def split_at_trusted_specials(text, specials, literal):
     return pieces
 
 
-@pytest.mark.parametrize("name", ["llama3_bpe.json", "qwen2_bpe.json", "llama_bpe.json",
-                                  "neox_bpe.json"])
+@pytest.mark.parametrize("name", ["llama3_bpe.json", "qwen2_bpe.json", "qwen3_5_bpe.json",
+                                  "llama_bpe.json", "neox_bpe.json"])
 def test_chat_prompt_ids_match_hugging_face(tool, name, tmp_path):
     hf = hf_tokenizer(name, parse_special=True)
     specials = sorted(t.content for t in hf.get_added_tokens_decoder().values() if t.special)
@@ -322,3 +324,18 @@ def test_chat_prompt_ids_match_hugging_face(tool, name, tmp_path):
     assert got == want
     special_ids = {hf.token_to_id(s) for s in specials}
     assert sum(i in special_ids for i in got) == 5  # the template's, not the content's
+
+
+def test_qwen3_5_regex_keeps_marks_with_their_letters(tool, tmp_path):
+    """The two Qwen families differ only in the split: a Devanagari word whose
+    vowel signs and virama are marks is one pre-token for Qwen3.5 and several
+    for Qwen2, so their ids differ; each matches its own Hugging Face file."""
+    text = "नमस्ते दुनिया"
+    path = tmp_path / "line.txt"
+    path.write_bytes(text.encode("utf-8"))
+    got = {n: parse_ids(run_tool(tool, "encode", n, path)[0])
+           for n in ("qwen2_bpe.json", "qwen3_5_bpe.json")}
+    for n, ids in got.items():
+        assert ids == hf_tokenizer(n, False).encode(text).ids, n
+    pieces = {n: hf_tokenizer(n, False).pre_tokenizer.pre_tokenize_str(text) for n in got}
+    assert len(pieces["qwen3_5_bpe.json"]) < len(pieces["qwen2_bpe.json"])
