@@ -181,8 +181,31 @@ def granite_4_h():
     return model, {}
 
 
+def granite_4_h_rope():
+    """The same with what the released dense configs may also set: RoPE
+    (position_embedding_type "rope"), biases on the attention and the Mamba
+    projections, one B/C group, an untied head."""
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+    cfg = GraniteMoeHybridConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, shared_intermediate_size=72,
+        num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "attention"],
+        num_attention_heads=4, num_key_value_heads=1, num_local_experts=0,
+        embedding_multiplier=2.0, residual_multiplier=0.7, attention_multiplier=0.4,
+        logits_scaling=1.6, position_embedding_type="rope",
+        rope_parameters={"rope_type": "default", "rope_theta": 5000.0}, attention_bias=True,
+        mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=12, mamba_d_conv=3, mamba_expand=1,
+        mamba_chunk_size=32, mamba_conv_bias=True, mamba_proj_bias=True, rms_norm_eps=1e-5,
+        max_position_embeddings=512, initializer_range=0.1, tie_word_embeddings=False,
+        eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    model = GraniteMoeHybridForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("A_log", ".D"), 0.3)
+    return model, {}
+
+
 MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
-          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "granite_4_h": granite_4_h}
+          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "granite_4_h": granite_4_h,
+          "granite_4_h_rope": granite_4_h_rope}
 
 
 def write(name):

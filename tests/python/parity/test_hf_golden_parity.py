@@ -46,7 +46,7 @@ def converted(name, repo_root, tmp_path):
 
 def test_every_golden_model_is_checked():
     assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next", "nemotron_h",
-            "granite_4_h"} <= set(NAMES)
+            "granite_4_h", "granite_4_h_rope"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,6 +1,7 @@
-"""hf-granite-moe-hybrid on the golden checkpoint transformers 5.23 wrote
-(tests/data/hf_golden/granite_4_h, dense Granite-4.0-H): the float64 reference
-on the converted directory gives transformers' logits, the four scalars land
+"""hf-granite-moe-hybrid on the golden checkpoints transformers 5.23 wrote
+(tests/data/hf_golden/granite_4_h, dense Granite-4.0-H without positions, and
+granite_4_h_rope, with RoPE and biases): the float64 reference on the converted
+directory gives transformers' logits, the four scalars land
 where the engine reads them, and every checkpoint it cannot serve is refused
 naming the field or tensor, with nothing left behind. The engine's side is
 tests/python/parity/test_hf_golden_parity.py."""
@@ -18,7 +19,8 @@ from weights.reference.model import ReferenceModel
 
 from convert_cli import assert_clean_failure, edit_config, edit_tensors, run
 
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden" / "granite_4_h"
+GOLDENS = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
+GOLDEN = GOLDENS / "granite_4_h"
 SOURCE = "hf-granite-moe-hybrid"
 
 
@@ -33,19 +35,24 @@ def convert(src, out, capsys, *extra):
     return json.loads((out / "config.json").read_text())
 
 
-def reference_logits(out):
-    golden = json.loads((GOLDEN / "golden.json").read_text())
-    return ReferenceModel.load(out, torch.float64).forward(golden["prompt"])
+def reference_logits(out, golden=GOLDEN):
+    prompt = json.loads((golden / "golden.json").read_text())["prompt"]
+    return ReferenceModel.load(out, torch.float64).forward(prompt)
 
 
-def golden_logits():
-    return torch.from_numpy(np.load(GOLDEN / "logits.npy")).double()
+def golden_logits(golden=GOLDEN):
+    return torch.from_numpy(np.load(golden / "logits.npy")).double()
 
 
-def test_reference_on_the_conversion_gives_transformers_logits(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["granite_4_h", "granite_4_h_rope"])
+def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, capsys):
     out = tmp_path / "out"
-    convert(GOLDEN / "hf", out, capsys, "--sinks", "4", "--window", "252")
-    assert (reference_logits(out) - golden_logits()).abs().max() <= 1e-4
+    cfg = convert(GOLDENS / name / "hf", out, capsys, "--sinks", "4", "--window", "252")
+    rope = name.endswith("rope")
+    assert cfg["blocks"][2]["pos"] == ("rope_half" if rope else "none")
+    assert cfg["blocks"][2]["qkv_bias"] is rope and cfg["blocks"][0]["in_proj_bias"] is rope
+    err = (reference_logits(out, GOLDENS / name) - golden_logits(GOLDENS / name)).abs().max()
+    assert err <= 1e-4, err
 
 
 def test_the_four_scalars_and_the_blocks(tmp_path, capsys):
