@@ -17,6 +17,7 @@ enum class Activation : int32_t {
   kGelu,      // exact: x/2 (1 + erf(x/sqrt 2))   (torch GELU, minimal S4D)
   kGeluTanh,  // tanh approximation (gelu_new / gelu_pytorch_tanh)
   kRelu,
+  kRelu2,  // squared ReLU, max(x, 0)^2 (Nemotron-H's MLPs)
   kSilu,
   kSigmoid,   // the gate half of a GLU
   kIdentity,  // plain copy / add
@@ -44,6 +45,10 @@ SEQBOAT_HD float Activate(Activation act, float x) {
     }
     case Activation::kRelu:
       return x > 0.0f ? x : 0.0f;
+    case Activation::kRelu2: {
+      const float r = x > 0.0f ? x : 0.0f;
+      return r * r;
+    }
     case Activation::kSilu:
       return Silu(x);
     case Activation::kSigmoid:

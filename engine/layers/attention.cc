@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "engine/backend/attention_math.h"
+#include "engine/layers/residual_out.h"
 #include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
@@ -62,17 +63,21 @@ absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
 class Attention final : public Layer {
  public:
   Attention(const AttentionConfig& config,
-            const std::optional<NormConfig>& norm, int d_model)
+            const std::optional<NormConfig>& norm, int d_model,
+            float residual_scale)
       : c_(config),
         norm_(norm),
         d_model_(d_model),
-        rope_(config.pos == AttentionPos::kRopeHalf) {
+        rope_(config.pos == AttentionPos::kRopeHalf),
+        out_(residual_scale) {
     cache_.n_heads = static_cast<int>(c_.n_heads);
     cache_.n_kv_heads = static_cast<int>(c_.n_kv_heads);
     cache_.head_dim = static_cast<int>(c_.head_dim);
     cache_.sinks = static_cast<int>(c_.sinks);
     cache_.window = static_cast<int>(c_.window);
-    cache_.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    cache_.scale = c_.scale > 0.0
+                       ? static_cast<float>(c_.scale)
+                       : 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
     rotary_dim_ =
         static_cast<int>(c_.rotary_dim == 0 ? c_.head_dim : c_.rotary_dim);
   }
@@ -230,9 +235,8 @@ class Attention final : public Layer {
       gated.ldo = qd;
       be.ActivateMul(gated);
     }
-    GemmParams wo = Projection(o, n, wo_, bo_, residual);
-    wo.accumulate = true;
-    be.Gemm(wo);
+    // u is dead since q/k/v (or never written: no norm).
+    out_.Add(be, Projection(o, n, wo_, bo_, residual), u);
     return absl::OkStatus();
   }
 
@@ -311,6 +315,7 @@ class Attention final : public Layer {
   const std::optional<NormConfig> norm_;
   const int d_model_;
   const bool rope_;  // "rope_half"
+  ResidualOut out_;
   int rotary_dim_ = 0;
   SinkCacheDims cache_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
@@ -549,6 +554,10 @@ absl::Status ParseAttention(ObjectReader& r, std::vector<std::string>* warnings,
   }
   RETURN_IF_ERROR(NullOnly(
       r, "rel_bias", "relative-position bias is not supported by this build"));
+  if (const nlohmann::json* scale = r.Get("scale");
+      scale != nullptr && !scale->is_null()) {
+    RETURN_IF_ERROR(r.PositiveNumber("scale", &c.scale));
+  }
 
   RETURN_IF_ERROR(ParseGating(r, warnings, &c));
   RETURN_IF_ERROR(ParseCount(r, "sinks", &c.sinks));
@@ -600,7 +609,9 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildAttention(const BlockConfig& block,
 
 }  // namespace
 
-const BlockKind kAttentionBlock = {"attention", ParseAttention, BuildAttention};
+const BlockKind kAttentionBlock = {"attention", ParseAttention, BuildAttention,
+                                   /*host_round_trip=*/false,
+                                   /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
     const AttentionConfig& config, const std::optional<NormConfig>& norm,
@@ -610,7 +621,8 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
     return absl::InvalidArgumentError(
         "attention: the norm must be rmsnorm, rmsnorm_t5, layernorm or none");
   }
-  auto layer = std::make_unique<Attention>(config, norm, site.d_model);
+  auto layer = std::make_unique<Attention>(config, norm, site.d_model,
+                                           site.residual_scale);
   RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }

@@ -46,6 +46,9 @@ struct AttentionConfig {
   // head_dim before RoPE, weights attn.{q,k}_norm.weight [head_dim]) and
   // "out_gate" ("sigmoid": each head's output times sigmoid(attn.gate x),
   // attn.gate.weight [n_heads * head_dim, D], its bias with qkv_bias).
+  // config.json's optional "scale": the softmax scale of q·k (Granite's
+  // attention_multiplier); null or absent (0 here) is 1/sqrt(head_dim).
+  double scale = 0.0;
   bool qk_norm = false;
   double qk_norm_eps = 1e-6;  // > 0
   bool out_gate = false;

@@ -82,10 +82,11 @@ absl::Status ParseChoice(ObjectReader& r, const char* key,
 
 absl::Status ParseActivation(ObjectReader& r, Activation* out) {
   int i = 0;
-  RETURN_IF_ERROR(
-      ParseChoice(r, "act", {"gelu", "gelu_tanh", "relu", "silu"}, &i));
+  RETURN_IF_ERROR(ParseChoice(
+      r, "act", {"gelu", "gelu_tanh", "relu", "relu2", "silu"}, &i));
   constexpr Activation kActs[] = {Activation::kGelu, Activation::kGeluTanh,
-                                  Activation::kRelu, Activation::kSilu};
+                                  Activation::kRelu, Activation::kRelu2,
+                                  Activation::kSilu};
   *out = kActs[i];
   return absl::OkStatus();
 }

@@ -46,7 +46,7 @@ absl::Status ParseNorm(ObjectReader& parent, const char* key,
 absl::Status ParseChoice(ObjectReader& r, const char* key,
                          std::initializer_list<std::string_view> names,
                          int* out);
-// "act" of a feed-forward kind: gelu, gelu_tanh, relu or silu.
+// "act" of a feed-forward kind: gelu, gelu_tanh, relu, relu2 or silu.
 absl::Status ParseActivation(ObjectReader& r, Activation* out);
 
 struct BlockKind;
@@ -56,6 +56,10 @@ struct BlockConfig {
   const BlockKind* kind = nullptr;
   std::optional<NormConfig> norm;  // nullopt: no norm
   std::any params;                 // the kind's config struct
+  // Optional "residual_scale" s > 0: r ← r + s·f(Norm(r)) (Granite's
+  // residual_multiplier); only kinds with BlockKind::residual_scale take
+  // s ≠ 1.
+  double residual_scale = 1.0;
 
   // The kind's config, or nullptr when the block is of another kind.
   template <typename Config>
@@ -71,6 +75,7 @@ struct BlockSite {
   int d_model = 0;
   WeightStore* weights = nullptr;
   Backend* backend = nullptr;
+  float residual_scale = 1.0f;  // the block's; see BlockConfig
 };
 
 // The eps of a block's pre-norm that must be an affine rmsnorm (the Mamba
@@ -91,6 +96,9 @@ struct BlockKind {
   // The block reads device results back to the host mid-step, so a decode
   // step through it is never recorded and replayed as a graph.
   bool host_round_trip = false;
+  // The kind's layer honours BlockSite::residual_scale (engine/layers/
+  // residual_out.h); config.json's residual_scale ≠ 1 is refused otherwise.
+  bool residual_scale = false;
 };
 
 }  // namespace seqboat

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/layers/residual_out.h"
 #include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
@@ -13,8 +14,12 @@ namespace {
 
 class Mamba2 final : public Layer {
  public:
-  Mamba2(const Mamba2Config& config, int d_model, float norm_eps)
-      : c_(config), d_model_(d_model), norm_eps_(norm_eps) {}
+  Mamba2(const Mamba2Config& config, int d_model, float norm_eps,
+         float residual_scale)
+      : c_(config),
+        d_model_(d_model),
+        norm_eps_(norm_eps),
+        out_(residual_scale) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
     const int64_t d = d_model_, e = c_.d_inner(), h = c_.n_heads,
@@ -133,9 +138,8 @@ class Mamba2 final : public Layer {
     norm.out = y;
     norm.ldo = e;
     be.GatedRmsNorm(norm);
-    GemmParams out_proj = Projection(y, n, out_proj_, out_bias_, residual);
-    out_proj.accumulate = true;
-    be.Gemm(out_proj);
+    // u, the normed input, is dead since in_proj.
+    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual), u);
     return absl::OkStatus();
   }
 
@@ -147,6 +151,7 @@ class Mamba2 final : public Layer {
   const Mamba2Config c_;
   const int d_model_;
   const float norm_eps_;
+  ResidualOut out_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, out_proj_;
   const float *in_bias_ = nullptr, *conv_w_ = nullptr, *conv_b_ = nullptr,
@@ -225,13 +230,16 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMamba2(const BlockConfig& block,
 
 }  // namespace
 
-const BlockKind kMamba2Block = {"mamba2", ParseMamba2, BuildMamba2};
+const BlockKind kMamba2Block = {"mamba2", ParseMamba2, BuildMamba2,
+                                /*host_round_trip=*/false,
+                                /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba2(
     const Mamba2Config& config, const std::optional<NormConfig>& norm,
     const BlockSite& site) {
   ASSIGN_OR_RETURN(const float eps, AffineRmsNormEps(norm, site));
-  auto layer = std::make_unique<Mamba2>(config, site.d_model, eps);
+  auto layer =
+      std::make_unique<Mamba2>(config, site.d_model, eps, site.residual_scale);
   RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }

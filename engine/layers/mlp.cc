@@ -2,6 +2,7 @@
 
 #include "base/status_macros.h"
 #include "engine/layers/pre_norm.h"
+#include "engine/layers/residual_out.h"
 #include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
@@ -9,7 +10,8 @@ namespace {
 
 class Mlp final : public Layer {
  public:
-  Mlp(const MlpConfig& c, int d_model) : c_(c), d_(d_model) {}
+  Mlp(const MlpConfig& c, int d_model, float residual_scale)
+      : c_(c), d_(d_model), out_(residual_scale) {}
 
   absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
                     WeightStore& ws, Backend& be) {
@@ -69,9 +71,8 @@ class Mlp final : public Layer {
       activate.ldo = f;
       be.ActivateMul(activate);
     }
-    GemmParams down = Projection(h, n, down_, down_b_, residual);
-    down.accumulate = true;
-    be.Gemm(down);
+    // u, the normed input, is dead since the up (and gate) GEMMs.
+    out_.Add(be, Projection(h, n, down_, down_b_, residual), u);
     return absl::OkStatus();
   }
 
@@ -79,6 +80,7 @@ class Mlp final : public Layer {
   MlpConfig c_;
   int d_;
   PreNorm norm_;
+  ResidualOut out_;
   Matrix up_, gate_, down_;
   const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
 };
@@ -97,17 +99,20 @@ absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,
 absl::StatusOr<std::unique_ptr<Layer>> BuildMlp(const BlockConfig& block,
                                                 const BlockSite& site) {
   return MakeMlp(*block.As<MlpConfig>(), block.norm, site.d_model, site.prefix,
-                 *site.weights, *site.backend);
+                 *site.weights, *site.backend, site.residual_scale);
 }
 
 }  // namespace
 
-const BlockKind kMlpBlock = {"mlp", ParseMlp, BuildMlp};
+const BlockKind kMlpBlock = {"mlp", ParseMlp, BuildMlp,
+                             /*host_round_trip=*/false,
+                             /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
     const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,
-    const std::string& prefix, WeightStore& weights, Backend& backend) {
-  auto layer = std::make_unique<Mlp>(config, d_model);
+    const std::string& prefix, WeightStore& weights, Backend& backend,
+    float residual_scale) {
+  auto layer = std::make_unique<Mlp>(config, d_model, residual_scale);
   RETURN_IF_ERROR(layer->Bind(norm, prefix, weights, backend));
   return layer;
 }

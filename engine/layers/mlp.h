@@ -18,17 +18,19 @@ namespace seqboat {
 // config.json's "mlp" fields ("gelu" is the exact erf form).
 struct MlpConfig {
   int64_t d_ff = 0;                    // F >= 1
-  Activation act = Activation::kGelu;  // gelu, gelu_tanh, relu or silu
+  Activation act = Activation::kGelu;  // gelu, gelu_tanh, relu, relu2, silu
   bool gated = false;
   bool bias = false;  // .bias on up, gate and down
 };
 
 extern const BlockKind kMlpBlock;
 
-// Fetches `prefix` + "mlp.{up,gate,down}.{weight,bias}" and the norm.
+// Fetches `prefix` + "mlp.{up,gate,down}.{weight,bias}" and the norm;
+// residual_scale is the block's (BlockSite).
 absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(
     const MlpConfig& config, const std::optional<NormConfig>& norm, int d_model,
-    const std::string& prefix, WeightStore& weights, Backend& backend);
+    const std::string& prefix, WeightStore& weights, Backend& backend,
+    float residual_scale);
 
 }  // namespace seqboat
 

@@ -60,6 +60,27 @@ TEST(AttentionConfigTest, ParsesEveryField) {
   EXPECT_TRUE(c->warnings.empty());
 }
 
+TEST(AttentionConfigTest, SoftmaxScaleAndResidualScale) {
+  auto c = ParseModelConfig(Base().dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->blocks[0].As<AttentionConfig>()->scale, 0.0);  // 1/sqrt(d_h)
+  EXPECT_EQ(c->blocks[0].residual_scale, 1.0);
+  json j = Base();
+  j["blocks"][0]["scale"] = 0.015625;
+  j["blocks"][0]["residual_scale"] = 0.22;
+  c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->blocks[0].As<AttentionConfig>()->scale, 0.015625);
+  EXPECT_EQ(c->blocks[0].residual_scale, 0.22);
+  EXPECT_TRUE(c->warnings.empty());
+  for (const json& bad : {json(0), json(-1.0), json("0.1")}) {
+    EXPECT_THAT(ErrorAfter([&](json& b) { b["scale"] = bad; }),
+                HasSubstr("field \"scale\" must be a positive"));
+    EXPECT_THAT(ErrorAfter([&](json& b) { b["residual_scale"] = bad; }),
+                HasSubstr("field \"residual_scale\" must be a positive"));
+  }
+}
+
 TEST(AttentionConfigTest, RotaryDimRotatesPartOfEachHead) {
   json j = Base();
   j["blocks"][0]["head_dim"] = 16;

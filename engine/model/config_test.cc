@@ -281,6 +281,12 @@ TEST(ModelConfigTest, BlockErrors) {
        "blocks[0] (mamba1): field \"norm\" must be a norm object or null"},
       {[](json& j) { j["blocks"][0]["norm"].erase("type"); },
        "blocks[0] (mamba1): norm: missing field \"type\""},
+      // Only the kinds whose layer scales its residual add take one.
+      {[](json& j) { j["blocks"][0]["residual_scale"] = 0.5; },
+       "blocks[0] (mamba1): field \"residual_scale\" must be 1 for kind "
+       "'mamba1'"},
+      {[](json& j) { j["blocks"][0]["residual_scale"] = -1; },
+       "blocks[0] (mamba1): field \"residual_scale\" must be a positive"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ErrorAfter(c.mutate), HasSubstr(c.expected));

@@ -84,6 +84,9 @@ TEST(FfnConfigTest, ValidBlocksParseWithDefaults) {
   EXPECT_EQ(m->d_ff, 64);
   EXPECT_EQ(m->act, Activation::kSilu);
   EXPECT_TRUE(m->gated);
+  auto relu2 = Parse(With(With(Mlp(), "act", "relu2"), "gated", false));
+  ASSERT_TRUE(relu2.ok()) << relu2.status();
+  EXPECT_EQ(relu2->blocks[0].As<MlpConfig>()->act, Activation::kRelu2);
 
   auto moe = Parse(Moe());
   ASSERT_TRUE(moe.ok()) << moe.status();

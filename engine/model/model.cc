@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeBlock(const ModelConfig& cfg, int i,
   site.d_model = static_cast<int>(cfg.d_model);
   site.weights = &weights;
   site.backend = &backend;
+  site.residual_scale = static_cast<float>(block.residual_scale);
   return block.kind->build(block, site);
 }
 

@@ -94,6 +94,11 @@ TEST(FfnOpsTest, ActivateMulAndScatter) {
   act2.ldo = 2;
   be->ActivateMul(act2);
   EXPECT_NEAR(out[2], 2.0 * 0.5 * (1 + std::erf(2.0 / std::sqrt(2.0))), 1e-6);
+  // Squared ReLU: negatives give 0, not their square.
+  ActivateMulParams act3 = act2;
+  act3.act = Activation::kRelu2;
+  be->ActivateMul(act3);
+  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.25f, 4.0f, 0.0f}));
   // Row 1 is hit twice: contributions add in list order.
   std::vector<float> dst(6, 0.0f);
   const std::vector<float> src = {1, 2, 3, 4, 5, 6};

@@ -40,6 +40,19 @@ def check_silu(cfg, why=""):
                            f"(only silu{why})")
 
 
+# transformers 5 writes non-finite floats of a config as {"__float__": "Infinity"}.
+FLOAT_TAGS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def decode_floats(v):
+    """v with transformers 5's tagged non-finite floats turned back into floats."""
+    if isinstance(v, dict) and set(v) == {"__float__"} and v["__float__"] in FLOAT_TAGS:
+        return FLOAT_TAGS[v["__float__"]]
+    if isinstance(v, list):
+        return [decode_floats(x) for x in v]
+    return v
+
+
 def boolean(cfg, key, default):
     """cfg[key] (`default`, the HF config class's own, when absent): true or false."""
     v = cfg.get(key, default)

@@ -124,7 +124,9 @@ def attention_mixer(x, p, blk):
             kk = rope_half(kk, torch.arange(n + 1), rd, theta, scaling)   # index in the cache
             qq = rope_half(qq, torch.tensor([n]), rd, theta, scaling)     # query: n
         kk, vv = kk[:, kv_head], vv[:, kv_head]    # [n+1, Hq, dh]
-        scores = torch.einsum("hd,khd->hk", qq[0], kk) / dh ** 0.5
+        scores = torch.einsum("hd,khd->hk", qq[0], kk)
+        # Granite's attention_multiplier replaces 1/sqrt(d_h) (MODELS.md 15.5).
+        scores = scores / dh ** 0.5 if blk.get("scale") is None else scores * blk["scale"]
         # Softmax in fp32 at least (float64 stays float64).
         probs = torch.softmax(scores.to(torch.promote_types(scores.dtype, torch.float32)), dim=-1)
         out[t] = torch.einsum("hk,khd->hd", probs.to(x.dtype), vv)

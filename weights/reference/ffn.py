@@ -6,6 +6,7 @@ ACTIVATIONS = {
     "gelu": F.gelu,                                          # exact erf form
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
+    "relu2": lambda x: F.relu(x).square(),                   # Nemotron-H's squared ReLU
     "silu": F.silu,
 }
 

@@ -4,6 +4,8 @@ The stack is a list of blocks (MODELS.md 6); each kind registers a function
   forward(r, p, blk, cfg) -> new residual   (r: [T, D]; p: the block's tensors
   by short name, norm included; blk: its config; cfg: the model config)
 so every kind owns its residual policy (most are r + f(norm(r)); seqboat is not).
+A block's optional `residual_scale` s (Granite's residual_multiplier) makes it
+r + s * f(norm(r)): the model scales what the block added.
 
 Kinds with a state-carrying form also register
   forward_state(r, p, blk, cfg, state) -> (new residual, new state)
@@ -45,6 +47,12 @@ BLOCK_STATEFUL = {
 STATELESS = ("mlp", "moe")
 
 
+def _scaled(r, out, blk):
+    """The residual after a block that turned r into out, with its residual_scale."""
+    scale = blk.get("residual_scale", 1.0)
+    return out if scale == 1.0 else r + scale * (out - r)
+
+
 class ReferenceModel:
     """A canonical model held as plain tensors in one compute dtype."""
 
@@ -70,7 +78,7 @@ class ReferenceModel:
         cfg = self.config
         r = self._embed(tokens)
         for blk, p in zip(cfg["blocks"], self.blocks):
-            r = BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg)
+            r = _scaled(r, BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg), blk)
         return self._head(r)
 
     def new_state(self):
@@ -97,9 +105,10 @@ class ReferenceModel:
         r, new = self._embed(tokens), []
         for blk, p, s in zip(cfg["blocks"], self.blocks, state):
             if blk["kind"] in STATELESS:
-                r = BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg)
+                r = _scaled(r, BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg), blk)
             else:
-                r, s = BLOCK_STATEFUL[blk["kind"]][1](r, p, blk, cfg, s)
+                out, s = BLOCK_STATEFUL[blk["kind"]][1](r, p, blk, cfg, s)
+                r = _scaled(r, out, blk)
             new.append(s)
         return self._head(r), new
 

@@ -18,10 +18,12 @@ from weights.reference.make_random_model import random_mamba_tensors
 
 def attention_block(*, n_heads, n_kv_heads, head_dim, sinks, window, pos="rope_half",
                     rope_theta=10000.0, rope_scaling=None, qkv_bias=False, o_bias=False,
-                    norm="rmsnorm", eps=1e-5, rotary_dim=None, qk_norm=None, out_gate=None):
+                    norm="rmsnorm", eps=1e-5, rotary_dim=None, qk_norm=None, out_gate=None,
+                    scale=None, residual_scale=None):
     """A canonical attention block config (MODELS.md 6.1; rope_scaling as
-    engine/layers/rope.h documents it, rotary_dim, qk_norm and out_gate as
-    engine/layers/attention.h does: written only when given)."""
+    engine/layers/rope.h documents it, rotary_dim, qk_norm, out_gate and scale
+    as engine/layers/attention.h does, residual_scale as engine/layers/block.h
+    does: written only when given)."""
     blk = {"kind": "attention", "norm": {"type": norm, "eps": eps},
            "n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim,
            "qkv_bias": qkv_bias, "o_bias": o_bias, "pos": pos, "rope_theta": rope_theta,
@@ -32,6 +34,10 @@ def attention_block(*, n_heads, n_kv_heads, head_dim, sinks, window, pos="rope_h
         blk["qk_norm"] = qk_norm
     if out_gate is not None:
         blk["out_gate"] = out_gate
+    if scale is not None:
+        blk["scale"] = scale
+    if residual_scale is not None:
+        blk["residual_scale"] = residual_scale
     return blk
 
 

@@ -29,8 +29,9 @@ inline std::vector<float> Unwritten(size_t n) {
 }
 
 inline constexpr Activation kActivations[] = {
-    Activation::kGelu, Activation::kGeluTanh, Activation::kRelu,
-    Activation::kSilu, Activation::kSigmoid,  Activation::kIdentity};
+    Activation::kGelu,    Activation::kGeluTanh, Activation::kRelu,
+    Activation::kRelu2,   Activation::kSilu,     Activation::kSigmoid,
+    Activation::kIdentity};
 
 // A norm over n contiguous rows of width d (callers of strided rows set
 // ldx and ldo); w may be null.

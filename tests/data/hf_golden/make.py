@@ -67,7 +67,8 @@ def qwen3_5_text(**over):
 
 def spread(model, tied):
     perturb(model, ("norm.weight", "layernorm.weight", "dt_bias", ".bias"), 0.2)
-    scale(model, ("embed_tokens.weight", "lm_head.weight"), 2.0 if tied else 6.0)
+    scale(model, ("embed_tokens.weight", "embeddings.weight", "lm_head.weight"),
+          2.0 if tied else 6.0)
 
 
 def qwen3_5():
@@ -139,8 +140,72 @@ def qwen3_next():
     return model, {}
 
 
+def nemotron_h():
+    """NemotronHForCausalLM with every dense layer kind of its pattern
+    (Mamba-2, attention without positions, squared-ReLU MLP): E = heads x
+    head_dim unlike expand x hidden, two B/C groups (so a grouped gated norm),
+    an attention head_dim other than hidden / heads, biases on the Mamba
+    projections and the MLPs, an untied head."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+    cfg = NemotronHConfig(
+        vocab_size=VOCAB, hidden_size=64, hybrid_override_pattern="M-*M-M*",
+        num_attention_heads=4, num_key_value_heads=2, head_dim=12, intermediate_size=96,
+        mlp_hidden_act="relu2", mlp_bias=True, mamba_num_heads=8, mamba_head_dim=12,
+        n_groups=2, ssm_state_size=16, conv_kernel=4, use_conv_bias=True, use_bias=True,
+        layer_norm_epsilon=1e-5, max_position_embeddings=512, initializer_range=0.1,
+        tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    model = NemotronHForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("A_log", ".D"), 0.3)
+    return model, {}
+
+
+def granite_4_h():
+    """GraniteMoeHybridForCausalLM as Granite-4.0-H's dense models: Mamba-2 and
+    attention without RoPE, the shared MLP only (no experts), the four scalars
+    set away from 1 and from one another, two B/C groups, tied embeddings."""
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+    cfg = GraniteMoeHybridConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, shared_intermediate_size=80,
+        num_hidden_layers=5, layer_types=["mamba", "attention", "mamba", "mamba", "attention"],
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=0,
+        embedding_multiplier=1.5, residual_multiplier=1.8, attention_multiplier=0.5,
+        logits_scaling=0.5, position_embedding_type="nope", mamba_n_heads=8,
+        mamba_n_groups=2, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+        mamba_chunk_size=64, mamba_conv_bias=True, mamba_proj_bias=False, rms_norm_eps=1e-6,
+        max_position_embeddings=512, initializer_range=0.1, tie_word_embeddings=True,
+        eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    model = GraniteMoeHybridForCausalLM(cfg).eval()
+    spread(model, tied=True)
+    perturb(model, ("A_log", ".D"), 0.3)
+    return model, {}
+
+
+def granite_4_h_rope():
+    """The same with what the released dense configs may also set: RoPE
+    (position_embedding_type "rope"), biases on the attention and the Mamba
+    projections, one B/C group, an untied head."""
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+    cfg = GraniteMoeHybridConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, shared_intermediate_size=72,
+        num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "attention"],
+        num_attention_heads=4, num_key_value_heads=1, num_local_experts=0,
+        embedding_multiplier=2.0, residual_multiplier=0.7, attention_multiplier=0.4,
+        logits_scaling=1.6, position_embedding_type="rope",
+        rope_parameters={"rope_type": "default", "rope_theta": 5000.0}, attention_bias=True,
+        mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=12, mamba_d_conv=3, mamba_expand=1,
+        mamba_chunk_size=32, mamba_conv_bias=True, mamba_proj_bias=True, rms_norm_eps=1e-5,
+        max_position_embeddings=512, initializer_range=0.1, tie_word_embeddings=False,
+        eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    model = GraniteMoeHybridForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("A_log", ".D"), 0.3)
+    return model, {}
+
+
 MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
-          "qwen3_next": qwen3_next}
+          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "granite_4_h": granite_4_h,
+          "granite_4_h_rope": granite_4_h_rope}
 
 
 def write(name):

@@ -79,6 +79,15 @@ MODELS = {
         attention_block(n_heads=2, n_kv_heads=1, head_dim=12, sinks=2, window=9,
                         qkv_bias=True, qk_norm={"type": "rmsnorm", "eps": 1e-5},
                         out_gate="sigmoid")]),
+    # Granite-4.0-H's attention: no positions, a softmax scale in place of
+    # 1/sqrt(d_h), its residual add scaled (by 1 in the second block, so both
+    # of the layer's paths to the residual run); eviction as everywhere.
+    "granite_scales": dict(blocks=[
+        attention_block(n_heads=4, n_kv_heads=2, head_dim=8, sinks=4, window=16, pos="none",
+                        scale=0.9, residual_scale=1.7),
+        mamba_block(),
+        attention_block(n_heads=2, n_kv_heads=1, head_dim=16, sinks=2, window=9, pos="none",
+                        scale=0.05, residual_scale=1.0)]),
     # A hybrid stack: mamba1 and multi-query attention interleaved.
     "mixed_mamba": dict(blocks=[
         mamba_block(),
@@ -120,7 +129,8 @@ def test_step_by_step_logits_match_full_sequence_reference(tmp_path, engine_logi
 
 
 @pytest.mark.parametrize("name", ["gqa_rope_sinks", "mixed_mamba", "sliding_window",
-                                  "scaled_rope", "partial_rotary", "gated_qk_norm"])
+                                  "scaled_rope", "partial_rotary", "gated_qk_norm",
+                                  "granite_scales"])
 @pytest.mark.parametrize("chunk", [7, 64, 256])
 def test_chunked_prefill_equals_token_by_token(tmp_path, engine_logits, name, chunk):
     model = tmp_path / "model"

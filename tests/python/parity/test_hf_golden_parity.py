@@ -10,7 +10,7 @@ checkpoint is converted with `python -m weights.convert` and run by the C++
 engine with a cache that holds the whole stream (nothing evicted, so the engine
 must equal transformers' full attention): logits within 1e-3 prefilled in
 chunks of 32 and 29 tokens (neither divides the prompt, nor transformers' GDN
-chunk of 64), and the 64 greedy tokens identical.
+and Mamba-2 chunks of 64 and 128), and the 64 greedy tokens identical.
 """
 
 import json
@@ -24,7 +24,9 @@ from engine_run import convert, engine_greedy, run_engine
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
 SOURCES = {"Qwen3_5ForConditionalGeneration": "hf-qwen3_5", "Qwen3_5ForCausalLM": "hf-qwen3_5",
-           "Qwen3_5MoeForCausalLM": "hf-qwen3_5", "Qwen3NextForCausalLM": "hf-qwen3-next"}
+           "Qwen3_5MoeForCausalLM": "hf-qwen3_5", "Qwen3NextForCausalLM": "hf-qwen3-next",
+           "NemotronHForCausalLM": "hf-nemotron-h",
+           "GraniteMoeHybridForCausalLM": "hf-granite-moe-hybrid"}
 NAMES = sorted(p.parent.name for p in GOLDEN.glob("*/golden.json"))
 
 
@@ -43,7 +45,8 @@ def converted(name, repo_root, tmp_path):
 
 
 def test_every_golden_model_is_checked():
-    assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next"} <= set(NAMES)
+    assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next", "nemotron_h",
+            "granite_4_h", "granite_4_h_rope"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

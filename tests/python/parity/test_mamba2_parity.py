@@ -5,7 +5,7 @@ prefill, and chunked prefill leaves the state token-by-token decode leaves.
 Shapes stress the indexing: head_dim != 64, d_state not a power of two, n_groups
 1, 2 and 3 (heads map to groups as h // (H/G) and the gated norm is per group),
 biases, a 3-tap conv without bias, a clamped Δ, untied heads, prefill chunks that
-do not divide the prompt.
+do not divide the prompt, and a block's residual_scale.
 """
 
 import numpy as np
@@ -26,6 +26,11 @@ CASES = {
         [mamba2(n_heads=6, head_dim=8, d_state=10, n_groups=3, d_conv=3, conv_bias=False,
                 dt_min=0.01, dt_max=0.05), mamba1()], {}),
     "g2_hd24_n40": ([mamba2(n_heads=4, head_dim=24, d_state=40, n_groups=2)], {}),
+    # Granite's residual_multiplier on the mixer and the MLP after it, and
+    # Nemotron-H's squared-ReLU MLP.
+    "residual_scaled_relu2": (
+        [mamba2(n_groups=2, residual_scale=0.4),
+         mlp(act="relu2", gated=False, bias=True, residual_scale=2.5), mamba2()], {}),
 }
 
 

@@ -15,6 +15,7 @@ CASES = {
     "relu_scalenorm_and_no_norm": [
         mamba1(), mlp(act="relu", norm={"type": "scalenorm", "eps": 1e-5}),
         mlp(act="relu", gated=True, norm=None)],
+    "relu2_ungated_bias": [mamba1(), mlp(act="relu2", gated=False, bias=True)],
 }
 
 
