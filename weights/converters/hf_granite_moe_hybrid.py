@@ -194,8 +194,8 @@ def map_tensors(tensors, dims, dtype):
         out[m + "norm.weight"] = mat(s + "post_attention_layernorm.weight")
         both = mat(s + "shared_mlp.input_linear.weight")
         # [gate ; up]: the activated half first (MODELS.md 15.5).
-        out[m + "mlp.gate.weight"] = both[:Fs].contiguous()
-        out[m + "mlp.up.weight"] = both[Fs:].contiguous()
+        out[m + "mlp.gate.weight"] = both.map(lambda w: w[:Fs].contiguous())
+        out[m + "mlp.up.weight"] = both.map(lambda w: w[Fs:].contiguous())
         out[m + "mlp.down.weight"] = mat(s + "shared_mlp.output_linear.weight")
     return out
 
