@@ -189,6 +189,13 @@ def falcon_h1():
                            150.0, 2.0), {}
 
 
+def falcon_h1_gate_first():
+    """FalconH1ForCausalLM with mamba_norm_before_gate false: the gate, then the
+    grouped norm, as mamba_ssm's Mamba-2 orders them."""
+    return falcon_h1_model(falcon_h1_config(mamba_rms_norm=True, mamba_norm_before_gate=False),
+                           150.0, 2.0), {}
+
+
 def falcon_h1_nonorm():
     """FalconH1ForCausalLM as the class defaults it: no gated norm (o = y ⊙ SiLU(z)),
     with every bias on (attention, Mamba in_proj, both out projections). A tied
@@ -200,7 +207,8 @@ def falcon_h1_nonorm():
 
 
 MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
-          "qwen3_next": qwen3_next, "falcon_h1": falcon_h1, "falcon_h1_nonorm": falcon_h1_nonorm}
+          "qwen3_next": qwen3_next, "falcon_h1": falcon_h1,
+          "falcon_h1_gate_first": falcon_h1_gate_first, "falcon_h1_nonorm": falcon_h1_nonorm}
 
 
 def write(name):

@@ -31,7 +31,7 @@ def convert(src, out, capsys, *extra):
                 "--window", "252", *extra], capsys)
 
 
-@pytest.mark.parametrize("name", ["falcon_h1", "falcon_h1_nonorm"])
+@pytest.mark.parametrize("name", ["falcon_h1", "falcon_h1_gate_first", "falcon_h1_nonorm"])
 def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, capsys):
     out = tmp_path / "out"
     code, err = convert(GOLDEN / name / "hf", out, capsys)
@@ -76,6 +76,17 @@ def test_layout_multipliers_and_bf16(tmp_path, capsys):
     w = src["model.layers.0.mamba.in_proj.weight"]
     assert torch.allclose(t["blocks.0.mamba.in_proj.weight"][-4:].float(),
                           (w[-4:] * (1.25 * 0.354)).bfloat16().float())
+
+
+@pytest.mark.parametrize("name, gate", [("falcon_h1", "norm_before_gate"),
+                                        ("falcon_h1_gate_first", "norm_after_gate"),
+                                        ("falcon_h1_nonorm", "silu")])
+def test_gate_follows_mamba_rms_norm_and_norm_before_gate(name, gate, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = convert(GOLDEN / name / "hf", out, capsys)
+    assert code == 0, err
+    cfg = json.loads((out / "config.json").read_text())
+    assert [b["mamba2"]["gate"] for b in cfg["blocks"][::2]] == [gate] * 3
 
 
 def test_no_gated_norm_writes_no_norm_weight(tmp_path, capsys):
