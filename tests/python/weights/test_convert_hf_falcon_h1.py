@@ -39,7 +39,8 @@ def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, c
     golden = json.loads((GOLDEN / name / "golden.json").read_text())
     want = torch.from_numpy(np.load(GOLDEN / name / "logits.npy")).double()
     got = ReferenceModel.load(out, torch.float64).forward(golden["prompt"])
-    assert (got - want).abs().max() <= 5e-4, (got - want).abs().max()
+    # transformers ran in fp32 (logits up to about 20): about 1e-5 is its rounding.
+    assert (got - want).abs().max() <= 1e-4, (got - want).abs().max()
 
 
 def test_a_multiplier_left_out_shows(tmp_path, capsys):
