@@ -152,7 +152,8 @@ def mamba2_shapes(p, b, d_model):
     shapes[p + "dt_bias"] = (H,)
     shapes[p + "A"] = (H,)
     shapes[p + "D"] = (H,)
-    shapes[p + "gated_norm.weight"] = (E,)
+    if b.get("gate", "norm_after_gate") != "silu":     # "silu": y ⊙ SiLU(z), no norm
+        shapes[p + "gated_norm.weight"] = (E,)
     shapes[p + "out_proj.weight"] = (d_model, E)
     if b["out_proj_bias"]:
         shapes[p + "out_proj.bias"] = (d_model,)
@@ -307,6 +308,13 @@ def s4d_shapes(p, b, d_model):
     return shapes
 
 
+def parallel_mamba2_attention_shapes(p, b, d_model):
+    """Canonical tensors of a parallel_mamba2_attention block (MODELS.md 16.1), its one
+    norm excluded: the mamba2 operator's under mamba., the attention's attn.*."""
+    return {**mamba2_shapes(p + "mamba.", b["mamba2"], d_model),
+            **attention_shapes(p, b["attention"], d_model)}
+
+
 NORM_TYPES = ("rmsnorm", "layernorm", "rmsnorm_t5", "scalenorm")
 
 # Block kind -> function(prefix, block config, d_model) -> {name: shape}, norm
@@ -320,6 +328,7 @@ BLOCK_SHAPES = {
     "mlp": mlp_shapes,
     "moe": moe_shapes,
     "s4d": s4d_shapes,
+    "parallel_mamba2_attention": parallel_mamba2_attention_shapes,
 }
 
 

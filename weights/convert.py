@@ -5,16 +5,17 @@
         [--tokenizer-config FILE] [--name NAME] [--sinks S] [--window W]
 
 SOURCE: hf-mamba, hf-mamba2, mamba-ssm, falcon-mamba, hf-llama, hf-jamba, hf-bamba,
-hf-qwen3_5, hf-qwen3-next, hf-nemotron-h, hf-granite-moe-hybrid, fairseq-seqboat.
+hf-qwen3_5, hf-qwen3-next, hf-nemotron-h, hf-granite-moe-hybrid, hf-falcon-h1,
+fairseq-seqboat.
 
 --sinks / --window (hf-llama, hf-jamba, hf-bamba, hf-qwen3_5, hf-qwen3-next, hf-nemotron-h,
-hf-granite-moe-hybrid) set the attention-sink cache of
+hf-granite-moe-hybrid, hf-falcon-h1) set the attention-sink cache of
 every attention block: S pinned first tokens plus the W most recent ones
 (MODELS.md 3.4). Defaults: hf-llama 4 and 2044 (a 2048-key cache), hf-jamba, hf-bamba,
-hf-nemotron-h and hf-granite-moe-hybrid 4 and 4092 (a 4096-key cache), hf-qwen3_5 and
-hf-qwen3-next 4 and 8188, the window shortened when the model's max_position_embeddings is
-smaller; see weights/converters/hf_llama.py, hf_jamba.py, hf_bamba.py, hf_qwen3_5.py,
-hf_nemotron_h.py and hf_granite_moe_hybrid.py.
+hf-nemotron-h, hf-granite-moe-hybrid and hf-falcon-h1 4 and 4092 (a 4096-key cache),
+hf-qwen3_5 and hf-qwen3-next 4 and 8188, the window shortened when the model's
+max_position_embeddings is smaller; see weights/converters/hf_llama.py, hf_jamba.py,
+hf_bamba.py, hf_qwen3_5.py, hf_nemotron_h.py, hf_granite_moe_hybrid.py and hf_falcon_h1.py.
 For fairseq-seqboat SRC is the checkpoint .pt file (or its directory), and
 the dict.txt beside it becomes tokenizer.json; see
 weights/converters/fairseq_seqboat.py.
@@ -49,7 +50,7 @@ import sys
 import warnings
 
 from weights import canonical, safetensors_io
-from weights.converters import (fairseq_seqboat, hf_bamba, hf_falcon_mamba,
+from weights.converters import (fairseq_seqboat, hf_bamba, hf_falcon_h1, hf_falcon_mamba,
                                 hf_granite_moe_hybrid, hf_jamba, hf_llama, hf_mamba, hf_mamba2,
                                 hf_nemotron_h, hf_qwen3_5, hf_qwen3_next, mamba_ssm, sink_cache)
 from weights.converters.convert_error import ConvertError, ConvertWarning
@@ -59,7 +60,7 @@ SOURCES = {hf_mamba.NAME: hf_mamba, hf_mamba2.NAME: hf_mamba2, mamba_ssm.NAME: m
            hf_falcon_mamba.NAME: hf_falcon_mamba, hf_llama.NAME: hf_llama,
            hf_jamba.NAME: hf_jamba, hf_bamba.NAME: hf_bamba, hf_qwen3_5.NAME: hf_qwen3_5,
            hf_qwen3_next.NAME: hf_qwen3_next, hf_nemotron_h.NAME: hf_nemotron_h,
-           hf_granite_moe_hybrid.NAME: hf_granite_moe_hybrid,
+           hf_granite_moe_hybrid.NAME: hf_granite_moe_hybrid, hf_falcon_h1.NAME: hf_falcon_h1,
            fairseq_seqboat.NAME: fairseq_seqboat}
 
 

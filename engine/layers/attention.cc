@@ -60,7 +60,7 @@ absl::Status CheckConfig(const AttentionConfig& c, int d_model) {
   return absl::OkStatus();
 }
 
-class Attention final : public Layer {
+class Attention final : public Mixer {
  public:
   Attention(const AttentionConfig& config,
             const std::optional<NormConfig>& norm, int d_model,
@@ -158,13 +158,8 @@ class Attention final : public Layer {
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_model_, qd = QDim(), kd = KvDim();
+    const int n = ctx.n(), d = d_model_;
     float* u = ctx.scratch;
-    float* q = u + static_cast<int64_t>(n) * d;
-    float* k = q + static_cast<int64_t>(n) * qd;
-    float* v = k + static_cast<int64_t>(n) * kd;
-    float* o = v + static_cast<int64_t>(n) * kd;
-    float* gate = o + static_cast<int64_t>(n) * qd;  // out_gate only
     const float* x = u;
     if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
@@ -186,6 +181,19 @@ class Attention final : public Layer {
         be.RmsNorm(norm);
       }
     }
+    return Mix(ctx, x, residual);
+  }
+
+  absl::Status Mix(const StepContext& ctx, const float* x,
+                   float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n(), d = d_model_, qd = QDim(), kd = KvDim();
+    // The first n * d floats of scratch hold Forward's normed rows.
+    float* q = ctx.scratch + static_cast<int64_t>(n) * d;
+    float* k = q + static_cast<int64_t>(n) * qd;
+    float* v = k + static_cast<int64_t>(n) * kd;
+    float* o = v + static_cast<int64_t>(n) * kd;
+    float* gate = o + static_cast<int64_t>(n) * qd;  // out_gate only
     be.Gemm(Projection(x, n, wq_, bq_, q));
     be.Gemm(Projection(x, n, wk_, bk_, k));
     be.Gemm(Projection(x, n, wv_, bv_, v));
@@ -235,8 +243,9 @@ class Attention final : public Layer {
       gated.ldo = qd;
       be.ActivateMul(gated);
     }
-    // u is dead since q/k/v (or never written: no norm).
-    out_.Add(be, Projection(o, n, wo_, bo_, residual), u);
+    // The first n * d floats of scratch (Forward's normed rows, dead since
+    // q/k/v) are the spare rows of a scaled add; a Mixer is built unscaled.
+    out_.Add(be, Projection(o, n, wo_, bo_, residual), ctx.scratch);
     return absl::OkStatus();
   }
 
@@ -623,6 +632,15 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
   }
   auto layer = std::make_unique<Attention>(config, norm, site.d_model,
                                            site.residual_scale);
+  RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
+  return layer;
+}
+
+absl::StatusOr<std::unique_ptr<Mixer>> MakeAttentionMixer(
+    const AttentionConfig& config, const BlockSite& site) {
+  RETURN_IF_ERROR(CheckConfig(config, site.d_model));
+  auto layer =
+      std::make_unique<Attention>(config, std::nullopt, site.d_model, 1.0f);
   RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }

@@ -65,6 +65,10 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(
     const AttentionConfig& config, const std::optional<NormConfig>& norm,
     const BlockSite& site);
 
+// The block without a pre-norm, for a caller that norms its input.
+absl::StatusOr<std::unique_ptr<Mixer>> MakeAttentionMixer(
+    const AttentionConfig& config, const BlockSite& site);
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_LAYERS_ATTENTION_H_

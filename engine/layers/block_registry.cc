@@ -6,6 +6,7 @@
 #include "engine/layers/mamba2.h"
 #include "engine/layers/mlp.h"
 #include "engine/layers/moe.h"
+#include "engine/layers/parallel.h"
 #include "engine/layers/s4d.h"
 #include "engine/layers/seqboat.h"
 
@@ -13,8 +14,9 @@ namespace seqboat {
 namespace {
 
 const BlockKind* const kBlockKinds[] = {
-    &kMamba1Block, &kMamba2Block, &kSeqBoatBlock, &kAttentionBlock,
-    &kMlpBlock,    &kMoeBlock,    &kS4dBlock,     &kGdnBlock,
+    &kMamba1Block,    &kMamba2Block, &kSeqBoatBlock,
+    &kAttentionBlock, &kMlpBlock,    &kMoeBlock,
+    &kS4dBlock,       &kGdnBlock,    &kParallelMamba2AttentionBlock,
 };
 
 constexpr std::string_view kUnsupported[] = {"s4_local"};

@@ -46,6 +46,19 @@ class Layer : public SlotState {
   virtual void AppendStats(std::vector<LayerStat>* /*out*/) const {}
 };
 
+// A block whose body can run on an input normed by its caller: the
+// parallel_mamba2_attention kind norms once and runs two of them on the same
+// normed rows (MODELS.md §16.1), so neither may norm again or read the
+// residual as its input.
+class Mixer : public Layer {
+ public:
+  // residual[n, d_model] += f(x) for x [n, d_model], which is left unchanged
+  // and read only before the residual is written; uses ctx.scratch as
+  // Forward does.
+  virtual absl::Status Mix(const StepContext& ctx, const float* x,
+                           float* residual) = 0;
+};
+
 // The GEMM most blocks make, y[n, w.rows] = x[n, w.cols] · wᵀ + bias over
 // contiguous rows; a caller sets ldx, ldy or accumulate after when its rows
 // are a slice of a wider buffer or it adds into the residual.

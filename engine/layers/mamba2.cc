@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,13 +13,15 @@
 namespace seqboat {
 namespace {
 
-class Mamba2 final : public Layer {
+class Mamba2 final : public Mixer {
  public:
-  Mamba2(const Mamba2Config& config, int d_model, float norm_eps,
+  // norm_eps nullopt: no pre-norm, the block only runs through Mix.
+  Mamba2(const Mamba2Config& config, int d_model, std::optional<float> norm_eps,
          float residual_scale)
       : c_(config),
         d_model_(d_model),
         norm_eps_(norm_eps),
+        residual_scale_(residual_scale),
         out_(residual_scale) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
@@ -32,7 +35,9 @@ class Mamba2 final : public Layer {
                    Matrix* out) {
       return FetchMatrix(ws, be, p + name, rows, cols, out);
     };
-    RETURN_IF_ERROR(vec("norm.weight", {d}, &norm_w_));
+    if (norm_eps_.has_value()) {
+      RETURN_IF_ERROR(vec("norm.weight", {d}, &norm_w_));
+    }
     RETURN_IF_ERROR(mat("in_proj.weight", w, d, &in_proj_));
     if (c_.in_proj_bias) RETURN_IF_ERROR(vec("in_proj.bias", {w}, &in_bias_));
     RETURN_IF_ERROR(vec("conv.weight", {cc, c_.d_conv}, &conv_w_));
@@ -40,7 +45,9 @@ class Mamba2 final : public Layer {
     RETURN_IF_ERROR(vec("dt_bias", {h}, &dt_bias_));
     RETURN_IF_ERROR(vec("A", {h}, &a_));
     RETURN_IF_ERROR(vec("D", {h}, &d_));
-    RETURN_IF_ERROR(vec("gated_norm.weight", {e}, &gated_w_));
+    if (c_.gate != Mamba2Config::Gate::kSilu) {
+      RETURN_IF_ERROR(vec("gated_norm.weight", {e}, &gated_w_));
+    }
     RETURN_IF_ERROR(mat("out_proj.weight", d, e, &out_proj_));
     if (c_.out_proj_bias) {
       RETURN_IF_ERROR(vec("out_proj.bias", {d}, &out_bias_));
@@ -55,7 +62,9 @@ class Mamba2 final : public Layer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner();
+    // A scaled residual add needs d_model spare floats a row (ResidualOut).
+    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner() +
+           (residual_scale_ != 1.0f ? d_model_ : 0);
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -64,26 +73,37 @@ class Mamba2 final : public Layer {
   }
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
-    Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
-              cc = static_cast<int>(c_.conv_channels()),
-              w = static_cast<int>(c_.in_proj_rows()),
-              gn = static_cast<int>(c_.n_groups * c_.d_state);
+    if (!norm_eps_.has_value()) {
+      return absl::FailedPreconditionError(
+          "mamba2 built without its pre-norm runs only through Mix");
+    }
+    const int n = ctx.n(), d = d_model_;
     float* u = ctx.scratch;
-    float* zxbcdt = u + static_cast<int64_t>(n) * d;
-    float* xbc = zxbcdt + static_cast<int64_t>(n) * w;
-    float* y = xbc + static_cast<int64_t>(n) * cc;
-
     NormParams pre_norm;
     pre_norm.x = residual;
     pre_norm.ldx = d;
     pre_norm.n = n;
     pre_norm.d = d;
     pre_norm.w = norm_w_;
-    pre_norm.eps = norm_eps_;
+    pre_norm.eps = *norm_eps_;
     pre_norm.out = u;
     pre_norm.ldo = d;
-    be.RmsNorm(pre_norm);
+    ctx.backend->RmsNorm(pre_norm);
+    return Mix(ctx, u, residual);
+  }
+
+  absl::Status Mix(const StepContext& ctx, const float* u,
+                   float* residual) override {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
+              cc = static_cast<int>(c_.conv_channels()),
+              w = static_cast<int>(c_.in_proj_rows()),
+              gn = static_cast<int>(c_.n_groups * c_.d_state);
+    // The first n * d floats of scratch hold Forward's normed rows.
+    float* zxbcdt = ctx.scratch + static_cast<int64_t>(n) * d;
+    float* xbc = zxbcdt + static_cast<int64_t>(n) * w;
+    float* y = xbc + static_cast<int64_t>(n) * cc;
+
     be.Gemm(Projection(u, n, in_proj_, in_bias_, zxbcdt));
     // A slot is [conv window | ssm state], one contiguous region (cheap reset
     // and snapshot). The conv and its SiLU are Mamba-1's, over all of xBC.
@@ -125,32 +145,72 @@ class Mamba2 final : public Layer {
     scan.out = y;
     scan.ldo = e;
     be.Mamba2Scan(scan);
-    GatedRmsNormParams norm;
-    norm.y = y;
-    norm.ldy = e;
-    norm.z = zxbcdt;
-    norm.ldz = w;
-    norm.w = gated_w_;
-    norm.n = n;
-    norm.d = e;
-    norm.groups = static_cast<int>(c_.n_groups);
-    norm.eps = static_cast<float>(c_.gated_norm_eps);
-    norm.out = y;
-    norm.ldo = e;
-    be.GatedRmsNorm(norm);
-    // u, the normed input, is dead since in_proj.
-    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual), u);
+    Gate(be, n, zxbcdt, y);
+    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual),
+             y + static_cast<int64_t>(n) * e);
     return absl::OkStatus();
   }
 
  private:
+  // y[n, E] ← y met with the gate z (rows of in_proj's output) as c_.gate
+  // says.
+  void Gate(Backend& be, int n, const float* z, float* y) const {
+    const int e = static_cast<int>(c_.d_inner()),
+              w = static_cast<int>(c_.in_proj_rows());
+    if (c_.gate == Mamba2Config::Gate::kNormAfterGate) {
+      GatedRmsNormParams norm;
+      norm.y = y;
+      norm.ldy = e;
+      norm.z = z;
+      norm.ldz = w;
+      norm.w = gated_w_;
+      norm.n = n;
+      norm.d = e;
+      norm.groups = static_cast<int>(c_.n_groups);
+      norm.eps = static_cast<float>(c_.gated_norm_eps);
+      norm.out = y;
+      norm.ldo = e;
+      be.GatedRmsNorm(norm);
+      return;
+    }
+    if (c_.gate == Mamba2Config::Gate::kNormBeforeGate) {
+      // Each group's E/G channels are one RmsNorm row with that group's
+      // slice of the weight; G is small (1 or 2 in the released models).
+      const int g = static_cast<int>(c_.n_groups), dg = e / g;
+      for (int j = 0; j < g; ++j) {
+        NormParams norm;
+        norm.x = y + j * dg;
+        norm.ldx = e;
+        norm.n = n;
+        norm.d = dg;
+        norm.w = gated_w_ + j * dg;
+        norm.eps = static_cast<float>(c_.gated_norm_eps);
+        norm.out = y + j * dg;
+        norm.ldo = e;
+        be.RmsNorm(norm);
+      }
+    }
+    ActivateMulParams gated;
+    gated.a = z;
+    gated.lda = w;
+    gated.b = y;
+    gated.ldb = e;
+    gated.n = n;
+    gated.f = e;
+    gated.act = Activation::kSilu;
+    gated.out = y;
+    gated.ldo = e;
+    be.ActivateMul(gated);
+  }
+
   int64_t ConvFloats() const { return c_.conv_channels() * (c_.d_conv - 1); }
   int64_t SsmFloats() const { return c_.d_inner() * c_.d_state; }
   int64_t SlotFloats() const { return ConvFloats() + SsmFloats(); }
 
   const Mamba2Config c_;
   const int d_model_;
-  const float norm_eps_;
+  const std::optional<float> norm_eps_;
+  const float residual_scale_;
   ResidualOut out_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, out_proj_;
@@ -219,6 +279,12 @@ absl::Status ParseMamba2(ObjectReader& r,
     c.dt_max = hi->get<double>();
   }
   RETURN_IF_ERROR(r.PositiveNumber("gated_norm_eps", &c.gated_norm_eps));
+  if (r.Get("gate") != nullptr) {
+    int gate = 0;
+    RETURN_IF_ERROR(ParseChoice(
+        r, "gate", {"norm_after_gate", "norm_before_gate", "silu"}, &gate));
+    c.gate = static_cast<Mamba2Config::Gate>(gate);
+  }
   *params = c;
   return absl::OkStatus();
 }
@@ -240,6 +306,14 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeMamba2(
   ASSIGN_OR_RETURN(const float eps, AffineRmsNormEps(norm, site));
   auto layer =
       std::make_unique<Mamba2>(config, site.d_model, eps, site.residual_scale);
+  RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
+  return layer;
+}
+
+absl::StatusOr<std::unique_ptr<Mixer>> MakeMamba2Mixer(
+    const Mamba2Config& config, const BlockSite& site) {
+  auto layer =
+      std::make_unique<Mamba2>(config, site.d_model, std::nullopt, 1.0f);
   RETURN_IF_ERROR(layer->Bind(site.prefix, *site.weights, *site.backend));
   return layer;
 }

@@ -30,6 +30,13 @@ struct Mamba2Config {
   double dt_min = 0.0;
   std::optional<double> dt_max;
   double gated_norm_eps = 1e-5;
+  // config.json's optional "gate" (absent: "norm_after_gate"), how y meets
+  // the gate z before out_proj (MODELS.md §7.5, §16.3):
+  //   "norm_after_gate"   w ⊙ groupRMS(y ⊙ SiLU(z))   (mamba_ssm, Mamba-2)
+  //   "norm_before_gate"  (w ⊙ groupRMS(y)) ⊙ SiLU(z) (Falcon-H1's norm)
+  //   "silu"              y ⊙ SiLU(z), no norm and no gated_norm.weight
+  enum class Gate { kNormAfterGate, kNormBeforeGate, kSilu };
+  Gate gate = Gate::kNormAfterGate;
 
   int64_t d_inner() const { return n_heads * head_dim; }
   // Channels of xBC, which the conv runs over: E + 2 G N.
@@ -47,6 +54,10 @@ extern const BlockKind kMamba2Block;
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba2(
     const Mamba2Config& config, const std::optional<NormConfig>& norm,
     const BlockSite& site);
+
+// The block without its pre-norm (no norm.weight), for a caller that norms.
+absl::StatusOr<std::unique_ptr<Mixer>> MakeMamba2Mixer(
+    const Mamba2Config& config, const BlockSite& site);
 
 }  // namespace seqboat
 

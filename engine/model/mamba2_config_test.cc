@@ -73,12 +73,32 @@ TEST(Mamba2ConfigTest, BadFieldsAreNamed) {
       {with("gated_norm_eps", "0"), "field \"gated_norm_eps\""},
       {with("conv_bias", "1"), "field \"conv_bias\" must be true or false"},
       {with("head_dim", "1000000000"), "field \"head_dim\" times n_heads"},
+      {with("gate", "\"before\""), "field \"gate\" must be one of"},
+      {with("gate", "null"), "field \"gate\""},
   };
   for (const auto& [fields, want] : cases) {
     auto cfg = ParseModelConfig(Config(fields));
     ASSERT_FALSE(cfg.ok()) << fields;
     EXPECT_THAT(std::string(cfg.status().message()),
                 AllOf(HasSubstr("blocks[0] (mamba2)"), HasSubstr(want)));
+  }
+}
+
+// "gate" is optional: configs written before it keep the gate-then-norm
+// order of mamba_ssm's Mamba-2.
+TEST(Mamba2ConfigTest, GateSpellings) {
+  const std::string limits = R"(, "dt_min": 0.0, "dt_max": null)";
+  const std::pair<const char*, Mamba2Config::Gate> cases[] = {
+      {"", Mamba2Config::Gate::kNormAfterGate},
+      {R"(, "gate": "norm_after_gate")", Mamba2Config::Gate::kNormAfterGate},
+      {R"(, "gate": "norm_before_gate")", Mamba2Config::Gate::kNormBeforeGate},
+      {R"(, "gate": "silu")", Mamba2Config::Gate::kSilu},
+  };
+  for (const auto& [field, want] : cases) {
+    auto cfg = ParseModelConfig(Config(absl::StrCat(kFields, limits, field)));
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    EXPECT_TRUE(cfg->warnings.empty()) << field;
+    EXPECT_EQ(cfg->blocks[0].As<Mamba2Config>()->gate, want) << field;
   }
 }
 

@@ -79,6 +79,21 @@ def gated_rmsnorm(y, z, weight, groups, eps):
     return v.reshape(T, E) * weight
 
 
+def gate(y, z, p, blk):
+    """y met with the gate z as the block's "gate" says (MODELS.md 7.5, 16.3)."""
+    kind, G = blk.get("gate", "norm_after_gate"), blk["n_groups"]
+    if kind == "norm_after_gate":
+        return gated_rmsnorm(y, z, p["gated_norm.weight"], G, blk["gated_norm_eps"])
+    if kind == "norm_before_gate":
+        T, E = y.shape
+        v = y.reshape(T, G, E // G)
+        v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + blk["gated_norm_eps"])
+        return v.reshape(T, E) * p["gated_norm.weight"] * F.silu(z)
+    if kind == "silu":
+        return y * F.silu(z)
+    raise ValueError(f"mamba2 reference: gate {kind!r} not implemented")
+
+
 def mamba2_mixer(u, p, blk, chunk=CHUNK):
     """One Mamba-2 mixer over a whole sequence from a fresh state.
 
@@ -104,8 +119,7 @@ def mamba2_mixer(u, p, blk, chunk=CHUNK):
     xh = x.reshape(T, H, P)
     y, _ = ssd_scan(xh * delta[:, :, None], delta * p["A"], B, C, chunk)
     y = (y + p["D"][:, None] * xh).reshape(T, E)
-    o = gated_rmsnorm(y, z, p["gated_norm.weight"], G, blk["gated_norm_eps"])
-    return F.linear(o, p["out_proj.weight"], p.get("out_proj.bias"))
+    return F.linear(gate(y, z, p, blk), p["out_proj.weight"], p.get("out_proj.bias"))
 
 
 def mamba2_block(r, p, blk, cfg):

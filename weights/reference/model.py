@@ -23,6 +23,7 @@ from weights.reference import mamba
 from weights.reference import mamba2
 from weights.reference import mlp as mlp_ref
 from weights.reference import moe as moe_ref
+from weights.reference import parallel
 from weights.reference import s4d as s4d_ref
 from weights.reference import seqboat
 from weights.reference.norms import apply_norm
@@ -37,6 +38,7 @@ BLOCK_FORWARD = {
     "seqboat": seqboat.seqboat_block,
     "attention": attention.attention_block,
     "gdn": gdn.gdn_block,
+    "parallel_mamba2_attention": parallel.parallel_mamba2_attention_block,
 }
 
 # Block kind -> (new_state(blk, dtype), forward_state). Kinds without state (mlp, moe)

@@ -15,10 +15,16 @@ and Mamba-2 chunks of 64 and 128), and the 64 greedy tokens identical.
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
+import torch
 from safetensors.numpy import load_file
+from safetensors.torch import load_file as load_torch
+from safetensors.torch import save_file
+
+from weights.reference.model import ReferenceModel
 
 from engine_run import convert, engine_greedy, run_engine
 
@@ -26,7 +32,8 @@ GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
 SOURCES = {"Qwen3_5ForConditionalGeneration": "hf-qwen3_5", "Qwen3_5ForCausalLM": "hf-qwen3_5",
            "Qwen3_5MoeForCausalLM": "hf-qwen3_5", "Qwen3NextForCausalLM": "hf-qwen3-next",
            "NemotronHForCausalLM": "hf-nemotron-h",
-           "GraniteMoeHybridForCausalLM": "hf-granite-moe-hybrid"}
+           "GraniteMoeHybridForCausalLM": "hf-granite-moe-hybrid",
+           "FalconH1ForCausalLM": "hf-falcon-h1"}
 NAMES = sorted(p.parent.name for p in GOLDEN.glob("*/golden.json"))
 
 
@@ -46,7 +53,8 @@ def converted(name, repo_root, tmp_path):
 
 def test_every_golden_model_is_checked():
     assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next", "nemotron_h",
-            "granite_4_h", "granite_4_h_rope"} <= set(NAMES)
+            "granite_4_h", "granite_4_h_rope", "falcon_h1", "falcon_h1_gate_first",
+            "falcon_h1_nonorm"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -78,3 +86,30 @@ def test_qwen3_5_keeps_its_mtp_head_verbatim_and_drops_the_vision_tower(repo_roo
     w = src["model.language_model.layers.3.self_attn.q_norm.weight"]
     assert np.allclose(model["blocks.6.attn.q_norm.weight"], 1 + w)
     assert config["blocks"][6]["rotary_dim"] == 4 and config["blocks"][6]["rope_theta"] == 1e7
+
+
+def test_falcon_h1_tied_head_scales_only_the_input_embedding(repo_root, tmp_path, engine_logits):
+    """embed.scale (embedding_multiplier) scales the embedding read, not the tied head;
+    logit_scale (lm_head_multiplier) the logits: the engine against the float64
+    reference on falcon_h1 with its head tied (no golden: tied, these random weights
+    greedily repeat one token)."""
+    src = pathlib.Path(shutil.copytree(GOLDEN / "falcon_h1" / "hf", tmp_path / "hf"))
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["tie_word_embeddings"] = True
+    (src / "config.json").write_text(json.dumps(cfg))
+    t = load_torch(src / "model.safetensors")
+    t.pop("lm_head.weight")
+    save_file(t, src / "model.safetensors", metadata={"format": "pt"})
+    out = tmp_path / "canonical"
+    convert(repo_root, "hf-falcon-h1", src, out, "--sinks", "4", "--window", "252")
+    config = json.loads((out / "config.json").read_text())
+    assert config["tie_embeddings"] and config["embed"]["scale"] == 5.657
+    prompt = json.loads((GOLDEN / "falcon_h1" / "golden.json").read_text())["prompt"]
+    want = ReferenceModel.load(out, torch.float64).forward(prompt).numpy()
+    got = run_engine(engine_logits, out, prompt, tmp_path / "logits.npy", 32)
+    # Small logits (0.0391 x a head of unit rows), so the bound is relative:
+    # a head scaled by embed.scale would be off by a factor of 5.657.
+    assert want.std() > 0.01
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"falcon_h1 tied: relative error {err:.2e}")
+    assert err <= 1e-4
