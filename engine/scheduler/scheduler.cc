@@ -127,12 +127,17 @@ void Scheduler::Admit(absl::Time now,
     // Oldest first, each once all its slots are free: a request of n waits
     // at the head (holding back the ones behind it, which cannot starve it)
     // until running sequences end and free n slots.
-    for (int64_t free = arena_.free_slots();
-         !waiting_.empty() && SlotsOf(waiting_.front()) <= free;) {
+    int64_t free = arena_.free_slots();
+    while (!waiting_.empty() && SlotsOf(waiting_.front()) <= free) {
       free -= SlotsOf(waiting_.front());
       admitted.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
     }
+    // The slots are taken now, under the lock Add checks the bound under:
+    // counted later, a burst would see the queue shorter while the slots
+    // still looked free, and get past the bound by up to the slots admitted.
+    free_slots_ = static_cast<int32_t>(free);
+    running_count_ += static_cast<int32_t>(admitted.size());
   }
   // Sinks run outside the lock: they belong to the server.
   for (Request& r : gone)

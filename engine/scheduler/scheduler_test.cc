@@ -4,9 +4,12 @@
 // every request's final event checked and every slot accounted for.
 #include "engine/scheduler/scheduler.h"
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "engine/state/host_block_pool.h"
@@ -536,6 +539,56 @@ TEST(SchedulerTest, QueueBoundCountsTheSlotsWaitingRequestsNeed) {
   EXPECT_EQ(h.scheduler->Add(std::move(huge)).code(),
             absl::StatusCode::kInvalidArgument);
   h.scheduler->CancelAll();
+}
+
+// The queue bound holds under a burst: many threads submit long requests at
+// once to an idle scheduler while its own thread admits them. Admission
+// takes slots under the same lock Add checks them under, so exactly slots +
+// queue are accepted, never one more, however the threads interleave.
+TEST(SchedulerTest, BurstFromManyThreadsAcceptsExactlySlotsPlusQueue) {
+  constexpr int kSlots = 64, kQueue = 256, kRequests = 3000, kThreads = 12;
+  for (int round = 0; round < 40; ++round) {
+    Harness h(kSlots, kQueue);
+    std::atomic<bool> adding{true};
+    // As the engine's loop: a turn admits, then a step takes a while.
+    std::thread engine([&] {
+      while (adding.load()) {
+        h.scheduler->Admit(absl::Now(), nullptr);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    std::atomic<int> accepted{0}, refused{0}, next{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kThreads; ++t) {
+      clients.emplace_back([&] {
+        while (next.fetch_add(1) < kRequests) {
+          Request r;
+          r.prompt = {65, 66, 67};
+          r.stopping.max_new_tokens = 1000;  // long: nothing ends
+          r.sink = [](GenerationEvent) {};
+          const absl::Status s = h.scheduler->Add(std::move(r));
+          std::this_thread::yield();
+          if (s.ok()) {
+            ++accepted;
+          } else {
+            EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+            ++refused;
+          }
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    adding = false;
+    engine.join();
+    h.scheduler->Admit(absl::Now(), nullptr);
+    ASSERT_EQ(accepted.load(), kSlots + kQueue) << "round " << round;
+    EXPECT_EQ(refused.load(), kRequests - kSlots - kQueue);
+    const SchedulerCounts counts = h.scheduler->Counts();
+    EXPECT_EQ(counts.running, kSlots);
+    EXPECT_EQ(counts.waiting, kQueue);
+    EXPECT_EQ(counts.free_slots, 0);
+    h.scheduler->CancelAll();
+  }
 }
 
 }  // namespace
