@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct OpenAiServer::Call {
 
   // Touched by the connection's MHD thread only.
   std::string body;
+  std::string tenant;    // its key's ("" without keys)
   size_t discarded = 0;  // bytes past max_body_bytes
   bool started = false;  // the body was complete and handled
   bool submitted = false;
@@ -105,6 +107,23 @@ MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
                         const char* allow = nullptr) {
   return Respond(connection, static_cast<unsigned>(error.http_status),
                  ErrorBody(error), kJson, allow);
+}
+
+// 401 as OpenAI words it, naming nothing of what was sent.
+MHD_Result RespondUnauthorized(MHD_Connection* connection) {
+  const std::string body = ErrorBody(HttpError(
+      401,
+      "Missing or incorrect API key: send it as `Authorization: Bearer KEY`.",
+      "invalid_request_error", "invalid_api_key"));
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, kJson);
+  MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  const MHD_Result queued =
+      MHD_queue_response(connection, MHD_HTTP_UNAUTHORIZED, response);
+  MHD_destroy_response(response);
+  return queued;
 }
 
 bool IsGet(const char* method) {
@@ -185,8 +204,18 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
                            void** req_cls) {
   // Answering here, before any body is read, refuses an upload unread: MHD
   // closes the connection instead of consuming it.
+  std::string tenant;
+  if (server.options_.api_keys != nullptr && path != "/health") {
+    const char* authorization = MHD_lookup_connection_value(
+        connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    std::optional<std::string> found = server.options_.api_keys->Authorize(
+        authorization != nullptr ? authorization : "");
+    if (!found.has_value()) return RespondUnauthorized(connection);
+    tenant = *std::move(found);
+  }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     auto call = std::make_shared<Call>(&server, connection);
+    call->tenant = std::move(tenant);
     call->chat = path == "/v1/chat/completions";
     *req_cls = new CallHandle{call};
     server.active_calls_.fetch_add(1);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,9 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+constexpr char kUnauthenticated[] =
+    "missing or unknown API key: send `authorization: Bearer KEY` metadata";
+
 constexpr char kUnparsable[] =
     "the request could not be parsed (a malformed field, or a string that "
     "is not valid UTF-8) as seqboat.v1.";
@@ -35,12 +39,27 @@ constexpr char kUnparsable[] =
 
 TextGenerationService::TextGenerationService(Engine* engine,
                                              ValidationLimits limits,
-                                             ServingMetrics* metrics)
+                                             ServingMetrics* metrics,
+                                             const ApiKeyStore* api_keys)
     : engine_(*engine),
       limits_(limits),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().prompt_rules)),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      api_keys_(api_keys) {}
+
+absl::StatusOr<std::string> TextGenerationService::Authorize(
+    const grpc::CallbackServerContext& context) const {
+  if (api_keys_ == nullptr) return std::string();
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  std::optional<std::string> tenant = api_keys_->Authorize(
+      it == metadata.end()
+          ? absl::string_view()
+          : absl::string_view(it->second.data(), it->second.size()));
+  if (!tenant.has_value()) return absl::UnauthenticatedError(kUnauthenticated);
+  return *std::move(tenant);
+}
 
 uint64_t TextGenerationService::NextRandom() {
   absl::MutexLock lock(&rng_mu_);
@@ -51,13 +70,16 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   v1::GenerateRequest parsed;
   const v1::GenerateRequest* proto = &parsed;
-  if (!ParseFromByteBuffer(*bytes, &parsed)) {
+  absl::StatusOr<std::string> tenant = Authorize(*context);
+  if (!tenant.ok() || !ParseFromByteBuffer(*bytes, &parsed)) {
     active_streams_.fetch_add(1);
     auto* stream = new GenerateStream(
         "", std::make_shared<RequestControl>(),
         [this] { active_streams_.fetch_sub(1); }, metrics_);
-    stream->Fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat(kUnparsable, "GenerateRequest")));
+    stream->Fail(!tenant.ok() ? ToGrpcStatus(tenant.status())
+                              : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                             absl::StrCat(kUnparsable,
+                                                          "GenerateRequest")));
     return stream;
   }
   RequestFallbacks fallbacks;
@@ -96,6 +118,10 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes,
     grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> tenant = Authorize(*context); !tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   v1::TokenizeRequest request;
   if (!ParseFromByteBuffer(*bytes, &request)) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -139,6 +165,10 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
     grpc::CallbackServerContext* context,
     const v1::GetModelInfoRequest* /*request*/, v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> tenant = Authorize(*context); !tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   const ModelSummary& summary = engine_.summary();
   const EngineOptions& options = engine_.options();
   response->set_name(summary.name);
