@@ -106,6 +106,10 @@ ABSL_FLAG(std::string, api_keys_file, "",
 ABSL_FLAG(std::string, metrics_api_key_file, "",
           "Require a key (a keys file as --api_keys_file's) for /metrics on "
           "--http_port; the probes stay open. Empty (default): open.");
+ABSL_FLAG(bool, share_prefix_cache_across_tenants, false,
+          "With --api_keys_file, let every tenant resume from every other's "
+          "prefix-cache snapshots (cache_salt still partitions); by default "
+          "each tenant's are its own.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -451,6 +455,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
   o.ready = [&ready] { return ready.load(); };
   o.metrics = metrics;
   o.api_keys = api_keys;
+  o.share_prefix_cache = absl::GetFlag(FLAGS_share_prefix_cache_across_tenants);
   LoadChatTemplate(model_dir, limits, &o);
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
@@ -552,8 +557,9 @@ int Run() {
   }
 
   const ValidationLimits limits = LimitsFromFlags(options);
-  TextGenerationService service(engine->get(), limits, &metrics,
-                                api_keys->get());
+  TextGenerationService service(
+      engine->get(), limits, &metrics, api_keys->get(),
+      absl::GetFlag(FLAGS_share_prefix_cache_across_tenants));
   absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
   if (!grpc_server.ok()) {
     spdlog::error("{}", std::string(grpc_server.status().message()));

@@ -303,6 +303,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("cmpl-%016x", server.NextRandom());
   fallbacks.seed = server.NextRandom();
+  if (!options.share_prefix_cache) fallbacks.cache_tenant = call->tenant;
   absl::StatusOr<Request> request = RequestFromProto(
       parsed.generate, server.vocabulary_, options.limits, fallbacks);
   if (!request.ok()) {
@@ -349,6 +350,7 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
     absl::MutexLock lock(&call->mu);
     call->n = request.n;
     call->timeline.n = request.n;
+    call->timeline.tenant = call->tenant;
   }
   request.control = call->control;
   request.sink = Sink(call);
@@ -416,6 +418,7 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("chatcmpl-%016x", server.NextRandom());
   fallbacks.seed = server.NextRandom();
+  if (!options.share_prefix_cache) fallbacks.cache_tenant = call->tenant;
   absl::StatusOr<Request> request =
       RequestFromProto(generate, server.vocabulary_, options.limits, fallbacks);
   if (!request.ok()) {

@@ -65,8 +65,10 @@ class OpenAiServer {
     // chat template: ...".
     std::shared_ptr<const ChatTemplate> chat_template;
     std::string no_chat_template = "none was given";
-    // Null: no keys asked for. Must outlive the server.
+    // Null: no keys asked for. Must outlive the server. Its tenants each
+    // have their own part of the prefix cache unless `share_prefix_cache`.
     const ApiKeyStore* api_keys = nullptr;
+    bool share_prefix_cache = false;
   };
 
   // Binds and starts serving. `engine` must outlive the server.

@@ -40,13 +40,15 @@ constexpr char kUnparsable[] =
 TextGenerationService::TextGenerationService(Engine* engine,
                                              ValidationLimits limits,
                                              ServingMetrics* metrics,
-                                             const ApiKeyStore* api_keys)
+                                             const ApiKeyStore* api_keys,
+                                             bool share_prefix_cache)
     : engine_(*engine),
       limits_(limits),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().prompt_rules)),
       metrics_(metrics),
-      api_keys_(api_keys) {}
+      api_keys_(api_keys),
+      share_prefix_cache_(share_prefix_cache) {}
 
 absl::StatusOr<std::string> TextGenerationService::Authorize(
     const grpc::CallbackServerContext& context) const {
@@ -85,6 +87,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("req-%016x", NextRandom());
   fallbacks.seed = NextRandom();
+  if (!share_prefix_cache_) fallbacks.cache_tenant = *tenant;
   absl::StatusOr<Request> request =
       RequestFromProto(*proto, vocabulary_, limits_, fallbacks);
 
@@ -104,7 +107,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed);
   request->control = control;
-  request->sink = stream->sink(request->n);
+  request->sink = stream->sink(request->n, *tenant);
   request->deadline = DeadlineOf(*context);
   request->arrival = absl::Now();
   // RESOURCE_EXHAUSTED (queue full), UNAVAILABLE (draining) and

@@ -35,10 +35,13 @@ class TextGenerationService final : public TextGenerationBase {
   // `engine` must outlive the service. `limits.max_prompt_tokens` and
   // `limits.max_new_tokens_limit` should match the engine's options.
   // `metrics`, if set, records every Generate call and must outlive the
-  // engine's last event. `api_keys`, if set, must outlive the service.
+  // engine's last event. `api_keys`, if set, must outlive the service; its
+  // tenants each have their own part of the prefix cache unless
+  // `share_prefix_cache`.
   TextGenerationService(Engine* engine, ValidationLimits limits,
                         ServingMetrics* metrics = nullptr,
-                        const ApiKeyStore* api_keys = nullptr);
+                        const ApiKeyStore* api_keys = nullptr,
+                        bool share_prefix_cache = false);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
@@ -68,6 +71,7 @@ class TextGenerationService final : public TextGenerationBase {
   const Vocabulary vocabulary_;
   ServingMetrics* const metrics_;      // may be null
   const ApiKeyStore* const api_keys_;  // null: no keys asked for
+  const bool share_prefix_cache_;
   std::atomic<int> active_streams_{0};
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);

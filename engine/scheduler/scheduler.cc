@@ -159,8 +159,9 @@ void Scheduler::Admit(absl::Time now,
     const int32_t len = seq->prompt_len();
     std::shared_ptr<const PrefixSnapshot> snap;
     if (cache_ != nullptr) {
-      WaitForPrefixCopies(seq->request().prompt);
-      snap = cache_->Lookup(seq->request().prompt, len - 1);
+      const Request& r = seq->request();
+      WaitForPrefixCopies(r.prompt, r.cache_scope);
+      snap = cache_->Lookup(r.prompt, len - 1, r.cache_scope);
       if (snap != nullptr) {
         if (snap->state != nullptr) {
           // The sequence sits steps out until its state is in.
@@ -183,11 +184,13 @@ void Scheduler::Admit(absl::Time now,
   CountSlots();
 }
 
-void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt) {
+void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt,
+                                    const std::string& scope) {
   CopyTicket wait = 0;
   for (const InFlightCopy& c : copying_) {
     const auto& tokens = c.snapshot.tokens;
     if (!tokens.empty() && tokens.size() < prompt.size() &&
+        c.snapshot.scope == scope &&
         std::equal(tokens.begin(), tokens.end(), prompt.begin())) {
       wait = c.ticket;
     }
@@ -333,10 +336,11 @@ void Scheduler::AfterStep(int64_t step) {
 
 CopyTicket Scheduler::TakeSnapshot(const Sequence& seq, bool release) {
   PrefixSnapshot snap;
+  snap.scope = seq.request().cache_scope;
   snap.tokens = seq.ConsumedTokens();
   CopyTicket ticket = 0;
-  if (!snap.tokens.empty() && !cache_->Contains(snap.tokens) &&
-      !Copying(snap.tokens)) {
+  if (!snap.tokens.empty() && !cache_->Contains(snap.tokens, snap.scope) &&
+      !Copying(snap)) {
     const int64_t bytes = arena_.bytes_per_slot();
     std::shared_ptr<uint8_t> block = bytes > 0 ? TakeBlock() : nullptr;
     // Without a free block the snapshot is skipped: the cache is best effort.
@@ -365,9 +369,11 @@ std::shared_ptr<uint8_t> Scheduler::TakeBlock() {
   return block;
 }
 
-bool Scheduler::Copying(const std::vector<int32_t>& tokens) const {
+bool Scheduler::Copying(const PrefixSnapshot& snap) const {
   for (const InFlightCopy& c : copying_) {
-    if (c.snapshot.tokens == tokens) return true;
+    if (c.snapshot.tokens == snap.tokens && c.snapshot.scope == snap.scope) {
+      return true;
+    }
   }
   return false;
 }

@@ -92,10 +92,10 @@ class Scheduler {
   // then moves waiting requests into free slots, oldest first, each once
   // all n of its slots are free; on_admit (if set) hears each one's time in
   // the queue. With a prefix cache, a request starts from the longest
-  // snapshot its prompt extends (restored into its slot) and prefills only
-  // the rest. A request of n > 1 prefills once, in its first sequence; at
-  // the prompt but its last token that state is copied into the other
-  // n - 1 slots, and each sequence goes on from there with seed + index.
+  // snapshot of its cache_scope its prompt extends (restored into its slot) and
+  // prefills only the rest. A request of n > 1 prefills once, in its first
+  // sequence; at the prompt but its last token that state is copied into the
+  // other n - 1 slots, and each sequence goes on from there with seed + index.
   void Admit(absl::Time now,
              const std::function<void(absl::Duration)>& on_admit);
   // Ends the running sequences whose client left or whose deadline passed.
@@ -165,11 +165,12 @@ class Scheduler {
   // A block for a snapshot, evicting cached ones to free one; null when
   // every block is in flight or held by a restore.
   std::shared_ptr<uint8_t> TakeBlock();
-  // Whether a snapshot of exactly `tokens` is being copied.
-  bool Copying(const std::vector<int32_t>& tokens) const;
-  // Waits for the copies of snapshots that `prompt` extends (a next turn
-  // sent as soon as the last one ended), so the lookup finds them.
-  void WaitForPrefixCopies(const std::vector<int32_t>& prompt);
+  // Whether a snapshot of exactly `snap`'s tokens and scope is being copied.
+  bool Copying(const PrefixSnapshot& snap) const;
+  // Waits for the copies of snapshots of `scope` that `prompt` extends (a
+  // next turn sent as soon as the last one ended), so the lookup finds them.
+  void WaitForPrefixCopies(const std::vector<int32_t>& prompt,
+                           const std::string& scope);
   // Starts the other sequences of `first`'s request in its fork slots, each
   // with a copy of its state: restored from `from` when that is where
   // `first` is still being restored from, else copied on the device.
