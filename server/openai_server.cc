@@ -353,6 +353,7 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
     call->timeline.tenant = call->tenant;
   }
   request.control = call->control;
+  request.tenant = call->tenant;
   request.sink = Sink(call);
   request.arrival = absl::Now();
   server.Register(call);

@@ -107,6 +107,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed);
   request->control = control;
+  request->tenant = *tenant;
   request->sink = stream->sink(request->n, *tenant);
   request->deadline = DeadlineOf(*context);
   request->arrival = absl::Now();

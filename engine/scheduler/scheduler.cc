@@ -124,14 +124,18 @@ void Scheduler::Admit(absl::Time now,
         ++it;
       }
     }
-    // Oldest first, each once all its slots are free: a request of n waits
-    // at the head (holding back the ones behind it, which cannot starve it)
-    // until running sequences end and free n slots.
+    // Tenants in turn, each's oldest first, each once all its slots are
+    // free: a request of n waits as the next to go (holding back the ones
+    // after it, which cannot starve it) until running sequences end and
+    // free n slots. One tenant's burst queues behind nobody else's turn.
     int64_t free = arena_.free_slots();
-    while (!waiting_.empty() && SlotsOf(waiting_.front()) <= free) {
-      free -= SlotsOf(waiting_.front());
-      admitted.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
+    for (auto next = NextInTurn();
+         next != waiting_.end() && SlotsOf(*next) <= free;
+         next = NextInTurn()) {
+      free -= SlotsOf(*next);
+      last_tenant_ = next->tenant;
+      admitted.push_back(std::move(*next));
+      waiting_.erase(next);
     }
     // The slots are taken now, under the lock Add checks the bound under:
     // counted later, a burst would see the queue shorter while the slots
@@ -182,6 +186,20 @@ void Scheduler::Admit(absl::Time now,
     if (slots > 1 && first.prefilled() == len - 1) Fork(first, snap);
   }
   CountSlots();
+}
+
+std::deque<Request>::iterator Scheduler::NextInTurn() {
+  // The oldest request of the first tenant after the last one admitted, in
+  // name order, wrapping around; one pass, so a turn costs the queue's length.
+  auto after = waiting_.end(), first = waiting_.end();
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    const std::string& t = it->tenant;
+    if (first == waiting_.end() || t < first->tenant) first = it;
+    if (t > last_tenant_ && (after == waiting_.end() || t < after->tenant)) {
+      after = it;
+    }
+  }
+  return after != waiting_.end() ? after : first;
 }
 
 void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt,

@@ -89,9 +89,10 @@ class Scheduler {
   bool stopped() const;
 
   // Ends the waiting requests whose client left or whose deadline passed,
-  // then moves waiting requests into free slots, oldest first, each once
-  // all n of its slots are free; on_admit (if set) hears each one's time in
-  // the queue. With a prefix cache, a request starts from the longest
+  // then moves waiting requests into free slots, tenants in turn (round
+  // robin in name order over the tenants waiting, each's oldest first),
+  // each once all n of its slots are free; on_admit (if set) hears each one's
+  // time in the queue. With a prefix cache, a request starts from the longest
   // snapshot of its cache_scope its prompt extends (restored into its slot) and
   // prefills only the rest. A request of n > 1 prefills once, in its first
   // sequence; at the prompt but its last token that state is copied into the
@@ -177,6 +178,9 @@ class Scheduler {
   void Fork(Sequence& first,
             const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
   void CountSlots();
+  // The waiting request whose turn it is (waiting_.end() when none); mu_
+  // held.
+  std::deque<Request>::iterator NextInTurn();
   // Drops a finished sequence from its request's count.
   void ForgetSequence(const Sequence& seq);
 
@@ -195,6 +199,7 @@ class Scheduler {
   absl::Status fault_;           // guarded by mu_; set once, for good
   int32_t free_slots_ = 0;       // guarded by mu_
   int32_t running_count_ = 0;    // guarded by mu_
+  std::string last_tenant_;      // guarded by mu_: admitted last
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/slot_state.h"
 #include "engine/testing/event_collector.h"
@@ -589,6 +591,51 @@ TEST(SchedulerTest, BurstFromManyThreadsAcceptsExactlySlotsPlusQueue) {
     EXPECT_EQ(counts.free_slots, 0);
     h.scheduler->CancelAll();
   }
+}
+
+// Tenants take turns at the free slots: a burst from one queued first does
+// not hold back another's requests queued after it; within a tenant, oldest
+// first; without tenants (all ""), the queue is one FIFO.
+TEST(SchedulerTest, AdmitsTenantsInTurnSoABurstDoesNotStarveAnother) {
+  Harness h(/*slots=*/1, /*max_queue=*/16);
+  std::mutex mu;
+  std::vector<std::string> order;  // ids, as each request ends
+  const auto add = [&](const std::string& tenant, const std::string& id) {
+    Request r;
+    r.id = id;
+    r.tenant = tenant;
+    r.prompt = {65, 66};
+    r.stopping.max_new_tokens = 1;
+    r.stopping.ignore_eos = true;
+    r.sink = [&, id](GenerationEvent e) {
+      if (e.finish == FinishReason::kNone) return;
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+    };
+    ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+  };
+  for (int i = 1; i <= 4; ++i) add("burst", absl::StrCat("burst", i));
+  add("calm", "calm1");
+  add("calm", "calm2");
+  add("", "anon1");
+  StepBatch batch;
+  for (int i = 0; i < 7; ++i) {
+    h.scheduler->Admit(absl::Now(), nullptr);
+    RunStep(*h.scheduler, batch, 66);
+  }
+  // Round robin in name order from the start ("" sorts first, so comes
+  // last in the first round): each tenant's oldest, in turn.
+  const std::vector<std::string> want = {"burst1", "calm1",  "anon1", "burst2",
+                                         "calm2",  "burst3", "burst4"};
+  EXPECT_EQ(order, want);
+
+  order.clear();
+  for (int i = 1; i <= 3; ++i) add("", absl::StrCat("fifo", i));
+  for (int i = 0; i < 3; ++i) {
+    h.scheduler->Admit(absl::Now(), nullptr);
+    RunStep(*h.scheduler, batch, 66);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"fifo1", "fifo2", "fifo3"}));
 }
 
 }  // namespace
