@@ -42,6 +42,7 @@
 #include "server/openai_server.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
+#include "server/tenant_quotas.h"
 #include "server/text_generation_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -110,6 +111,16 @@ ABSL_FLAG(bool, share_prefix_cache_across_tenants, false,
           "With --api_keys_file, let every tenant resume from every other's "
           "prefix-cache snapshots (cache_salt still partitions); by default "
           "each tenant's are its own.");
+ABSL_FLAG(int32_t, tenant_max_sequences, 0,
+          "Sequences one tenant (an API key's; without keys, all requests "
+          "are one) may have running or queued; more are refused "
+          "RESOURCE_EXHAUSTED / 429. 0 (default): no bound.");
+ABSL_FLAG(double, tenant_requests_per_second, 0,
+          "Generation requests per second one tenant may start (a token "
+          "bucket of --tenant_request_burst); past it RESOURCE_EXHAUSTED / "
+          "429 with the wait. 0 (default): no bound.");
+ABSL_FLAG(double, tenant_request_burst, 0,
+          "The request bucket's size; 0: the rate (at least 1).");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -442,7 +453,7 @@ void LoadChatTemplate(const ModelDir& model_dir, const ValidationLimits& limits,
 absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
     Engine* engine, const ValidationLimits& limits, const ModelDir& model_dir,
     ServingMetrics* metrics, const std::atomic<bool>& ready,
-    const ApiKeyStore* api_keys) {
+    const ApiKeyStore* api_keys, TenantQuotas* quotas) {
   if (absl::GetFlag(FLAGS_openai_port) < 0) return nullptr;
   OpenAiServer::Options o;
   o.host = absl::GetFlag(FLAGS_host);
@@ -456,6 +467,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
   o.metrics = metrics;
   o.api_keys = api_keys;
   o.share_prefix_cache = absl::GetFlag(FLAGS_share_prefix_cache_across_tenants);
+  o.quotas = quotas->enabled() ? quotas : nullptr;
   LoadChatTemplate(model_dir, limits, &o);
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
@@ -512,9 +524,13 @@ int Run() {
   const sigset_t signals = BlockShutdownSignals();
 
   // Metrics exist before the engine so its observers can record into them,
-  // and outlive it (the engine thread calls them until Shutdown).
+  // and outlive it (the engine thread calls them until Shutdown); so do the
+  // quotas, whose sinks the engine calls.
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);
+  TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sequences),
+                       absl::GetFlag(FLAGS_tenant_requests_per_second),
+                       absl::GetFlag(FLAGS_tenant_request_burst)});
   // /readyz: true between "listening" and the start of a drain.
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<ApiKeyStore>> api_keys =
@@ -559,7 +575,8 @@ int Run() {
   const ValidationLimits limits = LimitsFromFlags(options);
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
-      absl::GetFlag(FLAGS_share_prefix_cache_across_tenants));
+      absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),
+      quotas.enabled() ? &quotas : nullptr);
   absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
   if (!grpc_server.ok()) {
     spdlog::error("{}", std::string(grpc_server.status().message()));
@@ -567,8 +584,9 @@ int Run() {
     return 1;
   }
   grpc::Server& server = *grpc_server->server;
-  absl::StatusOr<std::unique_ptr<OpenAiServer>> openai = StartOpenAiPort(
-      engine->get(), limits, **model_dir, &metrics, ready, api_keys->get());
+  absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
+      StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready,
+                      api_keys->get(), &quotas);
   if (!openai.ok()) {
     spdlog::error("{}", openai.status().ToString());
     server.Shutdown(std::chrono::system_clock::now());

@@ -109,21 +109,31 @@ MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
                  ErrorBody(error), kJson, allow);
 }
 
-// 401 as OpenAI words it, naming nothing of what was sent.
-MHD_Result RespondUnauthorized(MHD_Connection* connection) {
-  const std::string body = ErrorBody(HttpError(
-      401,
-      "Missing or incorrect API key: send it as `Authorization: Bearer KEY`.",
-      "invalid_request_error", "invalid_api_key"));
+// An error with one header more (WWW-Authenticate, Retry-After).
+MHD_Result RespondErrorWith(MHD_Connection* connection,
+                            const OpenAiError& error, const char* header,
+                            const std::string& value) {
+  const std::string body = ErrorBody(error);
   MHD_Response* response = MHD_create_response_from_buffer(
       body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, kJson);
-  MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-  const MHD_Result queued =
-      MHD_queue_response(connection, MHD_HTTP_UNAUTHORIZED, response);
+  MHD_add_response_header(response, header, value.c_str());
+  const MHD_Result queued = MHD_queue_response(
+      connection, static_cast<unsigned>(error.http_status), response);
   MHD_destroy_response(response);
   return queued;
+}
+
+// 401 as OpenAI words it, naming nothing of what was sent.
+MHD_Result RespondUnauthorized(MHD_Connection* connection) {
+  return RespondErrorWith(
+      connection,
+      HttpError(401,
+                "Missing or incorrect API key: send it as `Authorization: "
+                "Bearer KEY`.",
+                "invalid_request_error", "invalid_api_key"),
+      MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 }
 
 bool IsGet(const char* method) {
@@ -356,9 +366,23 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
   request.tenant = call->tenant;
   request.sink = Sink(call);
   request.arrival = absl::Now();
+  TenantQuotas* quotas = server.options_.quotas;
+  if (quotas != nullptr) {
+    absl::Duration retry_after;
+    if (absl::Status over = quotas->Admit(request, absl::Now(), &retry_after);
+        !over.ok()) {
+      call->sent_status = 429;
+      return RespondErrorWith(
+          connection, ErrorFromStatus(over), MHD_HTTP_HEADER_RETRY_AFTER,
+          absl::StrCat(
+              absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+    }
+  }
+  const int32_t n = request.n;
   server.Register(call);
   absl::Status submitted = server.engine_.Submit(std::move(request));
   if (!submitted.ok()) {
+    if (quotas != nullptr) quotas->Refused(call->tenant, n);
     server.Unregister(call.get());
     OpenAiError e = ErrorFromStatus(submitted);
     return Answer(*call, connection, e.http_status, ErrorBody(e));

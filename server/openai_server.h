@@ -37,6 +37,7 @@
 #include "server/chat_template.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
+#include "server/tenant_quotas.h"
 
 struct MHD_Daemon;
 
@@ -69,6 +70,9 @@ class OpenAiServer {
     // have their own part of the prefix cache unless `share_prefix_cache`.
     const ApiKeyStore* api_keys = nullptr;
     bool share_prefix_cache = false;
+    // Null: no quotas. Over one, a call is answered 429 with Retry-After.
+    // Must outlive the engine's last event.
+    TenantQuotas* quotas = nullptr;
   };
 
   // Binds and starts serving. `engine` must outlive the server.

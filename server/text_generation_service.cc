@@ -37,18 +37,17 @@ constexpr char kUnparsable[] =
 
 }  // namespace
 
-TextGenerationService::TextGenerationService(Engine* engine,
-                                             ValidationLimits limits,
-                                             ServingMetrics* metrics,
-                                             const ApiKeyStore* api_keys,
-                                             bool share_prefix_cache)
+TextGenerationService::TextGenerationService(
+    Engine* engine, ValidationLimits limits, ServingMetrics* metrics,
+    const ApiKeyStore* api_keys, bool share_prefix_cache, TenantQuotas* quotas)
     : engine_(*engine),
       limits_(limits),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().prompt_rules)),
       metrics_(metrics),
       api_keys_(api_keys),
-      share_prefix_cache_(share_prefix_cache) {}
+      share_prefix_cache_(share_prefix_cache),
+      quotas_(quotas) {}
 
 absl::StatusOr<std::string> TextGenerationService::Authorize(
     const grpc::CallbackServerContext& context) const {
@@ -111,10 +110,26 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
   request->sink = stream->sink(request->n, *tenant);
   request->deadline = DeadlineOf(*context);
   request->arrival = absl::Now();
+  if (quotas_ != nullptr) {
+    absl::Duration retry_after;
+    if (absl::Status over = quotas_->Admit(*request, absl::Now(), &retry_after);
+        !over.ok()) {
+      context->AddTrailingMetadata(
+          "retry-after", absl::StrCat(absl::ToInt64Seconds(
+                             absl::Ceil(retry_after, absl::Seconds(1)))));
+      stream->Fail(ToGrpcStatus(over));
+      return stream;
+    }
+  }
+  const std::string tenant_name = request->tenant;
+  const int32_t n = request->n;
   // RESOURCE_EXHAUSTED (queue full), UNAVAILABLE (draining) and
   // INVALID_ARGUMENT keep their codes on the wire.
   absl::Status submitted = engine_.Submit(*std::move(request));
-  if (!submitted.ok()) stream->Fail(ToGrpcStatus(submitted));
+  if (!submitted.ok()) {
+    if (quotas_ != nullptr) quotas_->Refused(tenant_name, n);
+    stream->Fail(ToGrpcStatus(submitted));
+  }
   return stream;
 }
 

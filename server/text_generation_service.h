@@ -20,6 +20,7 @@
 #include "server/api_keys.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
+#include "server/tenant_quotas.h"
 
 namespace seqboat {
 
@@ -37,11 +38,14 @@ class TextGenerationService final : public TextGenerationBase {
   // `metrics`, if set, records every Generate call and must outlive the
   // engine's last event. `api_keys`, if set, must outlive the service; its
   // tenants each have their own part of the prefix cache unless
-  // `share_prefix_cache`.
+  // `share_prefix_cache`. `quotas`, if set, bound each tenant's Generate
+  // calls (RESOURCE_EXHAUSTED with `retry-after` seconds in the trailers)
+  // and must outlive the engine's last event.
   TextGenerationService(Engine* engine, ValidationLimits limits,
                         ServingMetrics* metrics = nullptr,
                         const ApiKeyStore* api_keys = nullptr,
-                        bool share_prefix_cache = false);
+                        bool share_prefix_cache = false,
+                        TenantQuotas* quotas = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
       grpc::CallbackServerContext* context,
@@ -72,6 +76,7 @@ class TextGenerationService final : public TextGenerationBase {
   ServingMetrics* const metrics_;      // may be null
   const ApiKeyStore* const api_keys_;  // null: no keys asked for
   const bool share_prefix_cache_;
+  TenantQuotas* const quotas_;  // may be null
   std::atomic<int> active_streams_{0};
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
