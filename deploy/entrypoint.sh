@@ -27,6 +27,13 @@ if [[ ! -f "$model_dir/config.json" ]]; then
   exit 1
 fi
 
+# API keys (README.md, "API keys"): a file mounted from a Secret; its keys
+# are reread on SIGHUP. Unset: no keys.
+keys=()
+[[ -n "${SEQBOAT_API_KEYS_FILE:-}" ]] && keys+=(--api_keys_file="$SEQBOAT_API_KEYS_FILE")
+[[ -n "${SEQBOAT_METRICS_API_KEY_FILE:-}" ]] &&
+  keys+=(--metrics_api_key_file="$SEQBOAT_METRICS_API_KEY_FILE")
+
 # exec: the server is PID 1 in a container and gets SIGTERM directly.
 exec "$bin" \
   --model_dir="$model_dir" \
@@ -40,4 +47,5 @@ exec "$bin" \
   --drain_grace_seconds="${SEQBOAT_DRAIN_GRACE_SECONDS:-30}" \
   --cpu_threads="${SEQBOAT_CPU_THREADS:-0}" \
   --cpu_weights="${SEQBOAT_CPU_WEIGHTS:-auto}" \
+  "${keys[@]}" \
   "$@"

@@ -96,6 +96,13 @@ struct Request {
   absl::Time arrival = absl::Now();
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();
   SharedSink sink;
+  // Whose queue it waits in: the scheduler admits tenants' oldest requests
+  // in turn (the server's tenant of the API key; "" for all without keys).
+  std::string tenant;
+  // The prefix-cache partition the request reads and writes: snapshots are
+  // found only by requests of the same scope (the server's tenant and
+  // cache_salt; "" is one partition like any other).
+  std::string cache_scope;
 };
 
 // What a prompt's ids must be for the loaded model: below vocab_limit (the

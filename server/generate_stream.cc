@@ -84,11 +84,12 @@ GenerateStream::GenerateStream(std::string request_id,
   state_->reactor = this;
 }
 
-EventSink GenerateStream::sink(int32_t n) {
+EventSink GenerateStream::sink(int32_t n, std::string tenant) {
   {
     absl::MutexLock lock(&state_->mu);
     state_->n = std::max(n, 1);
     state_->timeline.n = state_->n;
+    state_->timeline.tenant = std::move(tenant);
   }
   return [state = state_](GenerationEvent event) {
     {

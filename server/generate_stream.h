@@ -49,10 +49,11 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                  std::function<void()> on_done = nullptr,
                  ServingMetrics* metrics = nullptr);
 
-  // The sink to put in the engine Request of `n` sequences. Thread-safe,
-  // never blocks, and may be called or destroyed at any time, including
-  // after the call ended.
-  EventSink sink(int32_t n = 1);
+  // The sink to put in the engine Request of `n` sequences, of `tenant`
+  // (its key's; "" without keys) in the metrics. Thread-safe, never blocks,
+  // and may be called or destroyed at any time, including after the call
+  // ended.
+  EventSink sink(int32_t n = 1, std::string tenant = "");
 
   // Ends the call with `status`; for requests the engine never accepted.
   void Fail(grpc::Status status);

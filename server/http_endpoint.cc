@@ -48,6 +48,15 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url,
   }
   const std::string path(url);
   if (path == "/metrics") {
+    if (handlers.authorize_metrics) {
+      const char* authorization = MHD_lookup_connection_value(
+          connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+      if (!handlers.authorize_metrics(authorization != nullptr ? authorization
+                                                               : "")) {
+        return Respond(connection, MHD_HTTP_UNAUTHORIZED,
+                       "missing or incorrect key for /metrics\n", kText);
+      }
+    }
     return Respond(connection, MHD_HTTP_OK, handlers.metrics(),
                    "text/plain; version=0.0.4; charset=utf-8");
   }

@@ -4,7 +4,8 @@
 // connections cost a socket each, never a worker: probes are answered at
 // once however many of them are held open. Requests are bounded (headers by
 // a per-connection memory limit, bodies refused unread, idle connections
-// closed), and nothing here touches gRPC or the engine.
+// closed), and nothing here touches gRPC or the engine. /metrics may ask for
+// a key of its own (401 without it); the probes never do.
 #ifndef SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 #define SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 
@@ -31,6 +32,9 @@ class HttpEndpoint {
   struct Handlers {
     std::function<std::string()> metrics;  // the /metrics body
     std::function<bool()> ready;           // /readyz: 200 if true, else 503
+    // /metrics' check of the Authorization header's value ("" if none);
+    // unset: /metrics is open.
+    std::function<bool(const char*)> authorize_metrics;
   };
 
   // Binds `host`:`port` (0 picks a free port) and starts serving.

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -30,6 +31,7 @@
 #include "base/status_macros.h"
 #include "engine/engine.h"
 #include "engine/model_dir/model_dir.h"
+#include "server/api_keys.h"
 #include "server/backend_choice.h"
 #include "server/chat_template.h"
 #include "server/engine_gauges.h"
@@ -40,6 +42,7 @@
 #include "server/openai_server.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
+#include "server/tenant_quotas.h"
 #include "server/text_generation_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -97,6 +100,27 @@ ABSL_FLAG(std::string, cpu_isa, "auto",
 ABSL_FLAG(int32_t, drain_grace_seconds, 30,
           "On SIGTERM, how long running requests may take to finish before "
           "they are cancelled.");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "Require an API key on both APIs: a file of one key per line, or "
+          "KEY TENANT per line ('#' comments, blank lines); reread on "
+          "SIGHUP. Empty (default): no keys.");
+ABSL_FLAG(std::string, metrics_api_key_file, "",
+          "Require a key (a keys file as --api_keys_file's) for /metrics on "
+          "--http_port; the probes stay open. Empty (default): open.");
+ABSL_FLAG(bool, share_prefix_cache_across_tenants, false,
+          "With --api_keys_file, let every tenant resume from every other's "
+          "prefix-cache snapshots (cache_salt still partitions); by default "
+          "each tenant's are its own.");
+ABSL_FLAG(int32_t, tenant_max_sequences, 0,
+          "Sequences one tenant (an API key's; without keys, all requests "
+          "are one) may have running or queued; more are refused "
+          "RESOURCE_EXHAUSTED / 429. 0 (default): no bound.");
+ABSL_FLAG(double, tenant_requests_per_second, 0,
+          "Generation requests per second one tenant may start (a token "
+          "bucket of --tenant_request_burst); past it RESOURCE_EXHAUSTED / "
+          "429 with the wait. 0 (default): no bound.");
+ABSL_FLAG(double, tenant_request_burst, 0,
+          "The request bucket's size; 0: the rate (at least 1).");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -247,23 +271,54 @@ void Drain(Engine& engine, const TextGenerationService& service,
 // Blocks the shutdown signals before any thread starts, so that threads
 // inherit the mask and the signals wait in the queue for sigtimedwait: no
 // handler and no global state needed.
+// SIGHUP (reread the keys files) is blocked too, but waited for only while
+// serving: during a drain it stays queued.
 sigset_t BlockShutdownSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t with_hangup = signals;
+  sigaddset(&with_hangup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &with_hangup, nullptr);
   return signals;
+}
+
+// The keys a flag names (null when it names no file).
+absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path) {
+  if (path.empty()) return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<ApiKeyStore> keys, ApiKeyStore::Open(path));
+  spdlog::info("{} API keys from {}", keys->size(), path);
+  return keys;
+}
+
+// SIGHUP: each keys file is read again; a broken one leaves its keys as
+// they were, and the log says where it is broken.
+void ReloadKeys(const std::vector<ApiKeyStore*>& stores) {
+  for (ApiKeyStore* keys : stores) {
+    if (keys == nullptr) continue;
+    if (absl::Status s = keys->Reload(); s.ok()) {
+      spdlog::info("reloaded {} API keys from {}", keys->size(), keys->path());
+    } else {
+      spdlog::error("keys not reloaded, the last ones stay: {}", s.ToString());
+    }
+  }
 }
 
 // /metrics, /healthz and /readyz on --http_port (null when it is -1). Up
 // before the model loads, so liveness probes pass during a long load.
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
-    MetricsRegistry& registry, const std::atomic<bool>& ready) {
+    MetricsRegistry& registry, const std::atomic<bool>& ready,
+    const ApiKeyStore* metrics_keys) {
   if (absl::GetFlag(FLAGS_http_port) < 0) return nullptr;
   HttpEndpoint::Handlers handlers;
   handlers.metrics = [&registry] { return registry.Render(); };
   handlers.ready = [&ready] { return ready.load(); };
+  if (metrics_keys != nullptr) {
+    handlers.authorize_metrics = [metrics_keys](const char* authorization) {
+      return metrics_keys->Authorize(authorization).has_value();
+    };
+  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<HttpEndpoint> http,
       HttpEndpoint::Start(absl::GetFlag(FLAGS_host),
@@ -397,7 +452,8 @@ void LoadChatTemplate(const ModelDir& model_dir, const ValidationLimits& limits,
 // The OpenAI-compatible API on --openai_port (null when it is -1).
 absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
     Engine* engine, const ValidationLimits& limits, const ModelDir& model_dir,
-    ServingMetrics* metrics, const std::atomic<bool>& ready) {
+    ServingMetrics* metrics, const std::atomic<bool>& ready,
+    const ApiKeyStore* api_keys, TenantQuotas* quotas) {
   if (absl::GetFlag(FLAGS_openai_port) < 0) return nullptr;
   OpenAiServer::Options o;
   o.host = absl::GetFlag(FLAGS_host);
@@ -409,6 +465,9 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
       4 * static_cast<size_t>(limits.max_prompt_bytes) + (size_t{64} << 10);
   o.ready = [&ready] { return ready.load(); };
   o.metrics = metrics;
+  o.api_keys = api_keys;
+  o.share_prefix_cache = absl::GetFlag(FLAGS_share_prefix_cache_across_tenants);
+  o.quotas = quotas->enabled() ? quotas : nullptr;
   LoadChatTemplate(model_dir, limits, &o);
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
@@ -425,11 +484,19 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
 // back near its baseline after a burst.
 int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
                             const TextGenerationService& service,
-                            const OpenAiServer* openai, std::string* fault) {
+                            const OpenAiServer* openai,
+                            const std::vector<ApiKeyStore*>& keys,
+                            std::string* fault) {
   IdleTrimmer trimmer;
+  sigset_t with_hangup = signals;
+  sigaddset(&with_hangup, SIGHUP);
   int sig = 0;
   while (sig == 0 && fault->empty()) {
-    sig = WaitForSignal(signals, absl::Seconds(1));
+    sig = WaitForSignal(with_hangup, absl::Seconds(1));
+    if (sig == SIGHUP) {
+      ReloadKeys(keys);
+      sig = 0;
+    }
     const EngineStats stats = engine.Stats();
     *fault = stats.fault;
     const bool idle = stats.running == 0 && stats.waiting == 0 &&
@@ -457,13 +524,27 @@ int Run() {
   const sigset_t signals = BlockShutdownSignals();
 
   // Metrics exist before the engine so its observers can record into them,
-  // and outlive it (the engine thread calls them until Shutdown).
+  // and outlive it (the engine thread calls them until Shutdown); so do the
+  // quotas, whose sinks the engine calls.
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);
+  TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sequences),
+                       absl::GetFlag(FLAGS_tenant_requests_per_second),
+                       absl::GetFlag(FLAGS_tenant_request_burst)});
   // /readyz: true between "listening" and the start of a drain.
   std::atomic<bool> ready{false};
+  absl::StatusOr<std::unique_ptr<ApiKeyStore>> api_keys =
+      OpenKeys(absl::GetFlag(FLAGS_api_keys_file));
+  absl::StatusOr<std::unique_ptr<ApiKeyStore>> metrics_keys =
+      OpenKeys(absl::GetFlag(FLAGS_metrics_api_key_file));
+  for (const auto* keys : {&api_keys, &metrics_keys}) {
+    if (!keys->ok()) {
+      spdlog::error("{}", keys->status().ToString());
+      return 1;
+    }
+  }
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
-      StartHttpSidePort(registry, ready);
+      StartHttpSidePort(registry, ready, metrics_keys->get());
   if (!http.ok()) {
     spdlog::error("{}", http.status().ToString());
     return 1;
@@ -492,7 +573,10 @@ int Run() {
   }
 
   const ValidationLimits limits = LimitsFromFlags(options);
-  TextGenerationService service(engine->get(), limits, &metrics);
+  TextGenerationService service(
+      engine->get(), limits, &metrics, api_keys->get(),
+      absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),
+      quotas.enabled() ? &quotas : nullptr);
   absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
   if (!grpc_server.ok()) {
     spdlog::error("{}", std::string(grpc_server.status().message()));
@@ -501,7 +585,8 @@ int Run() {
   }
   grpc::Server& server = *grpc_server->server;
   absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
-      StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready);
+      StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready,
+                      api_keys->get(), &quotas);
   if (!openai.ok()) {
     spdlog::error("{}", openai.status().ToString());
     server.Shutdown(std::chrono::system_clock::now());
@@ -525,8 +610,9 @@ int Run() {
             << std::endl;
 
   std::string fault;
-  const int sig = ServeUntilSignalOrFault(signals, **engine, service,
-                                          openai->get(), &fault);
+  const int sig =
+      ServeUntilSignalOrFault(signals, **engine, service, openai->get(),
+                              {api_keys->get(), metrics_keys->get()}, &fault);
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
                  absl::GetFlag(FLAGS_drain_grace_seconds));

@@ -304,6 +304,18 @@ std::optional<OpenAiError> ReadStream(const json& body,
   return std::nullopt;
 }
 
+// vLLM's cache_salt: the prefix cache's partition within the tenant's.
+std::optional<OpenAiError> ReadCacheSalt(const json& body,
+                                         v1::GenerateRequest* generate) {
+  const json* salt = Field(body, "cache_salt");
+  if (salt == nullptr) return std::nullopt;
+  if (!salt->is_string()) {
+    return Invalid("cache_salt", "cache_salt must be a string");
+  }
+  generate->set_cache_salt(salt->get<std::string>());
+  return std::nullopt;
+}
+
 // A parsed body's fields, in the order their errors take precedence.
 std::optional<OpenAiError> ReadCompletion(const json& body,
                                           const std::string& model_id,
@@ -318,6 +330,7 @@ std::optional<OpenAiError> ReadCompletion(const json& body,
   if (auto e = ReadTopKAndSeed(body, generate.mutable_sampling())) return e;
   if (auto e = ReadStopping(body, generate.mutable_stopping())) return e;
   if (auto e = ReadLogprobs(body, &generate)) return e;
+  if (auto e = ReadCacheSalt(body, &generate)) return e;
   return ReadStream(body, out);
 }
 

@@ -31,7 +31,7 @@ OpenAiError Unsupported(const std::string& param, const std::string& message);
 // The parameters both endpoints take with one meaning (ParseChatRequest
 // hands them to ParseCompletionRequest as they are): OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
-// ignore_eos, stop_token_ids, min_tokens).
+// ignore_eos, stop_token_ids, min_tokens), and vLLM's cache_salt.
 inline constexpr const char* kSharedParameters[] = {"model",
                                                     "temperature",
                                                     "top_p",
@@ -49,7 +49,8 @@ inline constexpr const char* kSharedParameters[] = {"model",
                                                     "stream_options",
                                                     "n",
                                                     "logit_bias",
-                                                    "user"};
+                                                    "user",
+                                                    "cache_salt"};
 
 using ParameterSet = std::set<std::string, std::less<>>;
 // The shared parameters and an endpoint's `own`.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct OpenAiServer::Call {
 
   // Touched by the connection's MHD thread only.
   std::string body;
+  std::string tenant;    // its key's ("" without keys)
   size_t discarded = 0;  // bytes past max_body_bytes
   bool started = false;  // the body was complete and handled
   bool submitted = false;
@@ -105,6 +107,33 @@ MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
                         const char* allow = nullptr) {
   return Respond(connection, static_cast<unsigned>(error.http_status),
                  ErrorBody(error), kJson, allow);
+}
+
+// An error with one header more (WWW-Authenticate, Retry-After).
+MHD_Result RespondErrorWith(MHD_Connection* connection,
+                            const OpenAiError& error, const char* header,
+                            const std::string& value) {
+  const std::string body = ErrorBody(error);
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, kJson);
+  MHD_add_response_header(response, header, value.c_str());
+  const MHD_Result queued = MHD_queue_response(
+      connection, static_cast<unsigned>(error.http_status), response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+// 401 as OpenAI words it, naming nothing of what was sent.
+MHD_Result RespondUnauthorized(MHD_Connection* connection) {
+  return RespondErrorWith(
+      connection,
+      HttpError(401,
+                "Missing or incorrect API key: send it as `Authorization: "
+                "Bearer KEY`.",
+                "invalid_request_error", "invalid_api_key"),
+      MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 }
 
 bool IsGet(const char* method) {
@@ -185,8 +214,18 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
                            void** req_cls) {
   // Answering here, before any body is read, refuses an upload unread: MHD
   // closes the connection instead of consuming it.
+  std::string tenant;
+  if (server.options_.api_keys != nullptr && path != "/health") {
+    const char* authorization = MHD_lookup_connection_value(
+        connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    std::optional<std::string> found = server.options_.api_keys->Authorize(
+        authorization != nullptr ? authorization : "");
+    if (!found.has_value()) return RespondUnauthorized(connection);
+    tenant = *std::move(found);
+  }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     auto call = std::make_shared<Call>(&server, connection);
+    call->tenant = std::move(tenant);
     call->chat = path == "/v1/chat/completions";
     *req_cls = new CallHandle{call};
     server.active_calls_.fetch_add(1);
@@ -274,6 +313,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("cmpl-%016x", server.NextRandom());
   fallbacks.seed = server.NextRandom();
+  if (!options.share_prefix_cache) fallbacks.cache_tenant = call->tenant;
   absl::StatusOr<Request> request = RequestFromProto(
       parsed.generate, server.vocabulary_, options.limits, fallbacks);
   if (!request.ok()) {
@@ -320,13 +360,29 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
     absl::MutexLock lock(&call->mu);
     call->n = request.n;
     call->timeline.n = request.n;
+    call->timeline.tenant = call->tenant;
   }
   request.control = call->control;
+  request.tenant = call->tenant;
   request.sink = Sink(call);
   request.arrival = absl::Now();
+  TenantQuotas* quotas = server.options_.quotas;
+  if (quotas != nullptr) {
+    absl::Duration retry_after;
+    if (absl::Status over = quotas->Admit(request, absl::Now(), &retry_after);
+        !over.ok()) {
+      call->sent_status = 429;
+      return RespondErrorWith(
+          connection, ErrorFromStatus(over), MHD_HTTP_HEADER_RETRY_AFTER,
+          absl::StrCat(
+              absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+    }
+  }
+  const int32_t n = request.n;
   server.Register(call);
   absl::Status submitted = server.engine_.Submit(std::move(request));
   if (!submitted.ok()) {
+    if (quotas != nullptr) quotas->Refused(call->tenant, n);
     server.Unregister(call.get());
     OpenAiError e = ErrorFromStatus(submitted);
     return Answer(*call, connection, e.http_status, ErrorBody(e));
@@ -389,6 +445,7 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("chatcmpl-%016x", server.NextRandom());
   fallbacks.seed = server.NextRandom();
+  if (!options.share_prefix_cache) fallbacks.cache_tenant = call->tenant;
   absl::StatusOr<Request> request =
       RequestFromProto(generate, server.vocabulary_, options.limits, fallbacks);
   if (!request.ok()) {

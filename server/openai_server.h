@@ -14,7 +14,9 @@
 // and a watcher polls those sockets, so a client that goes away cancels its
 // request (RequestControl::cancelled) even before its first token. Bodies
 // are bounded (413 beyond the limit; a Content-Length over it is refused
-// unread) and idle connections are closed.
+// unread) and idle connections are closed. With API keys, every path but
+// /health first checks `Authorization: Bearer KEY` and answers 401
+// (invalid_api_key) before reading any body.
 #ifndef SEQBOAT_SERVER_OPENAI_SERVER_H_
 #define SEQBOAT_SERVER_OPENAI_SERVER_H_
 
@@ -31,9 +33,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/api_keys.h"
 #include "server/chat_template.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
+#include "server/tenant_quotas.h"
 
 struct MHD_Daemon;
 
@@ -62,6 +66,13 @@ class OpenAiServer {
     // chat template: ...".
     std::shared_ptr<const ChatTemplate> chat_template;
     std::string no_chat_template = "none was given";
+    // Null: no keys asked for. Must outlive the server. Its tenants each
+    // have their own part of the prefix cache unless `share_prefix_cache`.
+    const ApiKeyStore* api_keys = nullptr;
+    bool share_prefix_cache = false;
+    // Null: no quotas. Over one, a call is answered 429 with Retry-After.
+    // Must outlive the engine's last event.
+    TenantQuotas* quotas = nullptr;
   };
 
   // Binds and starts serving. `engine` must outlive the server.

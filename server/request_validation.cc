@@ -270,6 +270,15 @@ absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
   }
   request.id =
       proto.request_id().empty() ? fallbacks.request_id : proto.request_id();
+  if (proto.cache_salt().size() > static_cast<size_t>(kMaxCacheSaltBytes)) {
+    return Invalid("cache_salt",
+                   absl::StrCat("is ", proto.cache_salt().size(),
+                                " bytes, the limit is ", kMaxCacheSaltBytes));
+  }
+  // Length-prefixed, so that no tenant and salt spell another pair's scope.
+  request.cache_scope =
+      absl::StrCat(fallbacks.cache_tenant.size(), ":", fallbacks.cache_tenant,
+                   proto.cache_salt());
   if (proto.has_n()) {
     const int32_t max_n = std::min(limits.max_n, kMaxN);
     if (proto.n() < 1 || proto.n() > static_cast<uint32_t>(max_n)) {

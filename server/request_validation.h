@@ -24,6 +24,7 @@ inline constexpr int kMaxStopTokenIds = 256;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxRequestIdBytes = 256;
+inline constexpr int kMaxCacheSaltBytes = 256;
 inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepetitionPenalty = 100.0f;
 // presence_penalty and frequency_penalty lie in [-2, 2], as OpenAI's.
@@ -72,6 +73,10 @@ Vocabulary TokenizerVocabulary(const Tokenizer& tokenizer,
 struct RequestFallbacks {
   std::string request_id;  // used when request_id is empty
   uint64_t seed = 0;       // used when sampling.seed is unset
+  // The call's, like the above the server's to supply: the tenant whose
+  // part of the prefix cache the request reads and writes ("" without API
+  // keys, or when tenants share the cache). cache_salt splits it further.
+  std::string cache_tenant;
 };
 
 // The field an INVALID_ARGUMENT from this unit names, as written at the

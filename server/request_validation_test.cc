@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,28 @@ TEST(RequestValidationTest, AllFieldsCarriedOver) {
   EXPECT_TRUE(request->stopping.ignore_eos);
   EXPECT_TRUE(request->logprobs);
   EXPECT_EQ(request->top_logprobs, 20);
+}
+
+// The prefix cache's scope: the tenant and the salt, never two pairs alike.
+TEST(RequestValidationTest, CacheScopeOfTenantAndSalt) {
+  const auto scope = [](const std::string& tenant, const std::string& salt) {
+    v1::GenerateRequest proto = TextRequest();
+    proto.set_cache_salt(salt);
+    RequestFallbacks fallbacks = TestFallbacks();
+    fallbacks.cache_tenant = tenant;
+    absl::StatusOr<Request> r =
+        RequestFromProto(proto, TestVocabulary(), TestLimits(), fallbacks);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->cache_scope : "";
+  };
+  const std::set<std::string> scopes = {scope("", ""),   scope("a", ""),
+                                        scope("", "a"),  scope("ab", ""),
+                                        scope("a", "b"), scope("", "ab")};
+  EXPECT_EQ(scopes.size(), 6u);
+  EXPECT_EQ(scope("a", "b"), scope("a", "b"));
+  v1::GenerateRequest long_salt = TextRequest();
+  long_salt.set_cache_salt(std::string(kMaxCacheSaltBytes + 1, 's'));
+  ExpectInvalid(long_salt, "cache_salt");
 }
 
 TEST(RequestValidationTest, SeedZeroIsAValidExplicitSeed) {

@@ -130,7 +130,23 @@ ServingMetrics::ServingMetrics(MetricsRegistry* registry)
       generation_len_(
           registry->AddHistogram("seqboat_request_generation_tokens",
                                  "Generated tokens of finished requests.",
-                                 ExponentialBuckets(1, 2, 16), {"frontend"})) {
+                                 ExponentialBuckets(1, 2, 16), {"frontend"})),
+      tenant_requests_(registry->AddCounter(
+          "seqboat_tenant_requests_total",
+          "Requests the engine finished without error, by the tenant of "
+          "their API key.",
+          {"tenant"})),
+      tenant_prompt_tokens_(registry->AddCounter(
+          "seqboat_tenant_prompt_tokens_total",
+          "Prompt tokens of finished requests, by tenant.", {"tenant"})),
+      tenant_cached_tokens_(registry->AddCounter(
+          "seqboat_tenant_cached_prompt_tokens_total",
+          "Of those, tokens resumed from the tenant's prefix cache.",
+          {"tenant"})),
+      tenant_generation_tokens_(registry->AddCounter(
+          "seqboat_tenant_generation_tokens_total",
+          "Tokens generated and handed to the streams, by tenant.",
+          {"tenant"})) {
   // Both frontends' series exist from the start, at zero, so a rate() over
   // them starts at the process start rather than at the first request.
   for (Frontend frontend : {Frontend::kGrpc, Frontend::kHttp}) {
@@ -150,9 +166,14 @@ void ServingMetrics::OnEvent(RequestTimeline& timeline,
   if (timeline.last_token.size() <= index) {
     timeline.last_token.resize(index + 1, absl::InfinitePast());
   }
+  const std::vector<std::string> tenant = {timeline.tenant};
   if (!event.token_ids.empty()) {
     generation_tokens_->Add(frontend,
                             static_cast<double>(event.token_ids.size()));
+    if (!timeline.tenant.empty()) {
+      tenant_generation_tokens_->Add(
+          tenant, static_cast<double>(event.token_ids.size()));
+    }
     if (!timeline.has_token) {
       ttft_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
     } else if (timeline.last_token[index] != absl::InfinitePast()) {
@@ -171,6 +192,11 @@ void ServingMetrics::OnEvent(RequestTimeline& timeline,
   prompt_tokens_->Add(frontend, event.prompt_tokens);
   prompt_len_->Observe(frontend, event.prompt_tokens);
   e2e_->Observe(frontend, absl::ToDoubleSeconds(now - timeline.start));
+  if (!timeline.tenant.empty()) {
+    tenant_requests_->Add(tenant);
+    tenant_prompt_tokens_->Add(tenant, event.prompt_tokens);
+    tenant_cached_tokens_->Add(tenant, event.cached_prompt_tokens);
+  }
 }
 
 void ServingMetrics::OnCallDone(Frontend frontend, grpc::StatusCode code) {

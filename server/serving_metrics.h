@@ -29,6 +29,9 @@ enum class Frontend { kGrpc, kHttp };
 // What the metrics need to remember about one request between its events.
 struct RequestTimeline {
   Frontend frontend = Frontend::kGrpc;
+  // Its key's tenant: the `tenant` label of the per-tenant series ("" on a
+  // server without keys: none are recorded). Never the key.
+  std::string tenant;
   absl::Time start;  // when the call arrived
   bool has_token = false;
   int32_t n = 1;       // the request's sequences
@@ -46,7 +49,8 @@ class ServingMetrics {
   // One engine event of a request, seen at `now`. A request of n sequences
   // counts its time to first token once (its first token), inter-token
   // latency within each sequence, the generation length of each, and its
-  // prompt, end-to-end time and success once, when the last of them ends.
+  // prompt, end-to-end time and success once, when the last of them ends;
+  // with a tenant, its requests, prompt, cached prompt and generated tokens.
   void OnEvent(RequestTimeline& timeline, const GenerationEvent& event,
                absl::Time now);
   // The call ended with `code` (including calls refused before reaching the
@@ -74,6 +78,11 @@ class ServingMetrics {
   Histogram* step_batch_;
   Histogram* prompt_len_;
   Histogram* generation_len_;
+  // Per tenant (servers with API keys).
+  Counter* tenant_requests_;
+  Counter* tenant_prompt_tokens_;
+  Counter* tenant_cached_tokens_;
+  Counter* tenant_generation_tokens_;
 };
 
 // "grpc" or "http".

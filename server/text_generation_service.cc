@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -27,20 +28,39 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+constexpr char kUnauthenticated[] =
+    "missing or unknown API key: send `authorization: Bearer KEY` metadata";
+
 constexpr char kUnparsable[] =
     "the request could not be parsed (a malformed field, or a string that "
     "is not valid UTF-8) as seqboat.v1.";
 
 }  // namespace
 
-TextGenerationService::TextGenerationService(Engine* engine,
-                                             ValidationLimits limits,
-                                             ServingMetrics* metrics)
+TextGenerationService::TextGenerationService(
+    Engine* engine, ValidationLimits limits, ServingMetrics* metrics,
+    const ApiKeyStore* api_keys, bool share_prefix_cache, TenantQuotas* quotas)
     : engine_(*engine),
       limits_(limits),
       vocabulary_(TokenizerVocabulary(engine->tokenizer(),
                                       engine->summary().prompt_rules)),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      api_keys_(api_keys),
+      share_prefix_cache_(share_prefix_cache),
+      quotas_(quotas) {}
+
+absl::StatusOr<std::string> TextGenerationService::Authorize(
+    const grpc::CallbackServerContext& context) const {
+  if (api_keys_ == nullptr) return std::string();
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  std::optional<std::string> tenant = api_keys_->Authorize(
+      it == metadata.end()
+          ? absl::string_view()
+          : absl::string_view(it->second.data(), it->second.size()));
+  if (!tenant.has_value()) return absl::UnauthenticatedError(kUnauthenticated);
+  return *std::move(tenant);
+}
 
 uint64_t TextGenerationService::NextRandom() {
   absl::MutexLock lock(&rng_mu_);
@@ -51,18 +71,22 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   v1::GenerateRequest parsed;
   const v1::GenerateRequest* proto = &parsed;
-  if (!ParseFromByteBuffer(*bytes, &parsed)) {
+  absl::StatusOr<std::string> tenant = Authorize(*context);
+  if (!tenant.ok() || !ParseFromByteBuffer(*bytes, &parsed)) {
     active_streams_.fetch_add(1);
     auto* stream = new GenerateStream(
         "", std::make_shared<RequestControl>(),
         [this] { active_streams_.fetch_sub(1); }, metrics_);
-    stream->Fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat(kUnparsable, "GenerateRequest")));
+    stream->Fail(!tenant.ok() ? ToGrpcStatus(tenant.status())
+                              : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                             absl::StrCat(kUnparsable,
+                                                          "GenerateRequest")));
     return stream;
   }
   RequestFallbacks fallbacks;
   fallbacks.request_id = absl::StrFormat("req-%016x", NextRandom());
   fallbacks.seed = NextRandom();
+  if (!share_prefix_cache_) fallbacks.cache_tenant = *tenant;
   absl::StatusOr<Request> request =
       RequestFromProto(*proto, vocabulary_, limits_, fallbacks);
 
@@ -82,13 +106,30 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed);
   request->control = control;
-  request->sink = stream->sink(request->n);
+  request->tenant = *tenant;
+  request->sink = stream->sink(request->n, *tenant);
   request->deadline = DeadlineOf(*context);
   request->arrival = absl::Now();
+  if (quotas_ != nullptr) {
+    absl::Duration retry_after;
+    if (absl::Status over = quotas_->Admit(*request, absl::Now(), &retry_after);
+        !over.ok()) {
+      context->AddTrailingMetadata(
+          "retry-after", absl::StrCat(absl::ToInt64Seconds(
+                             absl::Ceil(retry_after, absl::Seconds(1)))));
+      stream->Fail(ToGrpcStatus(over));
+      return stream;
+    }
+  }
+  const std::string tenant_name = request->tenant;
+  const int32_t n = request->n;
   // RESOURCE_EXHAUSTED (queue full), UNAVAILABLE (draining) and
   // INVALID_ARGUMENT keep their codes on the wire.
   absl::Status submitted = engine_.Submit(*std::move(request));
-  if (!submitted.ok()) stream->Fail(ToGrpcStatus(submitted));
+  if (!submitted.ok()) {
+    if (quotas_ != nullptr) quotas_->Refused(tenant_name, n);
+    stream->Fail(ToGrpcStatus(submitted));
+  }
   return stream;
 }
 
@@ -96,6 +137,10 @@ grpc::ServerUnaryReactor* TextGenerationService::Tokenize(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes,
     grpc::ByteBuffer* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> tenant = Authorize(*context); !tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   v1::TokenizeRequest request;
   if (!ParseFromByteBuffer(*bytes, &request)) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -139,6 +184,10 @@ grpc::ServerUnaryReactor* TextGenerationService::GetModelInfo(
     grpc::CallbackServerContext* context,
     const v1::GetModelInfoRequest* /*request*/, v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> tenant = Authorize(*context); !tenant.ok()) {
+    reactor->Finish(ToGrpcStatus(tenant.status()));
+    return reactor;
+  }
   const ModelSummary& summary = engine_.summary();
   const EngineOptions& options = engine_.options();
   response->set_name(summary.name);

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "clients/common/api_key.h"
 #include "seqboat/v1/generate.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "Server address.");
@@ -37,6 +38,9 @@ ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the EOS token.");
 ABSL_FLAG(uint32_t, logprobs, 0,
           "Print the logprob of each token and the top-N alternatives to "
           "stderr (0 = off).");
+ABSL_FLAG(std::string, api_key, "",
+          "API key of a server started with --api_keys_file (default: the "
+          "SEQBOAT_API_KEY environment variable).");
 ABSL_FLAG(std::string, request_id, "",
           "Request id (server makes one if empty).");
 
@@ -111,8 +115,9 @@ int Run(const std::vector<std::string>& stops) {
     std::cerr << "seqboat_cli: --prompt is required\n";
     return 1;
   }
-  auto stub = v1::TextGeneration::NewStub(grpc::CreateChannel(
-      absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+  auto stub = v1::TextGeneration::NewStub(CreateChannelWithApiKey(
+      absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials(), {},
+      ApiKeyFrom(absl::GetFlag(FLAGS_api_key))));
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, BuildRequest(stops));
 

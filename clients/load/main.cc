@@ -24,6 +24,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clients/common/api_key.h"
 #include "clients/load/chat.h"
 #include "clients/load/chat_runner.h"
 #include "clients/load/result_json.h"
@@ -39,6 +40,9 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls_ca: the name to check the certificate against, if not "
           "the target's host.");
+ABSL_FLAG(std::string, api_key, "",
+          "API key of a server started with --api_keys_file (default: the "
+          "SEQBOAT_API_KEY environment variable).");
 ABSL_FLAG(int32_t, num_channels, 0,
           "HTTP/2 connections to spread the streams over (round-robin; a "
           "chat conversation keeps to one); 0: one per 64 streams in flight, "
@@ -143,6 +147,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
     ssl.pem_root_certs = *pem;
     creds = grpc::SslCredentials(ssl);
   }
+  const std::string api_key = ApiKeyFrom(absl::GetFlag(FLAGS_api_key));
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int32_t i = 0; i < n; ++i) {
     grpc::ChannelArguments args;
@@ -151,8 +156,8 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
     if (!absl::GetFlag(FLAGS_tls_server_name).empty()) {
       args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
     }
-    channels.push_back(
-        grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target), creds, args));
+    channels.push_back(CreateChannelWithApiKey(absl::GetFlag(FLAGS_target),
+                                               creds, args, api_key));
   }
   return channels;
 }

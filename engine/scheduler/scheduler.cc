@@ -124,15 +124,24 @@ void Scheduler::Admit(absl::Time now,
         ++it;
       }
     }
-    // Oldest first, each once all its slots are free: a request of n waits
-    // at the head (holding back the ones behind it, which cannot starve it)
-    // until running sequences end and free n slots.
-    for (int64_t free = arena_.free_slots();
-         !waiting_.empty() && SlotsOf(waiting_.front()) <= free;) {
-      free -= SlotsOf(waiting_.front());
-      admitted.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
+    // Tenants in turn, each's oldest first, each once all its slots are
+    // free: a request of n waits as the next to go (holding back the ones
+    // after it, which cannot starve it) until running sequences end and
+    // free n slots. One tenant's burst queues behind nobody else's turn.
+    int64_t free = arena_.free_slots();
+    for (auto next = NextInTurn();
+         next != waiting_.end() && SlotsOf(*next) <= free;
+         next = NextInTurn()) {
+      free -= SlotsOf(*next);
+      last_tenant_ = next->tenant;
+      admitted.push_back(std::move(*next));
+      waiting_.erase(next);
     }
+    // The slots are taken now, under the lock Add checks the bound under:
+    // counted later, a burst would see the queue shorter while the slots
+    // still looked free, and get past the bound by up to the slots admitted.
+    free_slots_ = static_cast<int32_t>(free);
+    running_count_ += static_cast<int32_t>(admitted.size());
   }
   // Sinks run outside the lock: they belong to the server.
   for (Request& r : gone)
@@ -154,8 +163,9 @@ void Scheduler::Admit(absl::Time now,
     const int32_t len = seq->prompt_len();
     std::shared_ptr<const PrefixSnapshot> snap;
     if (cache_ != nullptr) {
-      WaitForPrefixCopies(seq->request().prompt);
-      snap = cache_->Lookup(seq->request().prompt, len - 1);
+      const Request& r = seq->request();
+      WaitForPrefixCopies(r.prompt, r.cache_scope);
+      snap = cache_->Lookup(r.prompt, len - 1, r.cache_scope);
       if (snap != nullptr) {
         if (snap->state != nullptr) {
           // The sequence sits steps out until its state is in.
@@ -178,11 +188,27 @@ void Scheduler::Admit(absl::Time now,
   CountSlots();
 }
 
-void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt) {
+std::deque<Request>::iterator Scheduler::NextInTurn() {
+  // The oldest request of the first tenant after the last one admitted, in
+  // name order, wrapping around; one pass, so a turn costs the queue's length.
+  auto after = waiting_.end(), first = waiting_.end();
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    const std::string& t = it->tenant;
+    if (first == waiting_.end() || t < first->tenant) first = it;
+    if (t > last_tenant_ && (after == waiting_.end() || t < after->tenant)) {
+      after = it;
+    }
+  }
+  return after != waiting_.end() ? after : first;
+}
+
+void Scheduler::WaitForPrefixCopies(const std::vector<int32_t>& prompt,
+                                    const std::string& scope) {
   CopyTicket wait = 0;
   for (const InFlightCopy& c : copying_) {
     const auto& tokens = c.snapshot.tokens;
     if (!tokens.empty() && tokens.size() < prompt.size() &&
+        c.snapshot.scope == scope &&
         std::equal(tokens.begin(), tokens.end(), prompt.begin())) {
       wait = c.ticket;
     }
@@ -328,10 +354,11 @@ void Scheduler::AfterStep(int64_t step) {
 
 CopyTicket Scheduler::TakeSnapshot(const Sequence& seq, bool release) {
   PrefixSnapshot snap;
+  snap.scope = seq.request().cache_scope;
   snap.tokens = seq.ConsumedTokens();
   CopyTicket ticket = 0;
-  if (!snap.tokens.empty() && !cache_->Contains(snap.tokens) &&
-      !Copying(snap.tokens)) {
+  if (!snap.tokens.empty() && !cache_->Contains(snap.tokens, snap.scope) &&
+      !Copying(snap)) {
     const int64_t bytes = arena_.bytes_per_slot();
     std::shared_ptr<uint8_t> block = bytes > 0 ? TakeBlock() : nullptr;
     // Without a free block the snapshot is skipped: the cache is best effort.
@@ -360,9 +387,11 @@ std::shared_ptr<uint8_t> Scheduler::TakeBlock() {
   return block;
 }
 
-bool Scheduler::Copying(const std::vector<int32_t>& tokens) const {
+bool Scheduler::Copying(const PrefixSnapshot& snap) const {
   for (const InFlightCopy& c : copying_) {
-    if (c.snapshot.tokens == tokens) return true;
+    if (c.snapshot.tokens == snap.tokens && c.snapshot.scope == snap.scope) {
+      return true;
+    }
   }
   return false;
 }

@@ -89,13 +89,14 @@ class Scheduler {
   bool stopped() const;
 
   // Ends the waiting requests whose client left or whose deadline passed,
-  // then moves waiting requests into free slots, oldest first, each once
-  // all n of its slots are free; on_admit (if set) hears each one's time in
-  // the queue. With a prefix cache, a request starts from the longest
-  // snapshot its prompt extends (restored into its slot) and prefills only
-  // the rest. A request of n > 1 prefills once, in its first sequence; at
-  // the prompt but its last token that state is copied into the other
-  // n - 1 slots, and each sequence goes on from there with seed + index.
+  // then moves waiting requests into free slots, tenants in turn (round
+  // robin in name order over the tenants waiting, each's oldest first),
+  // each once all n of its slots are free; on_admit (if set) hears each one's
+  // time in the queue. With a prefix cache, a request starts from the longest
+  // snapshot of its cache_scope its prompt extends (restored into its slot) and
+  // prefills only the rest. A request of n > 1 prefills once, in its first
+  // sequence; at the prompt but its last token that state is copied into the
+  // other n - 1 slots, and each sequence goes on from there with seed + index.
   void Admit(absl::Time now,
              const std::function<void(absl::Duration)>& on_admit);
   // Ends the running sequences whose client left or whose deadline passed.
@@ -165,17 +166,21 @@ class Scheduler {
   // A block for a snapshot, evicting cached ones to free one; null when
   // every block is in flight or held by a restore.
   std::shared_ptr<uint8_t> TakeBlock();
-  // Whether a snapshot of exactly `tokens` is being copied.
-  bool Copying(const std::vector<int32_t>& tokens) const;
-  // Waits for the copies of snapshots that `prompt` extends (a next turn
-  // sent as soon as the last one ended), so the lookup finds them.
-  void WaitForPrefixCopies(const std::vector<int32_t>& prompt);
+  // Whether a snapshot of exactly `snap`'s tokens and scope is being copied.
+  bool Copying(const PrefixSnapshot& snap) const;
+  // Waits for the copies of snapshots of `scope` that `prompt` extends (a
+  // next turn sent as soon as the last one ended), so the lookup finds them.
+  void WaitForPrefixCopies(const std::vector<int32_t>& prompt,
+                           const std::string& scope);
   // Starts the other sequences of `first`'s request in its fork slots, each
   // with a copy of its state: restored from `from` when that is where
   // `first` is still being restored from, else copied on the device.
   void Fork(Sequence& first,
             const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
   void CountSlots();
+  // The waiting request whose turn it is (waiting_.end() when none); mu_
+  // held.
+  std::deque<Request>::iterator NextInTurn();
   // Drops a finished sequence from its request's count.
   void ForgetSequence(const Sequence& seq);
 
@@ -194,6 +199,7 @@ class Scheduler {
   absl::Status fault_;           // guarded by mu_; set once, for good
   int32_t free_slots_ = 0;       // guarded by mu_
   int32_t running_count_ = 0;    // guarded by mu_
+  std::string last_tenant_;      // guarded by mu_: admitted last
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;

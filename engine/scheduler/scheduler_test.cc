@@ -4,11 +4,16 @@
 // every request's final event checked and every slot accounted for.
 #include "engine/scheduler/scheduler.h"
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/slot_state.h"
 #include "engine/testing/event_collector.h"
@@ -536,6 +541,101 @@ TEST(SchedulerTest, QueueBoundCountsTheSlotsWaitingRequestsNeed) {
   EXPECT_EQ(h.scheduler->Add(std::move(huge)).code(),
             absl::StatusCode::kInvalidArgument);
   h.scheduler->CancelAll();
+}
+
+// The queue bound holds under a burst: many threads submit long requests at
+// once to an idle scheduler while its own thread admits them. Admission
+// takes slots under the same lock Add checks them under, so exactly slots +
+// queue are accepted, never one more, however the threads interleave.
+TEST(SchedulerTest, BurstFromManyThreadsAcceptsExactlySlotsPlusQueue) {
+  constexpr int kSlots = 64, kQueue = 256, kRequests = 3000, kThreads = 12;
+  for (int round = 0; round < 40; ++round) {
+    Harness h(kSlots, kQueue);
+    std::atomic<bool> adding{true};
+    // As the engine's loop: a turn admits, then a step takes a while.
+    std::thread engine([&] {
+      while (adding.load()) {
+        h.scheduler->Admit(absl::Now(), nullptr);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    std::atomic<int> accepted{0}, refused{0}, next{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kThreads; ++t) {
+      clients.emplace_back([&] {
+        while (next.fetch_add(1) < kRequests) {
+          Request r;
+          r.prompt = {65, 66, 67};
+          r.stopping.max_new_tokens = 1000;  // long: nothing ends
+          r.sink = [](GenerationEvent) {};
+          const absl::Status s = h.scheduler->Add(std::move(r));
+          std::this_thread::yield();
+          if (s.ok()) {
+            ++accepted;
+          } else {
+            EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+            ++refused;
+          }
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    adding = false;
+    engine.join();
+    h.scheduler->Admit(absl::Now(), nullptr);
+    ASSERT_EQ(accepted.load(), kSlots + kQueue) << "round " << round;
+    EXPECT_EQ(refused.load(), kRequests - kSlots - kQueue);
+    const SchedulerCounts counts = h.scheduler->Counts();
+    EXPECT_EQ(counts.running, kSlots);
+    EXPECT_EQ(counts.waiting, kQueue);
+    EXPECT_EQ(counts.free_slots, 0);
+    h.scheduler->CancelAll();
+  }
+}
+
+// Tenants take turns at the free slots: a burst from one queued first does
+// not hold back another's requests queued after it; within a tenant, oldest
+// first; without tenants (all ""), the queue is one FIFO.
+TEST(SchedulerTest, AdmitsTenantsInTurnSoABurstDoesNotStarveAnother) {
+  Harness h(/*slots=*/1, /*max_queue=*/16);
+  std::mutex mu;
+  std::vector<std::string> order;  // ids, as each request ends
+  const auto add = [&](const std::string& tenant, const std::string& id) {
+    Request r;
+    r.id = id;
+    r.tenant = tenant;
+    r.prompt = {65, 66};
+    r.stopping.max_new_tokens = 1;
+    r.stopping.ignore_eos = true;
+    r.sink = [&, id](GenerationEvent e) {
+      if (e.finish == FinishReason::kNone) return;
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+    };
+    ASSERT_TRUE(h.scheduler->Add(std::move(r)).ok());
+  };
+  for (int i = 1; i <= 4; ++i) add("burst", absl::StrCat("burst", i));
+  add("calm", "calm1");
+  add("calm", "calm2");
+  add("", "anon1");
+  StepBatch batch;
+  for (int i = 0; i < 7; ++i) {
+    h.scheduler->Admit(absl::Now(), nullptr);
+    RunStep(*h.scheduler, batch, 66);
+  }
+  // Round robin in name order from the start ("" sorts first, so comes
+  // last in the first round): each tenant's oldest, in turn.
+  const std::vector<std::string> want = {"burst1", "calm1",  "anon1", "burst2",
+                                         "calm2",  "burst3", "burst4"};
+  EXPECT_EQ(order, want);
+
+  order.clear();
+  for (int i = 1; i <= 3; ++i) add("", absl::StrCat("fifo", i));
+  for (int i = 0; i < 3; ++i) {
+    h.scheduler->Admit(absl::Now(), nullptr);
+    RunStep(*h.scheduler, batch, 66);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"fifo1", "fifo2", "fifo3"}));
 }
 
 }  // namespace

@@ -11,12 +11,14 @@ namespace {
 // every candidate is compared token by token.
 class PrefixHasher {
  public:
+  // Seeded by the scope: its bytes, then its length, before any token.
+  explicit PrefixHasher(const std::string& scope) {
+    for (char c : scope) Byte(static_cast<uint8_t>(c));
+    Add(static_cast<int32_t>(scope.size()));
+  }
   void Add(int32_t token) {
     uint32_t t = static_cast<uint32_t>(token);
-    for (int i = 0; i < 4; ++i) {
-      h_ ^= (t >> (8 * i)) & 0xffu;
-      h_ *= 1099511628211ull;
-    }
+    for (int i = 0; i < 4; ++i) Byte((t >> (8 * i)) & 0xffu);
   }
   uint64_t Value(size_t len) const {
     uint64_t x = h_ ^ (static_cast<uint64_t>(len) * 0x9e3779b97f4a7c15ull);
@@ -25,11 +27,16 @@ class PrefixHasher {
   }
 
  private:
+  void Byte(uint32_t b) {
+    h_ ^= b;
+    h_ *= 1099511628211ull;
+  }
   uint64_t h_ = 1469598103934665603ull;
 };
 
-uint64_t HashOf(const std::vector<int32_t>& tokens, size_t len) {
-  PrefixHasher h;
+uint64_t HashOf(const std::string& scope, const std::vector<int32_t>& tokens,
+                size_t len) {
+  PrefixHasher h(scope);
   for (size_t i = 0; i < len; ++i) h.Add(tokens[i]);
   return h.Value(len);
 }
@@ -42,11 +49,13 @@ PrefixCache::PrefixCache(int64_t budget_bytes)
 }
 
 PrefixCache::Lru::iterator PrefixCache::Find(const std::vector<int32_t>& tokens,
-                                             size_t len, uint64_t hash) const {
+                                             size_t len,
+                                             const std::string& scope,
+                                             uint64_t hash) const {
   auto [first, last] = by_hash_.equal_range(hash);
   for (auto it = first; it != last; ++it) {
     const std::vector<int32_t>& have = it->second->snapshot->tokens;
-    if (have.size() == len &&
+    if (have.size() == len && it->second->snapshot->scope == scope &&
         std::equal(have.begin(), have.end(), tokens.begin())) {
       return it->second;
     }
@@ -55,13 +64,14 @@ PrefixCache::Lru::iterator PrefixCache::Find(const std::vector<int32_t>& tokens,
 }
 
 std::shared_ptr<const PrefixSnapshot> PrefixCache::Lookup(
-    const std::vector<int32_t>& prompt, size_t max_len) {
+    const std::vector<int32_t>& prompt, size_t max_len,
+    const std::string& scope) {
   std::shared_ptr<const PrefixSnapshot> found;
   if (enabled() && !lengths_.empty()) {
     max_len = std::min(max_len, prompt.size());
     // Hashes of every prefix length a snapshot has, in one pass.
     std::vector<std::pair<size_t, uint64_t>> candidates;
-    PrefixHasher h;
+    PrefixHasher h(scope);
     auto next = lengths_.begin();
     for (size_t i = 0; i <= max_len && next != lengths_.end(); ++i) {
       if (i == next->first) {
@@ -71,7 +81,7 @@ std::shared_ptr<const PrefixSnapshot> PrefixCache::Lookup(
       if (i < max_len) h.Add(prompt[i]);
     }
     for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
-      auto it = Find(prompt, c->first, c->second);
+      auto it = Find(prompt, c->first, scope, c->second);
       if (it != lru_.end()) {
         lru_.splice(lru_.begin(), lru_, it);
         found = it->snapshot;
@@ -89,8 +99,9 @@ std::shared_ptr<const PrefixSnapshot> PrefixCache::Lookup(
 bool PrefixCache::Insert(PrefixSnapshot snapshot) {
   const size_t len = snapshot.tokens.size();
   if (!enabled() || len == 0 || snapshot.bytes() > budget_bytes_) return false;
-  const uint64_t hash = HashOf(snapshot.tokens, len);
-  if (auto it = Find(snapshot.tokens, len, hash); it != lru_.end()) {
+  const uint64_t hash = HashOf(snapshot.scope, snapshot.tokens, len);
+  if (auto it = Find(snapshot.tokens, len, snapshot.scope, hash);
+      it != lru_.end()) {
     lru_.splice(lru_.begin(), lru_, it);
     return true;
   }
@@ -139,9 +150,10 @@ bool PrefixCache::EvictLru() {
   return true;
 }
 
-bool PrefixCache::Contains(const std::vector<int32_t>& tokens) const {
-  return Find(tokens, tokens.size(), HashOf(tokens, tokens.size())) !=
-         lru_.end();
+bool PrefixCache::Contains(const std::vector<int32_t>& tokens,
+                           const std::string& scope) const {
+  return Find(tokens, tokens.size(), scope,
+              HashOf(scope, tokens, tokens.size())) != lru_.end();
 }
 
 PrefixCacheStats PrefixCache::Stats() const {

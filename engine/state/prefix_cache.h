@@ -9,7 +9,10 @@
 // prompt's (a hash alone never decides). Entries are immutable once inserted
 // (handed out as shared_ptr<const>), so requests sharing one prefix each copy
 // it into their own slot. Memory is bounded by a byte budget with LRU
-// eviction; a budget of 0 disables the cache.
+// eviction; a budget of 0 disables the cache. Every snapshot belongs to a
+// scope (a tenant's partition): a lookup finds only its own scope's, the
+// scope seeds the hash and is compared with the tokens, so scopes never
+// share a snapshot even on a hash collision.
 //
 // Not thread-safe except Stats(): the engine thread owns it.
 #ifndef SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
@@ -20,19 +23,23 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace seqboat {
 
 struct PrefixSnapshot {
+  std::string scope;            // who may resume from it (Request::cache_scope)
   std::vector<int32_t> tokens;  // exactly what the state has consumed
   // One slot's state (SlotArena), in a host block the backend copies to and
   // from off its op stream (HostBlockPool); immutable once inserted.
   std::shared_ptr<const uint8_t> state;
   int64_t state_bytes = 0;
   int64_t bytes() const {
-    return static_cast<int64_t>(tokens.size() * sizeof(int32_t)) + state_bytes;
+    return static_cast<int64_t>(tokens.size() * sizeof(int32_t) +
+                                scope.size()) +
+           state_bytes;
   }
 };
 
@@ -52,23 +59,26 @@ class PrefixCache {
 
   bool enabled() const { return budget_bytes_ > 0; }
 
-  // The longest snapshot whose tokens are a prefix of `prompt` and no longer
-  // than `max_len`, or nullptr. Counts prompt.size() queried tokens and the
-  // returned snapshot's length as hits; marks it most recently used.
+  // The longest snapshot of `scope` whose tokens are a prefix of `prompt` and
+  // no longer than `max_len`, or nullptr. Counts prompt.size() queried tokens
+  // and the returned snapshot's length as hits; marks it most recently used.
   std::shared_ptr<const PrefixSnapshot> Lookup(
-      const std::vector<int32_t>& prompt, size_t max_len);
+      const std::vector<int32_t>& prompt, size_t max_len,
+      const std::string& scope = "");
 
   // Adds a snapshot (tokens must be non-empty), evicting the least recently
   // used ones to stay within the budget. A snapshot with the same tokens
-  // already held is only marked used; one larger than the budget is dropped.
-  // Returns whether the snapshot is held afterwards.
+  // and scope already held is only marked used; one larger than the budget is
+  // dropped. Returns whether the snapshot is held afterwards.
   bool Insert(PrefixSnapshot snapshot);
 
   // Evicts the least recently used snapshot; false when none is held.
   bool EvictLru();
 
-  // Whether `tokens` exactly are held (for tests and for skipping a copy).
-  bool Contains(const std::vector<int32_t>& tokens) const;
+  // Whether `tokens` exactly are held in `scope` (for tests and for
+  // skipping a copy).
+  bool Contains(const std::vector<int32_t>& tokens,
+                const std::string& scope = "") const;
 
   PrefixCacheStats Stats() const;
 
@@ -80,12 +90,13 @@ class PrefixCache {
   using Lru = std::list<Entry>;  // front: most recently used
 
   Lru::iterator Find(const std::vector<int32_t>& tokens, size_t len,
-                     uint64_t hash) const;
+                     const std::string& scope, uint64_t hash) const;
   void Evict(Lru::iterator it);
 
   const int64_t budget_bytes_;
   mutable Lru lru_;
-  // (length, hash of the first `length` tokens) -> entries; verified on use.
+  // Hash of (scope, length, the first `length` tokens) -> entries; verified
+  // on use.
   std::unordered_multimap<uint64_t, Lru::iterator> by_hash_;
   // How many entries have each length: the lengths a lookup tries.
   std::map<size_t, int> lengths_;

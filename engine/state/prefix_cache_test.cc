@@ -157,5 +157,26 @@ TEST(PrefixCacheTest, ManyLengthsAndCollidingBuckets) {
   EXPECT_EQ(hit->tokens.size(), 52u);
 }
 
+// A snapshot is found only in its own scope: equal tokens in another scope
+// miss, and each scope holds its own snapshot of the same tokens.
+TEST(PrefixCacheTest, ScopesNeverShareASnapshot) {
+  PrefixCache cache(1 << 20);
+  PrefixSnapshot a = Snap(Range(0, 8), 16, 1);
+  a.scope = "team-a";
+  ASSERT_TRUE(cache.Insert(std::move(a)));
+  EXPECT_EQ(cache.Lookup(Range(0, 10), 10, "team-b"), nullptr);
+  EXPECT_EQ(cache.Lookup(Range(0, 10), 10), nullptr);  // the unscoped ""
+  EXPECT_FALSE(cache.Contains(Range(0, 8), "team-b"));
+  auto hit = cache.Lookup(Range(0, 10), 10, "team-a");
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit->state.get()[0], 1);
+  PrefixSnapshot b = Snap(Range(0, 8), 16, 2);
+  b.scope = "team-b";
+  ASSERT_TRUE(cache.Insert(std::move(b)));
+  EXPECT_EQ(cache.Stats().snapshots, 2);
+  EXPECT_EQ(cache.Lookup(Range(0, 10), 10, "team-b")->state.get()[0], 2);
+  EXPECT_EQ(cache.Lookup(Range(0, 10), 10, "team-a")->state.get()[0], 1);
+}
+
 }  // namespace
 }  // namespace seqboat

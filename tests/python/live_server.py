@@ -27,6 +27,7 @@ class Server:
     """seqboat_server on loopback with every port picked by the kernel."""
 
     def __init__(self, binary, log_path, args=()):
+        self.log_path = log_path
         self.proc = subprocess.Popen(
             [str(binary), f"--model_dir={MODEL}", "--host=127.0.0.1", "--port=0",
              "--http_port=0", "--openai_port=0", "--log_level=warn", *args],

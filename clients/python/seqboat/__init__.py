@@ -12,8 +12,8 @@ from seqboat._client import (AsyncClient, AsyncStream, Client, Stream,
                              build_request)
 from seqboat.errors import (Cancelled, DeadlineExceeded, FailedPrecondition,
                             Internal, InvalidArgument, NotFound,
-                            ResourceExhausted, SeqboatError, Unavailable,
-                            Unimplemented)
+                            ResourceExhausted, SeqboatError, Unauthenticated,
+                            Unavailable, Unimplemented)
 from seqboat.types import (Delta, FinishReason, GenerateNResult, GenerateResult,
                            ModelInfo, TokenLogprob, TokenLogprobs, Tokenization,
                            Usage)
@@ -24,7 +24,7 @@ __all__ = [
     "AsyncClient", "AsyncStream", "Client", "Stream", "build_request",
     "Cancelled", "DeadlineExceeded", "FailedPrecondition", "Internal",
     "InvalidArgument", "NotFound", "ResourceExhausted", "SeqboatError",
-    "Unavailable", "Unimplemented",
+    "Unauthenticated", "Unavailable", "Unimplemented",
     "Delta", "FinishReason", "GenerateNResult", "GenerateResult", "ModelInfo",
     "TokenLogprob", "TokenLogprobs", "Tokenization", "Usage",
 ]

@@ -6,6 +6,7 @@ stream. _client.py holds the two clients as shells over this core."""
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import (Any, Iterator, Mapping, NoReturn, Optional, Sequence, Tuple, Type,
                     Union)
 
@@ -98,8 +99,13 @@ class ClientCore:
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 options: ChannelOptions = ()):
+                 options: ChannelOptions = (), api_key: Optional[str] = None):
         module = grpc.aio if self._aio else grpc
+        # A server started with --api_keys_file wants `authorization: Bearer
+        # KEY` on every call; the key comes from SEQBOAT_API_KEY unless given.
+        if api_key is None:
+            api_key = os.environ.get("SEQBOAT_API_KEY") or None
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
         if credentials is not None:
             self._channel = module.secure_channel(target, credentials, options=options)
         else:
@@ -114,15 +120,18 @@ class ClientCore:
         """The Generate call for the arguments of a public call (its locals(),
         so that each public call names its arguments once, in its signature)."""
         return self._stub.Generate(request_from(arguments),
-                                   timeout=self._deadline(arguments["timeout"]))
+                                   timeout=self._deadline(arguments["timeout"]),
+                                   metadata=self._metadata)
 
     def _tokenize_call(self, text: str, timeout: Optional[float]) -> Any:
         return self._stub.Tokenize(pb.TokenizeRequest(text=text),
-                                   timeout=self._deadline(timeout))
+                                   timeout=self._deadline(timeout),
+                                   metadata=self._metadata)
 
     def _model_info_call(self, timeout: Optional[float]) -> Any:
         return self._stub.GetModelInfo(pb.GetModelInfoRequest(),
-                                       timeout=self._deadline(timeout))
+                                       timeout=self._deadline(timeout),
+                                       metadata=self._metadata)
 
 
 class StreamCore:

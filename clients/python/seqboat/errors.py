@@ -77,10 +77,18 @@ class Internal(SeqboatError):
     code = grpc.StatusCode.INTERNAL
 
 
+class Unauthenticated(SeqboatError):
+    """The server wants an API key and got none of its keys (api_key, or the
+    SEQBOAT_API_KEY environment variable)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
 _BY_CODE: Dict[grpc.StatusCode, Type[SeqboatError]] = {
     cls.code: cls
     for cls in (InvalidArgument, ResourceExhausted, Unavailable, DeadlineExceeded,
-                Cancelled, NotFound, FailedPrecondition, Unimplemented, Internal)
+                Cancelled, NotFound, FailedPrecondition, Unimplemented, Internal,
+                Unauthenticated)
 }
 
 

@@ -12,7 +12,8 @@ FINISH_REASON_STOP_STRING: FinishReason
 FINISH_REASON_UNSPECIFIED: FinishReason
 
 class GenerateRequest(_message.Message):
-    __slots__ = ["logprobs", "n", "request_id", "sampling", "stopping", "text", "token_ids"]
+    __slots__ = ["cache_salt", "logprobs", "n", "request_id", "sampling", "stopping", "text", "token_ids"]
+    CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +21,7 @@ class GenerateRequest(_message.Message):
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    cache_salt: str
     logprobs: LogprobsOptions
     n: int
     request_id: str
@@ -27,7 +29,7 @@ class GenerateRequest(_message.Message):
     stopping: StoppingCriteria
     text: str
     token_ids: TokenIds
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[StoppingCriteria, _Mapping]] = ..., logprobs: _Optional[_Union[LogprobsOptions, _Mapping]] = ..., n: _Optional[int] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[StoppingCriteria, _Mapping]] = ..., logprobs: _Optional[_Union[LogprobsOptions, _Mapping]] = ..., n: _Optional[int] = ..., cache_salt: _Optional[str] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ["finish_reason", "index", "logprobs", "matched_stop", "request_id", "text", "token_ids", "usage"]

@@ -1,0 +1,64 @@
+// Per-tenant quotas, the same bounds for every tenant: sequences in flight at
+// once, and a token bucket of requests per second. A front end takes a
+// request's share before submitting it (Admit) and gets RESOURCE_EXHAUSTED
+// naming the bound and how long to wait when the tenant is over it; the
+// sequences go back one by one as their final events pass through the sink
+// Admit wraps. Thread-safe; a tenant's state starts at its first request.
+#ifndef SEQBOAT_SERVER_TENANT_QUOTAS_H_
+#define SEQBOAT_SERVER_TENANT_QUOTAS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/request.h"
+
+namespace seqboat {
+
+struct TenantLimits {
+  int32_t max_sequences = 0;       // in flight per tenant; 0: unbounded
+  double requests_per_second = 0;  // refill rate; 0: unbounded
+  double request_burst = 0;        // bucket size; 0: max(1, the rate)
+};
+
+class TenantQuotas {
+ public:
+  explicit TenantQuotas(TenantLimits limits);
+
+  bool enabled() const {
+    return limits_.max_sequences > 0 || limits_.requests_per_second > 0;
+  }
+
+  // Takes `request`'s share of its tenant's quotas at `now` and wraps its
+  // sink so that each sequence's final event gives its slot of
+  // max_sequences back; or RESOURCE_EXHAUSTED naming the bound, with
+  // *retry_after the time until a retry can pass. A request the engine then
+  // refuses gives its share back through Refused. The quotas must outlive
+  // the engine's last event.
+  absl::Status Admit(Request& request, absl::Time now,
+                     absl::Duration* retry_after);
+  void Refused(const std::string& tenant, int32_t n);
+
+  // Sequences `tenant` has in flight.
+  int32_t in_flight(const std::string& tenant) const;
+
+ private:
+  struct Tenant {
+    int32_t sequences = 0;
+    double tokens = -1;  // the request bucket; < 0 until first used
+    absl::Time refilled;
+  };
+  void Release(const std::string& tenant, int32_t sequences);
+
+  const TenantLimits limits_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Tenant> tenants_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace seqboat
+
+#endif  // SEQBOAT_SERVER_TENANT_QUOTAS_H_

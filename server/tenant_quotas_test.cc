@@ -1,0 +1,76 @@
+// Per-tenant bounds: sequences in flight come back with final events, the
+// request bucket refills at its rate, and one tenant over its bounds leaves
+// another's untouched.
+#include "server/tenant_quotas.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace seqboat {
+namespace {
+
+Request Of(const std::string& tenant, int32_t n, std::vector<int>* finals) {
+  Request r;
+  r.tenant = tenant;
+  r.n = n;
+  r.sink = [finals](GenerationEvent e) {
+    if (e.finish != FinishReason::kNone) finals->push_back(e.index);
+  };
+  return r;
+}
+
+GenerationEvent Final(int32_t index) {
+  GenerationEvent e;
+  e.index = index;
+  e.finish = FinishReason::kLength;
+  return e;
+}
+
+TEST(TenantQuotasTest, SequencesInFlightComeBackWithTheirFinalEvents) {
+  TenantQuotas q({/*max_sequences=*/3});
+  std::vector<int> finals;
+  absl::Duration wait;
+  const absl::Time now = absl::Now();
+  Request two = Of("a", 2, &finals);
+  ASSERT_TRUE(q.Admit(two, now, &wait).ok());
+  Request one = Of("a", 1, &finals);
+  ASSERT_TRUE(q.Admit(one, now, &wait).ok());
+  Request more = Of("a", 1, &finals);
+  const absl::Status over = q.Admit(more, now, &wait);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("limit is 3"), std::string::npos) << over;
+  EXPECT_GT(wait, absl::ZeroDuration());
+  Request other = Of("b", 3, &finals);
+  EXPECT_TRUE(q.Admit(other, now, &wait).ok());  // b is not a's
+  GenerationEvent token;  // not final: nothing comes back
+  two.sink(token);
+  EXPECT_EQ(q.in_flight("a"), 3);
+  two.sink(Final(0));
+  EXPECT_EQ(q.in_flight("a"), 2);
+  EXPECT_EQ(finals, std::vector<int>{0});  // the inner sink saw it
+  EXPECT_TRUE(q.Admit(more, now, &wait).ok());
+  q.Refused("a", 1);  // the engine refused it
+  EXPECT_EQ(q.in_flight("a"), 2);
+}
+
+TEST(TenantQuotasTest, RequestBucketRefillsAtItsRate) {
+  TenantQuotas q({0, /*requests_per_second=*/2, /*request_burst=*/2});
+  std::vector<int> finals;
+  absl::Duration wait;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 2; ++i) {
+    Request r = Of("a", 1, &finals);
+    ASSERT_TRUE(q.Admit(r, t0, &wait).ok()) << i;
+  }
+  Request r = Of("a", 1, &finals);
+  EXPECT_EQ(q.Admit(r, t0, &wait).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(wait, absl::Milliseconds(500));
+  Request b = Of("b", 1, &finals);
+  EXPECT_TRUE(q.Admit(b, t0, &wait).ok());
+  EXPECT_FALSE(q.Admit(r, t0 + absl::Milliseconds(400), &wait).ok());
+  EXPECT_TRUE(q.Admit(r, t0 + absl::Milliseconds(500), &wait).ok());
+}
+
+}  // namespace
+}  // namespace seqboat
