@@ -11,6 +11,8 @@ with the factories below, which keep the tests' names and parameters:
 """
 
 import json
+import pathlib
+import shutil
 
 import pytest
 import torch
@@ -141,6 +143,20 @@ def bad_checkpoint_test(source, make_model, cases):
         src = hf_layouts.save(make_model(), tmp_path / "hf")
         corrupt, needles = cases[case]
         corrupt(src)
+        _fails_cleanly(source, src, tmp_path, capsys, needles)
+    return test
+
+
+def edited_golden_test(source, golden_hf, edit, cases):
+    """Each of `cases` ({name: (change, needles)}), applied by `edit`
+    (convert_cli.edit_config or edit_tensors) to a copy of the golden checkpoint
+    directory `golden_hf` (tests/data/hf_golden/NAME/hf), is an error naming
+    its culprit, with nothing left behind."""
+    @pytest.mark.parametrize("case", sorted(cases))
+    def test(tmp_path, capsys, case):
+        src = pathlib.Path(shutil.copytree(golden_hf, tmp_path / "hf"))
+        change, needles = cases[case]
+        edit(src, change)
         _fails_cleanly(source, src, tmp_path, capsys, needles)
     return test
 

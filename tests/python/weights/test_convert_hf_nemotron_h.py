@@ -10,13 +10,13 @@ import pathlib
 import shutil
 
 import numpy as np
-import pytest
 import torch
 
 from weights import safetensors_io
 from weights.reference.model import ReferenceModel
 
-from convert_cli import assert_clean_failure, edit_config, edit_tensors, run
+import converter_cases
+from convert_cli import edit_config, edit_tensors, run
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden" / "nemotron_h"
 SOURCE = "hf-nemotron-h"
@@ -118,14 +118,8 @@ BAD_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
-def test_bad_config_is_refused_by_name(case, tmp_path, capsys):
-    src = copy(tmp_path)
-    edit, needles = BAD_CONFIGS[case]
-    edit_config(src, edit)
-    out = tmp_path / "out"
-    code, err = run(["--source", SOURCE, str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
+test_bad_config_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, GOLDEN / "hf", edit_config, BAD_CONFIGS)
 
 
 L0 = "backbone.layers.0.mixer."
@@ -144,11 +138,5 @@ BAD_TENSORS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_TENSORS))
-def test_bad_tensor_is_refused_by_name(case, tmp_path, capsys):
-    src = copy(tmp_path)
-    edit, needles = BAD_TENSORS[case]
-    edit_tensors(src, edit)
-    out = tmp_path / "out"
-    code, err = run(["--source", SOURCE, str(src), str(out), "--byte-tokenizer"], capsys)
-    assert_clean_failure(out, code, err, *needles)
+test_bad_tensor_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, GOLDEN / "hf", edit_tensors, BAD_TENSORS)
