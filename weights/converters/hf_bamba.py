@@ -115,22 +115,7 @@ def read_dims(cfg):
     Hq, Hkv, dh = attention_heads(cfg, D, explicit_head_dim=True)
     theta = positive_number(cfg, "rope_theta", DEFAULTS["rope_theta"])
     max_pos = sink_cache.max_positions(cfg)
-    expand = cfg["mamba_expand"]
-    if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
-        raise ConvertError(f"config: field 'mamba_expand' must be a positive integer, "
-                           f"got {expand!r}")
-    E = expand * D
-    H = positive_int(cfg, "mamba_n_heads")
-    P = E // H if cfg["mamba_d_head"] == "auto" else positive_int(cfg, "mamba_d_head")
-    if H * P != E:
-        raise ConvertError(f"config: fields 'mamba_n_heads' {H} x 'mamba_d_head' "
-                           f"{cfg['mamba_d_head']!r} must equal mamba_expand x hidden_size "
-                           f"= {E}")
-    G = positive_int(cfg, "mamba_n_groups")
-    if H % G:
-        raise ConvertError(f"config: field 'mamba_n_groups' {G} does not divide "
-                           f"mamba_n_heads {H}")
-    positive_int(cfg, "mamba_chunk_size")     # only rounding depends on it (MODELS.md 7.13)
+    H, P, G = hf_mamba2.mamba_fields(cfg, D)
     proj_bias = _bool(cfg, "mamba_proj_bias")
     eps = positive_number(cfg, "rms_norm_eps", DEFAULTS["rms_norm_eps"])
     return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D, "n_layers": L,

@@ -122,22 +122,7 @@ def read_dims(cfg):
     D = positive_int(cfg, "hidden_size")
     L = positive_int(cfg, "num_hidden_layers")
     Hq, Hkv, dh = attention_heads(cfg, D, explicit_head_dim=True)
-    expand = cfg["mamba_expand"]
-    if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
-        raise ConvertError(f"config: field 'mamba_expand' must be a positive integer, "
-                           f"got {expand!r}")
-    E = expand * D
-    H = positive_int(cfg, "mamba_n_heads")
-    P = E // H if cfg["mamba_d_head"] == "auto" else positive_int(cfg, "mamba_d_head")
-    if H * P != E:
-        raise ConvertError(f"config: fields 'mamba_n_heads' {H} x 'mamba_d_head' "
-                           f"{cfg['mamba_d_head']!r} must equal mamba_expand x hidden_size "
-                           f"= {E}")
-    G = positive_int(cfg, "mamba_n_groups")
-    if H % G:
-        raise ConvertError(f"config: field 'mamba_n_groups' {G} does not divide "
-                           f"mamba_n_heads {H}")
-    positive_int(cfg, "mamba_chunk_size")     # only rounding depends on it (MODELS.md 7.13)
+    H, P, G = hf_mamba2.mamba_fields(cfg, D)
     dt_min, dt_max = hf_mamba2.time_step_limit(decode_floats(cfg["time_step_limit"]))
     proj_bias = boolean(cfg, "mamba_proj_bias", False)
     scalars = {k: positive_number(cfg, k, 1.0) for k in

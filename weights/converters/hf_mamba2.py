@@ -136,6 +136,31 @@ def source_shapes(dims, embed_name):
     return s
 
 
+
+def mamba_fields(cfg, D):
+    """(heads H, head_dim P, groups G) of the Mamba-2 mixer that Bamba and
+    Granite-4.0-H describe alike (mamba_expand, mamba_n_heads, mamba_d_head
+    "auto" or a number, mamba_n_groups, mamba_chunk_size), checked:
+    H x P = mamba_expand x hidden_size D, G divides H."""
+    expand = cfg["mamba_expand"]
+    if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
+        raise ConvertError(f"config: field 'mamba_expand' must be a positive integer, "
+                           f"got {expand!r}")
+    E = expand * D
+    H = positive_int(cfg, "mamba_n_heads")
+    P = E // H if cfg["mamba_d_head"] == "auto" else positive_int(cfg, "mamba_d_head")
+    if H * P != E:
+        raise ConvertError(f"config: fields 'mamba_n_heads' {H} x 'mamba_d_head' "
+                           f"{cfg['mamba_d_head']!r} must equal mamba_expand x hidden_size "
+                           f"= {E}")
+    G = positive_int(cfg, "mamba_n_groups")
+    if H % G:
+        raise ConvertError(f"config: field 'mamba_n_groups' {G} does not divide "
+                           f"mamba_n_heads {H}")
+    positive_int(cfg, "mamba_chunk_size")     # only rounding depends on it (MODELS.md 7.13)
+    return H, P, G
+
+
 def map_mixer(tensors, s, c, dims, dtype):
     """The canonical Lazy tensors (prefix `c`) of the Mamba-2 mixer whose source
     names start with `s`: matrices in `dtype`; A, D, dt_bias fp32."""
