@@ -30,7 +30,10 @@ class EngineImpl final : public Engine {
         snapshot_blocks_(std::move(snapshot_blocks)),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
-            SchedulerOptions{options_.max_queue, options_.step_token_budget},
+            SchedulerOptions{
+                options_.max_queue, options_.step_token_budget,
+                options_.speculative_max_batch,
+                options_.speculative_max_batch * options_.max_draft_tokens},
             model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
             &snapshot_blocks_) {
     const ModelConfig& cfg = model_->config();
@@ -68,6 +71,19 @@ class EngineImpl final : public Engine {
     }
     if (!request.sink)
       return absl::InvalidArgumentError("request has no event sink");
+    const SpeculativeParams& spec = request.speculative;
+    if (spec.num_draft_tokens < 0 ||
+        spec.num_draft_tokens > options_.max_draft_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "speculative num_draft_tokens must be in [0, ",
+          options_.max_draft_tokens, "], got ", spec.num_draft_tokens));
+    }
+    if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min ||
+        spec.ngram_max > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "speculative n-gram sizes must satisfy 1 <= min <= max <= 64, got ",
+          spec.ngram_min, " and ", spec.ngram_max));
+    }
     return scheduler_.Add(std::move(request));
   }
 
@@ -95,6 +111,7 @@ class EngineImpl final : public Engine {
     stats.free_slots = c.free_slots;
     stats.draining = c.draining;
     stats.fault = c.fault;
+    stats.speculation = c.speculation;
     stats.prefix_cache = prefix_cache_.Stats();
     return stats;
   }
@@ -117,9 +134,9 @@ class EngineImpl final : public Engine {
       scheduler_.DropCancelled(absl::Now());
       // Only the host computes logprobs; a backend that samples on the host
       // needs each step's tokens before it can plan the next.
-      const bool pipeline = backend_->PipelinesSteps() &&
-                            backend_->SamplesOnDevice() &&
-                            !scheduler_.any_wants_logprobs();
+      const bool pipeline =
+          backend_->PipelinesSteps() && backend_->SamplesOnDevice() &&
+          !scheduler_.any_wants_logprobs() && !scheduler_.any_speculating();
       bool launched = false;
       if (pipeline && scheduler_.has_running()) {
         scheduler_.PlanStep(next_, /*pipelined=*/true);
@@ -242,7 +259,9 @@ class EngineImpl final : public Engine {
     // The backend samples when it can and no row wants logprobs, which only
     // the host computes; then no logits leave the device.
     bool on_device = backend_->SamplesOnDevice() && m > 0;
-    for (Sequence* seq : batch.logit_seqs) on_device &= !seq->wants_logprobs();
+    // The host verifies speculative rounds.
+    for (Sequence* seq : batch.logit_seqs)
+      on_device &= !seq->wants_logprobs() && !seq->speculates();
     const int vocab = model_->vocab_size();
     const absl::Time step_start = absl::Now();
     absl::Status s;
@@ -263,12 +282,18 @@ class EngineImpl final : public Engine {
       return true;
     }
     scheduler_.AfterStep();
-    for (int j = 0; j < m; ++j) {
+    for (int j = 0; j < m;) {
       Sequence& seq = *batch.logit_seqs[j];
-      scheduler_.Deliver(
-          seq, on_device
-                   ? seq.Accept(batch.tokens[j])
-                   : seq.Advance(logits_.data() + int64_t{j} * vocab, vocab));
+      const float* row = logits_.data() + int64_t{j} * vocab;
+      if (seq.speculates()) {
+        // A round's rows lie together: its draft's length plus one.
+        j += static_cast<int>(seq.round_draft().size()) + 1;
+        scheduler_.DeliverRound(seq, row, vocab);
+        continue;
+      }
+      scheduler_.Deliver(seq, on_device ? seq.Accept(batch.tokens[j])
+                                        : seq.Advance(row, vocab));
+      ++j;
     }
     return true;
   }
@@ -336,10 +361,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   if (options.prefix_cache_bytes < 0) {
     return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");
   }
+  if (options.max_draft_tokens < 0 || options.speculative_max_batch < 0 ||
+      options.max_draft_tokens > 64) {
+    return absl::InvalidArgumentError(
+        "max_draft_tokens must be in [0, 64] and speculative_max_batch >= 0");
+  }
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   ModelLimits limits;
   limits.max_slots = options.max_slots;
-  limits.max_rows_per_step = options.step_token_budget + options.max_slots;
+  // A speculating sequence's round: its unfed tokens (at most a draft and
+  // one) in its slot, and again with the draft in its spare.
+  const int32_t draft_rows =
+      std::min(options.speculative_max_batch, options.max_slots) *
+      options.max_draft_tokens;
+  limits.max_rows_per_step = options.step_token_budget + options.max_slots +
+                             draft_rows * 3 + options.max_slots;
+  limits.max_logit_rows = options.max_slots + draft_rows;
   auto model = Model::Load(dir, *backend, limits);
   if (!model.ok()) return model.status();
   std::set<std::string> logged;

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "engine/model_dir/model_dir.h"
 #include "engine/request.h"
+#include "engine/scheduler/scheduler.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -32,6 +33,13 @@ struct EngineOptions {
   // 0 disables prefix reuse.
   int64_t prefix_cache_bytes = 0;
   int32_t max_new_tokens_limit = 4096;
+  // Speculative decoding (SpeculativeParams): a request's num_draft_tokens
+  // is at most max_draft_tokens; rounds run while at most
+  // speculative_max_batch sequences run (0: never). Each step then has up
+  // to speculative_max_batch * max_draft_tokens logit rows beyond one per
+  // slot, which the model's buffers are sized for.
+  int32_t max_draft_tokens = 8;
+  int32_t speculative_max_batch = 8;
 
   // Optional observers for the server's metrics. Both run on the engine
   // thread, so they must be cheap and never block.
@@ -61,6 +69,7 @@ struct EngineStats {
   std::string fault;
   std::vector<BlockCounter> block_counters;  // since start, every block's
   PrefixCacheStats prefix_cache;
+  SpeculationCounts speculation;
 };
 
 struct ModelSummary {

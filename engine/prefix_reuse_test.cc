@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/testing/block_slices.h"
 #include "engine/testing/event_collector.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -26,48 +27,7 @@
 namespace seqboat {
 namespace {
 
-constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
 constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
-constexpr char kTinyGdn[] = "tests/data/tiny_gdn";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A model of block `index` of tiny_hybrid alone (its tensors renamed to
-// blocks.0.*, with the same embedding, final norm and tokenizer), so each
-// kind is checked on its own as well as in the stack.
-std::string SliceBlock(int index) {
-  const std::string src = kTinyHybrid;
-  nlohmann::json config = nlohmann::json::parse(ReadFile(src + "/config.json"));
-  const std::string kind = config["blocks"][index]["kind"];
-  const std::string dir = absl::StrCat(testing::TempDir(), "/slice_", index);
-  std::system(absl::StrCat("mkdir -p ", dir).c_str());
-  config["blocks"] = nlohmann::json::array({config["blocks"][index]});
-  std::ofstream(dir + "/config.json") << config.dump();
-  std::ofstream(dir + "/tokenizer.json") << ReadFile(src + "/tokenizer.json");
-  auto file = SafetensorsFile::Open(src + "/model.safetensors");
-  EXPECT_TRUE(file.ok()) << file.status();
-  std::map<std::string, F32Tensor> out;
-  const std::string prefix = absl::StrCat("blocks.", index, ".");
-  for (const TensorView& t : (*file)->tensors()) {
-    std::string name = t.name;
-    if (name.rfind("blocks.", 0) == 0) {
-      if (name.rfind(prefix, 0) != 0) continue;
-      name = "blocks.0." + name.substr(prefix.size());
-    }
-    F32Tensor f;
-    f.shape = t.shape;
-    f.data.resize(t.nbytes / sizeof(float));
-    std::memcpy(f.data.data(), t.data, t.nbytes);
-    out[name] = std::move(f);
-  }
-  EXPECT_TRUE(WriteF32Safetensors(dir + "/model.safetensors", out).ok());
-  return dir;
-}
 
 std::vector<int32_t> Tokens(int len, int salt) {
   std::vector<int32_t> p(len);

@@ -29,6 +29,24 @@ struct StoppingParams {
   bool ignore_eos = false;
 };
 
+// Speculative decoding (engine/speculative): drafts of up to
+// num_draft_tokens tokens are verified by the model in one step. The output
+// is what decoding without it gives: the model's own draw at each position
+// decides, so greedy and seeded requests produce the same tokens either way.
+enum class SpeculativeMethod {
+  kNone,
+  // Prompt lookup: the tokens that followed the latest earlier occurrence of
+  // the context's last n-gram (n from ngram_max down to ngram_min).
+  kPromptLookup,
+};
+
+struct SpeculativeParams {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  int32_t num_draft_tokens = 0;  // 0: the method does not run
+  int32_t ngram_min = 2;
+  int32_t ngram_max = 4;
+};
+
 enum class FinishReason { kNone, kLength, kStopString, kEos, kCancelled };
 
 // One step's output for one of a request's sequences (`index`, the choice).
@@ -92,6 +110,7 @@ struct Request {
   StoppingParams stopping;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  SpeculativeParams speculative;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time arrival = absl::Now();
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();

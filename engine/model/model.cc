@@ -47,6 +47,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
   std::unique_ptr<Model> model(new Model());
   model->config_ = *std::move(config);
   model->limits_ = limits;
+  if (model->limits_.max_logit_rows <= 0)
+    model->limits_.max_logit_rows = limits.max_slots;
+  const int64_t logit_rows = model->limits_.max_logit_rows;
   model->backend_ = &backend;
   const ModelConfig& cfg = model->config_;
   WeightStore& ws = *store;
@@ -101,9 +104,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
   };
   RETURN_IF_ERROR(alloc(rows * d, &model->residual_));
   RETURN_IF_ERROR(alloc(rows * scratch_per_row, &model->scratch_));
-  RETURN_IF_ERROR(alloc(limits.max_slots * d, &model->gathered_));
-  RETURN_IF_ERROR(alloc(limits.max_slots * d, &model->normed_));
-  RETURN_IF_ERROR(alloc(limits.max_slots * v, &model->logits_));
+  RETURN_IF_ERROR(alloc(logit_rows * d, &model->gathered_));
+  RETURN_IF_ERROR(alloc(logit_rows * d, &model->normed_));
+  RETURN_IF_ERROR(alloc(logit_rows * v, &model->logits_));
 
   // A block that reads back mid-step cannot be replayed from a graph.
   bool host_round_trip = false;
@@ -128,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
 
 absl::Status Model::Run(const StepRows& rows, float* head_out) {
   const int n = rows.n(), m = rows.m();
-  if (n > limits_.max_rows_per_step || m > limits_.max_slots || n <= 0) {
+  if (n > limits_.max_rows_per_step || m > limits_.max_logit_rows || n <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step of ", n, " rows and ", m,
                      " logit rows exceeds the model's limits"));

@@ -26,6 +26,9 @@ struct ModelLimits {
   // Batch sizes decode-only steps are padded to (ascending, each <=
   // max_slots); nullopt asks the backend (Backend::CaptureBuckets).
   std::optional<std::vector<int>> decode_buckets;
+  // Rows whose logits one step computes (0: max_slots); more than max_slots
+  // where a sequence verifies a speculative draft.
+  int max_logit_rows = 0;
 };
 
 class Model {

@@ -75,6 +75,7 @@ SchedulerCounts Scheduler::Counts() const {
   c.free_slots = free_slots_;
   c.draining = draining_;
   if (!fault_.ok()) c.fault = fault_.ToString();
+  c.speculation = speculation_;
   return c;
 }
 
@@ -124,6 +125,8 @@ void Scheduler::Admit(absl::Time now,
         ++it;
       }
     }
+    // Drafts give way to waiting requests.
+    if (!waiting_.empty()) ReturnSpareSlots();
     // Tenants in turn, each's oldest first, each once all its slots are
     // free: a request of n waits as the next to go (holding back the ones
     // after it, which cannot starve it) until running sequences end and
@@ -276,10 +279,15 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
     v.hold = seq->finished() || (seq->pending() && !seq->CanRunAhead()) ||
              (seq->last_step() > read_step_ &&
               seq->prefilled() == seq->snapshot_at()) ||
-             seq->copy() != 0;
+             seq->copy() != 0 ||
+             // A pipelined decode feeds one token; unfed ones wait.
+             (pipelined && seq->UnfedTokens().size() > 1);
     views.push_back(v);
   }
-  const StepPlan plan = seqboat::PlanStep(views, options_.step_token_budget);
+  // Speculative rounds' rows come out of the prefill budget.
+  const int32_t round_rows = pipelined ? 0 : PlanRounds(views);
+  const StepPlan plan = seqboat::PlanStep(
+      views, std::max(0, options_.step_token_budget - round_rows));
 
   StepRows& rows = batch.rows;
   rows.clear();
@@ -291,6 +299,10 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
   if (!pipelined) read_step_ = batch.step;
   for (const PlannedRun& run : plan.runs) {
     Sequence& seq = *running_[run.seq];
+    if (run.decode && seq.speculates() && !pipelined) {
+      AppendRound(seq, batch);
+      continue;
+    }
     const int32_t start = rows.n();
     const bool ahead = seq.pending();
     if (run.decode && ahead) {
@@ -493,6 +505,10 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
 }
 
 void Scheduler::FreeSlot(Sequence& seq) {
+  if (seq.spare_slot() >= 0) {
+    arena_.Release(seq.spare_slot());
+    seq.set_spare_slot(-1);
+  }
   if (seq.copy() != 0) {
     // Ended (cancelled) while its slot was being copied: the slot goes back
     // once the copy is done, and a restore's source stays until then.

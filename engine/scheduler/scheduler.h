@@ -29,6 +29,7 @@
 #include "engine/request.h"
 #include "engine/scheduler/event_outbox.h"
 #include "engine/scheduler/sequence.h"
+#include "engine/scheduler/step_plan.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
@@ -39,6 +40,22 @@ namespace seqboat {
 struct SchedulerOptions {
   int32_t max_queue = 256;          // waiting requests beyond the free slots
   int32_t step_token_budget = 512;  // prefill rows per step (decodes extra)
+  // Speculative decoding runs while at most this many sequences run (past
+  // that a step is no longer bound by reading the weights, so verifying a
+  // draft costs more than it saves), with at most max_draft_rows draft
+  // tokens in one step (the model's logit rows beyond one per slot).
+  int32_t speculative_max_batch = 0;
+  int32_t max_draft_rows = 0;
+};
+
+// Speculative decoding's counts since start (vLLM's spec_decode metrics).
+struct SpeculationCounts {
+  int64_t drafts = 0;           // rounds that verified a draft
+  int64_t draft_tokens = 0;     // tokens drafted
+  int64_t accepted_tokens = 0;  // draft tokens the model's draws matched
+  // accepted_per_round[a]: rounds that took a draft tokens (a <= the
+  // longest draft).
+  std::vector<int64_t> accepted_per_round;
 };
 
 // What the scheduler publishes of itself (EngineStats' share).
@@ -48,6 +65,7 @@ struct SchedulerCounts {
   int32_t free_slots = 0;
   bool draining = false;
   std::string fault;  // set once the device is lost
+  SpeculationCounts speculation;
 };
 
 // One step: its rows as the model reads them, and whose they are.
@@ -110,6 +128,9 @@ class Scheduler {
   // Whether a running sequence wants logprobs (only the host computes them,
   // so its steps do not pipeline).
   bool any_wants_logprobs() const;
+  // Whether the next step may run a speculative round (which the host
+  // verifies, so it does not pipeline either).
+  bool any_speculating() const;
   // The next step: one decode row per sequence past its prompt, then prompt
   // chunks while the token budget lasts (the prompt progress is recorded).
   //
@@ -136,6 +157,10 @@ class Scheduler {
   // snapshot of prompt and output when it finished normally). Call
   // EraseFinished after the step's events.
   void Deliver(Sequence& seq, GenerationEvent event);
+  // The logit rows of a speculating sequence's round (its draft's length
+  // plus one, from `logits`, rows of n) through Sequence::AdvanceRound,
+  // counted, and its event delivered.
+  void DeliverRound(Sequence& seq, const float* logits, int32_t n);
   void EraseFinished();
   // A step failed: every running sequence ends with `status`.
   void FailRunning(const absl::Status& status);
@@ -178,6 +203,17 @@ class Scheduler {
   void Fork(Sequence& first,
             const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
   void CountSlots();
+  // Drafts for the speculating sequences about to decode (each given a
+  // spare slot while one is free and nobody waits); returns the rows the
+  // rounds add beyond one per decode.
+  int32_t PlanRounds(const std::vector<SequenceView>& views);
+  // A decode of a speculating sequence: its round's segments (Sequence).
+  void AppendRound(Sequence& seq, StepBatch& batch);
+  // A free slot for `seq`'s drafts, counted under mu_ as admission counts;
+  // false when none is free or a request waits.
+  bool TakeSpareSlot(Sequence& seq);
+  // Spare slots go back while requests wait (mu_ held).
+  void ReturnSpareSlots();
   // The waiting request whose turn it is (waiting_.end() when none); mu_
   // held.
   std::deque<Request>::iterator NextInTurn();
@@ -193,13 +229,14 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Request> waiting_;  // guarded by mu_
-  bool draining_ = false;        // guarded by mu_
-  bool stopping_ = false;        // guarded by mu_
-  absl::Status fault_;           // guarded by mu_; set once, for good
-  int32_t free_slots_ = 0;       // guarded by mu_
-  int32_t running_count_ = 0;    // guarded by mu_
-  std::string last_tenant_;      // guarded by mu_: admitted last
+  std::deque<Request> waiting_;    // guarded by mu_
+  bool draining_ = false;          // guarded by mu_
+  bool stopping_ = false;          // guarded by mu_
+  absl::Status fault_;             // guarded by mu_; set once, for good
+  int32_t free_slots_ = 0;         // guarded by mu_
+  int32_t running_count_ = 0;      // guarded by mu_
+  std::string last_tenant_;        // guarded by mu_: admitted last
+  SpeculationCounts speculation_;  // guarded by mu_
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;

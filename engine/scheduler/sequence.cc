@@ -33,6 +33,12 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
       stop_ids_(request_.stopping.stop_token_ids.begin(),
                 request_.stopping.stop_token_ids.end()) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
+  const SpeculativeParams& spec = request_.speculative;
+  if (spec.method == SpeculativeMethod::kPromptLookup &&
+      spec.num_draft_tokens > 0) {
+    lookup_ = std::make_unique<PromptLookup>(spec.ngram_min, spec.ngram_max);
+    lookup_->Append(request_.prompt);
+  }
   if (request_.stopping.min_new_tokens > 0) {
     // Until then neither EOS nor a stop id may be drawn (vLLM's min_tokens).
     std::vector<int32_t> held = request_.stopping.stop_token_ids;
@@ -81,6 +87,8 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   last_token_ = token;
   ++generated_;
   output_.push_back(token);
+  fed_ = generated_ - 1;
+  if (lookup_ != nullptr) lookup_->Append(token);
   event.token_ids.push_back(token);
   if (logprobs != nullptr) event.logprobs.push_back(std::move(*logprobs));
 
@@ -146,9 +154,58 @@ std::vector<int32_t> Sequence::ConsumedTokens() const {
                               request_.prompt.begin() + prefilled_);
   if (prefilled_ == prompt_len() && !output_.empty()) {
     tokens.insert(tokens.end(), output_.begin(),
-                  ran_past_end_ ? output_.end() : output_.end() - 1);
+                  ran_past_end_ ? output_.end() : output_.begin() + fed_);
   }
   return tokens;
+}
+
+std::vector<int32_t> Sequence::UnfedTokens() const {
+  return std::vector<int32_t>(output_.begin() + fed_, output_.end());
+}
+
+std::vector<int32_t> Sequence::Draft() const {
+  if (lookup_ == nullptr || finished_) return {};
+  // Draws past max_new_tokens would be thrown away.
+  const int32_t room = request_.stopping.max_new_tokens - generated_ - 1;
+  return lookup_->Draft(
+      std::min(request_.speculative.num_draft_tokens, std::max(0, room)));
+}
+
+GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,
+                                       int32_t* accepted) {
+  const int32_t fed_before = fed_;
+  const int32_t unfed = generated_ - fed_;
+  const size_t k = draft_.size();
+  GenerationEvent merged;
+  size_t i = 0;
+  for (;; ++i) {
+    GenerationEvent event = Advance(logits + static_cast<int64_t>(i) * n, n);
+    const int32_t token = event.token_ids.back();
+    if (i == 0) {
+      merged = std::move(event);
+    } else {
+      merged.token_ids.push_back(token);
+      merged.text += event.text;
+      for (TokenLogprobs& lp : event.logprobs)
+        merged.logprobs.push_back(std::move(lp));
+      merged.finish = event.finish;
+      merged.matched_stop = std::move(event.matched_stop);
+      merged.prompt_tokens = event.prompt_tokens;
+      merged.cached_prompt_tokens = event.cached_prompt_tokens;
+      merged.generated_tokens = event.generated_tokens;
+    }
+    if (finished_ || i == k || token != draft_[i]) break;
+  }
+  *accepted = static_cast<int32_t>(i);
+  if (k > 0 && i == k) {
+    // The spare consumed the unfed tokens and the whole draft: it is the
+    // state, and the old slot the next round's spare.
+    std::swap(slot_, spare_slot_);
+  } else {
+    fed_ = fed_before + unfed;
+  }
+  draft_.clear();
+  return merged;
 }
 
 GenerationEvent Sequence::Abort(FinishReason reason, absl::Status status) {

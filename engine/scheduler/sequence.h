@@ -15,6 +15,7 @@
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
 #include "engine/request.h"
+#include "engine/speculative/prompt_lookup.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -86,6 +87,32 @@ class Sequence {
     copy_ = ticket;
     copy_source_ = std::move(source);
   }
+  // Speculative decoding (SpeculativeParams). The slot's state lags the
+  // output by the unfed tokens: normally just the last one, which the next
+  // decode feeds; after a partly rejected draft, the round's accepted
+  // tokens too. A round runs the unfed tokens and a draft as one segment in
+  // the spare slot (a copy of the slot made in op order before the step)
+  // and the unfed tokens alone in the slot; a draft taken whole makes the
+  // spare the slot, anything less leaves the slot as the committed state.
+  bool speculates() const { return lookup_ != nullptr; }
+  std::vector<int32_t> UnfedTokens() const;
+  // Up to num_draft_tokens tokens to verify next (never past
+  // max_new_tokens); empty when the drafter has none.
+  std::vector<int32_t> Draft() const;
+  int spare_slot() const { return spare_slot_; }
+  void set_spare_slot(int slot) { spare_slot_ = slot; }
+  // The round planned: `draft` runs after the unfed tokens in the spare slot
+  // (empty: they run in the slot itself, a plain decode).
+  void PlanRound(std::vector<int32_t> draft) { draft_ = std::move(draft); }
+  const std::vector<int32_t>& round_draft() const { return draft_; }
+  // Takes the round's logits, draft.size() + 1 rows of n: draws at each
+  // position in turn as Advance does, each draw the model's own, and stops
+  // after the first draw that differs from the draft (or ends the
+  // sequence). One event carries every token drawn; *accepted is the
+  // number of draft tokens the draws matched.
+  GenerationEvent AdvanceRound(const float* logits, int32_t n,
+                               int32_t* accepted);
+
   // The final event for a sequence ended from outside (cancel, shutdown).
   GenerationEvent Abort(FinishReason reason,
                         absl::Status status = absl::OkStatus());
@@ -143,6 +170,12 @@ class Sequence {
   int32_t snapshot_at_ = -1;
   int32_t generated_ = 0;
   std::vector<int32_t> output_;  // every sampled token
+  // Output tokens the slot's state has consumed: all but the last, except
+  // after a partly rejected draft.
+  int32_t fed_ = 0;
+  std::unique_ptr<PromptLookup> lookup_;  // null: no speculation
+  int spare_slot_ = -1;
+  std::vector<int32_t> draft_;
   int32_t last_token_ = -1;
   bool finished_ = false;
   int32_t pending_ = 0;  // tokens sampled by launched steps, not accepted

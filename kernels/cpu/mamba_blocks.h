@@ -34,7 +34,7 @@ inline constexpr int kBlock = 64;
 // turned once per call), which spares as many permutes again. Apart, with
 // restricted pointers, so that it vectorises without aliasing checks. The
 // sum is op_math::ConvSum's, in its order.
-template <int kK, bool kBias>
+template <int kK>
 __attribute__((flatten, noinline)) static void ConvOneToken(
     float* __restrict windows, const float* __restrict taps,
     const float* __restrict bias, const float* __restrict x,
@@ -42,7 +42,7 @@ __attribute__((flatten, noinline)) static void ConvOneToken(
   constexpr int kW = kK - 1;
   for (int j = 0; j < width; ++j) {
     float* win = windows + j * kW;
-    float acc = kBias ? bias[j] : 0.0f;
+    float acc = bias[j];
     for (int i = 0; i < kW; ++i) acc += taps[i * ld_taps + j] * win[i];
     acc += taps[kW * ld_taps + j] * x[j];
     for (int i = 0; i + 1 < kW; ++i) win[i] = win[i + 1];
@@ -72,13 +72,14 @@ SEQBOAT_MAMBA_BLOCK void ConvSegmentOneToken(const MambaConvParams& p, int s,
     const int64_t bytes = int64_t{width} * kW * sizeof(float);
     for (int64_t b = 0; b < bytes; b += 64)
       __builtin_prefetch(next + c0 * kW * sizeof(float) + b, 1, 2);
-    if (p.bias != nullptr) {
-      ConvOneToken<kW + 1, true>(windows + c0 * kW, taps + c0, p.bias + c0,
-                                 x + c0, out + c0, width, p.e);
-    } else {
-      ConvOneToken<kW + 1, false>(windows + c0 * kW, taps + c0, nullptr, x + c0,
-                                  out + c0, width, p.e);
-    }
+    // Without a bias, zeros from memory, not a constant: the sum then
+    // rounds as ConvTapMajor's does (a constant 0 lets the fast-math build
+    // reorder it), so a token gives the same bits in a decode row and in a
+    // longer segment, which speculative rounds rely on.
+    static constexpr float kZeros[kBlock] = {};
+    ConvOneToken<kW + 1>(windows + c0 * kW, taps + c0,
+                         p.bias != nullptr ? p.bias + c0 : kZeros, x + c0,
+                         out + c0, width, p.e);
   }
 }
 

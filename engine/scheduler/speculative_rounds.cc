@@ -1,0 +1,106 @@
+// The scheduler's share of speculative decoding (Sequence holds a round's
+// rule): which sequences draft this step, their spare slots, the rounds'
+// segments and their counts.
+#include <algorithm>
+#include <utility>
+
+#include "engine/scheduler/scheduler.h"
+
+namespace seqboat {
+
+bool Scheduler::any_speculating() const {
+  const bool rounds = static_cast<int64_t>(running_.size()) <=
+                      int64_t{options_.speculative_max_batch};
+  for (const auto& seq : running_) {
+    if (seq->finished() || !seq->speculates()) continue;
+    // Unfed tokens beyond the last one are caught up on the host's plan.
+    if (rounds || seq->UnfedTokens().size() > 1) return true;
+  }
+  return false;
+}
+
+bool Scheduler::TakeSpareSlot(Sequence& seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!waiting_.empty() || arena_.free_slots() == 0) return false;
+  seq.set_spare_slot(*arena_.Acquire());
+  free_slots_ = arena_.free_slots();
+  return true;
+}
+
+void Scheduler::ReturnSpareSlots() {
+  for (auto& seq : running_) {
+    if (seq->spare_slot() >= 0) {
+      arena_.Release(seq->spare_slot());
+      seq->set_spare_slot(-1);
+    }
+  }
+}
+
+int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
+  const bool rounds = static_cast<int64_t>(running_.size()) <=
+                      int64_t{options_.speculative_max_batch};
+  int32_t draft_rows = options_.max_draft_rows;
+  int32_t extra = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& seq = *running_[i];
+    const SequenceView& v = views[i];
+    if (!seq.speculates() || v.hold || v.prefilled < v.prompt_len) continue;
+    std::vector<int32_t> draft;
+    if (rounds) draft = seq.Draft();
+    if (static_cast<int32_t>(draft.size()) > draft_rows) draft.resize(0);
+    if (!draft.empty() && seq.spare_slot() < 0 && !TakeSpareSlot(seq)) {
+      draft.clear();
+    }
+    const int32_t unfed = static_cast<int32_t>(seq.UnfedTokens().size());
+    const int32_t k = static_cast<int32_t>(draft.size());
+    // The slot's catch-up (when drafting) and the spare's unfed + draft.
+    extra += (k > 0 ? unfed + unfed + k : unfed) - 1;
+    draft_rows -= k;
+    seq.PlanRound(std::move(draft));
+  }
+  return extra;
+}
+
+void Scheduler::AppendRound(Sequence& seq, StepBatch& batch) {
+  StepRows& rows = batch.rows;
+  const std::vector<int32_t> unfed = seq.UnfedTokens();
+  const std::vector<int32_t>& draft = seq.round_draft();
+  const int32_t nu = static_cast<int32_t>(unfed.size());
+  int target = seq.slot();
+  if (!draft.empty()) {
+    // In op order, before this step: the spare starts from the slot's state.
+    arena_.CopySlot(seq.spare_slot(), seq.slot());
+    rows.segs.push_back({seq.slot(), rows.n(), nu});
+    rows.ids.insert(rows.ids.end(), unfed.begin(), unfed.end());
+    target = seq.spare_slot();
+  }
+  const int32_t start = rows.n();
+  rows.ids.insert(rows.ids.end(), unfed.begin(), unfed.end());
+  rows.ids.insert(rows.ids.end(), draft.begin(), draft.end());
+  const int32_t len = rows.n() - start;
+  rows.segs.push_back({target, start, len});
+  for (int32_t r = nu - 1; r < len; ++r) {
+    rows.logit_rows.push_back(start + r);
+    batch.logit_seqs.push_back(&seq);
+  }
+  seq.set_last_step(batch.step);
+}
+
+void Scheduler::DeliverRound(Sequence& seq, const float* logits, int32_t n) {
+  const int32_t k = static_cast<int32_t>(seq.round_draft().size());
+  int32_t accepted = 0;
+  GenerationEvent event = seq.AdvanceRound(logits, n, &accepted);
+  if (k > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++speculation_.drafts;
+    speculation_.draft_tokens += k;
+    speculation_.accepted_tokens += accepted;
+    auto& per_round = speculation_.accepted_per_round;
+    if (per_round.size() <= static_cast<size_t>(accepted))
+      per_round.resize(static_cast<size_t>(accepted) + 1);
+    ++per_round[static_cast<size_t>(accepted)];
+  }
+  Deliver(seq, std::move(event));
+}
+
+}  // namespace seqboat

@@ -1,0 +1,284 @@
+// Speculative decoding through the engine changes nothing of the output:
+// greedy and seeded sampled requests give the tokens (and logprobs) decoding
+// without it gives, for every block kind alone and for the stacks, under
+// prefix reuse, n > 1 and chunked prefill; drafts are verified and counted;
+// and the state a partly rejected draft leaves equals a fresh decode's.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "engine/model/model.h"
+#include "engine/testing/block_slices.h"
+#include "engine/testing/event_collector.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace seqboat {
+namespace {
+
+constexpr char kTinyMamba[] = "tests/data/tiny_mamba";
+
+// A prompt that repeats itself, so prompt lookup finds drafts from the start.
+std::vector<int32_t> RepetitivePrompt(int salt) {
+  std::vector<int32_t> unit;
+  for (int i = 0; i < 9; ++i) unit.push_back((i * 29 + salt * 13 + 3) % 251);
+  std::vector<int32_t> p;
+  for (int r = 0; r < 4; ++r) p.insert(p.end(), unit.begin(), unit.end());
+  return p;
+}
+
+struct Output {
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+  std::vector<TokenLogprobs> logprobs;       // of sequence 0's... all
+  std::vector<GenerationEvent> finals;
+};
+
+struct Options {
+  int draft_tokens = 0;  // 0: no speculation
+  int budget = 512;
+  int64_t cache_bytes = 0;
+  int slots = 6;
+};
+
+class Runner {
+ public:
+  Runner(const std::string& model, const Options& o) : o_(o) {
+    EngineOptions eo;
+    eo.model_dir = model;
+    eo.max_slots = o.slots;
+    eo.step_token_budget = o.budget;
+    eo.prefix_cache_bytes = o.cache_bytes;
+    auto e = Engine::Create(eo, MakeCpuBackend(1));
+    EXPECT_TRUE(e.ok()) << e.status();
+    engine_ = *std::move(e);
+  }
+  ~Runner() { engine_->Shutdown(); }
+
+  Output Run(const std::vector<int32_t>& prompt, int max_new, int n = 1,
+             float temperature = 0.0f, uint64_t seed = 0,
+             std::vector<int32_t> stop_ids = {}) {
+    EventCollector c;
+    c.n = n;
+    Request r;
+    r.prompt = prompt;
+    r.n = n;
+    r.sampling.temperature = temperature;
+    r.sampling.seed = seed;
+    r.stopping.max_new_tokens = max_new;
+    r.stopping.ignore_eos = true;
+    r.stopping.stop_token_ids = std::move(stop_ids);
+    r.logprobs = true;
+    r.top_logprobs = 3;
+    if (o_.draft_tokens > 0) {
+      r.speculative.method = SpeculativeMethod::kPromptLookup;
+      r.speculative.num_draft_tokens = o_.draft_tokens;
+      r.speculative.ngram_min = 1;
+      r.speculative.ngram_max = 3;
+    }
+    r.sink = c.Sink();
+    EXPECT_TRUE(engine_->Submit(std::move(r)).ok());
+    c.done.get_future().get();
+    std::lock_guard<std::mutex> lock(c.mu);
+    EXPECT_FALSE(c.bad_index || c.after_final);
+    Output out{c.tokens_of, c.logprobs, c.final_of};
+    for (const GenerationEvent& f : out.finals) EXPECT_TRUE(f.status.ok());
+    return out;
+  }
+
+  Engine& engine() { return *engine_; }
+
+ private:
+  Options o_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// Logprobs come from rows computed in segments of other lengths: GEMMs of
+// other row counts may sum in another order.
+void ExpectSame(const Output& spec, const Output& plain, double tol = 5e-5) {
+  ASSERT_EQ(spec.tokens, plain.tokens);
+  ASSERT_EQ(spec.finals.size(), plain.finals.size());
+  for (size_t i = 0; i < spec.finals.size(); ++i) {
+    EXPECT_EQ(spec.finals[i].finish, plain.finals[i].finish);
+    EXPECT_EQ(spec.finals[i].generated_tokens,
+              plain.finals[i].generated_tokens);
+  }
+  ASSERT_EQ(spec.logprobs.size(), plain.logprobs.size());
+  // Arrival order differs between sequences of a request of n; compare the
+  // multiset loosely through sorted chosen logprobs.
+  std::vector<float> a, b;
+  for (const auto& lp : spec.logprobs) a.push_back(lp.chosen.logprob);
+  for (const auto& lp : plain.logprobs) b.push_back(lp.chosen.logprob);
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol) << i;
+}
+
+// Greedy and seeded sampling, alone and n = 3, with and without the prefix
+// cache; returns the speculation counts of the speculating engine.
+SpeculationCounts CheckSame(const std::string& model, Options o) {
+  SCOPED_TRACE(absl::StrCat(model, " budget ", o.budget, " k ", o.draft_tokens,
+                            " cache ", o.cache_bytes));
+  Options plain_o = o;
+  plain_o.draft_tokens = 0;
+  Runner spec(model, o), plain(model, plain_o);
+  for (int salt = 0; salt < 3; ++salt) {
+    const std::vector<int32_t> p = RepetitivePrompt(salt);
+    ExpectSame(spec.Run(p, 23), plain.Run(p, 23));
+    ExpectSame(spec.Run(p, 17, 1, 0.8f, 99 + salt),
+               plain.Run(p, 17, 1, 0.8f, 99 + salt));
+  }
+  const std::vector<int32_t> p = RepetitivePrompt(5);
+  ExpectSame(spec.Run(p, 12, 3, 0.9f, 7), plain.Run(p, 12, 3, 0.9f, 7));
+  // A second turn over the first's answer: with the cache, restored from the
+  // snapshot the speculating sequence left.
+  const Output first = plain.Run(p, 10);
+  std::vector<int32_t> p2 = p;
+  p2.insert(p2.end(), first.tokens[0].begin(), first.tokens[0].end());
+  p2.insert(p2.end(), p.begin(), p.begin() + 5);
+  spec.Run(p, 10);
+  const Output second = spec.Run(p2, 15);
+  if (o.cache_bytes > 0) {
+    EXPECT_GT(second.finals[0].cached_prompt_tokens, 0);
+  }
+  ExpectSame(second, plain.Run(p2, 15));
+  // A stop id ends a round part-way.
+  const std::vector<int32_t> stop = {first.tokens[0][6]};
+  ExpectSame(spec.Run(p, 20, 1, 0.0f, 0, stop),
+             plain.Run(p, 20, 1, 0.0f, 0, stop));
+  return spec.engine().Stats().speculation;
+}
+
+TEST(SpeculativeDecodingTest, StacksDecodeAsWithoutIt) {
+  for (const char* model : {kTinyHybrid, kTinyGdn, kTinyMamba}) {
+    for (int k : {1, 4}) {
+      const SpeculationCounts c =
+          CheckSame(model, {k, 512, int64_t{64} << 20, 6});
+      EXPECT_GT(c.drafts, 0) << model;
+      EXPECT_GT(c.accepted_tokens, 0) << model;
+      EXPECT_LE(c.accepted_tokens, c.draft_tokens);
+      int64_t rounds = 0, accepted = 0;
+      for (size_t a = 0; a < c.accepted_per_round.size(); ++a) {
+        rounds += c.accepted_per_round[a];
+        accepted += static_cast<int64_t>(a) * c.accepted_per_round[a];
+      }
+      EXPECT_EQ(rounds, c.drafts);
+      EXPECT_EQ(accepted, c.accepted_tokens);
+      EXPECT_LE(c.accepted_per_round.size(), static_cast<size_t>(k + 1));
+    }
+  }
+}
+
+TEST(SpeculativeDecodingTest, ChunkedPrefillAndNoCache) {
+  CheckSame(kTinyHybrid, {3, 5, 0, 6});
+}
+
+TEST(SpeculativeDecodingTest, EveryBlockKindAloneDecodesAsWithoutIt) {
+  for (const auto& [kind, dir] : EachBlockKind({kTinyHybrid, kTinyGdn})) {
+    SCOPED_TRACE(kind);
+    CheckSame(dir, {4, 7, int64_t{64} << 20, 6});
+  }
+}
+
+// Rounds never take a slot a waiting request needs: with every slot busy,
+// requests still run to the same output.
+TEST(SpeculativeDecodingTest, SpareSlotsGiveWayToWaitingRequests) {
+  Options o{4, 512, 0, 2};
+  Options plain_o = o;
+  plain_o.draft_tokens = 0;
+  Runner spec(kTinyHybrid, o), plain(kTinyHybrid, plain_o);
+  std::vector<std::unique_ptr<EventCollector>> cs;
+  for (int i = 0; i < 5; ++i) {
+    cs.push_back(std::make_unique<EventCollector>());
+    Request r;
+    r.prompt = RepetitivePrompt(i);
+    r.stopping.max_new_tokens = 16;
+    r.stopping.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    r.speculative = {SpeculativeMethod::kPromptLookup, 4, 1, 3};
+    r.sink = cs.back()->Sink();
+    ASSERT_TRUE(spec.engine().Submit(std::move(r)).ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    cs[i]->done.get_future().get();
+    EXPECT_EQ(cs[i]->tokens, plain.Run(RepetitivePrompt(i), 16).tokens[0]);
+  }
+  EXPECT_EQ(spec.engine().Stats().free_slots, 2);
+}
+
+TEST(SpeculativeDecodingTest, BadParamsAreRefused) {
+  Runner r(kTinyMamba, {});
+  Request req;
+  req.prompt = {1, 2, 3};
+  req.sink = [](GenerationEvent) {};
+  req.speculative = {SpeculativeMethod::kPromptLookup, 99, 1, 3};
+  absl::Status s = r.engine().Submit(req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("num_draft_tokens"), std::string::npos) << s;
+  req.speculative = {SpeculativeMethod::kPromptLookup, 2, 3, 2};
+  s = r.engine().Submit(req);
+  EXPECT_NE(s.message().find("n-gram"), std::string::npos) << s;
+}
+
+// The model-level round: the draft in a spare copy of the slot, the unfed
+// tokens in the slot. After a partly rejected draft the slot holds what a
+// token-by-token decode of the accepted tokens leaves, byte for byte; after a
+// draft taken whole the spare does.
+TEST(SpeculativeDecodingTest, StateAfterARoundIsAFreshDecodesBitwise) {
+  std::vector<std::pair<std::string, std::string>> models =
+      EachBlockKind({kTinyHybrid, kTinyGdn});
+  for (const char* stack : {kTinyHybrid, kTinyGdn, kTinyMamba})
+    models.emplace_back(stack, stack);
+  for (const auto& [name, model] : models) {
+    SCOPED_TRACE(name);
+    auto backend = MakeCpuBackend(1);
+    ModelLimits limits{4, 64, std::vector<int>{}, 16};
+    auto loaded = Model::Load(model, *backend, limits);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    Model& m = **loaded;
+    SlotArena& arena = m.arena();
+    const int fresh = *arena.Acquire(), slot = *arena.Acquire(),
+              spare = *arena.Acquire();
+    const std::vector<int32_t> prompt = RepetitivePrompt(1);
+    std::vector<float> logits(16 * m.vocab_size());
+    const int n = static_cast<int>(prompt.size());
+    for (int s : {fresh, slot}) {
+      ASSERT_TRUE(
+          m.Forward(StepRows{prompt, {{s, 0, n}}, {n - 1}}, logits.data())
+              .ok());
+    }
+    // Fresh: 7, 8, 9 one at a time.
+    for (int32_t t : {7, 8, 9}) {
+      ASSERT_TRUE(
+          m.Forward(StepRows{{t}, {{fresh, 0, 1}}, {0}}, logits.data()).ok());
+    }
+    // Round 1: unfed [7], draft [8, 9, 40] rejected at its last token; the
+    // slot runs [7] alone.
+    arena.CopySlot(spare, slot);
+    ASSERT_TRUE(m.Forward(StepRows{{7, 7, 8, 9, 40},
+                                   {{slot, 0, 1}, {spare, 1, 4}},
+                                   {1, 2, 3, 4}},
+                          logits.data())
+                    .ok());
+    // Round 2: unfed [8, 9] (accepted, then the model's own token); no draft.
+    ASSERT_TRUE(
+        m.Forward(StepRows{{8, 9}, {{slot, 0, 2}}, {1}}, logits.data()).ok());
+    EXPECT_EQ(arena.Snapshot(slot), arena.Snapshot(fresh));
+    // Round 3: unfed [5], draft [6] taken whole: the spare is the state.
+    for (int32_t t : {5, 6}) {
+      ASSERT_TRUE(
+          m.Forward(StepRows{{t}, {{fresh, 0, 1}}, {0}}, logits.data()).ok());
+    }
+    arena.CopySlot(spare, slot);
+    ASSERT_TRUE(
+        m.Forward(StepRows{{5, 5, 6}, {{slot, 0, 1}, {spare, 1, 2}}, {1, 2}},
+                  logits.data())
+            .ok());
+    EXPECT_EQ(arena.Snapshot(spare), arena.Snapshot(fresh));
+  }
+}
+
+}  // namespace
+}  // namespace seqboat
