@@ -56,6 +56,41 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       [engine] {
         return static_cast<double>(engine->Stats().prefix_cache.snapshots);
       });
+  // Speculative decoding, as vLLM's spec_decode metrics (per method; prompt
+  // lookup is the one there is): rounds that verified a draft, tokens
+  // drafted and accepted (acceptance rate = accepted / draft tokens), and
+  // rounds by how many draft tokens they took (the acceptance lengths).
+  auto per_method = [engine](int64_t SpeculationCounts::*field) {
+    return [engine, field] {
+      return MetricsRegistry::LabelledReadings{
+          {"prompt_lookup",
+           static_cast<double>(engine->Stats().speculation.*field)}};
+    };
+  };
+  registry->AddLabelledReadings("seqboat_spec_decode_num_drafts_total",
+                                "Speculative rounds that verified a draft.",
+                                "counter", "method",
+                                per_method(&SpeculationCounts::drafts));
+  registry->AddLabelledReadings("seqboat_spec_decode_num_draft_tokens_total",
+                                "Tokens drafted for speculative decoding.",
+                                "counter", "method",
+                                per_method(&SpeculationCounts::draft_tokens));
+  registry->AddLabelledReadings(
+      "seqboat_spec_decode_num_accepted_tokens_total",
+      "Draft tokens the model's own draws matched.", "counter", "method",
+      per_method(&SpeculationCounts::accepted_tokens));
+  registry->AddLabelledReadings(
+      "seqboat_spec_decode_rounds_by_accepted_total",
+      "Speculative rounds by the number of draft tokens they took.", "counter",
+      "accepted", [engine] {
+        MetricsRegistry::LabelledReadings out;
+        const std::vector<int64_t> per_round =
+            engine->Stats().speculation.accepted_per_round;
+        for (size_t a = 0; a < per_round.size(); ++a) {
+          out.push_back({std::to_string(a), static_cast<double>(per_round[a])});
+        }
+        return out;
+      });
   // SeqBoat blocks: tokens seen and tokens whose attention unit ran; the
   // activation rate of a block is the ratio of their rates.
   auto per_block = [engine](const std::string& counter) {

@@ -121,6 +121,19 @@ ABSL_FLAG(double, tenant_requests_per_second, 0,
           "429 with the wait. 0 (default): no bound.");
 ABSL_FLAG(double, tenant_request_burst, 0,
           "The request bucket's size; 0: the rate (at least 1).");
+ABSL_FLAG(std::string, speculative_method, "none",
+          "Speculative decoding for requests that name no method: none or "
+          "prompt_lookup (drafts from n-gram matches against prompt and "
+          "output; the output is unchanged, only sooner).");
+ABSL_FLAG(int32_t, num_speculative_tokens, 4,
+          "Tokens drafted per step where speculative decoding is on and the "
+          "request names no count.");
+ABSL_FLAG(int32_t, max_draft_tokens, 8,
+          "Ceiling of a request's speculative num_draft_tokens.");
+ABSL_FLAG(int32_t, speculative_max_batch, 8,
+          "Speculative decoding runs while at most this many sequences run "
+          "(beyond it a step is no longer bound by reading the weights); 0 "
+          "turns it off.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -359,6 +372,8 @@ EngineOptions EngineOptionsFromFlags(ServingMetrics& metrics) {
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
   options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
+  options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
+  options.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
   options.on_step = [&metrics](absl::Duration time, int32_t batch) {
     metrics.OnStep(time, batch);
   };
@@ -368,9 +383,33 @@ EngineOptions EngineOptionsFromFlags(ServingMetrics& metrics) {
   return options;
 }
 
+// --speculative_method and --num_speculative_tokens as the requests'
+// default.
+absl::StatusOr<SpeculativeParams> SpeculativeDefault(
+    const EngineOptions& options) {
+  SpeculativeParams spec;
+  const std::string method = absl::GetFlag(FLAGS_speculative_method);
+  const int32_t k = absl::GetFlag(FLAGS_num_speculative_tokens);
+  if (method == "none") return spec;
+  if (method != "prompt_lookup") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative_method must be none or prompt_lookup, got ", method));
+  }
+  if (k < 1 || k > options.max_draft_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_speculative_tokens must be in [1, "
+                     "--max_draft_tokens = ",
+                     options.max_draft_tokens, "], got ", k));
+  }
+  spec.method = SpeculativeMethod::kPromptLookup;
+  spec.num_draft_tokens = k;
+  return spec;
+}
+
 // What both front ends check requests against.
 ValidationLimits LimitsFromFlags(const EngineOptions& options) {
   ValidationLimits limits;
+  limits.max_draft_tokens = options.max_draft_tokens;
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
   limits.max_prompt_tokens = options.max_prompt_tokens;
@@ -564,6 +603,11 @@ int Run() {
     return 1;
   }
   const EngineOptions options = EngineOptionsFromFlags(metrics);
+  absl::StatusOr<SpeculativeParams> speculative = SpeculativeDefault(options);
+  if (!speculative.ok()) {
+    spdlog::error("{}", std::string(speculative.status().message()));
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(options, *std::move(backend), **model_dir);
   if (!engine.ok()) {
@@ -572,7 +616,14 @@ int Run() {
     return 1;
   }
 
-  const ValidationLimits limits = LimitsFromFlags(options);
+  ValidationLimits limits = LimitsFromFlags(options);
+  limits.speculative_default = *speculative;
+  if (speculative->method != SpeculativeMethod::kNone) {
+    spdlog::info(
+        "speculative decoding by default: prompt lookup, {} draft tokens, "
+        "while at most {} sequences run",
+        speculative->num_draft_tokens, options.speculative_max_batch);
+  }
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),

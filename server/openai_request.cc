@@ -316,6 +316,55 @@ std::optional<OpenAiError> ReadCacheSalt(const json& body,
   return std::nullopt;
 }
 
+// seqboat's speculative decoding options: {"method": "prompt_lookup" |
+// "none", "num_draft_tokens", "ngram_min", "ngram_max"}; the ranges are
+// validation's.
+std::optional<OpenAiError> ReadSpeculative(const json& body,
+                                           v1::GenerateRequest* generate) {
+  const json* spec = Field(body, "speculative");
+  if (spec == nullptr) return std::nullopt;
+  if (!spec->is_object()) {
+    return Invalid("speculative", "speculative must be an object");
+  }
+  v1::SpeculativeOptions& out = *generate->mutable_speculative();
+  for (const auto& [key, value] : spec->items()) {
+    if (key == "method") {
+      const std::string method =
+          value.is_string() ? value.get<std::string>() : std::string("?");
+      if (method == "prompt_lookup") {
+        out.set_method(v1::SPECULATIVE_METHOD_PROMPT_LOOKUP);
+      } else if (method == "none") {
+        out.set_method(v1::SPECULATIVE_METHOD_NONE);
+      } else {
+        return Invalid("speculative",
+                       "speculative.method must be \"prompt_lookup\" or "
+                       "\"none\"");
+      }
+      continue;
+    }
+    if (key != "num_draft_tokens" && key != "ngram_min" && key != "ngram_max") {
+      return Invalid("speculative",
+                     absl::StrCat("speculative.", key, " is not supported"),
+                     "unknown_parameter");
+    }
+    std::optional<int64_t> n;
+    if (auto e = ReadInt(*spec, key.c_str(), &n)) {
+      e->param = "speculative";
+      e->message = "speculative." + e->message;
+      return e;
+    }
+    if (*n < 0 || *n > 1000) {
+      return Invalid("speculative", absl::StrCat("speculative.", key,
+                                                 " must be in [0, 1000]"));
+    }
+    const uint32_t v = static_cast<uint32_t>(*n);
+    if (key == "num_draft_tokens") out.set_num_draft_tokens(v);
+    if (key == "ngram_min") out.set_ngram_min(v);
+    if (key == "ngram_max") out.set_ngram_max(v);
+  }
+  return std::nullopt;
+}
+
 // A parsed body's fields, in the order their errors take precedence.
 std::optional<OpenAiError> ReadCompletion(const json& body,
                                           const std::string& model_id,
@@ -331,6 +380,7 @@ std::optional<OpenAiError> ReadCompletion(const json& body,
   if (auto e = ReadStopping(body, generate.mutable_stopping())) return e;
   if (auto e = ReadLogprobs(body, &generate)) return e;
   if (auto e = ReadCacheSalt(body, &generate)) return e;
+  if (auto e = ReadSpeculative(body, &generate)) return e;
   return ReadStream(body, out);
 }
 

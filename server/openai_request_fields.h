@@ -31,7 +31,8 @@ OpenAiError Unsupported(const std::string& param, const std::string& message);
 // The parameters both endpoints take with one meaning (ParseChatRequest
 // hands them to ParseCompletionRequest as they are): OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
-// ignore_eos, stop_token_ids, min_tokens), and vLLM's cache_salt.
+// ignore_eos, stop_token_ids, min_tokens), vLLM's cache_salt, and seqboat's
+// speculative.
 inline constexpr const char* kSharedParameters[] = {"model",
                                                     "temperature",
                                                     "top_p",
@@ -50,7 +51,8 @@ inline constexpr const char* kSharedParameters[] = {"model",
                                                     "n",
                                                     "logit_bias",
                                                     "user",
-                                                    "cache_salt"};
+                                                    "cache_salt",
+                                                    "speculative"};
 
 using ParameterSet = std::set<std::string, std::less<>>;
 // The shared parameters and an endpoint's `own`.

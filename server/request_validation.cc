@@ -228,6 +228,55 @@ absl::StatusOr<StoppingParams> StoppingFromProto(
   return params;
 }
 
+// The request's speculative options over the server's default.
+absl::StatusOr<SpeculativeParams> SpeculativeFromProto(
+    const v1::SpeculativeOptions& proto, const ValidationLimits& limits) {
+  SpeculativeParams spec = limits.speculative_default;
+  switch (proto.method()) {
+    case v1::SPECULATIVE_METHOD_UNSPECIFIED:
+      break;
+    case v1::SPECULATIVE_METHOD_NONE:
+      spec.method = SpeculativeMethod::kNone;
+      break;
+    case v1::SPECULATIVE_METHOD_PROMPT_LOOKUP:
+      spec.method = SpeculativeMethod::kPromptLookup;
+      if (spec.num_draft_tokens == 0) {
+        spec.num_draft_tokens = std::min(4, limits.max_draft_tokens);
+      }
+      break;
+    default:
+      return Invalid("speculative.method",
+                     absl::StrCat("unknown method ", proto.method()));
+  }
+  if (proto.has_num_draft_tokens()) {
+    if (proto.num_draft_tokens() < 1 ||
+        proto.num_draft_tokens() >
+            static_cast<uint32_t>(limits.max_draft_tokens)) {
+      return Invalid("speculative.num_draft_tokens",
+                     absl::StrCat("must be in [1, ", limits.max_draft_tokens,
+                                  "], got ", proto.num_draft_tokens()));
+    }
+    spec.num_draft_tokens = static_cast<int32_t>(proto.num_draft_tokens());
+  }
+  if (proto.has_ngram_min()) {
+    spec.ngram_min =
+        static_cast<int32_t>(std::min<uint32_t>(proto.ngram_min(), 1000));
+  }
+  if (proto.has_ngram_max()) {
+    spec.ngram_max =
+        static_cast<int32_t>(std::min<uint32_t>(proto.ngram_max(), 1000));
+  }
+  if (spec.ngram_min < 1 || spec.ngram_min > spec.ngram_max ||
+      spec.ngram_max > 64) {
+    return Invalid("speculative.ngram_min",
+                   absl::StrCat("n-gram sizes must satisfy 1 <= ngram_min <= "
+                                "ngram_max <= 64, got ",
+                                spec.ngram_min, " and ", spec.ngram_max));
+  }
+  if (spec.method == SpeculativeMethod::kNone) spec.num_draft_tokens = 0;
+  return spec;
+}
+
 }  // namespace
 
 std::string InvalidField(const absl::Status& status) {
@@ -298,6 +347,11 @@ absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
       StoppingFromProto(proto.stopping(), vocabulary.rules.vocab_limit, limits);
   if (!stopping.ok()) return stopping.status();
   request.stopping = *std::move(stopping);
+
+  absl::StatusOr<SpeculativeParams> speculative =
+      SpeculativeFromProto(proto.speculative(), limits);
+  if (!speculative.ok()) return speculative.status();
+  request.speculative = *speculative;
 
   if (proto.logprobs().top_n() > static_cast<uint32_t>(kMaxTopLogprobs)) {
     return Invalid("logprobs.top_n",

@@ -43,6 +43,10 @@ struct ValidationLimits {
   // n's ceiling: kMaxN, or the engine's max_slots when that is smaller (a
   // request of n waits for n free slots).
   int32_t max_n = kMaxN;
+  // Speculative decoding: what a request that names no method gets (method
+  // kNone: off), and the ceiling of num_draft_tokens.
+  SpeculativeParams speculative_default;
+  int32_t max_draft_tokens = 8;
 };
 
 // INVALID_ARGUMENT naming `field` when `text` is over the byte limit.

@@ -185,6 +185,69 @@ TEST(RequestValidationTest, DefaultMaxNewTokensNeverExceedsLimit) {
   EXPECT_EQ(request->stopping.max_new_tokens, 64);
 }
 
+TEST(RequestValidationTest, SpeculativeOptionsOverTheServersDefault) {
+  ValidationLimits limits = TestLimits();
+  limits.max_draft_tokens = 6;
+  auto convert = [&](const v1::GenerateRequest& proto) {
+    return RequestFromProto(proto, TestVocabulary(), limits, TestFallbacks());
+  };
+  // Off by default; a method alone takes a default count.
+  absl::StatusOr<Request> r = convert(TextRequest());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->speculative.method, SpeculativeMethod::kNone);
+  EXPECT_EQ(r->speculative.num_draft_tokens, 0);
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_speculative()->set_method(v1::SPECULATIVE_METHOD_PROMPT_LOOKUP);
+  r = convert(proto);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->speculative.method, SpeculativeMethod::kPromptLookup);
+  EXPECT_EQ(r->speculative.num_draft_tokens, 4);
+  // The server's default applies unless the request says NONE.
+  limits.speculative_default = {SpeculativeMethod::kPromptLookup, 5, 2, 4};
+  r = convert(TextRequest());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->speculative.num_draft_tokens, 5);
+  proto = TextRequest();
+  proto.mutable_speculative()->set_method(v1::SPECULATIVE_METHOD_NONE);
+  r = convert(proto);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->speculative.method, SpeculativeMethod::kNone);
+  EXPECT_EQ(r->speculative.num_draft_tokens, 0);
+  proto = TextRequest();
+  proto.mutable_speculative()->set_num_draft_tokens(2);
+  proto.mutable_speculative()->set_ngram_min(1);
+  proto.mutable_speculative()->set_ngram_max(3);
+  r = convert(proto);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->speculative.num_draft_tokens, 2);
+  EXPECT_EQ(r->speculative.ngram_min, 1);
+  EXPECT_EQ(r->speculative.ngram_max, 3);
+  // Out of range, by name.
+  for (uint32_t bad : {0u, 7u}) {
+    proto = TextRequest();
+    proto.mutable_speculative()->set_num_draft_tokens(bad);
+    r = convert(proto);
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("speculative.num_draft_tokens must be in [1, 6]"));
+  }
+  proto = TextRequest();
+  proto.mutable_speculative()->set_ngram_min(4);
+  proto.mutable_speculative()->set_ngram_max(3);
+  r = convert(proto);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("ngram_min"));
+  proto = TextRequest();
+  proto.mutable_speculative()->set_ngram_max(4000000000u);
+  EXPECT_FALSE(convert(proto).ok());
+  proto = TextRequest();
+  proto.mutable_speculative()->set_method(
+      static_cast<v1::SpeculativeMethod>(9));
+  r = convert(proto);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("speculative.method"));
+}
+
 TEST(RequestValidationTest, RejectsMissingOrEmptyPrompt) {
   ExpectInvalid(v1::GenerateRequest(), "prompt");
   ExpectInvalid(TextRequest(""), "text");

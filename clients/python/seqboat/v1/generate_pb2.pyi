@@ -10,14 +10,18 @@ FINISH_REASON_EOS: FinishReason
 FINISH_REASON_LENGTH: FinishReason
 FINISH_REASON_STOP_STRING: FinishReason
 FINISH_REASON_UNSPECIFIED: FinishReason
+SPECULATIVE_METHOD_NONE: SpeculativeMethod
+SPECULATIVE_METHOD_PROMPT_LOOKUP: SpeculativeMethod
+SPECULATIVE_METHOD_UNSPECIFIED: SpeculativeMethod
 
 class GenerateRequest(_message.Message):
-    __slots__ = ["cache_salt", "logprobs", "n", "request_id", "sampling", "stopping", "text", "token_ids"]
+    __slots__ = ["cache_salt", "logprobs", "n", "request_id", "sampling", "speculative", "stopping", "text", "token_ids"]
     CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -26,10 +30,11 @@ class GenerateRequest(_message.Message):
     n: int
     request_id: str
     sampling: SamplingParams
+    speculative: SpeculativeOptions
     stopping: StoppingCriteria
     text: str
     token_ids: TokenIds
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[StoppingCriteria, _Mapping]] = ..., logprobs: _Optional[_Union[LogprobsOptions, _Mapping]] = ..., n: _Optional[int] = ..., cache_salt: _Optional[str] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., stopping: _Optional[_Union[StoppingCriteria, _Mapping]] = ..., logprobs: _Optional[_Union[LogprobsOptions, _Mapping]] = ..., n: _Optional[int] = ..., cache_salt: _Optional[str] = ..., speculative: _Optional[_Union[SpeculativeOptions, _Mapping]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ["finish_reason", "index", "logprobs", "matched_stop", "request_id", "text", "token_ids", "usage"]
@@ -109,6 +114,18 @@ class SamplingParams(_message.Message):
     top_p: float
     def __init__(self, temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
 
+class SpeculativeOptions(_message.Message):
+    __slots__ = ["method", "ngram_max", "ngram_min", "num_draft_tokens"]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_MAX_FIELD_NUMBER: _ClassVar[int]
+    NGRAM_MIN_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    method: SpeculativeMethod
+    ngram_max: int
+    ngram_min: int
+    num_draft_tokens: int
+    def __init__(self, method: _Optional[_Union[SpeculativeMethod, str]] = ..., num_draft_tokens: _Optional[int] = ..., ngram_min: _Optional[int] = ..., ngram_max: _Optional[int] = ...) -> None: ...
+
 class StoppingCriteria(_message.Message):
     __slots__ = ["ignore_eos", "max_new_tokens", "min_new_tokens", "stop", "stop_token_ids"]
     IGNORE_EOS_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +185,9 @@ class Usage(_message.Message):
     generated_tokens: int
     prompt_tokens: int
     def __init__(self, prompt_tokens: _Optional[int] = ..., generated_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ...) -> None: ...
+
+class SpeculativeMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,187 @@
+// Decode at batch 1 with and without speculative decoding (prompt lookup),
+// through the engine on the CPU backend: tokens per second of the decode
+// (first token to last, so prefill is left out), the draft tokens taken per
+// draft token offered, and the tokens each step produced, on a repetitive
+// workload (the answer repeats the prompt: code edited, a text quoted back)
+// and a non-repetitive one, next to this machine's read bandwidth and the
+// decode bound it puts on reading every weight once per step. Greedy; the
+// outputs with and without speculation are checked to be equal.
+//
+//   bazel run -c opt //bench:speculative_bench -- [--model_dir=DIR |
+//   --shape=mamba130m] [--tokens=256] [--draft_tokens=2,4,6] [--repeats=3]
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "bench/random_model.h"
+#include "engine/engine.h"
+#include "kernels/cpu/cpu_backend.h"
+
+ABSL_FLAG(std::string, model_dir, "weights/models/default",
+          "canonical model directory (the bundled model by default)");
+ABSL_FLAG(std::string, shape, "",
+          "mamba130m: the 130M Mamba shape with random weights instead");
+ABSL_FLAG(int32_t, tokens, 256, "tokens generated per request");
+ABSL_FLAG(std::string, draft_tokens, "2,4,6", "draft lengths to run");
+ABSL_FLAG(int32_t, repeats, 3, "runs per setting (the median is printed)");
+ABSL_FLAG(int32_t, threads, 0, "CPU backend threads; 0 = one per core");
+
+namespace seqboat::bench {
+namespace {
+
+// The repetitive workload: a function, then the request to write it again
+// with one change, started; the answer copies most of the prompt.
+constexpr char kCode[] =
+    "def moving_average(values, window):\n"
+    "    \"\"\"The mean of each run of `window` values.\"\"\"\n"
+    "    if window <= 0:\n"
+    "        raise ValueError(\"window must be positive\")\n"
+    "    total = sum(values[:window])\n"
+    "    out = [total / window]\n"
+    "    for i in range(window, len(values)):\n"
+    "        total += values[i] - values[i - window]\n"
+    "        out.append(total / window)\n"
+    "    return out\n\n"
+    "# The same function, renamed to rolling_mean:\n\n"
+    "def rolling_mean(values, window):\n";
+constexpr char kStory[] =
+    "The harbour was quiet that morning. A gull circled the mast of the old "
+    "ferry while the baker on the corner set out the first loaves, and far "
+    "off a bell rang twice for the tide.";
+
+struct Run {
+  double tok_per_s = 0;
+  std::vector<int32_t> tokens;
+  int64_t drafted = 0, accepted = 0, steps = 0;
+};
+
+Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
+             int k) {
+  struct Collected {
+    std::vector<int32_t> tokens;
+    Clock::time_point first, last;
+    std::promise<void> done;
+  } c;
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0.0f;
+  r.stopping.max_new_tokens = tokens;
+  r.stopping.ignore_eos = true;
+  if (k > 0) r.speculative = {SpeculativeMethod::kPromptLookup, k, 2, 4};
+  r.sink = [&c](GenerationEvent e) {
+    const Clock::time_point now = Clock::now();
+    if (c.tokens.empty()) c.first = now;
+    c.last = now;
+    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    if (e.finish != FinishReason::kNone || !e.status.ok()) c.done.set_value();
+  };
+  const EngineStats before = engine.Stats();
+  if (absl::Status s = engine.Submit(std::move(r)); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+  c.done.get_future().wait();
+  const EngineStats after = engine.Stats();
+  Run run;
+  run.tokens = c.tokens;
+  run.tok_per_s =
+      (static_cast<double>(c.tokens.size()) - 1) / Seconds(c.first, c.last);
+  run.drafted =
+      after.speculation.draft_tokens - before.speculation.draft_tokens;
+  run.accepted =
+      after.speculation.accepted_tokens - before.speculation.accepted_tokens;
+  run.steps = after.steps - before.steps;
+  return run;
+}
+
+int Main() {
+  std::string dir = absl::GetFlag(FLAGS_model_dir);
+  if (absl::GetFlag(FLAGS_shape) == "mamba130m") {
+    dir = "/tmp/seqboat-bench-mamba130m";
+    if (!std::filesystem::exists(dir + "/model.safetensors")) {
+      if (absl::Status s = WriteRandomMamba({}, dir); !s.ok()) {
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+  } else if (!absl::GetFlag(FLAGS_shape).empty()) {
+    std::fprintf(stderr, "--shape must be mamba130m or empty\n");
+    return 1;
+  }
+  EngineOptions options;
+  options.model_dir = dir;
+  options.max_slots = 4;
+  options.prefix_cache_bytes = 0;
+  auto engine =
+      Engine::Create(options, MakeCpuBackend(absl::GetFlag(FLAGS_threads)));
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<int> ks;
+  for (absl::string_view k :
+       absl::StrSplit(absl::GetFlag(FLAGS_draft_tokens), ',')) {
+    int v = 0;
+    if (absl::SimpleAtoi(k, &v) && v > 0 && v <= options.max_draft_tokens)
+      ks.push_back(v);
+  }
+  const int tokens = absl::GetFlag(FLAGS_tokens);
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  const double bandwidth = MeasureReadBandwidth();
+  const int64_t weight_bytes =
+      std::filesystem::file_size(dir + "/model.safetensors");
+  std::printf(
+      "model %s (%s), weights file %.1f MB; read bandwidth %.1f GB/s"
+      " (a step that reads every weight once: %.0f tok/s at most)\n",
+      (*engine)->summary().name.c_str(), dir.c_str(), weight_bytes / 1e6,
+      bandwidth, bandwidth * 1e9 / weight_bytes);
+  std::printf("%-16s %6s %10s %8s %10s %12s %8s\n", "workload", "draft",
+              "tok/s", "ratio", "accepted", "tokens/step", "same");
+  for (const auto& [name, text] :
+       {std::pair<const char*, const char*>{"repetitive", kCode},
+        {"non-repetitive", kStory}}) {
+    const std::vector<int32_t> prompt = (*engine)->tokenizer().Encode(text);
+    std::vector<int> settings = {0};
+    settings.insert(settings.end(), ks.begin(), ks.end());
+    double base = 0;
+    std::vector<int32_t> reference;
+    for (int k : settings) {
+      std::vector<double> rates;
+      Run last;
+      for (int i = 0; i < repeats; ++i) {
+        last = Generate(**engine, prompt, tokens, k);
+        rates.push_back(last.tok_per_s);
+      }
+      const double median = Median(rates);
+      if (k == 0) {
+        base = median;
+        reference = last.tokens;
+      }
+      std::printf("%-16s %6d %10.1f %8.2f %9.0f%% %12.2f %8s\n", name, k,
+                  median, median / base,
+                  last.drafted > 0 ? 100.0 * last.accepted / last.drafted : 0.0,
+                  static_cast<double>(last.tokens.size()) /
+                      std::max<int64_t>(1, last.steps),
+                  last.tokens == reference ? "yes" : "NO");
+    }
+  }
+  (*engine)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace seqboat::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return seqboat::bench::Main();
+}

@@ -1,0 +1,127 @@
+"""Speculative decoding on a real seqboat_server (the bundled model): on by
+flag for requests that name no method, off or on per request over gRPC and
+HTTP; the output is what decoding without it gives, greedy and seeded alike;
+the spec_decode metrics count the drafts; bad options are refused by name."""
+
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+
+from live_server import start_server, stop_server
+from seqboat.v1 import generate_pb2 as pb
+from seqboat.v1 import generate_pb2_grpc as pb_grpc
+
+# Repetitive text: prompt lookup finds its drafts in the prompt.
+PROMPT = ("def add(a, b):\n    return a + b\n\n" * 6) + "def add("
+OTHER = "Once upon a time, in a quiet village by the sea, there lived"
+
+
+@pytest.fixture(scope="module")
+def spec_server(tmp_path_factory):
+    s = start_server(tmp_path_factory, "speculative",
+                     ["--speculative_method=prompt_lookup",
+                      "--num_speculative_tokens=4", "--max_draft_tokens=6"])
+    yield s
+    stop_server(s)
+
+
+def generate(server, prompt, method=pb.SPECULATIVE_METHOD_UNSPECIFIED,
+             draft=None, temperature=0.0, seed=None, tokens=48, n=None):
+    spec = pb.SpeculativeOptions(method=method)
+    if draft is not None:
+        spec.num_draft_tokens = draft
+    sampling = pb.SamplingParams(temperature=temperature)
+    if seed is not None:
+        sampling.seed = seed
+    request = pb.GenerateRequest(
+        text=prompt, sampling=sampling, speculative=spec,
+        stopping=pb.StoppingCriteria(max_new_tokens=tokens, ignore_eos=True))
+    if n is not None:
+        request.n = n
+    with grpc.insecure_channel(server.grpc) as channel:
+        out = list(pb_grpc.TextGenerationStub(channel).Generate(request, timeout=120))
+    texts = {}
+    for m in out:
+        texts[m.index] = texts.get(m.index, "") + m.text
+    return [texts[i] for i in sorted(texts)]
+
+
+def drafted(server):
+    return (server.sample('seqboat_spec_decode_num_draft_tokens_total{method="prompt_lookup"}'),
+            server.sample('seqboat_spec_decode_num_accepted_tokens_total{method="prompt_lookup"}'))
+
+
+def test_greedy_output_is_decodings_without_it(spec_server):
+    before_drafted, before_accepted = drafted(spec_server)
+    on = generate(spec_server, PROMPT)
+    after_drafted, after_accepted = drafted(spec_server)
+    assert after_drafted > before_drafted
+    assert after_accepted > before_accepted
+    off = generate(spec_server, PROMPT, method=pb.SPECULATIVE_METHOD_NONE)
+    assert on == off
+    assert drafted(spec_server)[0] == after_drafted  # NONE drafted nothing
+    assert generate(spec_server, OTHER, draft=6) == generate(
+        spec_server, OTHER, method=pb.SPECULATIVE_METHOD_NONE)
+
+
+def test_seeded_sampling_and_n_are_unchanged(spec_server):
+    for seed in (1, 2, 3):
+        assert generate(spec_server, PROMPT, temperature=0.8, seed=seed) == generate(
+            spec_server, PROMPT, method=pb.SPECULATIVE_METHOD_NONE,
+            temperature=0.8, seed=seed)
+    assert generate(spec_server, PROMPT, temperature=1.0, seed=9, n=3) == generate(
+        spec_server, PROMPT, method=pb.SPECULATIVE_METHOD_NONE,
+        temperature=1.0, seed=9, n=3)
+
+
+def test_rounds_by_acceptance_add_up(spec_server):
+    generate(spec_server, PROMPT)
+    metrics = spec_server.metrics()
+    rounds = {}
+    for line in metrics.splitlines():
+        if line.startswith("seqboat_spec_decode_rounds_by_accepted_total{"):
+            label, value = line.rsplit(" ", 1)
+            rounds[int(label.split('"')[1])] = float(value)
+    assert rounds and max(rounds) <= 6
+    drafts = spec_server.sample('seqboat_spec_decode_num_drafts_total{method="prompt_lookup"}')
+    assert sum(rounds.values()) == drafts
+    assert sum(a * c for a, c in rounds.items()) == drafted(spec_server)[1]
+
+
+def complete(server, body):
+    body = {"prompt": PROMPT, "max_tokens": 32, "temperature": 0, **body}
+    request = urllib.request.Request(f"{server.base_url}/completions",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        return json.loads(r.read())["choices"][0]["text"]
+
+
+def test_openai_speculative_option(spec_server):
+    assert complete(spec_server, {"speculative": {"method": "prompt_lookup",
+                                                  "num_draft_tokens": 2}}) == \
+        complete(spec_server, {"speculative": {"method": "none"}})
+    for bad, named in ((["x"], "must be an object"),
+                       ({"method": "medusa"}, "speculative.method"),
+                       ({"num_draft_tokens": 7}, "num_draft_tokens"),
+                       ({"ngram_min": 5, "ngram_max": 2}, "ngram"),
+                       ({"draft_model": "x"}, "speculative.draft_model")):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            complete(spec_server, {"speculative": bad})
+        assert err.value.code == 400
+        body = json.loads(err.value.read())
+        assert named in body["error"]["message"], body
+
+
+def test_grpc_refuses_bad_options_by_name(spec_server):
+    for draft, named in ((0, "num_draft_tokens"), (7, "num_draft_tokens")):
+        with pytest.raises(grpc.RpcError) as err:
+            generate(spec_server, OTHER, draft=draft)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert named in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        generate(spec_server, OTHER, method=7)
+    assert "speculative.method" in err.value.details()
