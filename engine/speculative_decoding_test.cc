@@ -3,7 +3,11 @@
 // without it gives, for every block kind alone and for the stacks, under
 // prefix reuse, n > 1 and chunked prefill; drafts are verified and counted;
 // and the state a partly rejected draft leaves equals a fresh decode's.
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -220,6 +224,62 @@ TEST(SpeculativeDecodingTest, BadParamsAreRefused) {
   req.speculative = {SpeculativeMethod::kPromptLookup, 2, 3, 2};
   s = r.engine().Submit(req);
   EXPECT_NE(s.message().find("n-gram"), std::string::npos) << s;
+}
+
+// Sampled output follows the model's distribution: speculating requests and
+// plain ones, with different seeds, draw the third token (after the first
+// two, where drafts were verified) with frequencies a two-sample chi-square
+// test cannot tell apart.
+TEST(SpeculativeDecodingTest, SampledTokensFollowTheModelsDistribution) {
+  Options o{3, 512, 0, 8};
+  Options plain_o = o;
+  plain_o.draft_tokens = 0;
+  Runner spec(kTinyHybrid, o), plain(kTinyHybrid, plain_o);
+  const std::vector<int32_t> prompt = RepetitivePrompt(2);
+  constexpr int kDraws = 700;
+  // Temperature 0.7 gathers the draws on a few tokens.
+  std::map<int32_t, std::array<int, 2>> counts;
+  for (int i = 0; i < kDraws; ++i) {
+    ++counts[spec.Run(prompt, 5, 1, 0.7f, 1000 + i).tokens[0][3]][0];
+    ++counts[plain.Run(prompt, 5, 1, 0.7f, 500000 + i).tokens[0][3]][1];
+  }
+  const SpeculationCounts c = spec.engine().Stats().speculation;
+  ASSERT_GT(c.drafts, 100);
+  ASSERT_GT(c.accepted_tokens, 50);
+  ASSERT_LT(c.accepted_tokens, c.draft_tokens);
+  // Outcomes seen fewer than 10 times in all are pooled.
+  std::vector<std::array<int, 2>> bins;
+  std::array<int, 2> rare{0, 0};
+  for (const auto& [tokens, n] : counts) {
+    if (n[0] + n[1] >= 10) {
+      bins.push_back(n);
+    } else {
+      rare[0] += n[0];
+      rare[1] += n[1];
+    }
+  }
+  if (rare[0] + rare[1] > 0) bins.push_back(rare);
+  ASSERT_GE(bins.size(), 5u) << "too few outcomes for the test to mean much";
+  double chi2 = 0;
+  for (const auto& n : bins) {
+    const double total = n[0] + n[1];
+    for (int side = 0; side < 2; ++side) {
+      const double expected = total / 2;
+      chi2 += (n[side] - expected) * (n[side] - expected) / expected;
+    }
+  }
+  // The 0.999 quantile of chi-square with df degrees of freedom, by
+  // Wilson-Hilferty: a false alarm once in a thousand seeds' worth of runs
+  // (the seeds are fixed, so the test is deterministic).
+  const double df = static_cast<double>(bins.size()) - 1;
+  const double z = 3.09, h = 2.0 / (9.0 * df);
+  const double limit = df * std::pow(1.0 - h + z * std::sqrt(h), 3.0);
+  EXPECT_LT(chi2, limit) << bins.size() << " bins";
+  std::printf(
+      "%zu bins, chi2 %.2f (limit %.2f), drafts %lld, accepted %lld of %lld\n",
+      bins.size(), chi2, limit, static_cast<long long>(c.drafts),
+      static_cast<long long>(c.accepted_tokens),
+      static_cast<long long>(c.draft_tokens));
 }
 
 // The model-level round: the draft in a spare copy of the slot, the unfed
