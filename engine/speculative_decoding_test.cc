@@ -4,12 +4,14 @@
 // prefix reuse, n > 1 and chunked prefill; drafts are verified and counted;
 // and the state a partly rejected draft leaves equals a fresh decode's.
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -210,6 +212,33 @@ TEST(SpeculativeDecodingTest, SpareSlotsGiveWayToWaitingRequests) {
     EXPECT_EQ(cs[i]->tokens, plain.Run(RepetitivePrompt(i), 16).tokens[0]);
   }
   EXPECT_EQ(spec.engine().Stats().free_slots, 2);
+}
+
+// A speculating request cancelled mid-stream gives back its slot and its
+// spare.
+TEST(SpeculativeDecodingTest, CancelGivesBackBothSlots) {
+  Runner r(kTinyHybrid, {4, 512, 0, 3});
+  EventCollector c;
+  Request req;
+  req.prompt = RepetitivePrompt(3);
+  req.sampling.temperature = 0.0f;
+  req.stopping.max_new_tokens = 4000;
+  req.stopping.ignore_eos = true;
+  req.speculative = {SpeculativeMethod::kPromptLookup, 4, 1, 3};
+  auto control = req.control;
+  req.sink = c.Sink();
+  ASSERT_TRUE(r.engine().Submit(std::move(req)).ok());
+  while (r.engine().Stats().speculation.drafts < 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(r.engine().Stats().free_slots, 1);  // the slot and its spare
+  control->cancelled = true;
+  const GenerationEvent last = c.done.get_future().get();
+  EXPECT_EQ(last.finish, FinishReason::kCancelled);
+  for (int i = 0; i < 1000 && r.engine().Stats().free_slots != 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(r.engine().Stats().free_slots, 3);
 }
 
 TEST(SpeculativeDecodingTest, BadParamsAreRefused) {
