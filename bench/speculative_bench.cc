@@ -9,6 +9,7 @@
 //
 //   bazel run -c opt //bench:speculative_bench -- [--model_dir=DIR |
 //   --shape=mamba130m] [--tokens=256] [--draft_tokens=2,4,6] [--repeats=3]
+//   [--batches=1,4,16]
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "bench/bench_util.h"
 #include "bench/random_model.h"
 #include "engine/engine.h"
+#include "engine/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, model_dir, "weights/models/default",
@@ -34,6 +36,9 @@ ABSL_FLAG(int32_t, tokens, 256, "tokens generated per request");
 ABSL_FLAG(std::string, draft_tokens, "2,4,6", "draft lengths to run");
 ABSL_FLAG(int32_t, repeats, 3, "runs per setting (the median is printed)");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads; 0 = one per core");
+ABSL_FLAG(std::string, batches, "1",
+          "concurrent requests per run (speculation's gain shrinks as the "
+          "batch grows and a step stops being bound by reading the weights)");
 
 namespace seqboat::bench {
 namespace {
@@ -59,48 +64,94 @@ constexpr char kStory[] =
     "off a bell rang twice for the tide.";
 
 struct Run {
-  double tok_per_s = 0;
-  std::vector<int32_t> tokens;
-  int64_t drafted = 0, accepted = 0, steps = 0;
+  double tok_per_s = 0;         // all sequences together
+  std::vector<int32_t> tokens;  // the first sequence's
+  int64_t drafted = 0, accepted = 0, steps = 0, generated = 0;
 };
 
+// `batch` copies of the request at once; decode time from the first token
+// of any to the last of all.
 Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
-             int k) {
+             int k, int batch) {
   struct Collected {
     std::vector<int32_t> tokens;
     Clock::time_point first, last;
     std::promise<void> done;
-  } c;
-  Request r;
-  r.prompt = prompt;
-  r.sampling.temperature = 0.0f;
-  r.stopping.max_new_tokens = tokens;
-  r.stopping.ignore_eos = true;
-  if (k > 0) r.speculative = {SpeculativeMethod::kPromptLookup, k, 2, 4};
-  r.sink = [&c](GenerationEvent e) {
-    const Clock::time_point now = Clock::now();
-    if (c.tokens.empty()) c.first = now;
-    c.last = now;
-    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
-    if (e.finish != FinishReason::kNone || !e.status.ok()) c.done.set_value();
   };
+  std::vector<Collected> cs(static_cast<size_t>(batch));
   const EngineStats before = engine.Stats();
-  if (absl::Status s = engine.Submit(std::move(r)); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    std::exit(1);
+  for (Collected& c : cs) {
+    Request r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0.0f;
+    r.stopping.max_new_tokens = tokens;
+    r.stopping.ignore_eos = true;
+    if (k > 0) r.speculative = {SpeculativeMethod::kPromptLookup, k, 2, 4};
+    r.sink = [&c](GenerationEvent e) {
+      const Clock::time_point now = Clock::now();
+      if (c.tokens.empty()) c.first = now;
+      c.last = now;
+      c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      if (e.finish != FinishReason::kNone || !e.status.ok()) c.done.set_value();
+    };
+    if (absl::Status s = engine.Submit(std::move(r)); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      std::exit(1);
+    }
   }
-  c.done.get_future().wait();
-  const EngineStats after = engine.Stats();
   Run run;
-  run.tokens = c.tokens;
+  Clock::time_point first = Clock::time_point::max(), last;
+  for (Collected& c : cs) {
+    c.done.get_future().wait();
+    first = std::min(first, c.first);
+    last = std::max(last, c.last);
+    run.generated += static_cast<int64_t>(c.tokens.size());
+  }
+  const EngineStats after = engine.Stats();
+  run.tokens = cs[0].tokens;
   run.tok_per_s =
-      (static_cast<double>(c.tokens.size()) - 1) / Seconds(c.first, c.last);
+      static_cast<double>(run.generated - batch) / Seconds(first, last);
   run.drafted =
       after.speculation.draft_tokens - before.speculation.draft_tokens;
   run.accepted =
       after.speculation.accepted_tokens - before.speculation.accepted_tokens;
   run.steps = after.steps - before.steps;
   return run;
+}
+
+// Median seconds of one step at batch 1: a plain decode (k = 0), or a
+// round of a draft of k (the slot copied into the spare, one unfed token in
+// the slot, it and the draft in the spare, k + 1 logit rows).
+double RoundSeconds(Model& model, int k, int steps) {
+  SlotArena& arena = model.arena();
+  const int slot = *arena.Acquire(), spare = *arena.Acquire();
+  std::vector<float> logits(static_cast<size_t>(k + 1) * model.vocab_size());
+  std::vector<double> t;
+  for (int s = 0; s < steps + 2; ++s) {
+    StepRows rows;
+    const int32_t id = (s * 7 + 1) % 256;
+    if (k == 0) {
+      rows = StepRows{{id}, {{slot, 0, 1}}, {0}};
+    } else {
+      rows.ids.push_back(id);
+      rows.segs.push_back({slot, 0, 1});
+      rows.segs.push_back({spare, 1, k + 1});
+      for (int i = 0; i <= k; ++i) {
+        rows.ids.push_back((id + i * 5) % 256);
+        rows.logit_rows.push_back(1 + i);
+      }
+    }
+    const auto a = Clock::now();
+    if (k > 0) arena.CopySlot(spare, slot);
+    if (absl::Status st = model.Forward(rows, logits.data()); !st.ok()) {
+      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      std::exit(1);
+    }
+    if (s >= 2) t.push_back(Seconds(a, Clock::now()));
+  }
+  arena.Release(slot);
+  arena.Release(spare);
+  return Median(t);
 }
 
 int Main() {
@@ -119,7 +170,8 @@ int Main() {
   }
   EngineOptions options;
   options.model_dir = dir;
-  options.max_slots = 4;
+  options.max_slots = 64;
+  options.speculative_max_batch = 64;  // the bench looks for the threshold
   options.prefix_cache_bytes = 0;
   auto engine =
       Engine::Create(options, MakeCpuBackend(absl::GetFlag(FLAGS_threads)));
@@ -144,37 +196,64 @@ int Main() {
       " (a step that reads every weight once: %.0f tok/s at most)\n",
       (*engine)->summary().name.c_str(), dir.c_str(), weight_bytes / 1e6,
       bandwidth, bandwidth * 1e9 / weight_bytes);
-  std::printf("%-16s %6s %10s %8s %10s %12s %8s\n", "workload", "draft",
-              "tok/s", "ratio", "accepted", "tokens/step", "same");
+  std::vector<int> batches;
+  for (absl::string_view b :
+       absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
+    int v = 0;
+    if (absl::SimpleAtoi(b, &v) && v > 0 && v <= 32) batches.push_back(v);
+  }
+  std::printf("%-16s %5s %6s %10s %8s %10s %12s %8s\n", "workload", "batch",
+              "draft", "tok/s", "ratio", "accepted", "tokens/step", "same");
   for (const auto& [name, text] :
        {std::pair<const char*, const char*>{"repetitive", kCode},
         {"non-repetitive", kStory}}) {
     const std::vector<int32_t> prompt = (*engine)->tokenizer().Encode(text);
     std::vector<int> settings = {0};
     settings.insert(settings.end(), ks.begin(), ks.end());
-    double base = 0;
-    std::vector<int32_t> reference;
-    for (int k : settings) {
-      std::vector<double> rates;
-      Run last;
-      for (int i = 0; i < repeats; ++i) {
-        last = Generate(**engine, prompt, tokens, k);
-        rates.push_back(last.tok_per_s);
+    for (int batch : batches) {
+      double base = 0;
+      std::vector<int32_t> reference;
+      for (int k : settings) {
+        std::vector<double> rates;
+        Run last;
+        for (int i = 0; i < repeats; ++i) {
+          last = Generate(**engine, prompt, tokens, k, batch);
+          rates.push_back(last.tok_per_s);
+        }
+        const double median = Median(rates);
+        if (k == 0) {
+          base = median;
+          reference = last.tokens;
+        }
+        // Tokens per step: of one sequence (the steps run all together).
+        std::printf(
+            "%-16s %5d %6d %10.1f %8.2f %9.0f%% %12.2f %8s\n", name, batch, k,
+            median, median / base,
+            last.drafted > 0 ? 100.0 * last.accepted / last.drafted : 0.0,
+            static_cast<double>(last.generated) / batch /
+                std::max<int64_t>(1, last.steps),
+            last.tokens == reference ? "yes" : "NO");
       }
-      const double median = Median(rates);
-      if (k == 0) {
-        base = median;
-        reference = last.tokens;
-      }
-      std::printf("%-16s %6d %10.1f %8.2f %9.0f%% %12.2f %8s\n", name, k,
-                  median, median / base,
-                  last.drafted > 0 ? 100.0 * last.accepted / last.drafted : 0.0,
-                  static_cast<double>(last.tokens.size()) /
-                      std::max<int64_t>(1, last.steps),
-                  last.tokens == reference ? "yes" : "NO");
     }
   }
   (*engine)->Shutdown();
+  engine->reset();
+  // What a round costs against a plain step: the speedup is the tokens a
+  // round yields over this ratio.
+  auto backend = MakeCpuBackend(absl::GetFlag(FLAGS_threads));
+  auto model = Model::Load(dir, *backend, {4, 64, std::vector<int>{}, 16});
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  const double plain = RoundSeconds(**model, 0, 50);
+  std::printf("step at batch 1: plain decode %.3f ms", plain * 1e3);
+  for (int k : ks) {
+    const double round = RoundSeconds(**model, k, 50);
+    std::printf("; round of %d drafts %.3f ms (x%.2f)", k, round * 1e3,
+                round / plain);
+  }
+  std::printf("\n");
   return 0;
 }
 
