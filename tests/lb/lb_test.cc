@@ -6,6 +6,7 @@
 // (default 300), SEQBOAT_LB_KILL_CONCURRENCY (30), SEQBOAT_LB_KILL_OUTPUT_LEN
 // (256 tokens per stream).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -54,7 +55,7 @@ class LbTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("lb");
     ASSERT_FALSE(dir_.empty());
-    std::vector<std::string> upstreams;
+    std::vector<std::string>& upstreams = upstreams_;
     for (int i = 0; i < kReplicas; ++i) {
       // One CPU thread each: three replicas share two cores with the client.
       auto replica =
@@ -112,7 +113,28 @@ class LbTest : public ::testing::Test {
     return SampleValue(Metrics(r), series).value_or(-1);
   }
 
+  // The chat workload (`conversations` of 4 turns, a 1024-token history, 16
+  // tokens a user message and an answer) through the balancer on `port`;
+  // the result JSON's per-turn summaries.
+  nlohmann::json RunChat(int port, uint64_t seed, bool session_ids,
+                         const std::string& result) {
+    auto load = ChildProcess::Start(
+        {"clients/load/seqboat_load", absl::StrCat("--target=127.0.0.1:", port),
+         "--workload=chat", "--concurrency=8", "--chat_conversations=16",
+         "--chat_turns=4", "--chat_history_len=1024", "--chat_user_len=16",
+         "--output_len=16", absl::StrCat("--seed=", seed),
+         absl::StrCat("--chat_session_ids=", session_ids ? "true" : "false"),
+         "--request_timeout_s=120", "--progress=false",
+         "--result_json=" + result},
+        result + ".stdout", result + ".stderr");
+    EXPECT_TRUE(load.ok()) << load.status();
+    if (!load.ok()) return nlohmann::json();
+    nlohmann::json out = FinishLoad(**load, result, absl::Seconds(400));
+    return out.is_discarded() ? nlohmann::json() : out["turns"];
+  }
+
   std::string dir_;
+  std::vector<std::string> upstreams_;
   std::vector<Replica> replicas_;
   int lb_port_ = 0;
   std::unique_ptr<ChildProcess> nginx_;
@@ -151,6 +173,45 @@ TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
 // A few hundred streams over the three; a third of the way through, the
 // busiest replica is SIGKILLed. The streams it held fail; no other does, each
 // of the others gets every token, and the two survivors end idle.
+// The same replicas behind two balancers: the per-stream round robin above,
+// and the deployed config's consistent hash of the conversation key
+// (deploy/k8s/nginx.conf). With the key, each conversation's turns land on
+// the replica that holds its last turn's snapshot: every turn after the
+// first resumes from it (at least 95 % of its prompt from the cache).
+// Round robin in the same run shows what affinity is worth (printed).
+TEST_F(LbTest, SessionAffinityServesEveryNextTurnFromItsSnapshot) {
+  const std::string prefix = dir_ + "/affinity";
+  ASSERT_EQ(mkdir(prefix.c_str(), 0755), 0);
+  int hashed_port = 0;
+  auto hashed = StartNginx(prefix, upstreams_, &hashed_port,
+                           "hash $http_x_session_id consistent;");
+  ASSERT_TRUE(hashed.ok()) << hashed.status();
+  // Different seeds: the second run's histories are not the first's.
+  const nlohmann::json rr =
+      RunChat(lb_port_, 11, /*session_ids=*/false, dir_ + "/chat_rr.json");
+  const nlohmann::json affine =
+      RunChat(hashed_port, 12, /*session_ids=*/true, dir_ + "/chat_hash.json");
+  (*hashed)->Signal(SIGQUIT);
+  (*hashed)->WaitForExit(absl::Seconds(10));
+  ASSERT_EQ(rr.size(), 4u);
+  ASSERT_EQ(affine.size(), 4u);
+  for (int turn = 0; turn < 4; ++turn) {
+    const nlohmann::json& a = affine[turn];
+    const nlohmann::json& r = rr[turn];
+    EXPECT_EQ(a["completed"], 16);
+    EXPECT_EQ(r["completed"], 16);
+    std::cout << "turn " << turn << ": cached/prompt affinity "
+              << a["cached_fraction"].get<double>() << " round robin "
+              << r["cached_fraction"].get<double>() << "; TTFT p50 affinity "
+              << a["median_ttft_ms"].get<double>() << " ms, round robin "
+              << r["median_ttft_ms"].get<double>() << " ms" << std::endl;
+    if (turn > 0) {
+      EXPECT_GE(a["cached_fraction"].get<double>(), 0.95) << turn;
+      EXPECT_GT(a["min_cached_prompt_tokens"].get<int64_t>(), 0) << turn;
+    }
+  }
+}
+
 TEST_F(LbTest, KillingAReplicaMidLoadFailsOnlyTheStreamsOnIt) {
   const int streams = EnvInt("SEQBOAT_LB_KILL_STREAMS", 300);
   const int concurrency = EnvInt("SEQBOAT_LB_KILL_CONCURRENCY", 30);
