@@ -352,11 +352,19 @@ def test_kustomization_lists_existing_files_and_the_balancer_config():
                    if d["metadata"]["name"] == "seqboat-balancer"]
     volumes = balancer["spec"]["template"]["spec"]["volumes"]
     assert generator["name"] in [v.get("configMap", {}).get("name") for v in volumes]
-    # The balancer forwards to the headless replica Service by its name.
+    # The balancer forwards to each replica of the StatefulSet by its own
+    # name under the headless Service, every one the HPA may start, hashing
+    # the conversation key consistently.
     conf = (K8S / "nginx.conf").read_text()
     (replicas,) = [s for s in by_kind("Service") if s["spec"].get("clusterIP") == "None"]
     grpc_port = next(p["port"] for p in replicas["spec"]["ports"] if p["name"] == "grpc")
-    assert f"server {replicas['metadata']['name']}:{grpc_port}" in conf
+    (sts,) = by_kind("StatefulSet")
+    (hpa,) = by_kind("HorizontalPodAutoscaler")
+    assert sts["spec"]["serviceName"] == replicas["metadata"]["name"]
+    names = re.findall(r"server (\S+) resolve", conf)
+    assert names == [f"{sts['metadata']['name']}-{i}.{replicas['metadata']['name']}:{grpc_port}"
+                     for i in range(hpa["spec"]["maxReplicas"])]
+    assert "hash $http_x_session_id consistent;" in conf
     listen = int(re.search(r"listen (\d+) http2;", conf).group(1))
     (container,) = balancer["spec"]["template"]["spec"]["containers"]
     assert container["ports"][0]["containerPort"] == listen
@@ -364,13 +372,22 @@ def test_kustomization_lists_existing_files_and_the_balancer_config():
 
 # ---------------------------------------------------------------- nginx
 
+def local_nginx_conf(tmp_path):
+    """The balancer's config as this machine's nginx can check it: the
+    cluster's names do not resolve here (each replica's becomes a loopback
+    port), Debian's nginx 1.22 lacks `resolve` on upstream servers (the
+    image's 1.27 has it), and paths go to a temp prefix."""
+    conf = (K8S / "nginx.conf").read_text()
+    conf = re.sub(r"seqboat-(\d+)\.seqboat-replicas:\d+ resolve",
+                  lambda m: f"127.0.0.1:{50051 + int(m.group(1))}", conf)
+    conf = conf.replace("kube-dns.kube-system.svc.cluster.local", "127.0.0.1")
+    return conf.replace("/tmp/", f"{tmp_path}/")
+
+
 def test_balancer_config_passes_nginx_t(tmp_path):
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     assert os.access(nginx, os.X_OK), "nginx missing: run deploy/setup.sh"
-    conf = (K8S / "nginx.conf").read_text()
-    # The cluster's DNS name does not resolve here; paths go to a temp prefix.
-    conf = conf.replace("seqboat-replicas:", "127.0.0.1:")
-    conf = conf.replace("/tmp/", f"{tmp_path}/")
+    conf = local_nginx_conf(tmp_path)
     path = tmp_path / "nginx.conf"
     path.write_text(conf)
     out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
@@ -384,9 +401,7 @@ def test_nginx_t_rejects_a_broken_config(tmp_path):
     """The check above can fail: a bad directive is caught."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     path = tmp_path / "nginx.conf"
-    path.write_text((K8S / "nginx.conf").read_text()
-                    .replace("seqboat-replicas:", "127.0.0.1:")
-                    .replace("/tmp/", f"{tmp_path}/")
+    path.write_text(local_nginx_conf(tmp_path)
                     .replace("grpc_next_upstream error", "grpc_next_upstream bogus"))
     out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
                          capture_output=True, text=True, timeout=30)
