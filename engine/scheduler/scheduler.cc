@@ -265,8 +265,12 @@ std::deque<Request>::iterator Scheduler::NextInTurn() {
   // name order, wrapping around; one pass, so a turn costs the queue's length.
   auto after = waiting_.end(), first = waiting_.end();
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-    // Its snapshot is on its way from disk.
-    if (disk_reading_.contains(it->control.get())) continue;
+    // Its snapshot is on its way from disk, or it came after this turn's
+    // disk lookups (the next turn looks it up).
+    if (disk_ != nullptr && (disk_reading_.contains(it->control.get()) ||
+                             !disk_checked_.contains(it->control.get()))) {
+      continue;
+    }
     const std::string& t = it->tenant;
     if (first == waiting_.end() || t < first->tenant) first = it;
     if (t > last_tenant_ && (after == waiting_.end() || t < after->tenant)) {

@@ -245,7 +245,8 @@ class Scheduler {
     std::shared_ptr<const void> keep;
   };
   std::deque<InFlightCopy> copying_;
-  // Waiting requests already looked up on disk.
+  // Waiting requests already looked up on disk; with a disk tier, only
+  // these are admitted.
   absl::flat_hash_set<const RequestControl*> disk_checked_;
   int disk_reads_ = 0;  // in flight
   int64_t planned_steps_ = 0;
