@@ -361,10 +361,22 @@ def test_kustomization_lists_existing_files_and_the_balancer_config():
     (sts,) = by_kind("StatefulSet")
     (hpa,) = by_kind("HorizontalPodAutoscaler")
     assert sts["spec"]["serviceName"] == replicas["metadata"]["name"]
-    names = re.findall(r"server (\S+) resolve", conf)
-    assert names == [f"{sts['metadata']['name']}-{i}.{replicas['metadata']['name']}:{grpc_port}"
-                     for i in range(hpa["spec"]["maxReplicas"])]
-    assert "hash $http_x_session_id consistent;" in conf
+    openai_port = next(p["port"] for p in replicas["spec"]["ports"]
+                       if p["name"] == "openai")
+    upstreams = re.findall(r"upstream (\w+) \{(.*?)\n  \}", conf, re.S)
+    assert [name for name, _ in upstreams] == ["seqboat", "seqboat_openai"]
+    for (_, body), port in zip(upstreams, (grpc_port, openai_port)):
+        names = re.findall(r"server (\S+) resolve", body)
+        assert names == [
+            f"{sts['metadata']['name']}-{i}.{replicas['metadata']['name']}:{port}"
+            for i in range(hpa["spec"]["maxReplicas"])]
+        assert "hash $http_x_session_id consistent;" in body
+    # The OpenAI port goes through the balancer too, by the same key.
+    assert re.search(r"listen 8000;\s+location / \{\s+proxy_pass http://seqboat_openai;",
+                     conf)
+    ports = {p["name"]: p["containerPort"]
+             for p in balancer["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports["openai"] == 8000
     listen = int(re.search(r"listen (\d+) http2;", conf).group(1))
     (container,) = balancer["spec"]["template"]["spec"]["containers"]
     assert container["ports"][0]["containerPort"] == listen
