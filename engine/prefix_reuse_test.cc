@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
@@ -398,6 +399,41 @@ TEST(PrefixDiskTest, AnotherModelsSnapshotsAreRefused) {
   EXPECT_GT(st.refused[static_cast<int>(SnapshotRefusal::kIdentity)], 0);
   const Result r = hybrid.Run(Concat(Tokens(20, 30), Tokens(5, 31)), 3);
   EXPECT_EQ(r.last.cached_prompt_tokens, 0);
+}
+
+// A file that fails its checksum when read back is deleted and counted, and
+// the request prefills instead, with the output a fresh decode gives.
+TEST(PrefixDiskTest, ACorruptFileIsNeverServed) {
+  const std::string dir = FreshDir("disk_corrupt");
+  const std::vector<int32_t> p1 = Tokens(30, 40);
+  std::vector<int32_t> p2;
+  {
+    Runner on(kTinyHybrid, 64 << 20, 16, 4, dir);
+    p2 = Concat(Concat(p1, on.Run(p1, 5).tokens), Tokens(6, 41));
+  }  // the snapshots go to disk
+  int flipped = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    // One byte of the state, past the header and the tokens.
+    std::fstream f(entry.path(),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-64, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-64, std::ios::end);
+    c ^= 0x5a;
+    f.write(&c, 1);
+    ++flipped;
+  }
+  ASSERT_GT(flipped, 0);
+  Runner restarted(kTinyHybrid, 64 << 20, 16, 4, dir);
+  Runner off(kTinyHybrid, 0, 512);
+  const Result r = restarted.Run(p2, 6);
+  EXPECT_EQ(r.last.cached_prompt_tokens, 0);
+  ExpectSame(r, off.Run(p2, 6));
+  const SnapshotDiskStats st =
+      restarted.engine().Stats().prefix_cache_disk_stats;
+  EXPECT_EQ(st.hits, 0);
+  EXPECT_GE(st.refused[static_cast<int>(SnapshotRefusal::kCorrupt)], 1);
 }
 
 TEST(PrefixDiskTest, DiskWithoutABudgetIsRefused) {
