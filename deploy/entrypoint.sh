@@ -34,6 +34,14 @@ keys=()
 [[ -n "${SEQBOAT_METRICS_API_KEY_FILE:-}" ]] &&
   keys+=(--metrics_api_key_file="$SEQBOAT_METRICS_API_KEY_FILE")
 
+# The prefix cache's disk tier (README.md, "Snapshots on disk"): a directory
+# on the replica's own volume. Unset: none.
+cache=(--prefix_cache_bytes="${SEQBOAT_PREFIX_CACHE_BYTES:-1073741824}")
+if [[ -n "${SEQBOAT_PREFIX_CACHE_DIR:-}" ]]; then
+  cache+=(--prefix_cache_dir="$SEQBOAT_PREFIX_CACHE_DIR"
+          --prefix_cache_disk_bytes="${SEQBOAT_PREFIX_CACHE_DISK_BYTES:-8589934592}")
+fi
+
 # exec: the server is PID 1 in a container and gets SIGTERM directly.
 exec "$bin" \
   --model_dir="$model_dir" \
@@ -47,5 +55,6 @@ exec "$bin" \
   --drain_grace_seconds="${SEQBOAT_DRAIN_GRACE_SECONDS:-30}" \
   --cpu_threads="${SEQBOAT_CPU_THREADS:-0}" \
   --cpu_weights="${SEQBOAT_CPU_WEIGHTS:-auto}" \
+  "${cache[@]}" \
   "${keys[@]}" \
   "$@"

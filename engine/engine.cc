@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -11,10 +12,17 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/state/host_block_pool.h"
+#include "engine/state/snapshot_file.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
 namespace {
+
+// Sequences that may speculate at once: never more than there are slots
+// (the model's buffers are sized by the same figure).
+int32_t SpeculativeBatch(const EngineOptions& o) {
+  return std::min(o.speculative_max_batch, o.max_slots);
+}
 
 // The engine thread and its loop: wait for work, admit, drop the cancelled,
 // run one step, deliver its events. What to run is the Scheduler's.
@@ -22,20 +30,29 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
              std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
-             HostBlockPool snapshot_blocks)
+             HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
         model_(std::move(model)),
         snapshot_blocks_(std::move(snapshot_blocks)),
+        disk_(std::move(disk)),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{
                 options_.max_queue, options_.step_token_budget,
-                options_.speculative_max_batch,
-                options_.speculative_max_batch * options_.max_draft_tokens},
+                SpeculativeBatch(options_),
+                SpeculativeBatch(options_) * options_.max_draft_tokens},
             model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
-            &snapshot_blocks_) {
+            &snapshot_blocks_, disk_.get()) {
+    if (disk_ != nullptr) {
+      // Off the step path: the writer thread takes it from here (or drops
+      // it when its queue is full).
+      prefix_cache_.set_on_evict(
+          [disk = disk_.get()](std::shared_ptr<const PrefixSnapshot> snap) {
+            disk->Write(std::move(snap));
+          });
+    }
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
     for (const auto& layer : model_->layers())
@@ -96,6 +113,7 @@ class EngineImpl final : public Engine {
       // Everything the loop sent, its last cancellations included, is
       // delivered before Shutdown returns.
       outbox_.Stop();
+      PersistSnapshots();
     });
   }
 
@@ -113,6 +131,10 @@ class EngineImpl final : public Engine {
     stats.fault = c.fault;
     stats.speculation = c.speculation;
     stats.prefix_cache = prefix_cache_.Stats();
+    if (disk_ != nullptr) {
+      stats.prefix_cache_disk = true;
+      stats.prefix_cache_disk_stats = disk_->Stats();
+    }
     return stats;
   }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
@@ -120,6 +142,23 @@ class EngineImpl final : public Engine {
   const EngineOptions& options() const override { return options_; }
 
  private:
+  // A drain's last act: the snapshots in memory go to the disk tier, least
+  // recently used first so the most recent are the last evicted there. The
+  // engine thread has stopped, so the cache is this thread's.
+  void PersistSnapshots() {
+    if (disk_ == nullptr) return;
+    std::vector<std::shared_ptr<const PrefixSnapshot>> snaps =
+        prefix_cache_.Snapshots();
+    const absl::Time start = absl::Now();
+    for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
+      disk_->Write(*it, /*wait=*/true);
+    }
+    disk_->Flush();
+    spdlog::info("wrote {} prefix snapshots to {} in {}", snaps.size(),
+                 options_.prefix_cache_dir,
+                 absl::FormatDuration(absl::Now() - start));
+  }
+
   // One turn: admit and drop, then either pipeline (launch the next step,
   // then read the one in flight while the device runs the new one) or run a
   // step synchronously; deliver the turn's events.
@@ -319,8 +358,11 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Model> model_;
   ModelSummary summary_;
   HostBlockPool snapshot_blocks_;  // the prefix cache's memory
-  PrefixCache prefix_cache_;       // the engine thread's; Stats() from any
-  EventOutbox outbox_;             // before the scheduler, which sends into it
+  // The cache's disk tier, or null; declared before the cache and the
+  // scheduler, which use it, and after the blocks its queue holds.
+  std::unique_ptr<SnapshotDisk> disk_;
+  PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
+  EventOutbox outbox_;        // before the scheduler, which sends into it
   Scheduler scheduler_;
 
   mutable std::mutex mu_;
@@ -339,6 +381,37 @@ class EngineImpl final : public Engine {
   std::thread thread_;
   std::once_flag joined_;
 };
+
+// What a snapshot file must have been written under to be restored: the
+// file format's users agree on the model (config.json, the weights file's
+// size and its first and last MiB: hashing gigabytes at every start would
+// cost more than the cache saves), the layer stack, one slot's state size,
+// and the backend, which owns the state's layout.
+uint64_t SnapshotIdentity(const ModelDir& dir, Model& model,
+                          const std::string& backend) {
+  auto mix = [](uint64_t h, const std::string& s) {
+    const uint64_t n = s.size();
+    return Fnv64(Fnv64(h, &n, sizeof(n)), s.data(), s.size());
+  };
+  uint64_t h = mix(kFnv64Start, "seqboat prefix snapshot");
+  h = mix(h, dir.config_json());
+  std::ifstream weights(dir.FilePath("model.safetensors"), std::ios::binary);
+  weights.seekg(0, std::ios::end);
+  const int64_t size = weights ? static_cast<int64_t>(weights.tellg()) : -1;
+  h = Fnv64(h, &size, sizeof(size));
+  constexpr int64_t kEdge = int64_t{1} << 20;
+  std::string edge(
+      static_cast<size_t>(std::min(kEdge, std::max<int64_t>(size, 0))), '\0');
+  for (int64_t at : {int64_t{0}, std::max<int64_t>(0, size - kEdge)}) {
+    weights.seekg(at);
+    weights.read(edge.data(), static_cast<std::streamsize>(edge.size()));
+    h = mix(h, edge);
+  }
+  for (const auto& layer : model.layers()) h = mix(h, layer->kind());
+  const int64_t slot = model.arena().bytes_per_slot();
+  h = Fnv64(h, &slot, sizeof(slot));
+  return mix(h, backend);
+}
 
 }  // namespace
 
@@ -366,14 +439,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(
         "max_draft_tokens must be in [0, 64] and speculative_max_batch >= 0");
   }
+  if (!options.prefix_cache_dir.empty() &&
+      (options.prefix_cache_disk_bytes <= 0 ||
+       options.prefix_cache_bytes <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefix_cache_dir ", options.prefix_cache_dir,
+        " needs prefix_cache_disk_bytes > 0 (got ",
+        options.prefix_cache_disk_bytes, ") and prefix_cache_bytes > 0 (got ",
+        options.prefix_cache_bytes, ")"));
+  }
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   ModelLimits limits;
   limits.max_slots = options.max_slots;
   // A speculating sequence's round: its unfed tokens (at most a draft and
   // one) in its slot, and again with the draft in its spare.
   const int32_t draft_rows =
-      std::min(options.speculative_max_batch, options.max_slots) *
-      options.max_draft_tokens;
+      SpeculativeBatch(options) * options.max_draft_tokens;
   limits.max_rows_per_step = options.step_token_budget + options.max_slots +
                              draft_rows * 3 + options.max_slots;
   limits.max_logit_rows = options.max_slots + draft_rows;
@@ -402,13 +483,28 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   // The cache's budget in host blocks of one slot's state, allocated now so
   // that no snapshot pins memory on the step path.
   const int64_t slot_bytes = (*model)->arena().bytes_per_slot();
+  std::unique_ptr<SnapshotDisk> disk;
+  int64_t writer_blocks = 0;
+  if (!options.prefix_cache_dir.empty()) {
+    SnapshotDiskOptions d;
+    d.dir = options.prefix_cache_dir;
+    d.budget_bytes = options.prefix_cache_disk_bytes;
+    d.identity = SnapshotIdentity(dir, **model, backend->name());
+    d.state_bytes = slot_bytes;
+    auto opened = SnapshotDisk::Open(d);
+    if (!opened.ok()) return opened.status();
+    disk = *std::move(opened);
+    // The writer's queue holds evicted snapshots' blocks until written.
+    if (slot_bytes > 0) writer_blocks = d.queue_depth;
+  }
   auto blocks = HostBlockPool::Create(
       *backend, slot_bytes,
-      slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes : 0);
+      slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes + writer_blocks
+                     : 0);
   if (!blocks.ok()) return blocks.status();
   return std::unique_ptr<Engine>(
       new EngineImpl(options, std::move(backend), *std::move(tokenizer),
-                     *std::move(model), *std::move(blocks)));
+                     *std::move(model), *std::move(blocks), std::move(disk)));
 }
 
 }  // namespace seqboat

@@ -16,6 +16,7 @@
 #include "engine/request.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/state/prefix_cache.h"
+#include "engine/state/snapshot_disk.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -32,6 +33,13 @@ struct EngineOptions {
   // Host bytes for prefix-state snapshots (engine/state/prefix_cache.h);
   // 0 disables prefix reuse.
   int64_t prefix_cache_bytes = 0;
+  // The prefix cache's disk tier (engine/state/snapshot_disk.h): snapshots
+  // evicted from memory are written to this directory, within
+  // prefix_cache_disk_bytes, and read back on a later request or by a
+  // restarted engine of the same model; Shutdown writes the snapshots in
+  // memory there too. Empty: no disk tier. Needs prefix_cache_bytes > 0.
+  std::string prefix_cache_dir;
+  int64_t prefix_cache_disk_bytes = 0;
   int32_t max_new_tokens_limit = 4096;
   // Speculative decoding (SpeculativeParams): a request's num_draft_tokens
   // is at most max_draft_tokens; rounds run while at most
@@ -70,6 +78,8 @@ struct EngineStats {
   std::vector<BlockCounter> block_counters;  // since start, every block's
   PrefixCacheStats prefix_cache;
   SpeculationCounts speculation;
+  bool prefix_cache_disk = false;  // whether there is a disk tier
+  SnapshotDiskStats prefix_cache_disk_stats;
 };
 
 struct ModelSummary {
@@ -103,8 +113,9 @@ class Engine {
 
   // Stops admitting new requests; running and queued ones go on to finish.
   virtual void BeginDrain() = 0;
-  // Cancels everything still in flight (each gets a kCancelled final event) and
-  // stops the engine thread. Idempotent.
+  // Cancels everything still in flight (each gets a kCancelled final event),
+  // stops the engine thread and writes the prefix cache's snapshots to its
+  // disk tier, if it has one. Idempotent.
   virtual void Shutdown() = 0;
 
   virtual EngineStats Stats() const = 0;

@@ -2,9 +2,11 @@
 // snapshot must give the same tokens and logprobs (within 1e-5) as the same
 // request computed from scratch, for every block kind alone and for the mixed
 // stack, under any prefill chunking.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
@@ -13,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,12 +54,14 @@ struct Result {
 class Runner {
  public:
   Runner(const std::string& model, int64_t cache_bytes, int budget,
-         int slots = 4) {
+         int slots = 4, const std::string& disk_dir = "") {
     EngineOptions o;
     o.model_dir = model;
     o.max_slots = slots;
     o.step_token_budget = budget;
     o.prefix_cache_bytes = cache_bytes;
+    o.prefix_cache_dir = disk_dir;
+    o.prefix_cache_disk_bytes = disk_dir.empty() ? 0 : int64_t{64} << 20;
     auto e = Engine::Create(o, MakeCpuBackend(1));
     EXPECT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
@@ -261,6 +266,144 @@ TEST(PrefixReuseTest, NegativeBudgetIsRefused) {
   auto e = Engine::Create(o, MakeCpuBackend(1));
   ASSERT_FALSE(e.ok());
   EXPECT_NE(std::string(e.status().message()).find("prefix_cache_bytes"),
+            std::string::npos);
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = absl::StrCat(testing::TempDir(), "/", name);
+  std::system(absl::StrCat("rm -rf ", dir).c_str());
+  return dir;
+}
+
+// Waits (polling, no deadline: the test's own timeout bounds it) until the
+// disk tier has written `files` snapshots.
+void AwaitDiskWrites(Engine& engine, int64_t files) {
+  while (engine.Stats().prefix_cache_disk_stats.writes < files) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// A memory cache of one snapshot over a disk tier: conversation A's
+// snapshots go to disk when B's turn evicts them, A's next turn is served
+// from disk, and so is the turn after that on an engine restarted over the
+// same directory; every turn equals a fresh decode. False, checking
+// nothing, for a model without per-sequence state (nothing to restore).
+bool CheckDiskRestore(const std::string& model, const std::string& name) {
+  SCOPED_TRACE(model);
+  const std::string dir = FreshDir("disk_" + name);
+  int64_t per_slot = 0;
+  {
+    Runner sizing(model, 0, 512);
+    per_slot = sizing.engine().summary().state_bytes_per_slot;
+  }
+  if (per_slot == 0) return false;
+  // Room for one snapshot of up to 128 tokens, never two.
+  const int64_t one_snapshot = per_slot + 512;
+  EXPECT_GT(per_slot, 512);
+  Runner off(model, 0, 512);
+  const std::vector<int32_t> a1 = Tokens(45, 20);
+  std::vector<int32_t> a2;
+  {
+    Runner on(model, one_snapshot, 16, 4, dir);
+    const Result t1 = on.Run(a1, 9);
+    ExpectSame(t1, off.Run(a1, 9));
+    // B's snapshots push A's out of memory and onto disk.
+    on.Run(Tokens(30, 21), 4);
+    AwaitDiskWrites(on.engine(), 2);
+    a2 = Concat(Concat(a1, t1.tokens), Tokens(13, 22));
+    const Result t2 = on.Run(a2, 12);
+    EXPECT_EQ(t2.last.cached_prompt_tokens, 45 + 9 - 1);
+    ExpectSame(t2, off.Run(a2, 12));
+    const EngineStats st = on.engine().Stats();
+    EXPECT_TRUE(st.prefix_cache_disk);
+    EXPECT_EQ(st.prefix_cache_disk_stats.hits, 1);
+    EXPECT_EQ(st.prefix_cache_disk_stats.hit_tokens, 45 + 9 - 1);
+    a2 = Concat(a2, t2.tokens);
+  }  // Shutdown writes what memory held: A's last turn
+  Runner restarted(model, one_snapshot, 16, 4, dir);
+  EXPECT_GT(restarted.engine().Stats().prefix_cache_disk_stats.files, 0);
+  const std::vector<int32_t> a3 = Concat(a2, Tokens(7, 23));
+  const Result t3 = restarted.Run(a3, 8);
+  EXPECT_EQ(t3.last.cached_prompt_tokens, static_cast<int32_t>(a2.size()) - 1);
+  ExpectSame(t3, off.Run(a3, 8));
+  EXPECT_EQ(restarted.engine().Stats().prefix_cache_disk_stats.hits, 1);
+  return true;
+}
+
+TEST(PrefixDiskTest, RestoredFromDiskIsExactForEveryKind) {
+  EXPECT_TRUE(CheckDiskRestore(kTinyHybrid, "hybrid"));
+  EXPECT_TRUE(CheckDiskRestore(kTinyGdn, "gdn"));
+  EXPECT_TRUE(CheckDiskRestore(kTinyMamba, "mamba"));
+  nlohmann::json config = nlohmann::json::parse(
+      ReadFile(std::string(kTinyHybrid) + "/config.json"));
+  std::set<std::string> seen, with_state;
+  for (int i = 0; i < static_cast<int>(config["blocks"].size()); ++i) {
+    const std::string kind = config["blocks"][i]["kind"];
+    if (!seen.insert(kind).second) continue;
+    if (CheckDiskRestore(SliceBlock(i), kind)) with_state.insert(kind);
+  }
+  // moe and mlp keep no state per sequence.
+  EXPECT_EQ(with_state, (std::set<std::string>{"mamba1", "seqboat", "attention",
+                                               "s4d", "mamba2"}));
+}
+
+TEST(PrefixDiskTest, AnotherModelsSnapshotsAreRefused) {
+  const std::string dir = FreshDir("disk_foreign");
+  {
+    Runner mamba(kTinyMamba, 64 << 20, 16, 4, dir);
+    mamba.Run(Tokens(20, 30), 3);
+  }  // its snapshots written at shutdown
+  Runner hybrid(kTinyHybrid, 64 << 20, 16, 4, dir);
+  const SnapshotDiskStats st = hybrid.engine().Stats().prefix_cache_disk_stats;
+  EXPECT_EQ(st.files, 0);
+  EXPECT_GT(st.refused[static_cast<int>(SnapshotRefusal::kIdentity)], 0);
+  const Result r = hybrid.Run(Concat(Tokens(20, 30), Tokens(5, 31)), 3);
+  EXPECT_EQ(r.last.cached_prompt_tokens, 0);
+}
+
+// A file that fails its checksum when read back is deleted and counted, and
+// the request prefills instead, with the output a fresh decode gives.
+TEST(PrefixDiskTest, ACorruptFileIsNeverServed) {
+  const std::string dir = FreshDir("disk_corrupt");
+  const std::vector<int32_t> p1 = Tokens(30, 40);
+  std::vector<int32_t> p2;
+  {
+    Runner on(kTinyHybrid, 64 << 20, 16, 4, dir);
+    p2 = Concat(Concat(p1, on.Run(p1, 5).tokens), Tokens(6, 41));
+  }  // the snapshots go to disk
+  int flipped = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    // One byte of the state, past the header and the tokens.
+    std::fstream f(entry.path(),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-64, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-64, std::ios::end);
+    c ^= 0x5a;
+    f.write(&c, 1);
+    ++flipped;
+  }
+  ASSERT_GT(flipped, 0);
+  Runner restarted(kTinyHybrid, 64 << 20, 16, 4, dir);
+  Runner off(kTinyHybrid, 0, 512);
+  const Result r = restarted.Run(p2, 6);
+  EXPECT_EQ(r.last.cached_prompt_tokens, 0);
+  ExpectSame(r, off.Run(p2, 6));
+  const SnapshotDiskStats st =
+      restarted.engine().Stats().prefix_cache_disk_stats;
+  EXPECT_EQ(st.hits, 0);
+  EXPECT_GE(st.refused[static_cast<int>(SnapshotRefusal::kCorrupt)], 1);
+}
+
+TEST(PrefixDiskTest, DiskWithoutABudgetIsRefused) {
+  EngineOptions o;
+  o.model_dir = kTinyMamba;
+  o.prefix_cache_bytes = 1 << 20;
+  o.prefix_cache_dir = FreshDir("disk_no_budget");
+  auto e = Engine::Create(o, MakeCpuBackend(1));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(std::string(e.status().message()).find("prefix_cache_disk_bytes"),
             std::string::npos);
 }
 

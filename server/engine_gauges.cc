@@ -1,6 +1,69 @@
 #include "server/engine_gauges.h"
 
+#include <string>
+
 namespace seqboat {
+namespace {
+
+// The prefix cache's disk tier (--prefix_cache_dir); zeros without one.
+void AddDiskGauges(MetricsRegistry* registry, const Engine* engine) {
+  using Stats = SnapshotDiskStats;
+  auto read = [engine](int64_t Stats::*field) {
+    return [engine, field] {
+      return static_cast<double>(engine->Stats().prefix_cache_disk_stats.*
+                                 field);
+    };
+  };
+  const std::string p = "seqboat_prefix_cache_disk_";
+  registry->AddCounterReading(p + "hits_total",
+                              "Snapshots read back from the disk tier.",
+                              read(&Stats::hits));
+  registry->AddCounterReading(
+      p + "hit_tokens_total",
+      "Prompt tokens of the snapshots read back from the disk tier.",
+      read(&Stats::hit_tokens));
+  registry->AddCounterReading(p + "read_bytes_total",
+                              "Bytes of snapshot files read back.",
+                              read(&Stats::read_bytes));
+  registry->AddCounterReading(p + "writes_total",
+                              "Snapshot files written to the disk tier.",
+                              read(&Stats::writes));
+  registry->AddCounterReading(p + "written_bytes_total",
+                              "Bytes of snapshot files written.",
+                              read(&Stats::written_bytes));
+  registry->AddCounterReading(
+      p + "dropped_total",
+      "Evicted snapshots not written: the writer's queue was full.",
+      read(&Stats::dropped));
+  registry->AddCounterReading(p + "write_errors_total",
+                              "Snapshot files that failed to write.",
+                              read(&Stats::write_errors));
+  registry->AddCounterReading(
+      p + "evictions_total",
+      "Snapshot files deleted to stay within the disk budget.",
+      read(&Stats::evicted));
+  registry->AddGauge(p + "bytes", "Bytes of snapshot files held.",
+                     read(&Stats::bytes));
+  registry->AddGauge(p + "files", "Snapshot files held.", read(&Stats::files));
+  registry->AddGauge(p + "budget_bytes",
+                     "The disk tier's byte budget (0: no disk tier).",
+                     read(&Stats::budget_bytes));
+  registry->AddLabelledReadings(
+      p + "refused_total",
+      "Snapshot files refused and deleted, by reason (truncated, checksum, "
+      "format, identity: another model or state layout).",
+      "counter", "reason", [engine] {
+        const SnapshotDiskStats st = engine->Stats().prefix_cache_disk_stats;
+        MetricsRegistry::LabelledReadings out;
+        for (int r = 1; r < kSnapshotRefusalKinds; ++r) {
+          out.push_back({SnapshotRefusalName(static_cast<SnapshotRefusal>(r)),
+                         static_cast<double>(st.refused[r])});
+        }
+        return out;
+      });
+}
+
+}  // namespace
 
 void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
   const double slots = engine->options().max_slots;
@@ -91,6 +154,7 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
         }
         return out;
       });
+  AddDiskGauges(registry, engine);
   // SeqBoat blocks: tokens seen and tokens whose attention unit ran; the
   // activation rate of a block is the ratio of their rates.
   auto per_block = [engine](const std::string& counter) {

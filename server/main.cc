@@ -76,6 +76,14 @@ ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
           "Host memory for prefix-state snapshots (a conversation's next turn "
           "resumes from the end of the last one); 0 disables prefix reuse.");
+ABSL_FLAG(std::string, prefix_cache_dir, "",
+          "Directory for the prefix cache's disk tier: snapshots evicted from "
+          "memory are written there and read back by a later turn or a "
+          "restarted server of the same model; a drain writes the ones in "
+          "memory too. Empty: no disk tier.");
+ABSL_FLAG(int64_t, prefix_cache_disk_bytes, int64_t{8} << 30,
+          "Byte budget of --prefix_cache_dir (least recently used files go "
+          "first).");
 ABSL_FLAG(int32_t, max_queue, 256,
           "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int32_t, step_token_budget, 512,
@@ -172,6 +180,15 @@ absl::Status CheckFlags() {
         absl::StrCat("--prefix_cache_bytes must be >= 0, got ",
                      absl::GetFlag(FLAGS_prefix_cache_bytes)));
   }
+  if (!absl::GetFlag(FLAGS_prefix_cache_dir).empty() &&
+      (absl::GetFlag(FLAGS_prefix_cache_disk_bytes) <= 0 ||
+       absl::GetFlag(FLAGS_prefix_cache_bytes) <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prefix_cache_dir needs --prefix_cache_disk_bytes > 0 (got ",
+        absl::GetFlag(FLAGS_prefix_cache_disk_bytes),
+        ") and --prefix_cache_bytes > 0 (got ",
+        absl::GetFlag(FLAGS_prefix_cache_bytes), ")"));
+  }
   const int32_t port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
@@ -233,7 +250,9 @@ int WaitForSignal(const sigset_t& signals, absl::Duration timeout) {
 }
 
 // Stops taking work, lets running requests finish for up to the grace
-// period (a second signal cuts it short), then cancels what is left.
+// period (a second signal cuts it short), then cancels what is left; the
+// engine's Shutdown writes the prefix snapshots in memory to the disk tier
+// (--prefix_cache_dir), so a restarted replica finds its conversations.
 void Drain(Engine& engine, const TextGenerationService& service,
            const OpenAiServer* openai, grpc::Server& server,
            const sigset_t& signals, std::atomic<bool>& ready) {
@@ -374,6 +393,9 @@ EngineOptions EngineOptionsFromFlags(ServingMetrics& metrics) {
   options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
   options.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
+  options.prefix_cache_dir = absl::GetFlag(FLAGS_prefix_cache_dir);
+  options.prefix_cache_disk_bytes =
+      absl::GetFlag(FLAGS_prefix_cache_disk_bytes);
   options.on_step = [&metrics](absl::Duration time, int32_t batch) {
     metrics.OnStep(time, batch);
   };

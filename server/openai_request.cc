@@ -373,6 +373,8 @@ std::optional<OpenAiError> ReadCompletion(const json& body,
   v1::GenerateRequest& generate = out->generate;
   if (auto e = ReadModel(body, model_id)) return e;
   if (auto e = ReadUnsupported(body)) return e;
+  if (const json* user = Field(body, "user"))
+    out->user = user->get<std::string>();
   if (auto e = ReadPrompt(body, &generate)) return e;
   if (auto e = ReadCounts(body, limits, &generate)) return e;
   if (auto e = ReadFloats(body, generate.mutable_sampling())) return e;

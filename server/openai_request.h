@@ -7,6 +7,7 @@
 #ifndef SEQBOAT_SERVER_OPENAI_REQUEST_H_
 #define SEQBOAT_SERVER_OPENAI_REQUEST_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,9 @@ struct CompletionRequest {
   v1::GenerateRequest generate;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // OpenAI's end-user id: the conversation key when no x-session-id header
+  // names one (server/session_key.h).
+  std::optional<std::string> user;
 };
 
 // Parses a /v1/completions body: JSON syntax, the type of every field, the

@@ -18,10 +18,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/http_endpoint.h"
+#include "server/mhd_response.h"
 #include "server/openai_chat_prompt.h"
 #include "server/openai_error.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/session_key.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -49,8 +51,10 @@ struct OpenAiServer::Call {
   bool started = false;  // the body was complete and handled
   bool submitted = false;
   bool stream = false;
-  int sent_status = 0;  // the HTTP status queued, 0 before one
-  bool chat = false;    // /v1/chat/completions, not /v1/completions
+  int sent_status = 0;              // the HTTP status queued, 0 before one
+  bool chat = false;                // /v1/chat/completions, not /v1/completions
+  std::optional<std::string> user;  // the body's `user`
+  std::string session;  // the conversation key returned (session_key.h)
   // The renderer of the call's endpoint.
   std::unique_ptr<ChoicesRenderer> renderer;
   std::string out;  // SSE bytes being handed to MHD
@@ -86,54 +90,16 @@ struct CallHandle {
 constexpr size_t kConnectionMemoryBytes = 64 * 1024;
 constexpr size_t kStreamBlockBytes = 16 * 1024;
 constexpr unsigned kMaxConnections = 4096;
-constexpr char kJson[] = "application/json";
-
-MHD_Result Respond(MHD_Connection* connection, unsigned status,
-                   const std::string& body, const char* content_type,
-                   const char* allow = nullptr) {
-  MHD_Response* response = MHD_create_response_from_buffer(
-      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (response == nullptr) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-  if (allow != nullptr) {
-    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
-  }
-  const MHD_Result queued = MHD_queue_response(connection, status, response);
-  MHD_destroy_response(response);
-  return queued;
-}
-
-MHD_Result RespondError(MHD_Connection* connection, const OpenAiError& error,
-                        const char* allow = nullptr) {
-  return Respond(connection, static_cast<unsigned>(error.http_status),
-                 ErrorBody(error), kJson, allow);
-}
-
-// An error with one header more (WWW-Authenticate, Retry-After).
-MHD_Result RespondErrorWith(MHD_Connection* connection,
-                            const OpenAiError& error, const char* header,
-                            const std::string& value) {
-  const std::string body = ErrorBody(error);
-  MHD_Response* response = MHD_create_response_from_buffer(
-      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  if (response == nullptr) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, kJson);
-  MHD_add_response_header(response, header, value.c_str());
-  const MHD_Result queued = MHD_queue_response(
-      connection, static_cast<unsigned>(error.http_status), response);
-  MHD_destroy_response(response);
-  return queued;
-}
 
 // 401 as OpenAI words it, naming nothing of what was sent.
 MHD_Result RespondUnauthorized(MHD_Connection* connection) {
-  return RespondErrorWith(
+  return RespondError(
       connection,
       HttpError(401,
                 "Missing or incorrect API key: send it as `Authorization: "
                 "Bearer KEY`.",
                 "invalid_request_error", "invalid_api_key"),
-      MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+      {{MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer"}});
 }
 
 bool IsGet(const char* method) {
@@ -253,7 +219,7 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
       path == "/health") {
     if (!IsGet(method)) {
       return RespondError(connection, MethodNotAllowed(method, path, "GET"),
-                          "GET, HEAD");
+                          {{MHD_HTTP_HEADER_ALLOW, "GET, HEAD"}});
     }
     if (path == "/health") {
       if (server.options_.ready && !server.options_.ready()) {
@@ -285,8 +251,10 @@ MHD_Result Handlers::Route(OpenAiServer& server, MHD_Connection* connection,
 MHD_Result Handlers::Answer(Call& call, MHD_Connection* connection, int status,
                             const std::string& body) {
   call.sent_status = status;
-  return Respond(connection, static_cast<unsigned>(status), body, kJson,
-                 status == 405 ? "POST" : nullptr);
+  return Respond(
+      connection, static_cast<unsigned>(status), body, kJson,
+      {{status == 405 ? MHD_HTTP_HEADER_ALLOW : nullptr, "POST"},
+       {call.session.empty() ? nullptr : kSessionHeader, call.session}});
 }
 
 MHD_Result Handlers::StartCompletion(OpenAiServer& server,
@@ -308,6 +276,7 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
                               &parsed, &error)) {
     return Answer(*call, connection, error.http_status, ErrorBody(error));
   }
+  call->user = parsed.user;
   call->body.clear();
   call->body.shrink_to_fit();
   RequestFallbacks fallbacks;
@@ -362,6 +331,18 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
     call->timeline.n = request.n;
     call->timeline.tenant = call->tenant;
   }
+  // The header wins over the body's `user`; neither: derived.
+  const char* header =
+      MHD_lookup_connection_value(connection, MHD_HEADER_KIND, kSessionHeader);
+  absl::StatusOr<std::string> session = SessionKey(
+      header != nullptr ? std::optional<absl::string_view>(header)
+                        : std::optional<absl::string_view>(call->user),
+      request.cache_scope, request.prompt);
+  if (!session.ok()) {
+    OpenAiError e = ErrorFromStatus(session.status());
+    return Answer(*call, connection, e.http_status, ErrorBody(e));
+  }
+  call->session = *std::move(session);
   request.control = call->control;
   request.tenant = call->tenant;
   request.sink = Sink(call);
@@ -372,10 +353,10 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
     if (absl::Status over = quotas->Admit(request, absl::Now(), &retry_after);
         !over.ok()) {
       call->sent_status = 429;
-      return RespondErrorWith(
-          connection, ErrorFromStatus(over), MHD_HTTP_HEADER_RETRY_AFTER,
-          absl::StrCat(
-              absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+      return RespondError(connection, ErrorFromStatus(over),
+                          {{MHD_HTTP_HEADER_RETRY_AFTER,
+                            absl::StrCat(absl::ToInt64Seconds(
+                                absl::Ceil(retry_after, absl::Seconds(1))))}});
     }
   }
   const int32_t n = request.n;
@@ -400,6 +381,7 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
   MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
   // Proxies that buffer (nginx) would hold tokens back.
   MHD_add_response_header(response, "X-Accel-Buffering", "no");
+  MHD_add_response_header(response, kSessionHeader, call->session.c_str());
   call->sent_status = 200;
   const MHD_Result queued =
       MHD_queue_response(connection, MHD_HTTP_OK, response);
@@ -417,6 +399,7 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
                         &error)) {
     return Answer(*call, connection, error.http_status, ErrorBody(error));
   }
+  call->user = parsed.completion.user;
   call->body.clear();
   call->body.shrink_to_fit();
   const auto refuse = [&](const OpenAiError& e) {

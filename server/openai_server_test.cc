@@ -261,6 +261,43 @@ TEST_F(OpenAiServerTest, CompletionMapsTheRequestAndAnswersOnce) {
   WaitFor([this] { return server_->active_calls() == 0; });
 }
 
+// The conversation key comes back as x-session-id: the header's, else the
+// body's `user`, else one derived from the prompt; a bad one is a 400.
+TEST_F(OpenAiServerTest, SessionKeyIsEchoedFromHeaderOrUserOrDerived) {
+  auto key_of = [this](const std::string& body, httplib::Headers headers) {
+    std::string key = "(no answer)";
+    std::thread client([&] {
+      auto r =
+          Client().Post("/v1/completions", headers, body, "application/json");
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 200) << r->body;
+      key = r->get_header_value("x-session-id");
+    });
+    Request request = engine_.Take();
+    request.sink(Final(FinishReason::kLength));
+    client.join();
+    return key;
+  };
+  const std::string body = R"({"prompt": "Hi", "max_tokens": 1})";
+  EXPECT_EQ(key_of(body, {{"X-Session-Id", "conv-1"}}), "conv-1");
+  EXPECT_EQ(key_of(R"({"prompt": "Hi", "max_tokens": 1, "user": "alice"})",
+                   {{"x-session-id", "conv-2"}}),
+            "conv-2");
+  EXPECT_EQ(key_of(R"({"prompt": "Hi", "max_tokens": 1, "user": "alice"})", {}),
+            "alice");
+  const std::string derived = key_of(body, {});
+  EXPECT_THAT(derived, ::testing::StartsWith("s-"));
+  EXPECT_EQ(key_of(body, {}), derived);
+
+  auto r = Client().Post("/v1/completions",
+                         httplib::Headers{{"x-session-id", "two words"}}, body,
+                         "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("x-session-id"), std::string::npos) << r->body;
+  WaitFor([this] { return server_->active_calls() == 0; });
+}
+
 // n = 2: the answer waits for both sequences' final events, the request's
 // metrics count it once.
 TEST_F(OpenAiServerTest, AnswersOnceEveryChoiceEnded) {

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/generate_stream.h"
 #include "server/grpc_status.h"
+#include "server/session_key.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -105,6 +106,20 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TextGenerationService::Generate(
       "request {} accepted: prompt_tokens={} max_new_tokens={} seed={}",
       request->id, request->prompt.size(), request->stopping.max_new_tokens,
       request->sampling.seed);
+  // The conversation's key, for the balancer's next routing of it.
+  const auto& metadata = context->client_metadata();
+  const auto sent = metadata.find(kSessionHeader);
+  absl::StatusOr<std::string> session =
+      SessionKey(sent == metadata.end()
+                     ? std::nullopt
+                     : std::optional<absl::string_view>(absl::string_view(
+                           sent->second.data(), sent->second.size())),
+                 request->cache_scope, request->prompt);
+  if (!session.ok()) {
+    stream->Fail(ToGrpcStatus(session.status()));
+    return stream;
+  }
+  context->AddInitialMetadata(kSessionHeader, *session);
   request->control = control;
   request->tenant = *tenant;
   request->sink = stream->sink(request->n, *tenant);

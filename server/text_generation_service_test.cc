@@ -170,6 +170,47 @@ TEST_F(TextGenerationServiceTest, UnsetSeedsAreRandomAndExplicitSeedsKept) {
   EXPECT_EQ(seeds[2], 1234u);
 }
 
+// The conversation key comes back in the initial metadata: the one sent, or
+// one derived from the first turn for the client to send with the next.
+TEST_F(TextGenerationServiceTest, SessionKeyIsEchoedOrDerived) {
+  auto key_of = [&](const char* sent) {
+    v1::GenerateRequest request;
+    request.set_text("hi");
+    grpc::ClientContext ctx;
+    if (sent != nullptr) ctx.AddMetadata("x-session-id", sent);
+    auto reader = stub_->Generate(&ctx, request);
+    Request got = engine_.Take();
+    GenerationEvent last = Token('o', "o");
+    last.finish = FinishReason::kEos;
+    got.sink(std::move(last));
+    got.sink = nullptr;
+    v1::GenerateResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    const auto& md = ctx.GetServerInitialMetadata();
+    auto it = md.find("x-session-id");
+    return it == md.end() ? std::string("(none)")
+                          : std::string(it->second.data(), it->second.size());
+  };
+  EXPECT_EQ(key_of("conversation-7"), "conversation-7");
+  const std::string derived = key_of(nullptr);
+  EXPECT_THAT(derived, StartsWith("s-"));
+  EXPECT_EQ(key_of(nullptr), derived);  // the same first turn, the same key
+
+  v1::GenerateRequest request;
+  request.set_text("hi");
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-session-id", std::string(200, 'k'));
+  auto reader = stub_->Generate(&ctx, request);
+  v1::GenerateResponse msg;
+  EXPECT_FALSE(reader->Read(&msg));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("x-session-id"));
+  EXPECT_EQ(engine_.submits(), 3);
+}
+
 TEST_F(TextGenerationServiceTest, InvalidRequestNamesFieldAndSkipsEngine) {
   v1::GenerateRequest request;
   request.set_text("hi");

@@ -90,7 +90,10 @@ absl::StatusOr<ChatRunResult> RunChat(
     }
     StartGenerateStream(stubs[static_cast<size_t>(c) % stubs.size()].get(),
                         std::move(r), origin, options.request_timeout_s,
-                        /*keep_token_ids=*/true, std::move(callbacks));
+                        /*keep_token_ids=*/true, std::move(callbacks),
+                        options.session_ids
+                            ? absl::StrCat(options.request_id_prefix, "-c", c)
+                            : "");
   };
 
   ChatRunResult result;

@@ -25,6 +25,9 @@ struct ChatRunOptions {
   float temperature = 0;
   bool ignore_eos = true;
   std::string request_id_prefix = "chat";
+  // Each conversation's turns carry x-session-id: <request_id_prefix>-c<i>,
+  // for a balancer that hashes it (consistent hashing in nginx).
+  bool session_ids = false;
   // Turns advance together: the next turn of any conversation (and a new
   // conversation) starts only once nothing is in flight.
   bool lockstep = false;

@@ -85,6 +85,9 @@ ABSL_FLAG(bool, chat_lockstep, false,
           "finished the one before, so turn N of all of them runs together "
           "(per-turn figures not mixed with other conversations' earlier, "
           "longer prefills).");
+ABSL_FLAG(bool, chat_session_ids, false,
+          "Chat: each conversation's turns send x-session-id metadata (one "
+          "key per conversation), for a balancer that routes by it.");
 ABSL_FLAG(uint64_t, seed, 0, "Seeds prompts, arrivals and sampling.");
 ABSL_FLAG(double, temperature, 0, "Sampling temperature (0: greedy).");
 ABSL_FLAG(bool, ignore_eos, true,
@@ -217,6 +220,7 @@ int RunChatWorkload() {
   options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
   options.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
   options.lockstep = absl::GetFlag(FLAGS_chat_lockstep);
+  options.session_ids = absl::GetFlag(FLAGS_chat_session_ids);
   ChatSpec& spec = options.spec;
   spec.conversations = absl::GetFlag(FLAGS_chat_conversations) > 0
                            ? absl::GetFlag(FLAGS_chat_conversations)

@@ -17,7 +17,7 @@ class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   Call(v1::TextGeneration::Stub* stub, v1::GenerateRequest request,
        Clock::time_point origin, double timeout_s, bool keep_token_ids,
-       StreamCallbacks callbacks)
+       StreamCallbacks callbacks, const std::string& session_id)
       : request_(std::move(request)),
         origin_(origin),
         keep_token_ids_(keep_token_ids),
@@ -28,6 +28,7 @@ class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
     context_.set_deadline(std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::duration<double>(timeout_s)));
+    if (!session_id.empty()) context_.AddMetadata("x-session-id", session_id);
     stub->async()->Generate(&context_, &request_, this);
     outcome_.record.start = Seconds(Clock::now(), origin_);
     outcome_.record.end = outcome_.record.start;
@@ -112,9 +113,10 @@ std::string StatusCodeName(grpc::StatusCode code) {
 void StartGenerateStream(v1::TextGeneration::Stub* stub,
                          v1::GenerateRequest request, Clock::time_point origin,
                          double timeout_s, bool keep_token_ids,
-                         StreamCallbacks callbacks) {
+                         StreamCallbacks callbacks,
+                         const std::string& session_id) {
   new Call(stub, std::move(request), origin, timeout_s, keep_token_ids,
-           std::move(callbacks));
+           std::move(callbacks), session_id);
 }
 
 }  // namespace load

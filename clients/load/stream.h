@@ -40,11 +40,14 @@ struct StreamCallbacks {
 };
 
 // Starts the call and returns; `stub` must outlive the call. The callbacks
-// may run before this returns.
+// may run before this returns. A non-empty `session_id` goes out as the
+// x-session-id metadata, the key a balancer keeps a conversation's turns on
+// one replica by (deploy/k8s/nginx.conf).
 void StartGenerateStream(v1::TextGeneration::Stub* stub,
                          v1::GenerateRequest request, Clock::time_point origin,
                          double timeout_s, bool keep_token_ids,
-                         StreamCallbacks callbacks);
+                         StreamCallbacks callbacks,
+                         const std::string& session_id = "");
 
 }  // namespace load
 }  // namespace seqboat

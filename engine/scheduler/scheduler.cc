@@ -16,13 +16,15 @@ int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
                      const Tokenizer& tokenizer, PrefixCache* cache,
-                     EventOutbox* outbox, HostBlockPool* blocks)
+                     EventOutbox* outbox, HostBlockPool* blocks,
+                     SnapshotDisk* disk)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
       cache_(cache != nullptr && cache->enabled() ? cache : nullptr),
       outbox_(outbox),
       blocks_(blocks),
+      disk_(cache_ != nullptr ? disk : nullptr),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -84,7 +86,7 @@ bool Scheduler::WaitForWork() {
   // copying_ is this thread's own.
   cv_.wait(lock, [&] {
     return stopping_ || !waiting_.empty() || !running_.empty() ||
-           !copying_.empty();
+           !copying_.empty() || disk_reads_ > 0;
   });
   return !stopping_;
 }
@@ -107,18 +109,87 @@ bool Scheduler::PollCopies() {
     copying_.pop_front();
   }
   if (released) CountSlots();
-  return pending || !copying_.empty();
+  const bool reading = PollDiskReads();
+  return pending || reading || !copying_.empty();
+}
+
+void Scheduler::StartDiskReads() {
+  if (disk_ == nullptr) return;
+  struct Fresh {
+    std::shared_ptr<RequestControl> control;
+    std::vector<int32_t> prompt;
+    std::string scope;
+  };
+  std::vector<Fresh> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Request& r : waiting_) {
+      if (disk_checked_.insert(r.control.get()).second) {
+        fresh.push_back({r.control, r.prompt, r.cache_scope});
+      }
+    }
+  }
+  for (Fresh& f : fresh) {
+    // As Admit's lookup: at least the prompt's last token is computed.
+    const size_t max_len = f.prompt.size() - 1;
+    const size_t in_memory = cache_->MatchLength(f.prompt, max_len, f.scope);
+    const size_t len =
+        disk_->MatchLength(f.prompt, max_len, f.scope, in_memory);
+    if (len == 0) continue;
+    std::shared_ptr<uint8_t> block = TakeBlock();
+    if (block == nullptr) continue;  // best effort, as every snapshot
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      disk_reading_.insert(f.control.get());
+    }
+    ++disk_reads_;
+    f.prompt.resize(len);
+    DiskRead read;
+    read.control = std::move(f.control);
+    read.snapshot.scope = f.scope;
+    read.snapshot.tokens = f.prompt;
+    read.snapshot.state = block;
+    read.snapshot.state_bytes = arena_.bytes_per_slot();
+    disk_->ReadAsync(std::move(f.prompt), std::move(f.scope), std::move(block),
+                     [this, read = std::move(read)](absl::Status s) mutable {
+                       read.status = std::move(s);
+                       std::lock_guard<std::mutex> lock(disk_mu_);
+                       disk_done_.push_back(std::move(read));
+                       disk_cv_.notify_all();
+                     });
+  }
+}
+
+bool Scheduler::PollDiskReads() {
+  if (disk_reads_ == 0) return false;
+  std::vector<DiskRead> done;
+  {
+    std::lock_guard<std::mutex> lock(disk_mu_);
+    done.swap(disk_done_);
+  }
+  for (DiskRead& d : done) {
+    --disk_reads_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      disk_reading_.erase(d.control.get());
+    }
+    // A refused or vanished file: the request prefills what memory lacks.
+    if (d.status.ok()) cache_->Insert(std::move(d.snapshot));
+  }
+  return disk_reads_ > 0;
 }
 
 void Scheduler::Admit(absl::Time now,
                       const std::function<void(absl::Duration)>& on_admit) {
   PollCopies();
+  StartDiskReads();
   std::deque<Request> admitted, gone, expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Requests that left while waiting never touch the model.
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->control->cancelled.load() || now > it->deadline) {
+        disk_checked_.erase(it->control.get());
         (now > it->deadline ? expired : gone).push_back(std::move(*it));
         it = waiting_.erase(it);
       } else {
@@ -137,6 +208,7 @@ void Scheduler::Admit(absl::Time now,
          next = NextInTurn()) {
       free -= SlotsOf(*next);
       last_tenant_ = next->tenant;
+      disk_checked_.erase(next->control.get());
       admitted.push_back(std::move(*next));
       waiting_.erase(next);
     }
@@ -196,6 +268,12 @@ std::deque<Request>::iterator Scheduler::NextInTurn() {
   // name order, wrapping around; one pass, so a turn costs the queue's length.
   auto after = waiting_.end(), first = waiting_.end();
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    // Its snapshot is on its way from disk, or it came after this turn's
+    // disk lookups (the next turn looks it up).
+    if (disk_ != nullptr && (disk_reading_.contains(it->control.get()) ||
+                             !disk_checked_.contains(it->control.get()))) {
+      continue;
+    }
     const std::string& t = it->tenant;
     if (first == waiting_.end() || t < first->tenant) first = it;
     if (t > last_tenant_ && (after == waiting_.end() || t < after->tenant)) {
@@ -451,6 +529,7 @@ void Scheduler::Fault(const absl::Status& fault) {
     fault_ = fault;
     queued.swap(waiting_);
   }
+  disk_checked_.clear();
   for (Request& r : queued) FinishSequences(r, 0, FinishReason::kNone, fault);
 }
 
@@ -471,6 +550,15 @@ void Scheduler::CancelAll() {
   }
   running_.clear();
   live_sequences_.clear();
+  disk_checked_.clear();
+  // A disk read's callback holds this scheduler: every one must be done.
+  if (disk_reads_ > 0) {
+    std::unique_lock<std::mutex> lock(disk_mu_);
+    disk_cv_.wait(lock, [&] {
+      return static_cast<int>(disk_done_.size()) >= disk_reads_;
+    });
+  }
+  PollDiskReads();
   // Every copy left is now in copying_; none may outlive the memory it uses.
   if (!copying_.empty()) {
     arena_.WaitCopy(copying_.back().ticket);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/backend/backend.h"
@@ -33,6 +34,7 @@
 #include "engine/state/host_block_pool.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
+#include "engine/state/snapshot_disk.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -83,11 +85,13 @@ class Scheduler {
  public:
   // `arena`, `tokenizer`, `cache` (null: no prefix reuse), `outbox` (null:
   // events go straight to their sinks, as tests that drive a scheduler by
-  // hand want) and `blocks` (the host blocks snapshots are copied into; null
-  // only where a slot has no state bytes) must outlive the scheduler.
+  // hand want), `blocks` (the host blocks snapshots are copied into; null
+  // only where a slot has no state bytes) and `disk` (the cache's disk tier;
+  // null: none) must outlive the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
             const Tokenizer& tokenizer, PrefixCache* cache = nullptr,
-            EventOutbox* outbox = nullptr, HostBlockPool* blocks = nullptr);
+            EventOutbox* outbox = nullptr, HostBlockPool* blocks = nullptr,
+            SnapshotDisk* disk = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -112,7 +116,11 @@ class Scheduler {
   // each once all n of its slots are free; on_admit (if set) hears each one's
   // time in the queue. With a prefix cache, a request starts from the longest
   // snapshot of its cache_scope its prompt extends (restored into its slot) and
-  // prefills only the rest. A request of n > 1 prefills once, in its first
+  // prefills only the rest. With a disk tier, a request whose prompt
+  // extends a snapshot on disk longer than any in memory first waits (in the
+  // queue, holding no slot, the others going ahead) while the reader thread
+  // reads it into a host block; it enters the cache, and the request is
+  // admitted as a memory hit. A request of n > 1 prefills once, in its first
   // sequence; at the prompt but its last token that state is copied into the
   // other n - 1 slots, and each sequence goes on from there with seed + index.
   void Admit(absl::Time now,
@@ -123,7 +131,8 @@ class Scheduler {
   // Slot copies off the op stream (prefix snapshots, restores): a sequence
   // whose slot is being copied sits steps out; a snapshot enters the cache,
   // and a slot that waited for its copy goes back, once the copy is done.
-  // Called at each Admit and PlanStep; true while copies are in flight.
+  // Called at each Admit and PlanStep; true while copies (or disk reads)
+  // are in flight.
   bool PollCopies();
   // Whether a running sequence wants logprobs (only the host computes them,
   // so its steps do not pipeline).
@@ -202,6 +211,12 @@ class Scheduler {
   // `first` is still being restored from, else copied on the device.
   void Fork(Sequence& first,
             const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
+  // Starts a disk read for each newly queued request whose prompt extends a
+  // snapshot on disk longer than the cache's longest.
+  void StartDiskReads();
+  // Puts the snapshots read from disk into the cache; true while reads are
+  // in flight.
+  bool PollDiskReads();
   void CountSlots();
   // Drafts for the speculating sequences about to decode (each given a
   // spare slot while one is free and nobody waits); returns the rows the
@@ -226,6 +241,7 @@ class Scheduler {
   PrefixCache* const cache_;  // null or disabled: no prefix reuse
   EventOutbox* const outbox_;
   HostBlockPool* const blocks_;
+  SnapshotDisk* const disk_;  // null unless the cache has a disk tier
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -237,6 +253,19 @@ class Scheduler {
   int32_t running_count_ = 0;      // guarded by mu_
   std::string last_tenant_;        // guarded by mu_: admitted last
   SpeculationCounts speculation_;  // guarded by mu_
+  // Waiting requests whose disk read is in flight: not admitted until it
+  // is done. Guarded by mu_ (NextInTurn reads it).
+  absl::flat_hash_set<const RequestControl*> disk_reading_;
+
+  // Disk reads done, from the reader thread.
+  struct DiskRead {
+    std::shared_ptr<RequestControl> control;  // keeps the key's address
+    PrefixSnapshot snapshot;
+    absl::Status status;
+  };
+  std::mutex disk_mu_;
+  std::condition_variable disk_cv_;
+  std::vector<DiskRead> disk_done_;  // guarded by disk_mu_
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;
@@ -253,6 +282,10 @@ class Scheduler {
     std::shared_ptr<const void> keep;
   };
   std::deque<InFlightCopy> copying_;
+  // Waiting requests already looked up on disk; with a disk tier, only
+  // these are admitted.
+  absl::flat_hash_set<const RequestControl*> disk_checked_;
+  int disk_reads_ = 0;  // in flight
   int64_t planned_steps_ = 0;
   int64_t read_step_ = -1;  // the last step whose results were read
 };

@@ -3,45 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/state/prefix_hash.h"
+
 namespace seqboat {
-namespace {
-
-// FNV-1a over the token bytes, mixed with the length so equal hashes of
-// different lengths do not share a bucket chain. Collisions are harmless:
-// every candidate is compared token by token.
-class PrefixHasher {
- public:
-  // Seeded by the scope: its bytes, then its length, before any token.
-  explicit PrefixHasher(const std::string& scope) {
-    for (char c : scope) Byte(static_cast<uint8_t>(c));
-    Add(static_cast<int32_t>(scope.size()));
-  }
-  void Add(int32_t token) {
-    uint32_t t = static_cast<uint32_t>(token);
-    for (int i = 0; i < 4; ++i) Byte((t >> (8 * i)) & 0xffu);
-  }
-  uint64_t Value(size_t len) const {
-    uint64_t x = h_ ^ (static_cast<uint64_t>(len) * 0x9e3779b97f4a7c15ull);
-    x ^= x >> 31;
-    return x * 0xbf58476d1ce4e5b9ull;
-  }
-
- private:
-  void Byte(uint32_t b) {
-    h_ ^= b;
-    h_ *= 1099511628211ull;
-  }
-  uint64_t h_ = 1469598103934665603ull;
-};
-
-uint64_t HashOf(const std::string& scope, const std::vector<int32_t>& tokens,
-                size_t len) {
-  PrefixHasher h(scope);
-  for (size_t i = 0; i < len; ++i) h.Add(tokens[i]);
-  return h.Value(len);
-}
-
-}  // namespace
 
 PrefixCache::PrefixCache(int64_t budget_bytes)
     : budget_bytes_(std::max<int64_t>(0, budget_bytes)) {
@@ -63,31 +27,27 @@ PrefixCache::Lru::iterator PrefixCache::Find(const std::vector<int32_t>& tokens,
   return lru_.end();
 }
 
+PrefixCache::Lru::iterator PrefixCache::FindLongest(
+    const std::vector<int32_t>& prompt, size_t max_len,
+    const std::string& scope) const {
+  if (!enabled() || lengths_.empty()) return lru_.end();
+  max_len = std::min(max_len, prompt.size());
+  // Hashes of every prefix length a snapshot has, in one pass.
+  const auto candidates = PrefixCandidates(scope, prompt, max_len, lengths_);
+  for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
+    auto it = Find(prompt, c->first, scope, c->second);
+    if (it != lru_.end()) return it;
+  }
+  return lru_.end();
+}
+
 std::shared_ptr<const PrefixSnapshot> PrefixCache::Lookup(
     const std::vector<int32_t>& prompt, size_t max_len,
     const std::string& scope) {
   std::shared_ptr<const PrefixSnapshot> found;
-  if (enabled() && !lengths_.empty()) {
-    max_len = std::min(max_len, prompt.size());
-    // Hashes of every prefix length a snapshot has, in one pass.
-    std::vector<std::pair<size_t, uint64_t>> candidates;
-    PrefixHasher h(scope);
-    auto next = lengths_.begin();
-    for (size_t i = 0; i <= max_len && next != lengths_.end(); ++i) {
-      if (i == next->first) {
-        candidates.emplace_back(i, h.Value(i));
-        ++next;
-      }
-      if (i < max_len) h.Add(prompt[i]);
-    }
-    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
-      auto it = Find(prompt, c->first, scope, c->second);
-      if (it != lru_.end()) {
-        lru_.splice(lru_.begin(), lru_, it);
-        found = it->snapshot;
-        break;
-      }
-    }
+  if (auto it = FindLongest(prompt, max_len, scope); it != lru_.end()) {
+    lru_.splice(lru_.begin(), lru_, it);
+    found = it->snapshot;
   }
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.queries += static_cast<int64_t>(prompt.size());
@@ -96,10 +56,25 @@ std::shared_ptr<const PrefixSnapshot> PrefixCache::Lookup(
   return found;
 }
 
+size_t PrefixCache::MatchLength(const std::vector<int32_t>& prompt,
+                                size_t max_len,
+                                const std::string& scope) const {
+  auto it = FindLongest(prompt, max_len, scope);
+  return it == lru_.end() ? 0 : it->snapshot->tokens.size();
+}
+
+std::vector<std::shared_ptr<const PrefixSnapshot>> PrefixCache::Snapshots()
+    const {
+  std::vector<std::shared_ptr<const PrefixSnapshot>> out;
+  out.reserve(lru_.size());
+  for (const Entry& e : lru_) out.push_back(e.snapshot);
+  return out;
+}
+
 bool PrefixCache::Insert(PrefixSnapshot snapshot) {
   const size_t len = snapshot.tokens.size();
   if (!enabled() || len == 0 || snapshot.bytes() > budget_bytes_) return false;
-  const uint64_t hash = HashOf(snapshot.scope, snapshot.tokens, len);
+  const uint64_t hash = PrefixHashOf(snapshot.scope, snapshot.tokens, len);
   if (auto it = Find(snapshot.tokens, len, snapshot.scope, hash);
       it != lru_.end()) {
     lru_.splice(lru_.begin(), lru_, it);
@@ -137,6 +112,7 @@ void PrefixCache::Evict(Lru::iterator it) {
   const size_t len = it->snapshot->tokens.size();
   if (--lengths_[len] == 0) lengths_.erase(len);
   const int64_t bytes = it->snapshot->bytes();
+  if (on_evict_) on_evict_(it->snapshot);
   lru_.erase(it);  // a request still copying from it keeps its shared_ptr
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.bytes -= bytes;
@@ -153,7 +129,7 @@ bool PrefixCache::EvictLru() {
 bool PrefixCache::Contains(const std::vector<int32_t>& tokens,
                            const std::string& scope) const {
   return Find(tokens, tokens.size(), scope,
-              HashOf(scope, tokens, tokens.size())) != lru_.end();
+              PrefixHashOf(scope, tokens, tokens.size())) != lru_.end();
 }
 
 PrefixCacheStats PrefixCache::Stats() const {

@@ -14,11 +14,15 @@
 // scope seeds the hash and is compared with the tokens, so scopes never
 // share a snapshot even on a hash collision.
 //
+// An evicted snapshot is handed to an observer (the disk tier, which writes
+// it out) before the cache lets go of it.
+//
 // Not thread-safe except Stats(): the engine thread owns it.
 #ifndef SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
 #define SEQBOAT_ENGINE_STATE_PREFIX_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -72,6 +76,21 @@ class PrefixCache {
   // dropped. Returns whether the snapshot is held afterwards.
   bool Insert(PrefixSnapshot snapshot);
 
+  // The length of the snapshot Lookup would return (0: none); changes and
+  // counts nothing.
+  size_t MatchLength(const std::vector<int32_t>& prompt, size_t max_len,
+                     const std::string& scope = "") const;
+
+  // Every snapshot held, most recently used first (a drain writes them out).
+  std::vector<std::shared_ptr<const PrefixSnapshot>> Snapshots() const;
+
+  // Called with each snapshot as it is evicted, on the thread that evicts;
+  // it must not block.
+  void set_on_evict(
+      std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_evict) {
+    on_evict_ = std::move(on_evict);
+  }
+
   // Evicts the least recently used snapshot; false when none is held.
   bool EvictLru();
 
@@ -91,6 +110,8 @@ class PrefixCache {
 
   Lru::iterator Find(const std::vector<int32_t>& tokens, size_t len,
                      const std::string& scope, uint64_t hash) const;
+  Lru::iterator FindLongest(const std::vector<int32_t>& prompt, size_t max_len,
+                            const std::string& scope) const;
   void Evict(Lru::iterator it);
 
   const int64_t budget_bytes_;
@@ -100,6 +121,7 @@ class PrefixCache {
   std::unordered_multimap<uint64_t, Lru::iterator> by_hash_;
   // How many entries have each length: the lengths a lookup tries.
   std::map<size_t, int> lengths_;
+  std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_evict_;
 
   mutable std::mutex stats_mu_;
   PrefixCacheStats stats_;  // guarded by stats_mu_

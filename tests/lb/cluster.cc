@@ -86,8 +86,10 @@ std::optional<double> SampleValue(const std::string& text,
 }
 
 std::string NginxGrpcConfig(const std::string& prefix, int port,
-                            const std::vector<std::string>& upstreams) {
-  std::string servers;
+                            const std::vector<std::string>& upstreams,
+                            const std::string& balance) {
+  std::string servers =
+      balance.empty() ? "" : absl::StrCat("    ", balance, "\n");
   for (const std::string& u : upstreams) {
     // One failure takes a replica out for 30 s, so new streams go to the
     // live ones after a crash instead of probing the dead one again.
@@ -143,7 +145,7 @@ std::string NginxGrpcConfig(const std::string& prefix, int port,
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     const std::string& prefix, const std::vector<std::string>& upstreams,
-    int* port) {
+    int* port, const std::string& balance) {
   if (access(kNginx, X_OK) != 0) {
     return absl::FailedPreconditionError(
         "no /usr/sbin/nginx: run deploy/setup.sh (nginx-light)");
@@ -153,7 +155,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     auto free_port = PickFreePort();
     if (!free_port.ok()) return free_port.status();
     const std::string conf = prefix + "/nginx.conf";
-    std::ofstream(conf) << NginxGrpcConfig(prefix, *free_port, upstreams);
+    std::ofstream(conf) << NginxGrpcConfig(prefix, *free_port, upstreams,
+                                           balance);
     auto nginx =
         ChildProcess::Start({kNginx, "-p", prefix, "-c", conf},
                             prefix + "/nginx.stdout", prefix + "/nginx.stderr");

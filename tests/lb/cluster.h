@@ -37,17 +37,20 @@ std::optional<double> SampleValue(const std::string& metrics_text,
                                   const std::string& series);
 
 // An nginx configuration that listens on 127.0.0.1:`port` with HTTP/2 and
-// grpc_passes each request (each gRPC stream) round-robin to `upstreams`.
-// All paths (pid, logs, temp dirs) are under `prefix`.
+// grpc_passes each request (each gRPC stream) round-robin to `upstreams`,
+// or as `balance` says (an upstream directive: the deployed config's
+// "hash $http_x_session_id consistent;"). All paths (pid, logs, temp dirs)
+// are under `prefix`.
 std::string NginxGrpcConfig(const std::string& prefix, int port,
-                            const std::vector<std::string>& upstreams);
+                            const std::vector<std::string>& upstreams,
+                            const std::string& balance = "");
 
 // Writes the configuration under `prefix` and starts nginx in the
 // foreground on a free port (a few attempts, in case another process takes
 // the port first). Sets *port.
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     const std::string& prefix, const std::vector<std::string>& upstreams,
-    int* port);
+    int* port, const std::string& balance = "");
 
 // Request ids of "request X accepted" lines in a replica's debug log.
 std::vector<std::string> AcceptedRequestIds(const std::string& log);

@@ -6,11 +6,13 @@
 // (default 300), SEQBOAT_LB_KILL_CONCURRENCY (30), SEQBOAT_LB_KILL_OUTPUT_LEN
 // (256 tokens per stream).
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -54,11 +56,10 @@ class LbTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("lb");
     ASSERT_FALSE(dir_.empty());
-    std::vector<std::string> upstreams;
+    std::vector<std::string>& upstreams = upstreams_;
     for (int i = 0; i < kReplicas; ++i) {
       // One CPU thread each: three replicas share two cores with the client.
-      auto replica =
-          StartReplica(dir_, i, {"--max_slots=8", "--cpu_threads=1"});
+      auto replica = StartReplica(dir_, i, ReplicaFlags(i));
       ASSERT_TRUE(replica.ok()) << replica.status();
       upstreams.push_back(replica->grpc_address);
       replicas_.push_back(*std::move(replica));
@@ -112,7 +113,66 @@ class LbTest : public ::testing::Test {
     return SampleValue(Metrics(r), series).value_or(-1);
   }
 
+  // One CPU thread each: three replicas share two cores with the client.
+  // Each has its own snapshot directory, as each pod its own volume.
+  std::vector<std::string> ReplicaFlags(int i) const {
+    return {"--max_slots=8", "--cpu_threads=1",
+            absl::StrCat("--prefix_cache_dir=", dir_, "/snapshots", i),
+            "--prefix_cache_disk_bytes=268435456"};
+  }
+
+  // Which replica accepted each conversation's requests ("chat-S-c<c>-t<t>")
+  // in its log past `seen[i]` lines of accepted ids (advanced to the end).
+  std::map<int, std::set<int>> OwnersSince(
+      std::vector<size_t>& seen, const std::vector<std::string>& logs) {
+    std::map<int, std::set<int>> owners;
+    for (size_t i = 0; i < logs.size(); ++i) {
+      const std::vector<std::string> ids =
+          AcceptedRequestIds(ReadFileOrEmpty(logs[i]));
+      for (size_t j = seen[i]; j < ids.size(); ++j) {
+        const size_t c = ids[j].find("-c"), t = ids[j].find("-t", c);
+        int conversation;
+        if (c != std::string::npos && t != std::string::npos &&
+            absl::SimpleAtoi(ids[j].substr(c + 2, t - c - 2), &conversation)) {
+          owners[conversation].insert(static_cast<int>(i));
+        }
+      }
+      seen[i] = ids.size();
+    }
+    return owners;
+  }
+
+  // The chat workload (16 conversations of `turns`, a 1024-token history, 16
+  // tokens a user message and an answer) through the balancer on `port`;
+  // the result JSON's per-turn summaries.
+  nlohmann::json RunChat(int port, uint64_t seed, bool session_ids,
+                         const std::string& result, int turns = 4) {
+    auto load = ChildProcess::Start(
+        {"clients/load/seqboat_load", absl::StrCat("--target=127.0.0.1:", port),
+         "--workload=chat", "--concurrency=8", "--chat_conversations=16",
+         absl::StrCat("--chat_turns=", turns), "--chat_history_len=1024",
+         "--chat_user_len=16", "--output_len=16", absl::StrCat("--seed=", seed),
+         absl::StrCat("--chat_session_ids=", session_ids ? "true" : "false"),
+         "--request_timeout_s=120", "--progress=false", "--save_requests",
+         "--result_json=" + result},
+        result + ".stdout", result + ".stderr");
+    EXPECT_TRUE(load.ok()) << load.status();
+    if (!load.ok()) return nlohmann::json();
+    nlohmann::json out = FinishLoad(**load, result, absl::Seconds(400));
+    if (out.is_discarded()) return nlohmann::json();
+    // Requests that resumed from no snapshot past the first turn, for the
+    // log of a failure.
+    for (const auto& r : out["requests"]) {
+      if (r["cached_prompt_tokens"].get<int64_t>() == 0) {
+        std::cout << result << ": " << r["request_id"].get<std::string>()
+                  << " cached nothing" << std::endl;
+      }
+    }
+    return out["turns"];
+  }
+
   std::string dir_;
+  std::vector<std::string> upstreams_;
   std::vector<Replica> replicas_;
   int lb_port_ = 0;
   std::unique_ptr<ChildProcess> nginx_;
@@ -151,6 +211,133 @@ TEST_F(LbTest, EveryReplicaServesAndTokenCountsMatchTheirMetrics) {
 // A few hundred streams over the three; a third of the way through, the
 // busiest replica is SIGKILLed. The streams it held fail; no other does, each
 // of the others gets every token, and the two survivors end idle.
+// The same replicas behind two balancers: the per-stream round robin above,
+// and the deployed config's consistent hash of the conversation key
+// (deploy/k8s/nginx.conf). With the key, each conversation's turns land on
+// the replica that holds its last turn's snapshot: every turn after the
+// first resumes from it (at least 95 % of its prompt from the cache).
+// Round robin in the same run shows what affinity is worth (printed).
+TEST_F(LbTest, SessionAffinityServesEveryNextTurnFromItsSnapshot) {
+  const std::string prefix = dir_ + "/affinity";
+  ASSERT_EQ(mkdir(prefix.c_str(), 0755), 0);
+  int hashed_port = 0;
+  auto hashed = StartNginx(prefix, upstreams_, &hashed_port,
+                           "hash $http_x_session_id consistent;");
+  ASSERT_TRUE(hashed.ok()) << hashed.status();
+  // Different seeds: the second run's histories are not the first's.
+  const nlohmann::json rr =
+      RunChat(lb_port_, 11, /*session_ids=*/false, dir_ + "/chat_rr.json");
+  const nlohmann::json affine =
+      RunChat(hashed_port, 12, /*session_ids=*/true, dir_ + "/chat_hash.json");
+  (*hashed)->Signal(SIGQUIT);
+  (*hashed)->WaitForExit(absl::Seconds(10));
+  ASSERT_EQ(rr.size(), 4u);
+  ASSERT_EQ(affine.size(), 4u);
+  for (int turn = 0; turn < 4; ++turn) {
+    const nlohmann::json& a = affine[turn];
+    const nlohmann::json& r = rr[turn];
+    EXPECT_EQ(a["completed"], 16);
+    EXPECT_EQ(r["completed"], 16);
+    std::cout << "turn " << turn << ": cached/prompt affinity "
+              << a["cached_fraction"].get<double>() << " round robin "
+              << r["cached_fraction"].get<double>() << "; TTFT p50 affinity "
+              << a["median_ttft_ms"].get<double>() << " ms, round robin "
+              << r["median_ttft_ms"].get<double>() << " ms" << std::endl;
+    if (turn > 0) {
+      EXPECT_GE(a["cached_fraction"].get<double>(), 0.95) << turn;
+      EXPECT_GT(a["min_cached_prompt_tokens"].get<int64_t>(), 0) << turn;
+    }
+  }
+}
+
+// Conversations keyed through the hashing balancer; one replica is stopped
+// (SIGTERM: its drain writes its snapshots to its directory) and the same
+// conversations run again: only the stopped replica's move, to the next
+// replica on the ring. It comes back on its port over its directory and the
+// conversations run a third time through a fresh balancer: its own return to
+// it and resume from the snapshots it read back from disk.
+TEST_F(LbTest, ALostReplicaMovesOnlyItsConversationsAndResumesThemFromDisk) {
+  const std::string hash = "hash $http_x_session_id consistent;";
+  const std::string prefix1 = dir_ + "/hash1", prefix2 = dir_ + "/hash2";
+  ASSERT_EQ(mkdir(prefix1.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(prefix2.c_str(), 0755), 0);
+  int port1 = 0, port2 = 0;
+  auto nginx1 = StartNginx(prefix1, upstreams_, &port1, hash);
+  ASSERT_TRUE(nginx1.ok()) << nginx1.status();
+  std::vector<std::string> logs;
+  for (int i = 0; i < kReplicas; ++i) {
+    logs.push_back(absl::StrCat(dir_, "/replica", i, ".stderr"));
+  }
+  std::vector<size_t> seen(kReplicas, 0);
+
+  const nlohmann::json first =
+      RunChat(port1, 21, true, dir_ + "/chat1.json", /*turns=*/2);
+  ASSERT_EQ(first.size(), 2u);
+  const std::map<int, std::set<int>> before = OwnersSince(seen, logs);
+  ASSERT_EQ(before.size(), 16u);
+  for (const auto& [c, owners] : before) ASSERT_EQ(owners.size(), 1u) << c;
+  const int lost = *before.at(0).begin();
+  int lost_conversations = 0;
+  for (const auto& [c, owners] : before) {
+    lost_conversations += static_cast<int>(owners.count(lost));
+  }
+
+  replicas_[lost].process->Signal(SIGTERM);
+  ASSERT_EQ(replicas_[lost].process->WaitForExit(absl::Seconds(60)), 0);
+  const nlohmann::json second =
+      RunChat(port1, 21, true, dir_ + "/chat2.json", /*turns=*/3);
+  ASSERT_EQ(second.size(), 3u);
+  for (const auto& t : second) EXPECT_EQ(t["completed"], 16);
+  const std::map<int, std::set<int>> during = OwnersSince(seen, logs);
+  for (const auto& [c, owners] : before) {
+    const int owner = *owners.begin();
+    ASSERT_EQ(during.count(c), 1u) << c;
+    if (owner == lost) {
+      EXPECT_EQ(during.at(c).count(lost), 0u) << c;
+    } else {
+      EXPECT_EQ(during.at(c), std::set<int>{owner}) << "conversation " << c;
+    }
+  }
+  (*nginx1)->Signal(SIGQUIT);
+  (*nginx1)->WaitForExit(absl::Seconds(10));
+
+  // Back on its port (the balancer's address for it), over its directory.
+  std::vector<std::string> flags = ReplicaFlags(lost);
+  const std::string& address = upstreams_[lost];
+  flags.push_back("--port=" + address.substr(address.rfind(':') + 1));
+  auto back = StartReplica(dir_, kReplicas + lost, flags);
+  ASSERT_TRUE(back.ok()) << back.status();
+  replicas_[lost] = *std::move(back);
+  EXPECT_GT(Sample(replicas_[lost], "seqboat_prefix_cache_disk_files"), 0);
+  auto nginx2 = StartNginx(prefix2, upstreams_, &port2, hash);
+  ASSERT_TRUE(nginx2.ok()) << nginx2.status();
+  const nlohmann::json third =
+      RunChat(port2, 21, true, dir_ + "/chat3.json", /*turns=*/3);
+  (*nginx2)->Signal(SIGQUIT);
+  (*nginx2)->WaitForExit(absl::Seconds(10));
+  ASSERT_EQ(third.size(), 3u);
+  // Every turn, the repeated first one included, resumes from a snapshot:
+  // the lost replica's conversations from the ones it read back from disk.
+  const double disk_hits =
+      Sample(replicas_[lost], "seqboat_prefix_cache_disk_hits_total");
+  EXPECT_GE(disk_hits, lost_conversations);
+  for (size_t t = 0; t < 3; ++t) {
+    std::cout << "turn " << t << ": cached/prompt before "
+              << (t < first.size() ? first[t]["cached_fraction"].get<double>()
+                                   : -1.0)
+              << ", replica " << lost << " down "
+              << second[t]["cached_fraction"].get<double>() << ", back "
+              << third[t]["cached_fraction"].get<double>() << "; TTFT p50 down "
+              << second[t]["median_ttft_ms"].get<double>() << " ms, back "
+              << third[t]["median_ttft_ms"].get<double>() << " ms" << std::endl;
+    EXPECT_EQ(third[t]["completed"], 16);
+    EXPECT_GE(third[t]["cached_fraction"].get<double>(), 0.95) << t;
+  }
+  std::cout << "replica " << lost << " owned " << lost_conversations
+            << " of 16 conversations; disk hits after its restart " << disk_hits
+            << std::endl;
+}
+
 TEST_F(LbTest, KillingAReplicaMidLoadFailsOnlyTheStreamsOnIt) {
   const int streams = EnvInt("SEQBOAT_LB_KILL_STREAMS", 300);
   const int concurrency = EnvInt("SEQBOAT_LB_KILL_CONCURRENCY", 30);

@@ -201,8 +201,13 @@ def by_kind(kind):
     return [d for d in manifests() if d["kind"] == kind]
 
 
+def workloads():
+    """Deployments and StatefulSets: whatever runs pods from a template."""
+    return by_kind("Deployment") + by_kind("StatefulSet")
+
+
 def server_deployments():
-    return [d for d in by_kind("Deployment")
+    return [d for d in workloads()
             if d["spec"]["template"]["metadata"]["labels"].get(
                 "app.kubernetes.io/component") == "server"]
 
@@ -215,19 +220,19 @@ def test_kinds_and_apiversions():
     kinds = sorted((d["apiVersion"], d["kind"]) for d in manifests())
     assert kinds == sorted([
         ("apps/v1", "Deployment"), ("apps/v1", "Deployment"),
-        ("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Service"),
+        ("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "Service"),
         ("autoscaling/v2", "HorizontalPodAutoscaler")])
     for d in manifests():
         assert d["metadata"]["name"]
 
 
 def test_selectors_match_template_labels():
-    for d in by_kind("Deployment"):
+    for d in workloads():
         selector = d["spec"]["selector"]["matchLabels"]
         labels = d["spec"]["template"]["metadata"]["labels"]
         assert selector.items() <= labels.items(), d["metadata"]["name"]
     templates = [d["spec"]["template"]["metadata"]["labels"]
-                 for d in by_kind("Deployment")]
+                 for d in workloads()]
     for svc in by_kind("Service"):
         selector = svc["spec"]["selector"]
         matched = [t for t in templates if selector.items() <= t.items()]
@@ -236,7 +241,7 @@ def test_selectors_match_template_labels():
 
 def test_service_target_ports_exist_on_selected_pods():
     for svc in by_kind("Service"):
-        for d in by_kind("Deployment"):
+        for d in workloads():
             labels = d["spec"]["template"]["metadata"]["labels"]
             if not svc["spec"]["selector"].items() <= labels.items():
                 continue
@@ -295,14 +300,45 @@ def test_gpu_variant_requests_a_gpu_and_cpu_variant_does_not():
 def test_hpa_targets_an_existing_deployment_on_an_exported_metric():
     (hpa,) = by_kind("HorizontalPodAutoscaler")
     ref = hpa["spec"]["scaleTargetRef"]
-    names = {d["metadata"]["name"] for d in by_kind("Deployment")}
-    assert ref["kind"] == "Deployment" and ref["name"] in names
+    names = {(d["kind"], d["metadata"]["name"]) for d in workloads()}
+    assert (ref["kind"], ref["name"]) in names
     assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
     (metric,) = hpa["spec"]["metrics"]
     name = metric["pods"]["metric"]["name"]
     assert name == "seqboat_num_requests_waiting"
     exported = (ROOT / "server/engine_gauges.cc").read_text()
     assert f'"{name}"' in exported
+
+
+def test_gpu_replicas_keep_their_snapshots_on_their_own_volume():
+    (sts,) = by_kind("StatefulSet")
+    replicas = [s for s in by_kind("Service") if s["spec"].get("clusterIP") == "None"]
+    assert sts["spec"]["serviceName"] in [s["metadata"]["name"] for s in replicas]
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    spec = sts["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    env = env_of(container)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == env["SEQBOAT_PREFIX_CACHE_DIR"]
+    # The files' budget fits the volume, and the server's group may write it.
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    assert size.endswith("Gi")
+    assert int(env["SEQBOAT_PREFIX_CACHE_DISK_BYTES"]) < int(size[:-2]) << 30
+    assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsGroup"]
+
+
+def test_entrypoint_passes_the_disk_tier_when_set(tmp_path):
+    out = run_entrypoint(tmp_path, {"SEQBOAT_PREFIX_CACHE_DIR": "/snap",
+                                    "SEQBOAT_PREFIX_CACHE_DISK_BYTES": "1000"})
+    assert out.returncode == 0, out.stderr
+    argv = out.stdout.split()
+    assert "--prefix_cache_dir=/snap" in argv
+    assert "--prefix_cache_disk_bytes=1000" in argv
+    (tmp_path / "unset").mkdir()
+    out = run_entrypoint(tmp_path / "unset", {})
+    assert out.returncode == 0, out.stderr
+    assert not [a for a in out.stdout.split() if a.startswith("--prefix_cache_dir")]
 
 
 def test_kustomization_lists_existing_files_and_the_balancer_config():
@@ -316,11 +352,31 @@ def test_kustomization_lists_existing_files_and_the_balancer_config():
                    if d["metadata"]["name"] == "seqboat-balancer"]
     volumes = balancer["spec"]["template"]["spec"]["volumes"]
     assert generator["name"] in [v.get("configMap", {}).get("name") for v in volumes]
-    # The balancer forwards to the headless replica Service by its name.
+    # The balancer forwards to each replica of the StatefulSet by its own
+    # name under the headless Service, every one the HPA may start, hashing
+    # the conversation key consistently.
     conf = (K8S / "nginx.conf").read_text()
     (replicas,) = [s for s in by_kind("Service") if s["spec"].get("clusterIP") == "None"]
     grpc_port = next(p["port"] for p in replicas["spec"]["ports"] if p["name"] == "grpc")
-    assert f"server {replicas['metadata']['name']}:{grpc_port}" in conf
+    (sts,) = by_kind("StatefulSet")
+    (hpa,) = by_kind("HorizontalPodAutoscaler")
+    assert sts["spec"]["serviceName"] == replicas["metadata"]["name"]
+    openai_port = next(p["port"] for p in replicas["spec"]["ports"]
+                       if p["name"] == "openai")
+    upstreams = re.findall(r"upstream (\w+) \{(.*?)\n  \}", conf, re.S)
+    assert [name for name, _ in upstreams] == ["seqboat", "seqboat_openai"]
+    for (_, body), port in zip(upstreams, (grpc_port, openai_port)):
+        names = re.findall(r"server (\S+) resolve", body)
+        assert names == [
+            f"{sts['metadata']['name']}-{i}.{replicas['metadata']['name']}:{port}"
+            for i in range(hpa["spec"]["maxReplicas"])]
+        assert "hash $http_x_session_id consistent;" in body
+    # The OpenAI port goes through the balancer too, by the same key.
+    assert re.search(r"listen 8000;\s+location / \{\s+proxy_pass http://seqboat_openai;",
+                     conf)
+    ports = {p["name"]: p["containerPort"]
+             for p in balancer["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports["openai"] == 8000
     listen = int(re.search(r"listen (\d+) http2;", conf).group(1))
     (container,) = balancer["spec"]["template"]["spec"]["containers"]
     assert container["ports"][0]["containerPort"] == listen
@@ -328,13 +384,22 @@ def test_kustomization_lists_existing_files_and_the_balancer_config():
 
 # ---------------------------------------------------------------- nginx
 
+def local_nginx_conf(tmp_path):
+    """The balancer's config as this machine's nginx can check it: the
+    cluster's names do not resolve here (each replica's becomes a loopback
+    port), Debian's nginx 1.22 lacks `resolve` on upstream servers (the
+    image's 1.27 has it), and paths go to a temp prefix."""
+    conf = (K8S / "nginx.conf").read_text()
+    conf = re.sub(r"seqboat-(\d+)\.seqboat-replicas:\d+ resolve",
+                  lambda m: f"127.0.0.1:{50051 + int(m.group(1))}", conf)
+    conf = conf.replace("kube-dns.kube-system.svc.cluster.local", "127.0.0.1")
+    return conf.replace("/tmp/", f"{tmp_path}/")
+
+
 def test_balancer_config_passes_nginx_t(tmp_path):
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     assert os.access(nginx, os.X_OK), "nginx missing: run deploy/setup.sh"
-    conf = (K8S / "nginx.conf").read_text()
-    # The cluster's DNS name does not resolve here; paths go to a temp prefix.
-    conf = conf.replace("seqboat-replicas:", "127.0.0.1:")
-    conf = conf.replace("/tmp/", f"{tmp_path}/")
+    conf = local_nginx_conf(tmp_path)
     path = tmp_path / "nginx.conf"
     path.write_text(conf)
     out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
@@ -348,9 +413,7 @@ def test_nginx_t_rejects_a_broken_config(tmp_path):
     """The check above can fail: a bad directive is caught."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     path = tmp_path / "nginx.conf"
-    path.write_text((K8S / "nginx.conf").read_text()
-                    .replace("seqboat-replicas:", "127.0.0.1:")
-                    .replace("/tmp/", f"{tmp_path}/")
+    path.write_text(local_nginx_conf(tmp_path)
                     .replace("grpc_next_upstream error", "grpc_next_upstream bogus"))
     out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
                          capture_output=True, text=True, timeout=30)
