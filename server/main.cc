@@ -35,7 +35,9 @@
 #include "server/backend_choice.h"
 #include "server/chat_template.h"
 #include "server/engine_gauges.h"
+#include "server/grpc_tls.h"
 #include "server/http_endpoint.h"
+#include "server/https_credentials.h"
 #include "server/idle_trim.h"
 #include "server/jinja/template.h"
 #include "server/metrics.h"
@@ -121,6 +123,16 @@ ABSL_FLAG(double, tenant_requests_per_second, 0,
           "429 with the wait. 0 (default): no bound.");
 ABSL_FLAG(double, tenant_request_burst, 0,
           "The request bucket's size; 0: the rate (at least 1).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Serve all three ports over TLS with this PEM certificate chain "
+          "(with --tls_key_file). Empty (default): plaintext.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "Mutual TLS: require a client certificate signed by one of the "
+          "CAs in this PEM file on all three ports. Empty (default): none.");
+ABSL_FLAG(int32_t, tls_refresh_seconds, 60,
+          "How often the gRPC port rereads the TLS files (the HTTP ports "
+          "reread them on SIGHUP).");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -292,10 +304,16 @@ absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path) {
   return keys;
 }
 
-// SIGHUP: each keys file is read again; a broken one leaves its keys as
-// they were, and the log says where it is broken.
-void ReloadKeys(const std::vector<ApiKeyStore*>& stores) {
-  for (ApiKeyStore* keys : stores) {
+// What SIGHUP reads again: the keys files, the HTTP ports' TLS files.
+struct Reloadable {
+  std::vector<ApiKeyStore*> keys;  // nulls skipped
+  HttpsCredentials* tls = nullptr;
+};
+
+// A broken file leaves what it held as it was, and the log says where it is
+// broken.
+void Reload(const Reloadable& reloadable) {
+  for (ApiKeyStore* keys : reloadable.keys) {
     if (keys == nullptr) continue;
     if (absl::Status s = keys->Reload(); s.ok()) {
       spdlog::info("reloaded {} API keys from {}", keys->size(), keys->path());
@@ -303,13 +321,39 @@ void ReloadKeys(const std::vector<ApiKeyStore*>& stores) {
       spdlog::error("keys not reloaded, the last ones stay: {}", s.ToString());
     }
   }
+  if (reloadable.tls == nullptr) return;
+  if (absl::Status s = reloadable.tls->Reload(); s.ok()) {
+    spdlog::info(
+        "reloaded the HTTP ports' TLS files for new connections; the gRPC "
+        "port rereads them every {} s",
+        absl::GetFlag(FLAGS_tls_refresh_seconds));
+  } else {
+    spdlog::error("TLS files not reloaded, the last ones stay: {}",
+                  s.ToString());
+  }
+}
+
+TlsFiles TlsFilesFromFlags() {
+  return {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+          absl::GetFlag(FLAGS_tls_client_ca_file)};
+}
+
+// The HTTP ports' TLS (null: plaintext).
+absl::StatusOr<std::unique_ptr<HttpsCredentials>> OpenTls() {
+  const TlsFiles files = TlsFilesFromFlags();
+  if (!files.enabled()) return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpsCredentials> tls,
+                   HttpsCredentials::Open(files));
+  spdlog::info("TLS on every port from {}{}", files.cert_file,
+               files.mutual() ? ", client certificates required" : "");
+  return tls;
 }
 
 // /metrics, /healthz and /readyz on --http_port (null when it is -1). Up
 // before the model loads, so liveness probes pass during a long load.
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
     MetricsRegistry& registry, const std::atomic<bool>& ready,
-    const ApiKeyStore* metrics_keys) {
+    const ApiKeyStore* metrics_keys, HttpsCredentials* tls) {
   if (absl::GetFlag(FLAGS_http_port) < 0) return nullptr;
   HttpEndpoint::Handlers handlers;
   handlers.metrics = [&registry] { return registry.Render(); };
@@ -322,7 +366,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
   ASSIGN_OR_RETURN(
       std::unique_ptr<HttpEndpoint> http,
       HttpEndpoint::Start(absl::GetFlag(FLAGS_host),
-                          absl::GetFlag(FLAGS_http_port), handlers));
+                          absl::GetFlag(FLAGS_http_port), handlers, tls));
   // Printed before the gRPC line, which tells callers startup is done.
   std::cout << "http listening on "
             << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
@@ -396,9 +440,12 @@ absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
   grpc::ServerBuilder builder;
   const std::string address =
       HostPort(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      GrpcServerCredentials(TlsFilesFromFlags(),
+                            absl::GetFlag(FLAGS_tls_refresh_seconds)));
   GrpcServer started;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &started.port);
+  builder.AddListeningPort(address, credentials, &started.port);
   builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
@@ -453,7 +500,7 @@ void LoadChatTemplate(const ModelDir& model_dir, const ValidationLimits& limits,
 absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
     Engine* engine, const ValidationLimits& limits, const ModelDir& model_dir,
     ServingMetrics* metrics, const std::atomic<bool>& ready,
-    const ApiKeyStore* api_keys, TenantQuotas* quotas) {
+    const ApiKeyStore* api_keys, TenantQuotas* quotas, HttpsCredentials* tls) {
   if (absl::GetFlag(FLAGS_openai_port) < 0) return nullptr;
   OpenAiServer::Options o;
   o.host = absl::GetFlag(FLAGS_host);
@@ -468,6 +515,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
   o.api_keys = api_keys;
   o.share_prefix_cache = absl::GetFlag(FLAGS_share_prefix_cache_across_tenants);
   o.quotas = quotas->enabled() ? quotas : nullptr;
+  o.tls = tls;
   LoadChatTemplate(model_dir, limits, &o);
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
@@ -485,8 +533,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
 int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
                             const TextGenerationService& service,
                             const OpenAiServer* openai,
-                            const std::vector<ApiKeyStore*>& keys,
-                            std::string* fault) {
+                            const Reloadable& reloadable, std::string* fault) {
   IdleTrimmer trimmer;
   sigset_t with_hangup = signals;
   sigaddset(&with_hangup, SIGHUP);
@@ -494,7 +541,7 @@ int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
   while (sig == 0 && fault->empty()) {
     sig = WaitForSignal(with_hangup, absl::Seconds(1));
     if (sig == SIGHUP) {
-      ReloadKeys(keys);
+      Reload(reloadable);
       sig = 0;
     }
     const EngineStats stats = engine.Stats();
@@ -543,8 +590,13 @@ int Run() {
       return 1;
     }
   }
+  absl::StatusOr<std::unique_ptr<HttpsCredentials>> tls = OpenTls();
+  if (!tls.ok()) {
+    spdlog::error("{}", tls.status().ToString());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
-      StartHttpSidePort(registry, ready, metrics_keys->get());
+      StartHttpSidePort(registry, ready, metrics_keys->get(), tls->get());
   if (!http.ok()) {
     spdlog::error("{}", http.status().ToString());
     return 1;
@@ -579,14 +631,14 @@ int Run() {
       quotas.enabled() ? &quotas : nullptr);
   absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
   if (!grpc_server.ok()) {
-    spdlog::error("{}", std::string(grpc_server.status().message()));
+    spdlog::error("{}", grpc_server.status().ToString());
     (*engine)->Shutdown();
     return 1;
   }
   grpc::Server& server = *grpc_server->server;
   absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
       StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready,
-                      api_keys->get(), &quotas);
+                      api_keys->get(), &quotas, tls->get());
   if (!openai.ok()) {
     spdlog::error("{}", openai.status().ToString());
     server.Shutdown(std::chrono::system_clock::now());
@@ -610,9 +662,9 @@ int Run() {
             << std::endl;
 
   std::string fault;
-  const int sig =
-      ServeUntilSignalOrFault(signals, **engine, service, openai->get(),
-                              {api_keys->get(), metrics_keys->get()}, &fault);
+  const int sig = ServeUntilSignalOrFault(
+      signals, **engine, service, openai->get(),
+      {{api_keys->get(), metrics_keys->get()}, tls->get()}, &fault);
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
                  absl::GetFlag(FLAGS_drain_grace_seconds));
