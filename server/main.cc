@@ -43,6 +43,7 @@
 #include "server/metrics.h"
 #include "server/openai_server.h"
 #include "server/request_validation.h"
+#include "server/secret_files.h"
 #include "server/serving_metrics.h"
 #include "server/tenant_quotas.h"
 #include "server/text_generation_service.h"
@@ -123,6 +124,13 @@ ABSL_FLAG(double, tenant_requests_per_second, 0,
           "429 with the wait. 0 (default): no bound.");
 ABSL_FLAG(double, tenant_request_burst, 0,
           "The request bucket's size; 0: the rate (at least 1).");
+ABSL_FLAG(double, tenant_tokens_per_second, 0,
+          "Prompt plus generated tokens per second one tenant may use (a "
+          "token bucket of --tenant_token_burst: a request starts while it "
+          "holds a token, the prompt is taken then and the output as it "
+          "streams); past it RESOURCE_EXHAUSTED / 429. 0 (default): none.");
+ABSL_FLAG(double, tenant_token_burst, 0,
+          "The token bucket's size; 0: the rate (at least 1).");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "Serve all three ports over TLS with this PEM certificate chain "
           "(with --tls_key_file). Empty (default): plaintext.");
@@ -191,6 +199,19 @@ absl::Status CheckFlags() {
   }
   if (absl::GetFlag(FLAGS_drain_grace_seconds) < 0) {
     return absl::InvalidArgumentError("--drain_grace_seconds must be >= 0");
+  }
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, double>{
+            "tenant_requests_per_second",
+            absl::GetFlag(FLAGS_tenant_requests_per_second)},
+        {"tenant_request_burst", absl::GetFlag(FLAGS_tenant_request_burst)},
+        {"tenant_tokens_per_second",
+         absl::GetFlag(FLAGS_tenant_tokens_per_second)},
+        {"tenant_token_burst", absl::GetFlag(FLAGS_tenant_token_burst)}}) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be >= 0, got ", value));
+    }
   }
   if (absl::GetFlag(FLAGS_max_new_tokens_default) >
       absl::GetFlag(FLAGS_max_new_tokens_limit)) {
@@ -296,57 +317,9 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
-// The keys a flag names (null when it names no file).
-absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path) {
-  if (path.empty()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<ApiKeyStore> keys, ApiKeyStore::Open(path));
-  spdlog::info("{} API keys from {}", keys->size(), path);
-  return keys;
-}
-
-// What SIGHUP reads again: the keys files, the HTTP ports' TLS files.
-struct Reloadable {
-  std::vector<ApiKeyStore*> keys;  // nulls skipped
-  HttpsCredentials* tls = nullptr;
-};
-
-// A broken file leaves what it held as it was, and the log says where it is
-// broken.
-void Reload(const Reloadable& reloadable) {
-  for (ApiKeyStore* keys : reloadable.keys) {
-    if (keys == nullptr) continue;
-    if (absl::Status s = keys->Reload(); s.ok()) {
-      spdlog::info("reloaded {} API keys from {}", keys->size(), keys->path());
-    } else {
-      spdlog::error("keys not reloaded, the last ones stay: {}", s.ToString());
-    }
-  }
-  if (reloadable.tls == nullptr) return;
-  if (absl::Status s = reloadable.tls->Reload(); s.ok()) {
-    spdlog::info(
-        "reloaded the HTTP ports' TLS files for new connections; the gRPC "
-        "port rereads them every {} s",
-        absl::GetFlag(FLAGS_tls_refresh_seconds));
-  } else {
-    spdlog::error("TLS files not reloaded, the last ones stay: {}",
-                  s.ToString());
-  }
-}
-
 TlsFiles TlsFilesFromFlags() {
   return {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
           absl::GetFlag(FLAGS_tls_client_ca_file)};
-}
-
-// The HTTP ports' TLS (null: plaintext).
-absl::StatusOr<std::unique_ptr<HttpsCredentials>> OpenTls() {
-  const TlsFiles files = TlsFilesFromFlags();
-  if (!files.enabled()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<HttpsCredentials> tls,
-                   HttpsCredentials::Open(files));
-  spdlog::info("TLS on every port from {}{}", files.cert_file,
-               files.mutual() ? ", client certificates required" : "");
-  return tls;
 }
 
 // /metrics, /healthz and /readyz on --http_port (null when it is -1). Up
@@ -577,7 +550,9 @@ int Run() {
   ServingMetrics metrics(&registry);
   TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sequences),
                        absl::GetFlag(FLAGS_tenant_requests_per_second),
-                       absl::GetFlag(FLAGS_tenant_request_burst)});
+                       absl::GetFlag(FLAGS_tenant_request_burst),
+                       absl::GetFlag(FLAGS_tenant_tokens_per_second),
+                       absl::GetFlag(FLAGS_tenant_token_burst)});
   // /readyz: true between "listening" and the start of a drain.
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<ApiKeyStore>> api_keys =
@@ -590,7 +565,8 @@ int Run() {
       return 1;
     }
   }
-  absl::StatusOr<std::unique_ptr<HttpsCredentials>> tls = OpenTls();
+  absl::StatusOr<std::unique_ptr<HttpsCredentials>> tls =
+      OpenTls(TlsFilesFromFlags());
   if (!tls.ok()) {
     spdlog::error("{}", tls.status().ToString());
     return 1;

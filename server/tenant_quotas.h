@@ -1,5 +1,11 @@
 // Per-tenant quotas, the same bounds for every tenant: sequences in flight at
-// once, and a token bucket of requests per second. A front end takes a
+// once, a token bucket of requests per second, and one of tokens (prompt and
+// generated) per second. The token bucket lets a request in while it holds
+// at least one token; the prompt is taken at admission and the output as it
+// is delivered, so a long request may take the bucket below zero, and the
+// tenant's next one waits until it has refilled (a running request is never
+// cut short; a request the engine refuses keeps its prompt's charge). A
+// front end takes a
 // request's share before submitting it (Admit) and gets RESOURCE_EXHAUSTED
 // naming the bound and how long to wait when the tenant is over it; the
 // sequences go back one by one as their final events pass through the sink
@@ -23,6 +29,8 @@ struct TenantLimits {
   int32_t max_sequences = 0;       // in flight per tenant; 0: unbounded
   double requests_per_second = 0;  // refill rate; 0: unbounded
   double request_burst = 0;        // bucket size; 0: max(1, the rate)
+  double tokens_per_second = 0;    // prompt + generated; 0: unbounded
+  double token_burst = 0;          // bucket size; 0: max(1, the rate)
 };
 
 class TenantQuotas {
@@ -30,7 +38,8 @@ class TenantQuotas {
   explicit TenantQuotas(TenantLimits limits);
 
   bool enabled() const {
-    return limits_.max_sequences > 0 || limits_.requests_per_second > 0;
+    return limits_.max_sequences > 0 || limits_.requests_per_second > 0 ||
+           limits_.tokens_per_second > 0;
   }
 
   // Takes `request`'s share of its tenant's quotas at `now` and wraps its
@@ -45,14 +54,30 @@ class TenantQuotas {
 
   // Sequences `tenant` has in flight.
   int32_t in_flight(const std::string& tenant) const;
+  // Tokens in `tenant`'s token bucket at `now` (the burst before its first
+  // request; below zero while in debt).
+  double token_level(const std::string& tenant, absl::Time now) const;
 
  private:
+  // A token bucket: `level` refills at `rate` up to `burst`.
+  struct Bucket {
+    double level = 0;
+    absl::Time refilled;
+    bool used = false;  // full until first used
+    double Refill(double rate, double burst, absl::Time now);
+  };
   struct Tenant {
     int32_t sequences = 0;
-    double tokens = -1;  // the request bucket; < 0 until first used
-    absl::Time refilled;
+    Bucket requests;
+    Bucket tokens;
   };
+  absl::Status TakeBuckets(const Request& request, absl::Time now, Tenant& t,
+                           absl::Duration* retry_after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const std::string& tenant, int32_t sequences);
+  void Charge(const std::string& tenant, size_t tokens);
+  double RequestBurst() const;
+  double TokenBurst() const;
 
   const TenantLimits limits_;
   mutable absl::Mutex mu_;

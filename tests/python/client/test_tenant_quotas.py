@@ -1,5 +1,5 @@
 """Per-tenant quotas on a real seqboat_server: a burst from one tenant past its
-sequences in flight or its request rate is answered RESOURCE_EXHAUSTED with a
+sequences in flight, its request rate or its token rate is answered RESOURCE_EXHAUSTED with a
 `retry-after` trailer (gRPC) or 429 with Retry-After (HTTP), while another
 tenant is served as before; the sequences come back when their streams end."""
 
@@ -108,3 +108,31 @@ def test_a_tenant_past_its_rate_waits_and_another_does_not(rated):
         assert "requests per second" in e.value.details()
         for _ in range(2):
             list(stub.Generate(request(2), metadata=md(KEY_B), timeout=60))
+
+
+@pytest.fixture(scope="module")
+def token_rated(tmp_path_factory):
+    # A slow refill and a bucket one request of 60 new tokens overdraws.
+    s = keyed_server(tmp_path_factory, "quota_tokens",
+                     ["--tenant_tokens_per_second=1", "--tenant_token_burst=30"])
+    yield s
+    stop_server(s)
+
+
+def test_a_tenant_past_its_token_rate_waits_and_another_does_not(token_rated):
+    with grpc.insecure_channel(token_rated.grpc) as channel:
+        stub = pb_grpc.TextGenerationStub(channel)
+        # Let in with tokens in the bucket; its prompt's and its 60 new
+        # tokens are all taken, so the bucket ends some 30 below zero.
+        done = list(stub.Generate(request(60), metadata=md(KEY_A), timeout=60))
+        assert sum(len(m.token_ids) for m in done) == 60
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Generate(request(2), metadata=md(KEY_A), timeout=60))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "team-a" in e.value.details() and "tokens per second" in e.value.details()
+        assert int(dict(e.value.trailing_metadata())["retry-after"]) >= 5
+        status, headers = http_complete(token_rated, KEY_A)
+        assert status == 429 and int(headers["Retry-After"]) >= 5
+        # Tenant B's bucket is its own.
+        assert len(list(stub.Generate(request(20), metadata=md(KEY_B), timeout=60))) > 0
+        assert http_complete(token_rated, KEY_B)[0] == 200
