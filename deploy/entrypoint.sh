@@ -34,6 +34,21 @@ keys=()
 [[ -n "${SEQBOAT_METRICS_API_KEY_FILE:-}" ]] &&
   keys+=(--metrics_api_key_file="$SEQBOAT_METRICS_API_KEY_FILE")
 
+# TLS (README.md, "TLS"): PEM files mounted from Secrets; set the
+# certificate and key to serve every port over TLS, the client CA for mutual
+# TLS. Unset: plaintext.
+tls=()
+if [[ -n "${SEQBOAT_TLS_CERT_FILE:-}" ]]; then
+  tls+=(--tls_cert_file="$SEQBOAT_TLS_CERT_FILE"
+        --tls_key_file="${SEQBOAT_TLS_KEY_FILE:?SEQBOAT_TLS_CERT_FILE needs SEQBOAT_TLS_KEY_FILE}")
+fi
+[[ -n "${SEQBOAT_TLS_CLIENT_CA_FILE:-}" ]] &&
+  tls+=(--tls_client_ca_file="$SEQBOAT_TLS_CLIENT_CA_FILE")
+[[ -n "${SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS:-}" ]] &&
+  tls+=(--tls_http_port_client_certs="$SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS")
+[[ -n "${SEQBOAT_TLS_REFRESH_SECONDS:-}" ]] &&
+  tls+=(--tls_refresh_seconds="$SEQBOAT_TLS_REFRESH_SECONDS")
+
 # exec: the server is PID 1 in a container and gets SIGTERM directly.
 exec "$bin" \
   --model_dir="$model_dir" \
@@ -48,4 +63,5 @@ exec "$bin" \
   --cpu_threads="${SEQBOAT_CPU_THREADS:-0}" \
   --cpu_weights="${SEQBOAT_CPU_WEIGHTS:-auto}" \
   "${keys[@]}" \
+  "${tls[@]}" \
   "$@"

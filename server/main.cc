@@ -138,6 +138,10 @@ ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "Mutual TLS: require a client certificate signed by one of the "
           "CAs in this PEM file on all three ports. Empty (default): none.");
+ABSL_FLAG(bool, tls_http_port_client_certs, true,
+          "With --tls_client_ca_file: whether --http_port (metrics and "
+          "probes) wants client certificates too; false lets kubelet's HTTPS "
+          "probes in (they present none; /metrics can take a key).");
 ABSL_FLAG(int32_t, tls_refresh_seconds, 60,
           "How often the gRPC port rereads the TLS files (the HTTP ports "
           "reread them on SIGHUP).");
@@ -565,14 +569,14 @@ int Run() {
       return 1;
     }
   }
-  absl::StatusOr<std::unique_ptr<HttpsCredentials>> tls =
-      OpenTls(TlsFilesFromFlags());
+  absl::StatusOr<HttpsPorts> tls = OpenTls(
+      TlsFilesFromFlags(), absl::GetFlag(FLAGS_tls_http_port_client_certs));
   if (!tls.ok()) {
     spdlog::error("{}", tls.status().ToString());
     return 1;
   }
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
-      StartHttpSidePort(registry, ready, metrics_keys->get(), tls->get());
+      StartHttpSidePort(registry, ready, metrics_keys->get(), tls->side());
   if (!http.ok()) {
     spdlog::error("{}", http.status().ToString());
     return 1;
@@ -614,7 +618,7 @@ int Run() {
   grpc::Server& server = *grpc_server->server;
   absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
       StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready,
-                      api_keys->get(), &quotas, tls->get());
+                      api_keys->get(), &quotas, tls->api.get());
   if (!openai.ok()) {
     spdlog::error("{}", openai.status().ToString());
     server.Shutdown(std::chrono::system_clock::now());
@@ -640,7 +644,10 @@ int Run() {
   std::string fault;
   const int sig = ServeUntilSignalOrFault(
       signals, **engine, service, openai->get(),
-      {{api_keys->get(), metrics_keys->get()}, tls->get()}, &fault);
+      {{api_keys->get(), metrics_keys->get()},
+       {tls->api.get(), tls->side_without_client_certs.get()},
+       absl::GetFlag(FLAGS_tls_refresh_seconds)},
+      &fault);
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
                  absl::GetFlag(FLAGS_drain_grace_seconds));

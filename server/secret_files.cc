@@ -12,14 +12,21 @@ absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path) {
   return keys;
 }
 
-absl::StatusOr<std::unique_ptr<HttpsCredentials>> OpenTls(
-    const TlsFiles& files) {
-  if (!files.enabled()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<HttpsCredentials> tls,
-                   HttpsCredentials::Open(files));
+absl::StatusOr<HttpsPorts> OpenTls(const TlsFiles& files,
+                                   bool side_port_client_certs) {
+  HttpsPorts ports;
+  if (!files.enabled()) return ports;
+  ASSIGN_OR_RETURN(ports.api, HttpsCredentials::Open(files));
+  if (files.mutual() && !side_port_client_certs) {
+    ASSIGN_OR_RETURN(ports.side_without_client_certs,
+                     HttpsCredentials::Open({files.cert_file, files.key_file}));
+  }
   spdlog::info("TLS on every port from {}{}", files.cert_file,
-               files.mutual() ? ", client certificates required" : "");
-  return tls;
+               !files.mutual()          ? ""
+               : side_port_client_certs ? ", client certificates required"
+                                        : ", client certificates required "
+                                          "but on the metrics port");
+  return ports;
 }
 
 void Reload(const Reloadable& reloadable) {
@@ -31,15 +38,17 @@ void Reload(const Reloadable& reloadable) {
       spdlog::error("keys not reloaded, the last ones stay: {}", s.ToString());
     }
   }
-  if (reloadable.tls == nullptr) return;
-  if (absl::Status s = reloadable.tls->Reload(); s.ok()) {
-    spdlog::info(
-        "reloaded the HTTP ports' TLS files for new connections; the gRPC "
-        "port rereads them every {} s",
-        reloadable.grpc_tls_refresh_seconds);
-  } else {
-    spdlog::error("TLS files not reloaded, the last ones stay: {}",
-                  s.ToString());
+  for (HttpsCredentials* tls : reloadable.tls) {
+    if (tls == nullptr) continue;
+    if (absl::Status s = tls->Reload(); s.ok()) {
+      spdlog::info(
+          "reloaded the HTTP ports' TLS files for new connections; the gRPC "
+          "port rereads them every {} s",
+          reloadable.grpc_tls_refresh_seconds);
+    } else {
+      spdlog::error("TLS files not reloaded, the last ones stay: {}",
+                    s.ToString());
+    }
   }
 }
 

@@ -19,15 +19,27 @@ namespace seqboat {
 // The keys of `path` (null when it is empty: no keys asked for).
 absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path);
 
-// The HTTP ports' TLS (null when `files` names no certificate: plaintext).
-absl::StatusOr<std::unique_ptr<HttpsCredentials>> OpenTls(
-    const TlsFiles& files);
+// The HTTP ports' TLS: the OpenAI port's, and the metrics and probes port's,
+// which is the same unless it asks for no client certificate where the
+// OpenAI port does (kubelet's HTTPS probes present none).
+struct HttpsPorts {
+  std::unique_ptr<HttpsCredentials> api;  // null: plaintext
+  std::unique_ptr<HttpsCredentials> side_without_client_certs;
+  HttpsCredentials* side() const {
+    return side_without_client_certs != nullptr
+               ? side_without_client_certs.get()
+               : api.get();
+  }
+};
+
+absl::StatusOr<HttpsPorts> OpenTls(const TlsFiles& files,
+                                   bool side_port_client_certs);
 
 // What SIGHUP reads again.
 struct Reloadable {
-  std::vector<ApiKeyStore*> keys;  // nulls skipped
-  HttpsCredentials* tls = nullptr;
-  int grpc_tls_refresh_seconds = 0;  // for the log
+  std::vector<ApiKeyStore*> keys;      // nulls skipped
+  std::vector<HttpsCredentials*> tls;  // nulls skipped
+  int grpc_tls_refresh_seconds = 0;    // for the log
 };
 
 void Reload(const Reloadable& reloadable);

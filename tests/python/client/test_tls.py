@@ -226,3 +226,28 @@ def test_cpp_clients_take_a_ca_and_a_client_certificate(mtls_server, certs):
                           "--progress=false", *flags],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+def test_the_probe_port_may_take_no_client_certificate(tmp_path_factory, certs):
+    s = start_server(tmp_path_factory, "mtls_open_probes",
+                     [*tls_args(certs, mutual=True), "--tls_http_port_client_certs=false",
+                      "--log_level=info"])
+    try:
+        ctx = context(certs["ca"])  # kubelet's probes present no certificate
+        assert https(s.http, "/healthz", ctx) == (200, "ok\n")
+        assert https(s.http, "/readyz", ctx)[0] == 200
+        refused_over_http(s.http, "/healthz", None)  # still TLS
+        refused_over_http(s.openai, "/v1/models", ctx)
+        with client(s, tls_ca_file=str(certs["ca"])) as c:
+            with pytest.raises(seqboat.Unavailable):
+                c.model_info()
+        # SIGHUP rereads both HTTP ports' files and says so.
+        s.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + 20
+        while s.log_path.read_text().count("reloaded the HTTP ports' TLS files") < 2:
+            assert time.monotonic() < end, s.log_path.read_text()
+            time.sleep(0.1)
+        assert "rereads them every 60 s" in s.log_path.read_text()
+        assert https(s.http, "/healthz", ctx)[0] == 200
+    finally:
+        stop_server(s)
