@@ -6,6 +6,7 @@ refused on every port; SIGHUP (the HTTP ports) and the file watcher (gRPC)
 serve a new certificate while streams opened before go on; the C++ clients'
 --tls_* flags."""
 
+import asyncio
 import json
 import os
 import signal
@@ -99,6 +100,17 @@ def test_tls_round_trips_on_every_port(tls_server, certs):
     assert completion(tls_server, ctx)["usage"]["completion_tokens"] == 4
     assert https(tls_server.http, "/healthz", ctx) == (200, "ok\n")
     assert "seqboat_num_requests_running" in https(tls_server.http, "/metrics", ctx)[1]
+
+
+def test_the_async_client_over_tls_and_a_half_given_pair(tls_server, certs):
+    async def generate():
+        async with seqboat.AsyncClient(tls_server.grpc, timeout=30,
+                                       tls_ca_file=str(certs["ca"])) as c:
+            return await c.generate("Hi", max_tokens=3, ignore_eos=True)
+
+    assert asyncio.run(generate()).usage.generated_tokens == 3
+    with pytest.raises(ValueError, match="go together"):
+        seqboat.Client(tls_server.grpc, tls_cert_file=str(certs["client"][0]))
 
 
 def test_plaintext_to_a_tls_port_is_refused(tls_server, certs):
