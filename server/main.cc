@@ -105,8 +105,8 @@ ABSL_FLAG(int32_t, drain_grace_seconds, 30,
           "they are cancelled.");
 ABSL_FLAG(std::string, api_keys_file, "",
           "Require an API key on both APIs: a file of one key per line, or "
-          "KEY TENANT per line ('#' comments, blank lines); reread on "
-          "SIGHUP. Empty (default): no keys.");
+          "KEY TENANT [max_sequences=N tokens_per_second=T ...: the "
+          "tenant's own quotas] ('#' comments); reread on SIGHUP.");
 ABSL_FLAG(std::string, metrics_api_key_file, "",
           "Require a key (a keys file as --api_keys_file's) for /metrics on "
           "--http_port; the probes stay open. Empty (default): open.");
@@ -549,14 +549,9 @@ int Run() {
 
   // Metrics exist before the engine so its observers can record into them,
   // and outlive it (the engine thread calls them until Shutdown); so do the
-  // quotas, whose sinks the engine calls.
+  // quotas (below, after the keys they read), whose sinks the engine calls.
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);
-  TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sequences),
-                       absl::GetFlag(FLAGS_tenant_requests_per_second),
-                       absl::GetFlag(FLAGS_tenant_request_burst),
-                       absl::GetFlag(FLAGS_tenant_tokens_per_second),
-                       absl::GetFlag(FLAGS_tenant_token_burst)});
   // /readyz: true between "listening" and the start of a drain.
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<ApiKeyStore>> api_keys =
@@ -569,6 +564,20 @@ int Run() {
       return 1;
     }
   }
+  // A tenant's quotas: the flags', but what its lines in the keys file set.
+  const TenantLimits tenant_limits{
+      absl::GetFlag(FLAGS_tenant_max_sequences),
+      absl::GetFlag(FLAGS_tenant_requests_per_second),
+      absl::GetFlag(FLAGS_tenant_request_burst),
+      absl::GetFlag(FLAGS_tenant_tokens_per_second),
+      absl::GetFlag(FLAGS_tenant_token_burst)};
+  TenantQuotas::LimitsOf limits_of;
+  if (const ApiKeyStore* keys = api_keys->get(); keys != nullptr) {
+    limits_of = [keys, tenant_limits](const std::string& tenant) {
+      return WithOverrides(tenant_limits, keys->QuotasOf(tenant));
+    };
+  }
+  TenantQuotas quotas(tenant_limits, std::move(limits_of));
   absl::StatusOr<HttpsPorts> tls = OpenTls(
       TlsFilesFromFlags(), absl::GetFlag(FLAGS_tls_http_port_client_certs));
   if (!tls.ok()) {

@@ -139,5 +139,31 @@ TEST(TenantQuotasTest, BothBucketsAreCheckedBeforeEitherIsTaken) {
   EXPECT_TRUE(q.Admit(again, t0 + absl::Seconds(3), &wait).ok());
 }
 
+TEST(TenantQuotasTest, EachTenantMayHaveLimitsOfItsOwn) {
+  TenantLimits defaults;
+  defaults.max_sequences = 1;
+  QuotaOverrides team_a;
+  team_a.max_sequences = 3;
+  team_a.tokens_per_second = 5;
+  const TenantLimits a = WithOverrides(defaults, team_a);
+  EXPECT_EQ(a.max_sequences, 3);
+  EXPECT_EQ(a.tokens_per_second, 5);
+  EXPECT_EQ(a.requests_per_second, 0);  // left to the default
+  TenantQuotas q(defaults, [&](const std::string& tenant) {
+    return tenant == "a" ? a : defaults;
+  });
+  EXPECT_TRUE(q.enabled());
+  std::vector<int> finals;
+  absl::Duration wait;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  Request three = Of("a", 3, &finals);
+  EXPECT_TRUE(q.Admit(three, t0, &wait).ok());
+  EXPECT_EQ(q.token_level("a", t0), 5);
+  Request two = Of("b", 2, &finals);
+  const absl::Status over = q.Admit(two, t0, &wait);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("limit is 1"), std::string::npos) << over;
+}
+
 }  // namespace
 }  // namespace seqboat
