@@ -20,7 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/lb/child_process.h"
 #include "tests/lb/cluster.h"
-#include "tests/lb/test_certs.h"
+#include "server/testing/test_certs.h"
 
 namespace seqboat {
 namespace {

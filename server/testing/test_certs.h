@@ -1,8 +1,8 @@
 // Test certificates made by the openssl command (Debian's openssl) at test
 // time: a CA, and PEM certificates it signs for a server on 127.0.0.1 and
 // localhost or for a client (mutual TLS).
-#ifndef SEQBOAT_TESTS_LB_TEST_CERTS_H_
-#define SEQBOAT_TESTS_LB_TEST_CERTS_H_
+#ifndef SEQBOAT_SERVER_TESTING_TEST_CERTS_H_
+#define SEQBOAT_SERVER_TESTING_TEST_CERTS_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ absl::StatusOr<CertFiles> MakeTestCert(const std::string& dir,
 
 }  // namespace seqboat
 
-#endif  // SEQBOAT_TESTS_LB_TEST_CERTS_H_
+#endif  // SEQBOAT_SERVER_TESTING_TEST_CERTS_H_

@@ -1,4 +1,4 @@
-#include "tests/lb/test_certs.h"
+#include "server/testing/test_certs.h"
 
 #include <cstdlib>
 #include <fstream>
