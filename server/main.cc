@@ -217,6 +217,17 @@ absl::Status CheckFlags() {
           absl::StrCat("--", name, " must be >= 0, got ", value));
     }
   }
+  if (absl::GetFlag(FLAGS_tls_cert_file).empty() !=
+          absl::GetFlag(FLAGS_tls_key_file).empty() ||
+      (absl::GetFlag(FLAGS_tls_cert_file).empty() &&
+       !absl::GetFlag(FLAGS_tls_client_ca_file).empty())) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file go together, and "
+        "--tls_client_ca_file needs them");
+  }
+  if (absl::GetFlag(FLAGS_tls_refresh_seconds) < 1) {
+    return absl::InvalidArgumentError("--tls_refresh_seconds must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_new_tokens_default) >
       absl::GetFlag(FLAGS_max_new_tokens_limit)) {
     return absl::InvalidArgumentError(

@@ -21,7 +21,7 @@ import pytest
 
 import seqboat
 import tls_certs
-from live_server import ROOT, start_server, stop_server
+from live_server import MODEL, ROOT, start_server, stop_server
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +263,25 @@ def test_the_probe_port_may_take_no_client_certificate(tmp_path_factory, certs):
         assert https(s.http, "/healthz", ctx)[0] == 200
     finally:
         stop_server(s)
+
+
+def test_bad_tls_files_stop_the_start_naming_them(certs, tmp_path):
+    crt, key = certs["server"]
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello\n")
+    cases = [
+        ([f"--tls_key_file={key}"], "--tls_cert_file and --tls_key_file go together"),
+        ([f"--tls_cert_file={crt}", f"--tls_key_file={certs['client'][1]}"],
+         "do not match"),
+        ([f"--tls_cert_file={not_pem}", f"--tls_key_file={key}"],
+         f"{not_pem} holds no PEM block"),
+        ([f"--tls_cert_file={crt}", f"--tls_key_file={key}",
+          f"--tls_client_ca_file={tmp_path / 'missing.crt'}"],
+         f"{tmp_path / 'missing.crt'} cannot be read"),
+    ]
+    binary = ROOT / "bazel-bin/server/seqboat_server"
+    for args, message in cases:
+        r = subprocess.run([str(binary), f"--model_dir={MODEL}", "--port=0", *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, args
+        assert message in r.stderr, (args, r.stderr)
