@@ -42,6 +42,21 @@ if [[ -n "${SEQBOAT_PREFIX_CACHE_DIR:-}" ]]; then
           --prefix_cache_disk_bytes="${SEQBOAT_PREFIX_CACHE_DISK_BYTES:-8589934592}")
 fi
 
+# TLS (README.md, "TLS"): PEM files mounted from Secrets; set the
+# certificate and key to serve every port over TLS, the client CA for mutual
+# TLS. Unset: plaintext.
+tls=()
+if [[ -n "${SEQBOAT_TLS_CERT_FILE:-}" ]]; then
+  tls+=(--tls_cert_file="$SEQBOAT_TLS_CERT_FILE"
+        --tls_key_file="${SEQBOAT_TLS_KEY_FILE:?SEQBOAT_TLS_CERT_FILE needs SEQBOAT_TLS_KEY_FILE}")
+fi
+[[ -n "${SEQBOAT_TLS_CLIENT_CA_FILE:-}" ]] &&
+  tls+=(--tls_client_ca_file="$SEQBOAT_TLS_CLIENT_CA_FILE")
+[[ -n "${SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS:-}" ]] &&
+  tls+=(--tls_http_port_client_certs="$SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS")
+[[ -n "${SEQBOAT_TLS_REFRESH_SECONDS:-}" ]] &&
+  tls+=(--tls_refresh_seconds="$SEQBOAT_TLS_REFRESH_SECONDS")
+
 # exec: the server is PID 1 in a container and gets SIGTERM directly.
 exec "$bin" \
   --model_dir="$model_dir" \
@@ -57,4 +72,5 @@ exec "$bin" \
   --cpu_weights="${SEQBOAT_CPU_WEIGHTS:-auto}" \
   "${cache[@]}" \
   "${keys[@]}" \
+  "${tls[@]}" \
   "$@"

@@ -12,7 +12,9 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libmicrohttpd-dev
   libgtest-dev libgmock-dev libopenblas-dev libopenblas-openmp-dev libre2-dev libicu-dev
-  libssl-dev
+  libssl-dev libgnutls28-dev
+  # TLS tests make their certificates with it
+  openssl
   # python: references, converters, training
   python3-torch python3-numpy python3-venv python3-pip python3-pytest python3-grpcio
   # Hydra-era fairseq checkpoints pickle their cfg as an omegaconf DictConfig

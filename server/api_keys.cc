@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -28,6 +30,54 @@ bool ValidTenant(absl::string_view name) {
   return true;
 }
 
+constexpr char kQuotaNames[] =
+    "max_sequences, requests_per_second, request_burst, tokens_per_second, "
+    "token_burst";
+
+// One NAME=VALUE field of a key's line into `q`.
+absl::Status ParseQuota(absl::string_view field, size_t index,
+                        const std::string& where, QuotaOverrides* q) {
+  const std::pair<absl::string_view, absl::string_view> nv =
+      absl::StrSplit(field, absl::MaxSplits('=', 1));
+  auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(where, why));
+  };
+  if (!absl::StrContains(field, '=')) {
+    // Not echoed: a key written with a space in it would land here.
+    return refuse(absl::StrCat(
+        "field ", index + 1, " is not a quota NAME=VALUE (", kQuotaNames, ")"));
+  }
+  if (nv.first == "max_sequences") {
+    int32_t n;
+    if (q->max_sequences.has_value()) return refuse("max_sequences twice");
+    if (!absl::SimpleAtoi(nv.second, &n) || n < 0) {
+      return refuse(absl::StrCat("max_sequences must be an integer >= 0, got '",
+                                 nv.second, "'"));
+    }
+    q->max_sequences = n;
+    return absl::OkStatus();
+  }
+  std::optional<double>* target =
+      nv.first == "requests_per_second" ? &q->requests_per_second
+      : nv.first == "request_burst"     ? &q->request_burst
+      : nv.first == "tokens_per_second" ? &q->tokens_per_second
+      : nv.first == "token_burst"       ? &q->token_burst
+                                        : nullptr;
+  if (target == nullptr) {
+    return refuse(absl::StrCat("field ", index + 1, " names no quota (",
+                               kQuotaNames, ")"));
+  }
+  if (target->has_value()) return refuse(absl::StrCat(nv.first, " twice"));
+  double value;
+  if (!absl::SimpleAtod(nv.second, &value) || !std::isfinite(value) ||
+      value < 0) {
+    return refuse(absl::StrCat(nv.first, " must be a number >= 0, got '",
+                               nv.second, "'"));
+  }
+  *target = value;
+  return absl::OkStatus();
+}
+
 bool PrintableWithoutSpace(absl::string_view key) {
   for (char c : key) {
     if (c <= ' ' || c > '~') return false;
@@ -36,6 +86,14 @@ bool PrintableWithoutSpace(absl::string_view key) {
 }
 
 }  // namespace
+
+bool QuotaOverrides::operator==(const QuotaOverrides& o) const {
+  return max_sequences == o.max_sequences &&
+         requests_per_second == o.requests_per_second &&
+         request_burst == o.request_burst &&
+         tokens_per_second == o.tokens_per_second &&
+         token_burst == o.token_burst;
+}
 
 bool ConstantTimeEqual(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
@@ -74,11 +132,6 @@ absl::StatusOr<ApiKeys> ApiKeys::Parse(absl::string_view text,
     const std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     const std::string where = absl::StrCat(source, " line ", line_no, ": ");
-    if (fields.size() > 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "expected KEY or KEY TENANT, found ",
-                       fields.size(), " fields"));
-    }
     const absl::string_view key = fields[0];
     if (key.size() < kMinApiKeyBytes || key.size() > kMaxApiKeyBytes) {
       return absl::InvalidArgumentError(
@@ -90,11 +143,26 @@ absl::StatusOr<ApiKeys> ApiKeys::Parse(absl::string_view text,
           where, "the key holds a byte that is not printable ASCII"));
     }
     const absl::string_view tenant =
-        fields.size() == 2 ? fields[1] : absl::string_view(kDefaultTenant);
+        fields.size() >= 2 ? fields[1] : absl::string_view(kDefaultTenant);
     if (!ValidTenant(tenant)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "tenant '", tenant,
                        "' is not 1 to 64 of A-Z, a-z, 0-9, '_', '-', '.'"));
+    }
+    QuotaOverrides quotas;
+    for (size_t i = 2; i < fields.size(); ++i) {
+      if (absl::Status s = ParseQuota(fields[i], i, where, &quotas); !s.ok()) {
+        return s;
+      }
+    }
+    if (!quotas.empty()) {
+      auto [it, added] =
+          keys.quotas_.emplace(std::string(tenant), std::pair(quotas, line_no));
+      if (!added && !(it->second.first == quotas)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "tenant '", tenant, "' was given other quotas on line ",
+            it->second.second));
+      }
     }
     Entry entry{Hash(key), std::string(tenant)};
     const std::string digest(entry.digest.begin(), entry.digest.end());
@@ -123,6 +191,11 @@ std::optional<std::string> ApiKeys::TenantOf(absl::string_view key) const {
   }
   if (found == 0) return std::nullopt;
   return entries_[found - 1].tenant;
+}
+
+QuotaOverrides ApiKeys::QuotasOf(const std::string& tenant) const {
+  auto it = quotas_.find(tenant);
+  return it == quotas_.end() ? QuotaOverrides{} : it->second.first;
 }
 
 absl::StatusOr<std::unique_ptr<ApiKeyStore>> ApiKeyStore::Open(
@@ -165,6 +238,11 @@ std::optional<std::string> ApiKeyStore::Authorize(
   // megabytes per request would make refusals cheap to abuse. Lengths are
   // not secret.
   return keys->TenantOf(key.size() <= kMaxApiKeyBytes ? key : "");
+}
+
+QuotaOverrides ApiKeyStore::QuotasOf(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  return keys_->QuotasOf(tenant);
 }
 
 size_t ApiKeyStore::size() const {

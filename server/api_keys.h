@@ -5,10 +5,12 @@
 // much of a key was right (no lookup is keyed by the secret). Errors name the
 // file and line, never a key's text; keys are never logged.
 //
-// The file: one key per line, or `KEY TENANT` (whitespace between); blank
-// lines and lines starting with `#` are skipped. A key without a tenant
-// belongs to the tenant "default". The tenant names what the key may see of
-// the prefix cache and labels the per-tenant metrics.
+// The file: one key per line, or `KEY TENANT` (whitespace between), or
+// `KEY TENANT NAME=VALUE...` giving the tenant quotas of its own (see
+// QuotaOverrides); blank lines and lines starting with `#` are skipped. A
+// key without a tenant belongs to the tenant "default". The tenant names
+// what the key may see of the prefix cache and labels the per-tenant
+// metrics.
 #ifndef SEQBOAT_SERVER_API_KEYS_H_
 #define SEQBOAT_SERVER_API_KEYS_H_
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +41,19 @@ bool ConstantTimeEqual(absl::string_view a, absl::string_view b);
 // The key of an `Authorization: Bearer KEY` value ("" if it is not one).
 absl::string_view BearerToken(absl::string_view authorization);
 
+// A tenant's own quotas from the keys file; what is left out takes the
+// server's flags (--tenant_max_sequences and the others of those names).
+// Several lines of one tenant may give them only if they give the same.
+struct QuotaOverrides {
+  std::optional<int32_t> max_sequences;
+  std::optional<double> requests_per_second;
+  std::optional<double> request_burst;
+  std::optional<double> tokens_per_second;
+  std::optional<double> token_burst;
+  bool operator==(const QuotaOverrides& o) const;
+  bool empty() const { return *this == QuotaOverrides{}; }
+};
+
 class ApiKeys {
  public:
   // Parses a keys file's text; `source` names it in errors. An empty set
@@ -47,6 +63,8 @@ class ApiKeys {
 
   // The tenant of `key`, or nullopt when it is none of the keys.
   std::optional<std::string> TenantOf(absl::string_view key) const;
+  // The quotas the file gives `tenant` (empty when none).
+  QuotaOverrides QuotasOf(const std::string& tenant) const;
   size_t size() const { return entries_.size(); }
 
  private:
@@ -58,6 +76,8 @@ class ApiKeys {
   static Digest Hash(absl::string_view key);
 
   std::vector<Entry> entries_;
+  // Tenant -> its quotas and the line that gave them first.
+  absl::flat_hash_map<std::string, std::pair<QuotaOverrides, int>> quotas_;
 };
 
 // The keys of a file, reloaded on demand (SIGHUP): a key removed from the
@@ -75,6 +95,8 @@ class ApiKeyStore {
   // The tenant of the key in an Authorization value ("Bearer KEY"), or
   // nullopt: missing, not Bearer, or not a key.
   std::optional<std::string> Authorize(absl::string_view authorization) const;
+  // The quotas the file (as last loaded) gives `tenant`.
+  QuotaOverrides QuotasOf(const std::string& tenant) const;
   size_t size() const;
   const std::string& path() const { return path_; }
 

@@ -41,7 +41,19 @@ TEST(ApiKeysTest, MalformedLinesNameFileAndLineButNeverTheKey) {
     std::string expect;
   } cases[] = {
       {absl::StrCat("# c\n", secret, " t extra\n"),
-       "keys.txt line 2: expected KEY or KEY TENANT, found 3 fields"},
+       "keys.txt line 2: field 3 is not a quota NAME=VALUE"},
+      {absl::StrCat(secret, " t max_sequences=-1\n"),
+       "keys.txt line 1: max_sequences must be an integer >= 0, got '-1'"},
+      {absl::StrCat(secret, " t tokens_per_second=fast\n"),
+       "keys.txt line 1: tokens_per_second must be a number >= 0"},
+      {absl::StrCat(secret, " t requests_per_second=1 requests_per_second=2\n"),
+       "keys.txt line 1: requests_per_second twice"},
+      {absl::StrCat(secret, " t speed=3\n"),
+       "keys.txt line 1: field 3 names no quota"},
+      {absl::StrCat(secret,
+                    " t max_sequences=2\nsk-another-key-0123456 t "
+                    "max_sequences=3\n"),
+       "keys.txt line 2: tenant 't' was given other quotas on line 1"},
       {"\nshort\n", "keys.txt line 2: the key is 5 bytes"},
       {absl::StrCat(secret, " bad/tenant\n"),
        "keys.txt line 1: tenant 'bad/tenant' is not"},
@@ -59,6 +71,22 @@ TEST(ApiKeysTest, MalformedLinesNameFileAndLineButNeverTheKey) {
     EXPECT_EQ(keys.status().message().find("secret"), std::string::npos)
         << keys.status();
   }
+}
+
+TEST(ApiKeysTest, QuotasOfATenantFromItsLines) {
+  auto keys = ApiKeys::Parse(
+      absl::StrCat(kKeyA, " team-a max_sequences=4 tokens_per_second=250.5\n",
+                   kKeyB, " team-a max_sequences=4 tokens_per_second=250.5\n",
+                   "sk-cccccccccccccccccccccccc team-a\n",
+                   "sk-dddddddddddddddddddddddd team-b\n"),
+      "keys.txt");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  const QuotaOverrides a = keys->QuotasOf("team-a");
+  EXPECT_EQ(a.max_sequences, 4);
+  EXPECT_EQ(a.tokens_per_second, 250.5);
+  EXPECT_FALSE(a.requests_per_second.has_value());
+  EXPECT_TRUE(keys->QuotasOf("team-b").empty());
+  EXPECT_TRUE(keys->QuotasOf("nobody").empty());
 }
 
 TEST(ApiKeysTest, BearerToken) {

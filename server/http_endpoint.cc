@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -120,7 +121,8 @@ int BoundPort(int fd) {
 }
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
-    const std::string& host, int port, Handlers handlers) {
+    const std::string& host, int port, Handlers handlers,
+    HttpsCredentials* tls) {
   if (!handlers.metrics || !handlers.ready) {
     return absl::InvalidArgumentError("HTTP endpoint needs both handlers");
   }
@@ -129,12 +131,16 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   endpoint->handlers_ = std::move(handlers);
   endpoint->port_ = BoundPort(*fd);
+  std::vector<MHD_OptionItem> tls_options =
+      HttpsCredentials::DaemonOptions(tls);
   endpoint->daemon_ = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, nullptr, nullptr,
-      &Handle, &endpoint->handlers_, MHD_OPTION_LISTEN_SOCKET, *fd,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemoryBytes,
-      MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
-      MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_END);
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+          HttpsCredentials::DaemonFlags(tls),
+      0, nullptr, nullptr, &Handle, &endpoint->handlers_,
+      MHD_OPTION_LISTEN_SOCKET, *fd, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      kConnectionMemoryBytes, MHD_OPTION_CONNECTION_TIMEOUT,
+      kIdleTimeoutSeconds, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+      MHD_OPTION_ARRAY, tls_options.data(), MHD_OPTION_END);
   if (endpoint->daemon_ == nullptr) {
     close(*fd);
     return absl::InternalError(

@@ -5,7 +5,8 @@
 // once however many of them are held open. Requests are bounded (headers by
 // a per-connection memory limit, bodies refused unread, idle connections
 // closed), and nothing here touches gRPC or the engine. /metrics may ask for
-// a key of its own (401 without it); the probes never do.
+// a key of its own (401 without it); the probes never do. Over TLS when
+// given HttpsCredentials (then plain HTTP to the port fails its handshake).
 #ifndef SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 #define SEQBOAT_SERVER_HTTP_ENDPOINT_H_
 
@@ -14,8 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-
-struct MHD_Daemon;
+#include "server/https_credentials.h"
 
 namespace seqboat {
 
@@ -37,9 +37,11 @@ class HttpEndpoint {
     std::function<bool(const char*)> authorize_metrics;
   };
 
-  // Binds `host`:`port` (0 picks a free port) and starts serving.
+  // Binds `host`:`port` (0 picks a free port) and starts serving, over TLS
+  // when `tls` is not null (it must outlive the endpoint).
   static absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start(
-      const std::string& host, int port, Handlers handlers);
+      const std::string& host, int port, Handlers handlers,
+      HttpsCredentials* tls = nullptr);
   // Stops serving and joins the thread.
   ~HttpEndpoint();
 

@@ -34,13 +34,17 @@
 #include "server/api_keys.h"
 #include "server/backend_choice.h"
 #include "server/chat_template.h"
+#include "server/engine_flags.h"
 #include "server/engine_gauges.h"
+#include "server/grpc_tls.h"
 #include "server/http_endpoint.h"
+#include "server/https_credentials.h"
 #include "server/idle_trim.h"
 #include "server/jinja/template.h"
 #include "server/metrics.h"
 #include "server/openai_server.h"
 #include "server/request_validation.h"
+#include "server/secret_files.h"
 #include "server/serving_metrics.h"
 #include "server/tenant_quotas.h"
 #include "server/text_generation_service.h"
@@ -72,31 +76,6 @@ ABSL_FLAG(bool, cuda_graphs, true,
 ABSL_FLAG(bool, cuda_pipeline, true,
           "Launch each step before reading the last one's tokens, so the "
           "host's work between steps overlaps the device's.");
-ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
-ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
-          "Host memory for prefix-state snapshots (a conversation's next turn "
-          "resumes from the end of the last one); 0 disables prefix reuse.");
-ABSL_FLAG(std::string, prefix_cache_dir, "",
-          "Directory for the prefix cache's disk tier: snapshots evicted from "
-          "memory are written there and read back by a later turn or a "
-          "restarted server of the same model; a drain writes the ones in "
-          "memory too. Empty: no disk tier.");
-ABSL_FLAG(int64_t, prefix_cache_disk_bytes, int64_t{8} << 30,
-          "Byte budget of --prefix_cache_dir (least recently used files go "
-          "first).");
-ABSL_FLAG(int32_t, max_queue, 256,
-          "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int32_t, step_token_budget, 512,
-          "Decode plus prefill tokens per engine step.");
-ABSL_FLAG(int32_t, max_new_tokens_default, 256,
-          "max_new_tokens when a request leaves it unset.");
-ABSL_FLAG(int32_t, max_new_tokens_limit, 4096,
-          "Largest max_new_tokens a request may ask for.");
-ABSL_FLAG(int32_t, max_prompt_tokens, 32768,
-          "Longest prompt accepted, in tokens.");
-ABSL_FLAG(int32_t, max_prompt_bytes, 0,
-          "Longest text accepted by Generate and Tokenize, in bytes, checked "
-          "before tokenizing; 0: 16 bytes per token of --max_prompt_tokens.");
 ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = one per core.");
 ABSL_FLAG(std::string, cpu_weights, "auto",
           "How the CPU backend keeps matrices: fp32, bf16, fp16, int8 "
@@ -110,8 +89,8 @@ ABSL_FLAG(int32_t, drain_grace_seconds, 30,
           "they are cancelled.");
 ABSL_FLAG(std::string, api_keys_file, "",
           "Require an API key on both APIs: a file of one key per line, or "
-          "KEY TENANT per line ('#' comments, blank lines); reread on "
-          "SIGHUP. Empty (default): no keys.");
+          "KEY TENANT [max_sequences=N tokens_per_second=T ...: the "
+          "tenant's own quotas] ('#' comments); reread on SIGHUP.");
 ABSL_FLAG(std::string, metrics_api_key_file, "",
           "Require a key (a keys file as --api_keys_file's) for /metrics on "
           "--http_port; the probes stay open. Empty (default): open.");
@@ -129,19 +108,27 @@ ABSL_FLAG(double, tenant_requests_per_second, 0,
           "429 with the wait. 0 (default): no bound.");
 ABSL_FLAG(double, tenant_request_burst, 0,
           "The request bucket's size; 0: the rate (at least 1).");
-ABSL_FLAG(std::string, speculative_method, "none",
-          "Speculative decoding for requests that name no method: none or "
-          "prompt_lookup (drafts from n-gram matches against prompt and "
-          "output; the output is unchanged, only sooner).");
-ABSL_FLAG(int32_t, num_speculative_tokens, 4,
-          "Tokens drafted per step where speculative decoding is on and the "
-          "request names no count.");
-ABSL_FLAG(int32_t, max_draft_tokens, 8,
-          "Ceiling of a request's speculative num_draft_tokens.");
-ABSL_FLAG(int32_t, speculative_max_batch, 8,
-          "Speculative decoding runs while at most this many sequences run "
-          "(beyond it a step is no longer bound by reading the weights); 0 "
-          "turns it off.");
+ABSL_FLAG(double, tenant_tokens_per_second, 0,
+          "Prompt plus generated tokens per second one tenant may use (a "
+          "token bucket of --tenant_token_burst: a request starts while it "
+          "holds a token, the prompt is taken then and the output as it "
+          "streams); past it RESOURCE_EXHAUSTED / 429. 0 (default): none.");
+ABSL_FLAG(double, tenant_token_burst, 0,
+          "The token bucket's size; 0: the rate (at least 1).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Serve all three ports over TLS with this PEM certificate chain "
+          "(with --tls_key_file). Empty (default): plaintext.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "Mutual TLS: require a client certificate signed by one of the "
+          "CAs in this PEM file on all three ports. Empty (default): none.");
+ABSL_FLAG(bool, tls_http_port_client_certs, true,
+          "With --tls_client_ca_file: whether --http_port (metrics and "
+          "probes) wants client certificates too; false lets kubelet's HTTPS "
+          "probes in (they present none; /metrics can take a key).");
+ABSL_FLAG(int32_t, tls_refresh_seconds, 60,
+          "How often the gRPC port rereads the TLS files (the HTTP ports "
+          "reread them on SIGHUP).");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or critical (debug logs one line "
           "per request).");
@@ -152,42 +139,9 @@ namespace {
 constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
 
 absl::Status CheckFlags() {
-  auto positive = [](absl::string_view name, int32_t value) {
-    return value > 0 ? absl::OkStatus()
-                     : absl::InvalidArgumentError(absl::StrCat(
-                           "--", name, " must be > 0, got ", value));
-  };
-  for (const auto& [name, value] :
-       {std::pair<absl::string_view, int32_t>{"max_slots",
-                                              absl::GetFlag(FLAGS_max_slots)},
-        {"step_token_budget", absl::GetFlag(FLAGS_step_token_budget)},
-        {"max_new_tokens_default", absl::GetFlag(FLAGS_max_new_tokens_default)},
-        {"max_new_tokens_limit", absl::GetFlag(FLAGS_max_new_tokens_limit)},
-        {"max_prompt_tokens", absl::GetFlag(FLAGS_max_prompt_tokens)}}) {
-    absl::Status status = positive(name, value);
-    if (!status.ok()) return status;
-  }
+  RETURN_IF_ERROR(CheckEngineFlags());
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir is required");
-  }
-  if (absl::GetFlag(FLAGS_max_prompt_bytes) < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_prompt_bytes must be >= 0, got ",
-                     absl::GetFlag(FLAGS_max_prompt_bytes)));
-  }
-  if (absl::GetFlag(FLAGS_prefix_cache_bytes) < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--prefix_cache_bytes must be >= 0, got ",
-                     absl::GetFlag(FLAGS_prefix_cache_bytes)));
-  }
-  if (!absl::GetFlag(FLAGS_prefix_cache_dir).empty() &&
-      (absl::GetFlag(FLAGS_prefix_cache_disk_bytes) <= 0 ||
-       absl::GetFlag(FLAGS_prefix_cache_bytes) <= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--prefix_cache_dir needs --prefix_cache_disk_bytes > 0 (got ",
-        absl::GetFlag(FLAGS_prefix_cache_disk_bytes),
-        ") and --prefix_cache_bytes > 0 (got ",
-        absl::GetFlag(FLAGS_prefix_cache_bytes), ")"));
   }
   const int32_t port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) {
@@ -204,16 +158,32 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--openai_port must be -1 or in [0, 65535], got ", openai_port));
   }
-  if (absl::GetFlag(FLAGS_max_queue) < 0) {
-    return absl::InvalidArgumentError("--max_queue must be >= 0");
-  }
   if (absl::GetFlag(FLAGS_drain_grace_seconds) < 0) {
     return absl::InvalidArgumentError("--drain_grace_seconds must be >= 0");
   }
-  if (absl::GetFlag(FLAGS_max_new_tokens_default) >
-      absl::GetFlag(FLAGS_max_new_tokens_limit)) {
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, double>{
+            "tenant_requests_per_second",
+            absl::GetFlag(FLAGS_tenant_requests_per_second)},
+        {"tenant_request_burst", absl::GetFlag(FLAGS_tenant_request_burst)},
+        {"tenant_tokens_per_second",
+         absl::GetFlag(FLAGS_tenant_tokens_per_second)},
+        {"tenant_token_burst", absl::GetFlag(FLAGS_tenant_token_burst)}}) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be >= 0, got ", value));
+    }
+  }
+  if (absl::GetFlag(FLAGS_tls_cert_file).empty() !=
+          absl::GetFlag(FLAGS_tls_key_file).empty() ||
+      (absl::GetFlag(FLAGS_tls_cert_file).empty() &&
+       !absl::GetFlag(FLAGS_tls_client_ca_file).empty())) {
     return absl::InvalidArgumentError(
-        "--max_new_tokens_default must not exceed --max_new_tokens_limit");
+        "--tls_cert_file and --tls_key_file go together, and "
+        "--tls_client_ca_file needs them");
+  }
+  if (absl::GetFlag(FLAGS_tls_refresh_seconds) < 1) {
+    return absl::InvalidArgumentError("--tls_refresh_seconds must be >= 1");
   }
   return absl::OkStatus();
 }
@@ -316,32 +286,16 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
-// The keys a flag names (null when it names no file).
-absl::StatusOr<std::unique_ptr<ApiKeyStore>> OpenKeys(const std::string& path) {
-  if (path.empty()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<ApiKeyStore> keys, ApiKeyStore::Open(path));
-  spdlog::info("{} API keys from {}", keys->size(), path);
-  return keys;
-}
-
-// SIGHUP: each keys file is read again; a broken one leaves its keys as
-// they were, and the log says where it is broken.
-void ReloadKeys(const std::vector<ApiKeyStore*>& stores) {
-  for (ApiKeyStore* keys : stores) {
-    if (keys == nullptr) continue;
-    if (absl::Status s = keys->Reload(); s.ok()) {
-      spdlog::info("reloaded {} API keys from {}", keys->size(), keys->path());
-    } else {
-      spdlog::error("keys not reloaded, the last ones stay: {}", s.ToString());
-    }
-  }
+TlsFiles TlsFilesFromFlags() {
+  return {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+          absl::GetFlag(FLAGS_tls_client_ca_file)};
 }
 
 // /metrics, /healthz and /readyz on --http_port (null when it is -1). Up
 // before the model loads, so liveness probes pass during a long load.
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
     MetricsRegistry& registry, const std::atomic<bool>& ready,
-    const ApiKeyStore* metrics_keys) {
+    const ApiKeyStore* metrics_keys, HttpsCredentials* tls) {
   if (absl::GetFlag(FLAGS_http_port) < 0) return nullptr;
   HttpEndpoint::Handlers handlers;
   handlers.metrics = [&registry] { return registry.Render(); };
@@ -354,7 +308,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpSidePort(
   ASSIGN_OR_RETURN(
       std::unique_ptr<HttpEndpoint> http,
       HttpEndpoint::Start(absl::GetFlag(FLAGS_host),
-                          absl::GetFlag(FLAGS_http_port), handlers));
+                          absl::GetFlag(FLAGS_http_port), handlers, tls));
   // Printed before the gRPC line, which tells callers startup is done.
   std::cout << "http listening on "
             << HostPort(absl::GetFlag(FLAGS_host), http->port()) << std::endl;
@@ -381,69 +335,6 @@ absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
   return ChooseBackend(choice);
 }
 
-// The engine's options; its observers record into `metrics`.
-EngineOptions EngineOptionsFromFlags(ServingMetrics& metrics) {
-  EngineOptions options;
-  options.model_dir = absl::GetFlag(FLAGS_model_dir);
-  options.max_slots = absl::GetFlag(FLAGS_max_slots);
-  options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  options.step_token_budget = absl::GetFlag(FLAGS_step_token_budget);
-  options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
-  options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
-  options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
-  options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
-  options.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
-  options.prefix_cache_dir = absl::GetFlag(FLAGS_prefix_cache_dir);
-  options.prefix_cache_disk_bytes =
-      absl::GetFlag(FLAGS_prefix_cache_disk_bytes);
-  options.on_step = [&metrics](absl::Duration time, int32_t batch) {
-    metrics.OnStep(time, batch);
-  };
-  options.on_admit = [&metrics](absl::Duration queued) {
-    metrics.OnAdmit(queued);
-  };
-  return options;
-}
-
-// --speculative_method and --num_speculative_tokens as the requests'
-// default.
-absl::StatusOr<SpeculativeParams> SpeculativeDefault(
-    const EngineOptions& options) {
-  SpeculativeParams spec;
-  const std::string method = absl::GetFlag(FLAGS_speculative_method);
-  const int32_t k = absl::GetFlag(FLAGS_num_speculative_tokens);
-  if (method == "none") return spec;
-  if (method != "prompt_lookup") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--speculative_method must be none or prompt_lookup, got ", method));
-  }
-  if (k < 1 || k > options.max_draft_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--num_speculative_tokens must be in [1, "
-                     "--max_draft_tokens = ",
-                     options.max_draft_tokens, "], got ", k));
-  }
-  spec.method = SpeculativeMethod::kPromptLookup;
-  spec.num_draft_tokens = k;
-  return spec;
-}
-
-// What both front ends check requests against.
-ValidationLimits LimitsFromFlags(const EngineOptions& options) {
-  ValidationLimits limits;
-  limits.max_draft_tokens = options.max_draft_tokens;
-  limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
-  limits.max_new_tokens_limit = options.max_new_tokens_limit;
-  limits.max_prompt_tokens = options.max_prompt_tokens;
-  limits.max_n = std::min(kMaxN, options.max_slots);
-  limits.max_prompt_bytes =
-      absl::GetFlag(FLAGS_max_prompt_bytes) > 0
-          ? absl::GetFlag(FLAGS_max_prompt_bytes)
-          : static_cast<int32_t>(std::min<int64_t>(
-                int64_t{16} * options.max_prompt_tokens, 1 << 30));
-  return limits;
-}
-
 struct GrpcServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -457,9 +348,12 @@ absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
   grpc::ServerBuilder builder;
   const std::string address =
       HostPort(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      GrpcServerCredentials(TlsFilesFromFlags(),
+                            absl::GetFlag(FLAGS_tls_refresh_seconds)));
   GrpcServer started;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &started.port);
+  builder.AddListeningPort(address, credentials, &started.port);
   builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
@@ -514,7 +408,7 @@ void LoadChatTemplate(const ModelDir& model_dir, const ValidationLimits& limits,
 absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
     Engine* engine, const ValidationLimits& limits, const ModelDir& model_dir,
     ServingMetrics* metrics, const std::atomic<bool>& ready,
-    const ApiKeyStore* api_keys, TenantQuotas* quotas) {
+    const ApiKeyStore* api_keys, TenantQuotas* quotas, HttpsCredentials* tls) {
   if (absl::GetFlag(FLAGS_openai_port) < 0) return nullptr;
   OpenAiServer::Options o;
   o.host = absl::GetFlag(FLAGS_host);
@@ -529,6 +423,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
   o.api_keys = api_keys;
   o.share_prefix_cache = absl::GetFlag(FLAGS_share_prefix_cache_across_tenants);
   o.quotas = quotas->enabled() ? quotas : nullptr;
+  o.tls = tls;
   LoadChatTemplate(model_dir, limits, &o);
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
@@ -546,8 +441,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
 int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
                             const TextGenerationService& service,
                             const OpenAiServer* openai,
-                            const std::vector<ApiKeyStore*>& keys,
-                            std::string* fault) {
+                            const Reloadable& reloadable, std::string* fault) {
   IdleTrimmer trimmer;
   sigset_t with_hangup = signals;
   sigaddset(&with_hangup, SIGHUP);
@@ -555,7 +449,7 @@ int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
   while (sig == 0 && fault->empty()) {
     sig = WaitForSignal(with_hangup, absl::Seconds(1));
     if (sig == SIGHUP) {
-      ReloadKeys(keys);
+      Reload(reloadable);
       sig = 0;
     }
     const EngineStats stats = engine.Stats();
@@ -586,12 +480,9 @@ int Run() {
 
   // Metrics exist before the engine so its observers can record into them,
   // and outlive it (the engine thread calls them until Shutdown); so do the
-  // quotas, whose sinks the engine calls.
+  // quotas (below, after the keys they read), whose sinks the engine calls.
   MetricsRegistry registry;
   ServingMetrics metrics(&registry);
-  TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sequences),
-                       absl::GetFlag(FLAGS_tenant_requests_per_second),
-                       absl::GetFlag(FLAGS_tenant_request_burst)});
   // /readyz: true between "listening" and the start of a drain.
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<ApiKeyStore>> api_keys =
@@ -604,8 +495,28 @@ int Run() {
       return 1;
     }
   }
+  // A tenant's quotas: the flags', but what its lines in the keys file set.
+  const TenantLimits tenant_limits{
+      absl::GetFlag(FLAGS_tenant_max_sequences),
+      absl::GetFlag(FLAGS_tenant_requests_per_second),
+      absl::GetFlag(FLAGS_tenant_request_burst),
+      absl::GetFlag(FLAGS_tenant_tokens_per_second),
+      absl::GetFlag(FLAGS_tenant_token_burst)};
+  TenantQuotas::LimitsOf limits_of;
+  if (const ApiKeyStore* keys = api_keys->get(); keys != nullptr) {
+    limits_of = [keys, tenant_limits](const std::string& tenant) {
+      return WithOverrides(tenant_limits, keys->QuotasOf(tenant));
+    };
+  }
+  TenantQuotas quotas(tenant_limits, std::move(limits_of));
+  absl::StatusOr<HttpsPorts> tls = OpenTls(
+      TlsFilesFromFlags(), absl::GetFlag(FLAGS_tls_http_port_client_certs));
+  if (!tls.ok()) {
+    spdlog::error("{}", tls.status().ToString());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
-      StartHttpSidePort(registry, ready, metrics_keys->get());
+      StartHttpSidePort(registry, ready, metrics_keys->get(), tls->side());
   if (!http.ok()) {
     spdlog::error("{}", http.status().ToString());
     return 1;
@@ -624,7 +535,8 @@ int Run() {
                   backend.status().ToString());
     return 1;
   }
-  const EngineOptions options = EngineOptionsFromFlags(metrics);
+  const EngineOptions options =
+      EngineOptionsFromFlags(absl::GetFlag(FLAGS_model_dir), metrics);
   absl::StatusOr<SpeculativeParams> speculative = SpeculativeDefault(options);
   if (!speculative.ok()) {
     spdlog::error("{}", std::string(speculative.status().message()));
@@ -652,14 +564,14 @@ int Run() {
       quotas.enabled() ? &quotas : nullptr);
   absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
   if (!grpc_server.ok()) {
-    spdlog::error("{}", std::string(grpc_server.status().message()));
+    spdlog::error("{}", grpc_server.status().ToString());
     (*engine)->Shutdown();
     return 1;
   }
   grpc::Server& server = *grpc_server->server;
   absl::StatusOr<std::unique_ptr<OpenAiServer>> openai =
       StartOpenAiPort(engine->get(), limits, **model_dir, &metrics, ready,
-                      api_keys->get(), &quotas);
+                      api_keys->get(), &quotas, tls->api.get());
   if (!openai.ok()) {
     spdlog::error("{}", openai.status().ToString());
     server.Shutdown(std::chrono::system_clock::now());
@@ -683,9 +595,12 @@ int Run() {
             << std::endl;
 
   std::string fault;
-  const int sig =
-      ServeUntilSignalOrFault(signals, **engine, service, openai->get(),
-                              {api_keys->get(), metrics_keys->get()}, &fault);
+  const int sig = ServeUntilSignalOrFault(
+      signals, **engine, service, openai->get(),
+      {{api_keys->get(), metrics_keys->get()},
+       {tls->api.get(), tls->side_without_client_certs.get()},
+       absl::GetFlag(FLAGS_tls_refresh_seconds)},
+      &fault);
   if (sig != 0) {
     spdlog::info("signal {}: draining for up to {} s", sig,
                  absl::GetFlag(FLAGS_drain_grace_seconds));

@@ -29,8 +29,7 @@
 namespace seqboat {
 
 // One POST /v1/completions or /v1/chat/completions. Shared by the MHD
-// callbacks (through a CallHandle), the engine's sink and the disconnect
-// watcher.
+// callbacks (through a CallHandle), the sink and the disconnect watcher.
 struct OpenAiServer::Call {
   Call(OpenAiServer* s, MHD_Connection* c)
       : server(s), metrics(s->options_.metrics), connection(c) {
@@ -595,16 +594,17 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   const Options& o = server->options_;
   const unsigned timeout = static_cast<unsigned>(
       std::max<int64_t>(1, absl::ToInt64Seconds(o.idle_timeout)));
+  std::vector<MHD_OptionItem> tls = HttpsCredentials::DaemonOptions(o.tls);
   server->daemon_ = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-          MHD_ALLOW_SUSPEND_RESUME,
+          MHD_ALLOW_SUSPEND_RESUME | HttpsCredentials::DaemonFlags(o.tls),
       0, nullptr, nullptr, &Handlers::Access, server.get(),
       MHD_OPTION_LISTEN_SOCKET, *fd, MHD_OPTION_THREAD_POOL_SIZE,
       static_cast<unsigned>(std::max(1, o.threads)),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemoryBytes,
       MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_LIMIT,
       kMaxConnections, MHD_OPTION_NOTIFY_COMPLETED, &Handlers::Completed,
-      server.get(), MHD_OPTION_END);
+      server.get(), MHD_OPTION_ARRAY, tls.data(), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     close(*fd);
     server->listen_fd_ = -1;

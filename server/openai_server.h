@@ -16,7 +16,7 @@
 // are bounded (413 beyond the limit; a Content-Length over it is refused
 // unread) and idle connections are closed. With API keys, every path but
 // /health first checks `Authorization: Bearer KEY` and answers 401
-// (invalid_api_key) before reading any body.
+// (invalid_api_key) before reading any body. HTTPS when given credentials.
 #ifndef SEQBOAT_SERVER_OPENAI_SERVER_H_
 #define SEQBOAT_SERVER_OPENAI_SERVER_H_
 
@@ -35,6 +35,7 @@
 #include "engine/engine.h"
 #include "server/api_keys.h"
 #include "server/chat_template.h"
+#include "server/https_credentials.h"
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
 #include "server/tenant_quotas.h"
@@ -73,6 +74,8 @@ class OpenAiServer {
     // Null: no quotas. Over one, a call is answered 429 with Retry-After.
     // Must outlive the engine's last event.
     TenantQuotas* quotas = nullptr;
+    // Null: plain HTTP. Else HTTPS with these; must outlive the server.
+    HttpsCredentials* tls = nullptr;
   };
 
   // Binds and starts serving. `engine` must outlive the server.

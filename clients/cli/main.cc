@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "clients/common/api_key.h"
+#include "clients/common/tls.h"
 #include "seqboat/v1/generate.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "localhost:50051", "Server address.");
@@ -41,6 +42,12 @@ ABSL_FLAG(uint32_t, logprobs, 0,
 ABSL_FLAG(std::string, api_key, "",
           "API key of a server started with --api_keys_file (default: the "
           "SEQBOAT_API_KEY environment variable).");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CAs to trust; any --tls_* flag connects with TLS (without "
+          "this one, trusting the system's roots).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Mutual TLS: this client's PEM certificate chain.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 ABSL_FLAG(std::string, request_id, "",
           "Request id (server makes one if empty).");
 
@@ -115,9 +122,17 @@ int Run(const std::vector<std::string>& stops) {
     std::cerr << "seqboat_cli: --prompt is required\n";
     return 1;
   }
-  auto stub = v1::TextGeneration::NewStub(CreateChannelWithApiKey(
-      absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials(), {},
-      ApiKeyFrom(absl::GetFlag(FLAGS_api_key))));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFrom({absl::GetFlag(FLAGS_tls_ca_file),
+                              absl::GetFlag(FLAGS_tls_cert_file),
+                              absl::GetFlag(FLAGS_tls_key_file)});
+  if (!credentials.ok()) {
+    std::cerr << "seqboat_cli: " << credentials.status().message() << "\n";
+    return 1;
+  }
+  auto stub = v1::TextGeneration::NewStub(
+      CreateChannelWithApiKey(absl::GetFlag(FLAGS_server), *credentials, {},
+                              ApiKeyFrom(absl::GetFlag(FLAGS_api_key))));
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, BuildRequest(stops));
 

@@ -15,7 +15,6 @@
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "clients/common/api_key.h"
+#include "clients/common/tls.h"
 #include "clients/load/chat.h"
 #include "clients/load/chat_runner.h"
 #include "clients/load/result_json.h"
@@ -35,10 +35,14 @@
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "host:port of a server or a load balancer.");
-ABSL_FLAG(std::string, tls_ca, "",
-          "PEM file of root certificates; set to connect with TLS.");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CAs to trust; any --tls_* flag connects with TLS (without "
+          "this one, trusting the system's roots).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Mutual TLS: this client's PEM certificate chain.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 ABSL_FLAG(std::string, tls_server_name, "",
-          "With --tls_ca: the name to check the certificate against, if not "
+          "With TLS: the name to check the certificate against, if not "
           "the target's host.");
 ABSL_FLAG(std::string, api_key, "",
           "API key of a server started with --api_keys_file (default: the "
@@ -105,14 +109,6 @@ namespace seqboat {
 namespace load {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // --num_channels, or one connection per 64 streams in flight.
 int32_t ChannelCount() {
   if (absl::GetFlag(FLAGS_num_channels) != 0) {
@@ -138,18 +134,17 @@ std::string CpuLine(double cpu_s, double wall_s) {
                          wall_s > 0 ? cpu_s / wall_s : 0.0, wall_s);
 }
 
+ClientTlsFiles TlsFlags() {
+  return {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+          absl::GetFlag(FLAGS_tls_key_file)};
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
   const int32_t n = ChannelCount();
   if (n < 1) return absl::InvalidArgumentError("--num_channels must be >= 0");
-  std::shared_ptr<grpc::ChannelCredentials> creds =
-      grpc::InsecureChannelCredentials();
-  if (!absl::GetFlag(FLAGS_tls_ca).empty()) {
-    absl::StatusOr<std::string> pem = ReadFile(absl::GetFlag(FLAGS_tls_ca));
-    if (!pem.ok()) return pem.status();
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = *pem;
-    creds = grpc::SslCredentials(ssl);
-  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      ChannelCredentialsFrom(TlsFlags());
+  if (!creds.ok()) return creds.status();
   const std::string api_key = ApiKeyFrom(absl::GetFlag(FLAGS_api_key));
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int32_t i = 0; i < n; ++i) {
@@ -160,7 +155,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
       args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
     }
     channels.push_back(CreateChannelWithApiKey(absl::GetFlag(FLAGS_target),
-                                               creds, args, api_key));
+                                               *creds, args, api_key));
   }
   return channels;
 }
@@ -307,7 +302,7 @@ int RunChatWorkload() {
                              {"temperature", options.temperature},
                              {"ignore_eos", options.ignore_eos},
                              {"num_channels", ChannelCount()},
-                             {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()}};
+                             {"tls", TlsFlags().enabled()}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);
     }
@@ -423,7 +418,7 @@ int Run() {
         {"seed", options.seed},
         {"temperature", options.temperature},
         {"num_channels", ChannelCount()},
-        {"tls", !absl::GetFlag(FLAGS_tls_ca).empty()},
+        {"tls", TlsFlags().enabled()},
         {"workload", "requests"}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);

@@ -85,9 +85,27 @@ std::optional<double> SampleValue(const std::string& text,
   return std::nullopt;
 }
 
+namespace {
+
+// The server block's TLS lines: the listener's certificate, and the
+// replicas' CA and name and nginx's client certificate for them.
+std::string NginxTlsLines(const NginxTls& tls) {
+  return absl::StrCat(
+      "    ssl_certificate ", tls.listen_cert, ";\n",
+      "    ssl_certificate_key ", tls.listen_key, ";\n",
+      "    grpc_ssl_verify on;\n", "    grpc_ssl_trusted_certificate ",
+      tls.upstream_ca, ";\n", "    grpc_ssl_name localhost;\n",
+      "    grpc_ssl_certificate ", tls.client_cert, ";\n",
+      "    grpc_ssl_certificate_key ", tls.client_key, ";\n",
+      // One TLS session per replica, not a handshake per connection.
+      "    grpc_ssl_session_reuse on;\n");
+}
+
+}  // namespace
+
 std::string NginxGrpcConfig(const std::string& prefix, int port,
                             const std::vector<std::string>& upstreams,
-                            const std::string& balance) {
+                            const std::string& balance, const NginxTls* tls) {
   std::string servers =
       balance.empty() ? "" : absl::StrCat("    ", balance, "\n");
   for (const std::string& u : upstreams) {
@@ -131,10 +149,12 @@ std::string NginxGrpcConfig(const std::string& prefix, int port,
       "  }\n"
       "  server {\n"
       "    listen 127.0.0.1:",
-      port,
-      " http2;\n"
+      port, tls != nullptr ? " ssl" : "", " http2;\n",
+      tls != nullptr ? NginxTlsLines(*tls) : "",
       "    location / {\n"
-      "      grpc_pass grpc://seqboat;\n"
+      "      grpc_pass ",
+      tls != nullptr ? "grpcs" : "grpc",
+      "://seqboat;\n"
       "      grpc_read_timeout 300s;\n"
       "      grpc_send_timeout 300s;\n"
       "      grpc_next_upstream error timeout;\n"
@@ -145,7 +165,7 @@ std::string NginxGrpcConfig(const std::string& prefix, int port,
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     const std::string& prefix, const std::vector<std::string>& upstreams,
-    int* port, const std::string& balance) {
+    int* port, const std::string& balance, const NginxTls* tls) {
   if (access(kNginx, X_OK) != 0) {
     return absl::FailedPreconditionError(
         "no /usr/sbin/nginx: run deploy/setup.sh (nginx-light)");
@@ -156,7 +176,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     if (!free_port.ok()) return free_port.status();
     const std::string conf = prefix + "/nginx.conf";
     std::ofstream(conf) << NginxGrpcConfig(prefix, *free_port, upstreams,
-                                           balance);
+                                           balance, tls);
     auto nginx =
         ChildProcess::Start({kNginx, "-p", prefix, "-c", conf},
                             prefix + "/nginx.stdout", prefix + "/nginx.stderr");

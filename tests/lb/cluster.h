@@ -36,21 +36,31 @@ absl::StatusOr<std::pair<int, std::string>> HttpGet(const Replica& replica,
 std::optional<double> SampleValue(const std::string& metrics_text,
                                   const std::string& series);
 
+// TLS on both of nginx's sides (PEM files): what its listener presents to
+// clients, and, towards the replicas, the CA it checks them against (as
+// "localhost") and the client certificate it presents (mutual TLS).
+struct NginxTls {
+  std::string listen_cert, listen_key;
+  std::string upstream_ca;
+  std::string client_cert, client_key;
+};
+
 // An nginx configuration that listens on 127.0.0.1:`port` with HTTP/2 and
 // grpc_passes each request (each gRPC stream) round-robin to `upstreams`,
 // or as `balance` says (an upstream directive: the deployed config's
-// "hash $http_x_session_id consistent;"). All paths (pid, logs, temp dirs)
-// are under `prefix`.
+// "hash $http_x_session_id consistent;"), over TLS on both sides when `tls`
+// is given. All paths (pid, logs, temp dirs) are under `prefix`.
 std::string NginxGrpcConfig(const std::string& prefix, int port,
                             const std::vector<std::string>& upstreams,
-                            const std::string& balance = "");
+                            const std::string& balance = "",
+                            const NginxTls* tls = nullptr);
 
 // Writes the configuration under `prefix` and starts nginx in the
 // foreground on a free port (a few attempts, in case another process takes
 // the port first). Sets *port.
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     const std::string& prefix, const std::vector<std::string>& upstreams,
-    int* port, const std::string& balance = "");
+    int* port, const std::string& balance = "", const NginxTls* tls = nullptr);
 
 // Request ids of "request X accepted" lines in a replica's debug log.
 std::vector<std::string> AcceptedRequestIds(const std::string& log);

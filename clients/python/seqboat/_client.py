@@ -33,6 +33,7 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
                   stop_token_ids: Optional[Sequence[int]] = None,
                   ignore_eos: bool = False, logprobs: Optional[int] = None,
                   request_id: Optional[str] = None,
+                  cache_salt: Optional[str] = None,
                   min_new_tokens: Optional[int] = None,
                   n: Optional[int] = None) -> pb.GenerateRequest:
     """The GenerateRequest for these arguments. Unset arguments stay unset, so
@@ -77,8 +78,10 @@ def _drain(stream: Stream, acc: Any) -> Any:
 class Client(ClientCore):
     """A blocking client of one seqboat server (or a load balancer in front of
     several). `timeout` is the default deadline in seconds of every call (None:
-    none); each call may pass its own. Thread-safe; close() when done, or use it
-    as a context manager."""
+    none); each call may pass its own. `api_key` (else $SEQBOAT_API_KEY) is sent
+    on every call; `tls_ca_file` (and for mutual TLS `tls_cert_file` and
+    `tls_key_file`, PEM) connect over TLS. Thread-safe; close() when done, or use
+    it as a context manager."""
 
     def stream(self, prompt: Prompt, *, max_tokens: Optional[int] = None,
                temperature: Optional[float] = None, top_k: Optional[int] = None,
@@ -90,6 +93,7 @@ class Client(ClientCore):
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
+               cache_salt: Optional[str] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> Stream:
         """Starts generating and returns the stream of deltas. `prompt` is text
@@ -99,6 +103,8 @@ class Client(ClientCore):
         (0: the chosen only). `n` samples n sequences from the prompt (sequence
         i seeded seed + i): their deltas interleave, each with its `index`, and
         each sequence's last one carries its finish reason and usage.
+        `cache_salt` partitions the server's prefix cache: a request resumes
+        only from snapshots made under the same salt.
         Errors (a bad value, a full queue, the deadline) are raised while
         iterating, as SeqboatError subclasses."""
         return Stream(self._generate_call(locals()))
@@ -113,6 +119,7 @@ class Client(ClientCore):
                  stop_token_ids: Optional[Sequence[int]] = None,
                  ignore_eos: bool = False, logprobs: Optional[int] = None,
                  request_id: Optional[str] = None,
+                 cache_salt: Optional[str] = None,
                  min_new_tokens: Optional[int] = None,
                  timeout: Optional[float] = None) -> GenerateResult:
         """Generates to the end and returns the whole result (arguments as
@@ -131,6 +138,7 @@ class Client(ClientCore):
                    stop_token_ids: Optional[Sequence[int]] = None,
                    ignore_eos: bool = False, logprobs: Optional[int] = None,
                    request_id: Optional[str] = None,
+                   cache_salt: Optional[str] = None,
                    min_new_tokens: Optional[int] = None,
                    timeout: Optional[float] = None) -> GenerateNResult:
         """Samples n sequences from the prompt (read once by the server) and
@@ -218,6 +226,7 @@ class AsyncClient(ClientCore):
                stop_token_ids: Optional[Sequence[int]] = None,
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
+               cache_salt: Optional[str] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> AsyncStream:
         """As Client.stream; iterate with `async for`."""
@@ -234,6 +243,7 @@ class AsyncClient(ClientCore):
                        stop_token_ids: Optional[Sequence[int]] = None,
                        ignore_eos: bool = False, logprobs: Optional[int] = None,
                        request_id: Optional[str] = None,
+                       cache_salt: Optional[str] = None,
                        min_new_tokens: Optional[int] = None,
                        timeout: Optional[float] = None) -> GenerateResult:
         """As Client.generate. Cancelling the awaiting task cancels the call."""
@@ -252,6 +262,7 @@ class AsyncClient(ClientCore):
                          stop_token_ids: Optional[Sequence[int]] = None,
                          ignore_eos: bool = False, logprobs: Optional[int] = None,
                          request_id: Optional[str] = None,
+                         cache_salt: Optional[str] = None,
                          min_new_tokens: Optional[int] = None,
                          timeout: Optional[float] = None) -> GenerateNResult:
         """As Client.generate_n. Cancelling the awaiting task cancels the call

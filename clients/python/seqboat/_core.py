@@ -49,6 +49,8 @@ def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
             raise TypeError(f"prompt: not text nor a sequence of token ids: {e}") from None
     if get("request_id") is not None:
         _set(r, "request_id", get("request_id"), "request_id")
+    if get("cache_salt") is not None:
+        _set(r, "cache_salt", get("cache_salt"), "cache_salt")
     for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                  "presence_penalty", "frequency_penalty", "seed"):
         if get(name) is not None:
@@ -91,6 +93,25 @@ def tokenization(r: pb.TokenizeResponse) -> Tokenization:
     return Tokenization(tuple(r.token_ids), tuple(r.pieces))
 
 
+def tls_credentials(ca_file: Optional[str], cert_file: Optional[str],
+                    key_file: Optional[str]) -> grpc.ChannelCredentials:
+    """TLS to a server started with --tls_cert_file: its CA from `ca_file`
+    (None: the system's roots), and for mutual TLS this client's PEM
+    certificate chain and key."""
+    if bool(cert_file) != bool(key_file):
+        raise ValueError("tls_cert_file and tls_key_file go together")
+
+    def read(path: Optional[str]) -> Optional[bytes]:
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_channel_credentials(root_certificates=read(ca_file),
+                                        private_key=read(key_file),
+                                        certificate_chain=read(cert_file))
+
+
 class ClientCore:
     """One channel to a server, its TextGeneration stub and the default
     deadline; the calls it starts are grpc's or grpc.aio's as `_aio` says."""
@@ -99,8 +120,12 @@ class ClientCore:
 
     def __init__(self, target: str, *, timeout: Optional[float] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 options: ChannelOptions = (), api_key: Optional[str] = None):
+                 options: ChannelOptions = (), api_key: Optional[str] = None,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None):
         module = grpc.aio if self._aio else grpc
+        if credentials is None and (tls_ca_file or tls_cert_file or tls_key_file):
+            credentials = tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
         # A server started with --api_keys_file wants `authorization: Bearer
         # KEY` on every call; the key comes from SEQBOAT_API_KEY unless given.
         if api_key is None:

@@ -187,5 +187,5 @@ def test_a_malformed_keys_file_stops_the_start_naming_its_line(tmp_path):
                         f"--api_keys_file={keys}"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1
-    assert f"{keys} line 2: expected KEY or KEY TENANT, found 4 fields" in r.stderr
+    assert f"{keys} line 2: field 3 is not a quota NAME=VALUE" in r.stderr
     assert "secret" not in r.stderr

@@ -11,6 +11,7 @@ import urllib.request
 import grpc
 import pytest
 
+import seqboat
 from live_server import start_server, stop_server
 from seqboat.v1 import generate_pb2 as pb
 from seqboat.v1 import generate_pb2_grpc as pb_grpc
@@ -131,3 +132,14 @@ def shared(tmp_path_factory):
 def test_tenants_share_when_told_to(shared):
     first, _ = generate(shared, PROMPT, KEY_A)
     assert generate(shared, PROMPT + first, KEY_B)[1] > 0
+
+
+def test_the_python_clients_cache_salt(keyless):
+    prompt = PROMPT + " from the client"
+    with seqboat.Client(keyless.grpc, timeout=60) as c:
+        first = c.generate(prompt, max_tokens=4, temperature=0, ignore_eos=True,
+                           cache_salt="client-1")
+        turn = prompt + first.text + " again"
+        assert c.generate(turn, max_tokens=2, cache_salt="client-2").usage.cached_prompt_tokens == 0
+        assert c.generate(turn, max_tokens=2, cache_salt="client-1").usage.cached_prompt_tokens > 0
+    assert seqboat.build_request("Hi", cache_salt="s").cache_salt == "s"

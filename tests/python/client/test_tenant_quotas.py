@@ -1,9 +1,10 @@
 """Per-tenant quotas on a real seqboat_server: a burst from one tenant past its
-sequences in flight or its request rate is answered RESOURCE_EXHAUSTED with a
+sequences in flight, its request rate or its token rate is answered RESOURCE_EXHAUSTED with a
 `retry-after` trailer (gRPC) or 429 with Retry-After (HTTP), while another
 tenant is served as before; the sequences come back when their streams end."""
 
 import json
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -108,3 +109,67 @@ def test_a_tenant_past_its_rate_waits_and_another_does_not(rated):
         assert "requests per second" in e.value.details()
         for _ in range(2):
             list(stub.Generate(request(2), metadata=md(KEY_B), timeout=60))
+
+
+@pytest.fixture(scope="module")
+def token_rated(tmp_path_factory):
+    # A slow refill and a bucket one request of 60 new tokens overdraws.
+    s = keyed_server(tmp_path_factory, "quota_tokens",
+                     ["--tenant_tokens_per_second=1", "--tenant_token_burst=30"])
+    yield s
+    stop_server(s)
+
+
+def test_a_tenant_past_its_token_rate_waits_and_another_does_not(token_rated):
+    with grpc.insecure_channel(token_rated.grpc) as channel:
+        stub = pb_grpc.TextGenerationStub(channel)
+        # Let in with tokens in the bucket; its prompt's and its 60 new
+        # tokens are all taken, so the bucket ends some 30 below zero.
+        done = list(stub.Generate(request(60), metadata=md(KEY_A), timeout=60))
+        assert sum(len(m.token_ids) for m in done) == 60
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Generate(request(2), metadata=md(KEY_A), timeout=60))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "team-a" in e.value.details() and "tokens per second" in e.value.details()
+        assert int(dict(e.value.trailing_metadata())["retry-after"]) >= 5
+        status, headers = http_complete(token_rated, KEY_A)
+        assert status == 429 and int(headers["Retry-After"]) >= 5
+        # Tenant B's bucket is its own.
+        assert len(list(stub.Generate(request(20), metadata=md(KEY_B), timeout=60))) > 0
+        assert http_complete(token_rated, KEY_B)[0] == 200
+
+
+def test_a_tenants_own_quotas_from_the_keys_file_and_their_reload(tmp_path_factory):
+    keys = tmp_path_factory.mktemp("own_quota_keys") / "keys.txt"
+    keys.write_text(f"{KEY_A} team-a max_sequences=1\n{KEY_B} team-b\n")
+    s = start_server(tmp_path_factory, "own_quotas",
+                     [f"--api_keys_file={keys}", f"--max_new_tokens_limit={LONG}"])
+    try:
+        with grpc.insecure_channel(s.grpc) as channel:
+            stub = pb_grpc.TextGenerationStub(channel)
+            a = stub.Generate(request(LONG), metadata=md(KEY_A))
+            next(a)
+            with pytest.raises(grpc.RpcError) as e:
+                list(stub.Generate(request(2), metadata=md(KEY_A), timeout=60))
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "team-a" in e.value.details() and "limit is 1" in e.value.details()
+            # team-b has no line of quotas and no flag bounds it.
+            b = [stub.Generate(request(LONG), metadata=md(KEY_B)) for _ in range(3)]
+            for call in b:
+                next(call)
+            # A reload raises team-a's bound; its running stream still counts.
+            keys.write_text(f"{KEY_A} team-a max_sequences=2\n{KEY_B} team-b\n")
+            s.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    list(stub.Generate(request(2), metadata=md(KEY_A), timeout=60))
+                    break
+                except grpc.RpcError as e:
+                    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert time.monotonic() < deadline, "the reload never applied"
+                    time.sleep(0.1)
+            for call in [a, *b]:
+                call.cancel()
+    finally:
+        stop_server(s)

@@ -130,8 +130,11 @@ def entrypoint_defaults():
 
 
 def server_flags():
+    """The server's flags: main.cc's and those of the units that define their
+    own (engine_flags.cc)."""
     return set(re.findall(r"ABSL_FLAG\(\s*[\w:]+\s*,\s*(\w+)\s*,",
-                          (ROOT / "server/main.cc").read_text()))
+                          "".join((ROOT / "server" / f).read_text()
+                                  for f in ("main.cc", "engine_flags.cc"))))
 
 
 def test_scripts_parse_and_serve_uses_the_entrypoint():
@@ -418,3 +421,100 @@ def test_nginx_t_rejects_a_broken_config(tmp_path):
     out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
+
+
+# ------------------------------------------------------------------ TLS
+
+K8S_TLS = DEPLOY / "k8s-tls"
+
+
+def test_entrypoint_maps_tls_environment_to_existing_server_flags(tmp_path):
+    env = {"SEQBOAT_TLS_CERT_FILE": "/tls/tls.crt", "SEQBOAT_TLS_KEY_FILE": "/tls/tls.key",
+           "SEQBOAT_TLS_CLIENT_CA_FILE": "/tls/ca.crt",
+           "SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS": "false",
+           "SEQBOAT_TLS_REFRESH_SECONDS": "30"}
+    out = run_entrypoint(tmp_path, env)
+    assert out.returncode == 0, out.stderr
+    argv = out.stdout.split()
+    for flag in ("--tls_cert_file=/tls/tls.crt", "--tls_key_file=/tls/tls.key",
+                 "--tls_client_ca_file=/tls/ca.crt", "--tls_http_port_client_certs=false",
+                 "--tls_refresh_seconds=30"):
+        assert flag in argv
+    flags = server_flags()
+    for arg in argv:
+        assert arg[2:].split("=", 1)[0] in flags, arg
+    # A certificate without its key stops the start, naming the variable.
+    (tmp_path / "again").mkdir()
+    out = run_entrypoint(tmp_path / "again", {"SEQBOAT_TLS_CERT_FILE": "/tls/tls.crt"})
+    assert out.returncode != 0 and "SEQBOAT_TLS_KEY_FILE" in out.stderr
+
+
+def tls_patches():
+    k = yaml.safe_load((K8S_TLS / "kustomization.yaml").read_text())
+    assert k["resources"] == ["../k8s"]
+    return k, {p["path"]: yaml.safe_load((K8S_TLS / p["path"]).read_text())
+               for p in k["patches"]}
+
+
+def mounts_of(deployment_patch):
+    spec = deployment_patch["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"]}
+    return container, {m["mountPath"]: secrets[m["name"]]
+                       for m in container["volumeMounts"]}
+
+
+def test_tls_overlay_patches_existing_objects_and_mounts_the_secrets():
+    k, patches = tls_patches()
+    base = {(d["kind"], d["metadata"]["name"]) for d in manifests()}
+    for patch in patches.values():
+        assert (patch["kind"], patch["metadata"]["name"]) in base
+    (replicas,) = [p for p in patches.values()
+                   if p["kind"] == "StatefulSet" and p["metadata"]["name"] == "seqboat"]
+    container, mounts = mounts_of(replicas)
+    assert mounts == {"/etc/seqboat/tls": "seqboat-tls"}
+    env = env_of(container)
+    for var in ("SEQBOAT_TLS_CERT_FILE", "SEQBOAT_TLS_KEY_FILE",
+                "SEQBOAT_TLS_CLIENT_CA_FILE"):
+        assert env[var].startswith("/etc/seqboat/tls/"), var
+    # kubelet's probes present no client certificate, and its gRPC probe
+    # speaks no TLS: probes go to the HTTPS side port, which asks for none.
+    assert env["SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS"] == "false"
+    assert container["readinessProbe"]["grpc"] is None
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    (balancer,) = [p for p in patches.values()
+                   if p["metadata"]["name"] == "seqboat-balancer"]
+    _, lb_mounts = mounts_of(balancer)
+    conf = (K8S_TLS / "nginx.conf").read_text()
+    files = re.findall(r"(?:ssl_certificate|ssl_certificate_key|"
+                       r"ssl_trusted_certificate) (\S+);", conf)
+    assert len(files) == 5
+    for f in files:
+        assert any(f.startswith(m + "/") for m in lb_mounts), f
+    (generator,) = k["configMapGenerator"]
+    assert generator["behavior"] == "replace" and generator["files"] == ["nginx.conf"]
+
+
+def test_tls_balancer_config_passes_nginx_t(tmp_path):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    ca_key, ca = tmp_path / "ca.key", tmp_path / "ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=t",
+                    "-keyout", str(ca_key), "-out", str(ca)],
+                   check=True, capture_output=True)
+    conf = (K8S_TLS / "nginx.conf").read_text()
+    assert "hash $http_x_session_id consistent;" in conf
+    conf = re.sub(r"seqboat-(\d+)\.seqboat-replicas:\d+ resolve",
+                  lambda m: f"127.0.0.1:{50051 + int(m.group(1))}", conf)
+    conf = conf.replace("kube-dns.kube-system.svc.cluster.local", "127.0.0.1")
+    conf = conf.replace("/tmp/", f"{tmp_path}/")
+    for mount in ("/etc/seqboat-lb-tls", "/etc/seqboat-lb-replicas"):
+        conf = conf.replace(mount + "/tls.crt", str(ca)).replace(mount + "/ca.crt", str(ca))
+        conf = conf.replace(mount + "/tls.key", str(ca_key))
+    path = tmp_path / "nginx.conf"
+    path.write_text(conf)
+    out = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(path)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "grpc_pass grpcs://seqboat;" in conf and "listen 8443 ssl http2;" in conf

@@ -1,0 +1,41 @@
+#include "clients/common/tls.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace seqboat {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
+ChannelCredentialsFrom(const ClientTlsFiles& files) {
+  if (!files.enabled()) return grpc::InsecureChannelCredentials();
+  if (files.cert_file.empty() != files.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (const auto& [path, field] :
+       {std::pair{&files.ca_file, &ssl.pem_root_certs},
+        std::pair{&files.cert_file, &ssl.pem_cert_chain},
+        std::pair{&files.key_file, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadPem(*path);
+    if (!pem.ok()) return pem.status();
+    *field = *std::move(pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace seqboat
