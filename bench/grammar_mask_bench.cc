@@ -2,7 +2,9 @@
 // tokenizers, and synthetic ones of 50k and 248k tokens shaped like a
 // byte-level BPE vocabulary), each constraint kind's compile time and the
 // time to fill the next-token bitmask and accept a token along a text the
-// constraint allows, tokenized greedily (the longest allowed token first).
+// constraint allows, tokenized greedily (the longest allowed token first);
+// then, at the largest vocabulary, compile times of constraints at the
+// limits an untrusted client may reach.
 //
 //   bazel run //bench:grammar_mask_bench [-- --threads=N]
 #include <algorithm>
@@ -176,6 +178,55 @@ void Run(const Vocab& v) {
   }
 }
 
+// Constraints at the limits an untrusted client may reach (ConstraintLimits'
+// defaults: 32 KiB of text, character counts up to 256, item counts up to
+// 4096), and one over the text limit's worth of states: their compile times.
+void RunLimits(const Vocab& v) {
+  const int32_t stop = static_cast<int32_t>(v.tokens.size()) - 1;
+  auto vocab = GrammarVocab::FromTokenBytes(
+      v.tokens, static_cast<int32_t>(v.tokens.size()), {stop});
+  if (!vocab.ok()) return;
+  GrammarCompilerOptions options;
+  options.compile_threads = absl::GetFlag(FLAGS_threads);
+  GrammarCompiler compiler(*vocab, options);
+  std::string nested = "{\"type\":\"integer\"}";
+  for (int i = 0; i < 60; ++i)
+    nested = "{\"type\":\"array\",\"items\":" + nested + "}";
+  std::string wide = "{\"type\":\"object\",\"properties\":{";
+  for (int i = 0; i < 300; ++i)
+    wide +=
+        (i ? ",\"p" : "\"p") + std::to_string(i) + "\":{\"type\":\"string\"}";
+  wide += "}}";
+  std::string alternatives = "root ::= ";
+  for (int i = 0; i < 4000; ++i)
+    alternatives += (i ? " | \"w" : "\"w") + std::to_string(i * 7919) + "\"";
+  const std::vector<std::pair<const char*, Constraint>> cases = {
+      {"string maxLength 256",
+       {ConstraintKind::kJsonSchema,
+        R"({"type":"string","minLength":200,"maxLength":256})",
+        {}}},
+      {"array maxItems 4096",
+       {ConstraintKind::kJsonSchema,
+        R"({"type":"array","items":{"type":"number"},"maxItems":4096})",
+        {}}},
+      {"arrays nested 60 deep", {ConstraintKind::kJsonSchema, nested, {}}},
+      {"300 properties", {ConstraintKind::kJsonSchema, wide, {}}},
+      {"regex [a-z]{1,256}", {ConstraintKind::kRegex, "[a-z]{1,256}x", {}}},
+      {"regex nested stars",
+       {ConstraintKind::kRegex, "((a|b)*(c|d)*)*((e|f)*[0-9]+)*", {}}},
+      {"EBNF 4000 alternatives", {ConstraintKind::kGrammar, alternatives, {}}},
+  };
+  for (const auto& [name, c] : cases) {
+    const Clock::time_point t0 = Clock::now();
+    auto grammar = compiler.Compile(c);
+    const double ms = 1e3 * Seconds(t0, Clock::now());
+    std::printf("%-16s limits %-24s %s %8.1f ms\n", v.name.c_str(), name,
+                grammar.ok() ? "compiled in" : "refused in ", ms);
+    if (!grammar.ok())
+      std::printf("    %s\n", std::string(grammar.status().message()).c_str());
+  }
+}
+
 }  // namespace
 }  // namespace seqboat::bench
 
@@ -200,5 +251,6 @@ int main(int argc, char** argv) {
   vocabs.push_back(seqboat::bench::Synthetic(50000));
   vocabs.push_back(seqboat::bench::Synthetic(248000));
   for (const Vocab& v : vocabs) seqboat::bench::Run(v);
+  seqboat::bench::RunLimits(vocabs.back());
   return 0;
 }

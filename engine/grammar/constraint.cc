@@ -53,31 +53,37 @@ absl::Status CheckRepeatCounts(ConstraintKind kind, std::string_view text,
 
 bool IsValidUtf8(std::string_view text) { return Utf8Lossy(text) == text; }
 
-// The schema keywords that count repetitions.
-constexpr const char* kCountKeywords[] = {
-    "minItems",  "maxItems",      "minLength",
-    "maxLength", "minProperties", "maxProperties",
-};
+// The schema keywords that count characters (each one a grammar state) and
+// those that count items (a repeated rule).
+constexpr const char* kLengthKeywords[] = {"minLength", "maxLength"};
+constexpr const char* kCountKeywords[] = {"minItems", "maxItems",
+                                          "minProperties", "maxProperties"};
+
+absl::Status CheckSchemaKeyword(const nlohmann::json& value,
+                                const char* keyword, int64_t limit) {
+  auto it = value.find(keyword);
+  if (it == value.end() || !it->is_number()) return absl::OkStatus();
+  if (it->get<double>() > static_cast<double>(limit))
+    return Refuse(ConstraintKind::kJsonSchema,
+                  absl::StrCat("\"", keyword, "\": ", BriefJson(*it),
+                               " is over the limit of ", limit));
+  return absl::OkStatus();
+}
 
 absl::Status CheckSchemaCounts(const nlohmann::json& value,
-                               int64_t max_repeat) {
+                               const ConstraintLimits& limits) {
   if (value.is_array()) {
     for (const nlohmann::json& item : value)
-      RETURN_IF_ERROR(CheckSchemaCounts(item, max_repeat));
+      RETURN_IF_ERROR(CheckSchemaCounts(item, limits));
     return absl::OkStatus();
   }
   if (!value.is_object()) return absl::OkStatus();
-  for (const char* keyword : kCountKeywords) {
-    auto it = value.find(keyword);
-    if (it == value.end() || !it->is_number()) continue;
-    const double count = it->get<double>();
-    if (count > static_cast<double>(max_repeat))
-      return Refuse(ConstraintKind::kJsonSchema,
-                    absl::StrCat("\"", keyword, "\": ", BriefJson(*it),
-                                 " is over the limit of ", max_repeat));
-  }
+  for (const char* keyword : kLengthKeywords)
+    RETURN_IF_ERROR(CheckSchemaKeyword(value, keyword, limits.max_repeat));
+  for (const char* keyword : kCountKeywords)
+    RETURN_IF_ERROR(CheckSchemaKeyword(value, keyword, limits.max_count));
   for (const auto& [key, item] : value.items())
-    RETURN_IF_ERROR(CheckSchemaCounts(item, max_repeat));
+    RETURN_IF_ERROR(CheckSchemaCounts(item, limits));
   return absl::OkStatus();
 }
 
@@ -116,7 +122,9 @@ absl::Status CheckConstraint(const Constraint& c,
         return Refuse(c.kind, std::string(s.message()));
       if (!schema.is_object() && !schema.is_boolean())
         return Refuse(c.kind, "the schema must be a JSON object");
-      return CheckSchemaCounts(schema, limits.max_repeat);
+      RETURN_IF_ERROR(CheckSchemaCounts(schema, limits));
+      // A "pattern" is a regex inside the schema: its counts too.
+      return CheckRepeatCounts(c.kind, c.text, limits.max_repeat);
     }
     case ConstraintKind::kRegex:
     case ConstraintKind::kGrammar:

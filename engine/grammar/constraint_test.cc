@@ -29,11 +29,26 @@ TEST(ConstraintTest, RepetitionCountsAreBounded) {
 TEST(ConstraintTest, SchemaCountsAndShapeAreChecked) {
   ConstraintLimits limits;
   limits.max_repeat = 50;
+  limits.max_count = 60;
   EXPECT_TRUE(CheckConstraint({ConstraintKind::kJsonSchema,
-                               R"({"type":"array","maxItems":50})",
+                               R"({"type":"array","maxItems":60})",
                                {}},
                               limits)
                   .ok());
+  EXPECT_NE(CheckConstraint({ConstraintKind::kJsonSchema,
+                             R"({"type":"array","maxItems":61})",
+                             {}},
+                            limits)
+                .message()
+                .find("\"maxItems\": 61 is over the limit of 60"),
+            std::string::npos);
+  EXPECT_NE(CheckConstraint({ConstraintKind::kJsonSchema,
+                             R"({"type":"string","pattern":"^a{51}$"})",
+                             {}},
+                            limits)
+                .message()
+                .find("json_schema: repetition count 51"),
+            std::string::npos);
   const absl::Status deep =
       CheckConstraint({ConstraintKind::kJsonSchema,
                        R"({"properties":{"a":{"items":{"minLength":51}}}})",

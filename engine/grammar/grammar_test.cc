@@ -393,13 +393,13 @@ TEST_F(GrammarCompileTest, BadInputsAreRefusedNamingTheProblem) {
       {{ConstraintKind::kGrammar, "rule ::= \"x\"", {}}, "root"},
       {{ConstraintKind::kGrammar, "root ::= undefined_rule", {}},
        "undefined_rule"},
-      {{ConstraintKind::kGrammar, "root ::= \"x\"{5000}", {}},
-       "repetition count 5000"},
+      {{ConstraintKind::kGrammar, "root ::= \"x\"{300}", {}},
+       "repetition count 300 is over the limit of 256"},
       {{ConstraintKind::kGrammar, "root ::= \"\xff\"", {}}, "UTF-8"},
       {{ConstraintKind::kChoice, "", {}}, "no choices"},
       {{ConstraintKind::kChoice, "", {"a", ""}}, "choice 1 is empty"},
       {{ConstraintKind::kGrammar, std::string(70000, ' '), {}},
-       "70000 bytes is over the limit of 65536"},
+       "70000 bytes is over the limit of 32768"},
   };
   for (const Case& c : cases) {
     auto grammar = compiler.Compile(c.constraint);
