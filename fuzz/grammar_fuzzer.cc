@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   seqboat::GrammarCompilerOptions options;
   options.limits.max_text_bytes = 4096;
-  options.limits.max_repeat = 256;
+  options.limits.max_repeat = 64;
   seqboat::GrammarCompiler compiler(vocab, options);
   auto grammar = compiler.Compile(c);
   if (!grammar.ok()) {

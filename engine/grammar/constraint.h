@@ -42,9 +42,11 @@ struct ConstraintLimits {
   int64_t max_text_bytes = 32 * 1024;
   int32_t max_choices = 1024;
   // Largest count a regex or grammar's {m,n}, or a schema's minLength/
-  // maxLength, may name: each unit becomes a grammar state whose token
-  // mask is precomputed over the whole vocabulary.
-  int64_t max_repeat = 256;
+  // maxLength, may name. Bounded character repetition is xgrammar's most
+  // expensive construct to compile at large vocabularies: at 248k tokens on
+  // a loaded 2-core machine, [a-z]{1,8} took 0.5 s, {1,32} 5 s, {1,256}
+  // 41 s (bench/grammar_mask_bench --only_limits).
+  int64_t max_repeat = 64;
   // Largest minItems/maxItems/minProperties/maxProperties: these repeat a
   // rule, not states, and cost little.
   int64_t max_count = 4096;

@@ -394,7 +394,7 @@ TEST_F(GrammarCompileTest, BadInputsAreRefusedNamingTheProblem) {
       {{ConstraintKind::kGrammar, "root ::= undefined_rule", {}},
        "undefined_rule"},
       {{ConstraintKind::kGrammar, "root ::= \"x\"{300}", {}},
-       "repetition count 300 is over the limit of 256"},
+       "repetition count 300 is over the limit of 64"},
       {{ConstraintKind::kGrammar, "root ::= \"\xff\"", {}}, "UTF-8"},
       {{ConstraintKind::kChoice, "", {}}, "no choices"},
       {{ConstraintKind::kChoice, "", {"a", ""}}, "choice 1 is empty"},
