@@ -27,7 +27,6 @@
 
 namespace xgrammar {
 class CompiledGrammar;
-class GrammarCompiler;
 class GrammarMatcher;
 class TokenizerInfo;
 }  // namespace xgrammar
@@ -119,8 +118,6 @@ class GrammarCompiler {
 
   std::shared_ptr<const GrammarVocab> vocab_;
   GrammarCompilerOptions options_;
-  std::unique_ptr<xgrammar::GrammarCompiler>
-      compiler_;  // guarded by its own lock
 
   mutable absl::Mutex mu_;
   // Most recently used first; the map points into the list.
