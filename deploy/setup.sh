@@ -54,3 +54,23 @@ reqs=("$root/weights/requirements.txt" "$root/tests/python/requirements.txt")
 echo "setup: python requirements: $(cat "${reqs[@]}" | grep -v '^#' | tr '\n' ' ')"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   -r "${reqs[0]}" -r "${reqs[1]}"
+
+# xgrammar's C++ core (constrained decoding, engine/grammar): its sources ship in
+# its PyPI source release. Bazel compiles them from this fixed folder (WORKSPACE's
+# @xgrammar, third_party/xgrammar.BUILD); no Python part of it is built or used.
+xgrammar_version="0.2.8"
+xgrammar_sha256="8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80"
+xgrammar_dir="/opt/xgrammar-$xgrammar_version"
+if [[ ! -f "$xgrammar_dir/include/xgrammar/xgrammar.h" ]]; then
+  echo "setup: fetching xgrammar $xgrammar_version sources into $xgrammar_dir"
+  tmp="$(mktemp -d)"
+  # --no-binary for xgrammar alone: its build tools still come as wheels.
+  "$venv/bin/python" -m pip download -q --no-deps --no-binary xgrammar \
+    "xgrammar==$xgrammar_version" -d "$tmp"
+  echo "$xgrammar_sha256  $tmp/xgrammar-$xgrammar_version.tar.gz" | sha256sum -c --quiet
+  [[ $(id -u) == 0 ]] && SUDO="" || SUDO="sudo"
+  $SUDO tar -xzf "$tmp/xgrammar-$xgrammar_version.tar.gz" -C /opt
+  rm -rf "$tmp"
+else
+  echo "setup: xgrammar $xgrammar_version sources present"
+fi

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/backend/sampling_math.h"
+#include "engine/backend/token_bitmask.h"
 
 namespace seqboat {
 
@@ -90,6 +91,7 @@ float Sampler::PenalizedLogit(const float* logits, int32_t id) const {
   if (!suppressed_ids_.empty() && suppressed_[static_cast<size_t>(id)]) {
     return -INFINITY;
   }
+  if (allowed_ != nullptr && !TokenBitmaskHas(allowed_, id)) return -INFINITY;
   float l = sampling::SanitizeLogit(logits[id]);
   if (penalize_ && seen_[static_cast<size_t>(id)]) {
     l = sampling::PenalizeLogit(l, params_.repetition_penalty);
@@ -107,11 +109,20 @@ int32_t Sampler::Sample(const float* logits, int32_t n,
   const uint64_t step = step_++;
   const int32_t v = std::min(valid_vocab_, n);
   if (logits == nullptr || v <= 0) return 0;
-  const int32_t chosen =
-      greedy_ ? ArgMax(logits, v)
-              : Draw(logits, v,
-                     sampling::UniformFromBits(
-                         sampling::CounterRandom(params_.seed, step)));
+  int32_t chosen = greedy_
+                       ? ArgMax(logits, v)
+                       : Draw(logits, v,
+                              sampling::UniformFromBits(
+                                  sampling::CounterRandom(params_.seed, step)));
+  if (allowed_ != nullptr && !TokenBitmaskHas(allowed_, chosen)) {
+    // Every allowed id is -inf or NaN: the grammar still decides.
+    for (int32_t id = 0; id < v; ++id) {
+      if (TokenBitmaskHas(allowed_, id)) {
+        chosen = id;
+        break;
+      }
+    }
+  }
   if (want_logprobs_ && logprobs != nullptr) {
     FillLogprobs(logits, v, chosen, logprobs);
   }

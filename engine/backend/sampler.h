@@ -41,6 +41,15 @@ class Sampler {
   // the argmax, as vLLM's min_tokens masks EOS and the stop ids. Ids outside
   // [0, valid_vocab) are ignored. Logprobs stay the model's own.
   void Suppress(const std::vector<int32_t>& ids);
+  // The ids a grammar allows for the next draws (a token_bitmask.h bitmask
+  // over at least valid_vocab ids, owned by the caller and valid until the
+  // draw), or nullptr to lift the rule: the others count as -inf in the
+  // draw and the argmax, as suppressed ids do, and logprobs stay the
+  // model's own. When every allowed id is impossible under the logits, the
+  // lowest allowed id is drawn. Host draws only: DescribeNext does not
+  // carry the mask, so a row with one is sampled with Sample().
+  void SetAllowedMask(const uint32_t* words) { allowed_ = words; }
+  bool has_allowed_mask() const { return allowed_ != nullptr; }
 
   // logits: the model's row (n >= valid_vocab entries; if n is smaller only n
   // are used). Returns the chosen id. When the sampler was built with
@@ -91,6 +100,7 @@ class Sampler {
   std::vector<int32_t> counted_ids_;     // ids with a count, each once
   std::vector<uint8_t> suppressed_;      // 1 for ids that may not be drawn
   std::vector<int32_t> suppressed_ids_;  // the same ids, each once
+  const uint32_t* allowed_ = nullptr;    // SetAllowedMask's, not owned
   uint64_t step_ = 0;
   // Scratch reused across steps so the per-token path does not allocate.
   std::vector<Candidate> candidates_;
