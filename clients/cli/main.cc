@@ -42,12 +42,6 @@ ABSL_FLAG(uint32_t, logprobs, 0,
 ABSL_FLAG(std::string, api_key, "",
           "API key of a server started with --api_keys_file (default: the "
           "SEQBOAT_API_KEY environment variable).");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CAs to trust; any --tls_* flag connects with TLS (without "
-          "this one, trusting the system's roots).");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "Mutual TLS: this client's PEM certificate chain.");
-ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 ABSL_FLAG(std::string, request_id, "",
           "Request id (server makes one if empty).");
 
@@ -123,9 +117,7 @@ int Run(const std::vector<std::string>& stops) {
     return 1;
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ChannelCredentialsFrom({absl::GetFlag(FLAGS_tls_ca_file),
-                              absl::GetFlag(FLAGS_tls_cert_file),
-                              absl::GetFlag(FLAGS_tls_key_file)});
+      ChannelCredentialsFrom(ClientTlsFilesFromFlags());
   if (!credentials.ok()) {
     std::cerr << "seqboat_cli: " << credentials.status().message() << "\n";
     return 1;

@@ -3,7 +3,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CAs to trust; any --tls_* flag connects with TLS (without "
+          "this one, trusting the system's roots).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "Mutual TLS: this client's PEM certificate chain.");
+ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 
 namespace seqboat {
 namespace {
@@ -17,6 +25,11 @@ absl::StatusOr<std::string> ReadPem(const std::string& path) {
 }
 
 }  // namespace
+
+ClientTlsFiles ClientTlsFilesFromFlags() {
+  return {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+          absl::GetFlag(FLAGS_tls_key_file)};
+}
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
 ChannelCredentialsFrom(const ClientTlsFiles& files) {

@@ -35,12 +35,6 @@
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "host:port of a server or a load balancer.");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CAs to trust; any --tls_* flag connects with TLS (without "
-          "this one, trusting the system's roots).");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "Mutual TLS: this client's PEM certificate chain.");
-ABSL_FLAG(std::string, tls_key_file, "", "The PEM key of --tls_cert_file.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "With TLS: the name to check the certificate against, if not "
           "the target's host.");
@@ -134,16 +128,11 @@ std::string CpuLine(double cpu_s, double wall_s) {
                          wall_s > 0 ? cpu_s / wall_s : 0.0, wall_s);
 }
 
-ClientTlsFiles TlsFlags() {
-  return {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
-          absl::GetFlag(FLAGS_tls_key_file)};
-}
-
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels() {
   const int32_t n = ChannelCount();
   if (n < 1) return absl::InvalidArgumentError("--num_channels must be >= 0");
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
-      ChannelCredentialsFrom(TlsFlags());
+      ChannelCredentialsFrom(ClientTlsFilesFromFlags());
   if (!creds.ok()) return creds.status();
   const std::string api_key = ApiKeyFrom(absl::GetFlag(FLAGS_api_key));
   std::vector<std::shared_ptr<grpc::Channel>> channels;
@@ -302,7 +291,7 @@ int RunChatWorkload() {
                              {"temperature", options.temperature},
                              {"ignore_eos", options.ignore_eos},
                              {"num_channels", ChannelCount()},
-                             {"tls", TlsFlags().enabled()}};
+                             {"tls", ClientTlsFilesFromFlags().enabled()}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);
     }
@@ -418,7 +407,7 @@ int Run() {
         {"seed", options.seed},
         {"temperature", options.temperature},
         {"num_channels", ChannelCount()},
-        {"tls", TlsFlags().enabled()},
+        {"tls", ClientTlsFilesFromFlags().enabled()},
         {"workload", "requests"}};
     if (!absl::GetFlag(FLAGS_label).empty()) {
       config["label"] = absl::GetFlag(FLAGS_label);
