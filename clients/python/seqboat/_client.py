@@ -10,7 +10,7 @@ The server then frees the request's slot at its next engine step.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import grpc
 
@@ -34,6 +34,7 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
                   ignore_eos: bool = False, logprobs: Optional[int] = None,
                   request_id: Optional[str] = None,
                   cache_salt: Optional[str] = None,
+                  speculative: Optional[Mapping[str, Any]] = None,
                   min_new_tokens: Optional[int] = None,
                   n: Optional[int] = None) -> pb.GenerateRequest:
     """The GenerateRequest for these arguments. Unset arguments stay unset, so
@@ -94,6 +95,7 @@ class Client(ClientCore):
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
                cache_salt: Optional[str] = None,
+               speculative: Optional[Mapping[str, Any]] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> Stream:
         """Starts generating and returns the stream of deltas. `prompt` is text
@@ -104,7 +106,10 @@ class Client(ClientCore):
         i seeded seed + i): their deltas interleave, each with its `index`, and
         each sequence's last one carries its finish reason and usage.
         `cache_salt` partitions the server's prefix cache: a request resumes
-        only from snapshots made under the same salt.
+        only from snapshots made under the same salt. `speculative`, e.g.
+        {"method": "prompt_lookup", "num_draft_tokens": 4} or {"method":
+        "none"}, overrides the server's speculative decoding default (the
+        output is the same either way, only sooner or later).
         Errors (a bad value, a full queue, the deadline) are raised while
         iterating, as SeqboatError subclasses."""
         return Stream(self._generate_call(locals()))
@@ -120,6 +125,7 @@ class Client(ClientCore):
                  ignore_eos: bool = False, logprobs: Optional[int] = None,
                  request_id: Optional[str] = None,
                  cache_salt: Optional[str] = None,
+                 speculative: Optional[Mapping[str, Any]] = None,
                  min_new_tokens: Optional[int] = None,
                  timeout: Optional[float] = None) -> GenerateResult:
         """Generates to the end and returns the whole result (arguments as
@@ -139,6 +145,7 @@ class Client(ClientCore):
                    ignore_eos: bool = False, logprobs: Optional[int] = None,
                    request_id: Optional[str] = None,
                    cache_salt: Optional[str] = None,
+                   speculative: Optional[Mapping[str, Any]] = None,
                    min_new_tokens: Optional[int] = None,
                    timeout: Optional[float] = None) -> GenerateNResult:
         """Samples n sequences from the prompt (read once by the server) and
@@ -227,6 +234,7 @@ class AsyncClient(ClientCore):
                ignore_eos: bool = False, logprobs: Optional[int] = None,
                request_id: Optional[str] = None,
                cache_salt: Optional[str] = None,
+               speculative: Optional[Mapping[str, Any]] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> AsyncStream:
         """As Client.stream; iterate with `async for`."""
@@ -244,6 +252,7 @@ class AsyncClient(ClientCore):
                        ignore_eos: bool = False, logprobs: Optional[int] = None,
                        request_id: Optional[str] = None,
                        cache_salt: Optional[str] = None,
+                       speculative: Optional[Mapping[str, Any]] = None,
                        min_new_tokens: Optional[int] = None,
                        timeout: Optional[float] = None) -> GenerateResult:
         """As Client.generate. Cancelling the awaiting task cancels the call."""
@@ -263,6 +272,7 @@ class AsyncClient(ClientCore):
                          ignore_eos: bool = False, logprobs: Optional[int] = None,
                          request_id: Optional[str] = None,
                          cache_salt: Optional[str] = None,
+                         speculative: Optional[Mapping[str, Any]] = None,
                          min_new_tokens: Optional[int] = None,
                          timeout: Optional[float] = None) -> GenerateNResult:
         """As Client.generate_n. Cancelling the awaiting task cancels the call

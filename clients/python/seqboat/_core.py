@@ -28,6 +28,28 @@ def _set(message: Any, field: str, value: Any, param: str) -> None:
         raise errors.InvalidArgument(f"{param}: {e}") from None
 
 
+_METHODS = {"prompt_lookup": pb.SPECULATIVE_METHOD_PROMPT_LOOKUP,
+            "none": pb.SPECULATIVE_METHOD_NONE}
+
+
+def _set_speculative(message: Any, options: Mapping[str, Any]) -> None:
+    """{"method": "prompt_lookup" | "none", "num_draft_tokens", "ngram_min",
+    "ngram_max"} into SpeculativeOptions; unknown keys and methods are refused
+    here, the ranges by the server."""
+    if not isinstance(options, Mapping):
+        raise errors.InvalidArgument("speculative: a mapping of options")
+    for key, value in options.items():
+        if key == "method":
+            if value not in _METHODS:
+                raise errors.InvalidArgument(
+                    f"speculative.method: one of {sorted(_METHODS)}, got {value!r}")
+            message.method = _METHODS[value]
+        elif key in ("num_draft_tokens", "ngram_min", "ngram_max"):
+            _set(message, key, value, f"speculative.{key}")
+        else:
+            raise errors.InvalidArgument(f"speculative.{key} is not an option")
+
+
 def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
     """The GenerateRequest for the arguments of build_request or of a client's
     call (their locals(): `prompt` and the keyword arguments they declare; the
@@ -51,6 +73,8 @@ def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
         _set(r, "request_id", get("request_id"), "request_id")
     if get("cache_salt") is not None:
         _set(r, "cache_salt", get("cache_salt"), "cache_salt")
+    if get("speculative") is not None:
+        _set_speculative(r.speculative, get("speculative"))
     for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                  "presence_penalty", "frequency_penalty", "seed"):
         if get(name) is not None:

@@ -125,3 +125,17 @@ def test_grpc_refuses_bad_options_by_name(spec_server):
     with pytest.raises(grpc.RpcError) as err:
         generate(spec_server, OTHER, method=7)
     assert "speculative.method" in err.value.details()
+
+
+def test_python_client_speculative_option(spec_server):
+    import seqboat
+    with seqboat.Client(spec_server.grpc) as client:
+        on = client.generate(PROMPT, max_tokens=24, temperature=0,
+                             speculative={"method": "prompt_lookup", "num_draft_tokens": 3})
+        off = client.generate(PROMPT, max_tokens=24, temperature=0,
+                              speculative={"method": "none"})
+        assert on.text == off.text
+        with pytest.raises(seqboat.errors.InvalidArgument, match="speculative.method"):
+            client.generate(PROMPT, max_tokens=4, speculative={"method": "medusa"})
+        with pytest.raises(seqboat.errors.InvalidArgument, match="num_draft_tokens"):
+            client.generate(PROMPT, max_tokens=4, speculative={"num_draft_tokens": 99})
