@@ -69,8 +69,7 @@ struct Run {
   int64_t drafted = 0, accepted = 0, steps = 0, generated = 0;
 };
 
-// `batch` copies of the request at once; decode time from the first token
-// of any to the last of all.
+// `batch` copies of the request at once.
 Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
              int k, int batch) {
   struct Collected {
@@ -99,18 +98,17 @@ Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
       std::exit(1);
     }
   }
+  // Each sequence's decode rate, summed: the prompts are prefilled one
+  // after another, so a window over all of them would count prefill too.
   Run run;
-  Clock::time_point first = Clock::time_point::max(), last;
   for (Collected& c : cs) {
     c.done.get_future().wait();
-    first = std::min(first, c.first);
-    last = std::max(last, c.last);
     run.generated += static_cast<int64_t>(c.tokens.size());
+    run.tok_per_s +=
+        (static_cast<double>(c.tokens.size()) - 1) / Seconds(c.first, c.last);
   }
   const EngineStats after = engine.Stats();
   run.tokens = cs[0].tokens;
-  run.tok_per_s =
-      static_cast<double>(run.generated - batch) / Seconds(first, last);
   run.drafted =
       after.speculation.draft_tokens - before.speculation.draft_tokens;
   run.accepted =

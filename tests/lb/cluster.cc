@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,6 +209,17 @@ std::vector<std::string> AcceptedRequestIds(const std::string& log) {
     ids.emplace_back(line.substr(at + 8, accepted - at - 8));
   }
   return ids;
+}
+
+void StopCluster(ChildProcess* nginx, std::vector<Replica>& replicas) {
+  if (nginx != nullptr) {
+    nginx->Signal(SIGQUIT);
+    nginx->WaitForExit(absl::Seconds(10));
+  }
+  for (Replica& r : replicas) {
+    r.process->Signal(SIGTERM);
+    r.process->WaitForExit(absl::Seconds(30));
+  }
 }
 
 }  // namespace seqboat

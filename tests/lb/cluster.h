@@ -62,6 +62,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartNginx(
     const std::string& prefix, const std::vector<std::string>& upstreams,
     int* port, const std::string& balance = "", const NginxTls* tls = nullptr);
 
+// Stops nginx (null: none) gracefully, then each replica with SIGTERM (a
+// drain), waiting for each to exit.
+void StopCluster(ChildProcess* nginx, std::vector<Replica>& replicas);
+
 // Request ids of "request X accepted" lines in a replica's debug log.
 std::vector<std::string> AcceptedRequestIds(const std::string& log);
 

@@ -69,16 +69,7 @@ class LbTest : public ::testing::Test {
     nginx_ = *std::move(nginx);
   }
 
-  void TearDown() override {
-    if (nginx_ != nullptr) {
-      nginx_->Signal(SIGQUIT);
-      nginx_->WaitForExit(absl::Seconds(10));
-    }
-    for (Replica& r : replicas_) {
-      r.process->Signal(SIGTERM);
-      r.process->WaitForExit(absl::Seconds(30));
-    }
-  }
+  void TearDown() override { StopCluster(nginx_.get(), replicas_); }
 
   std::unique_ptr<ChildProcess> StartLoad(int requests, int concurrency,
                                           int output_len,

@@ -75,16 +75,7 @@ class LbTlsTest : public ::testing::Test {
     nginx_ = *std::move(nginx);
   }
 
-  void TearDown() override {
-    if (nginx_ != nullptr) {
-      nginx_->Signal(SIGQUIT);
-      nginx_->WaitForExit(absl::Seconds(10));
-    }
-    for (Replica& r : replicas_) {
-      r.process->Signal(SIGTERM);
-      r.process->WaitForExit(absl::Seconds(30));
-    }
-  }
+  void TearDown() override { StopCluster(nginx_.get(), replicas_); }
 
   // seqboat_load's summary of kRequests streams to `target` trusting `ca`,
   // and its exit code.
