@@ -359,7 +359,7 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
               seq->prefilled() == seq->snapshot_at()) ||
              seq->copy() != 0 ||
              // A pipelined decode feeds one token; unfed ones wait.
-             (pipelined && seq->UnfedTokens().size() > 1);
+             (pipelined && seq->unfed() > 1);
     views.push_back(v);
   }
   // Speculative rounds' rows come out of the prefill budget.

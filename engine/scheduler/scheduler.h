@@ -222,6 +222,8 @@ class Scheduler {
   // spare slot while one is free and nobody waits); returns the rows the
   // rounds add beyond one per decode.
   int32_t PlanRounds(const std::vector<SequenceView>& views);
+  // Whether this many running sequences still draft (speculative_max_batch).
+  bool RoundsRun() const;
   // A decode of a speculating sequence: its round's segments (Sequence).
   void AppendRound(Sequence& seq, StepBatch& batch);
   // A free slot for `seq`'s drafts, counted under mu_ as admission counts;

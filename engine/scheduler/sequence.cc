@@ -174,7 +174,7 @@ std::vector<int32_t> Sequence::Draft() const {
 GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,
                                        int32_t* accepted) {
   const int32_t fed_before = fed_;
-  const int32_t unfed = generated_ - fed_;
+  const int32_t unfed_before = unfed();
   const size_t k = draft_.size();
   GenerationEvent merged;
   size_t i = 0;
@@ -202,7 +202,7 @@ GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,
     // state, and the old slot the next round's spare.
     std::swap(slot_, spare_slot_);
   } else {
-    fed_ = fed_before + unfed;
+    fed_ = fed_before + unfed_before;
   }
   draft_.clear();
   return merged;

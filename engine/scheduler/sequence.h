@@ -96,6 +96,7 @@ class Sequence {
   // spare the slot, anything less leaves the slot as the committed state.
   bool speculates() const { return lookup_ != nullptr; }
   std::vector<int32_t> UnfedTokens() const;
+  int32_t unfed() const { return generated_ - fed_; }
   // Up to num_draft_tokens tokens to verify next (never past
   // max_new_tokens); empty when the drafter has none.
   std::vector<int32_t> Draft() const;

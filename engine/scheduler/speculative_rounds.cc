@@ -8,13 +8,17 @@
 
 namespace seqboat {
 
+bool Scheduler::RoundsRun() const {
+  return static_cast<int64_t>(running_.size()) <=
+         int64_t{options_.speculative_max_batch};
+}
+
 bool Scheduler::any_speculating() const {
-  const bool rounds = static_cast<int64_t>(running_.size()) <=
-                      int64_t{options_.speculative_max_batch};
+  const bool rounds = RoundsRun();
   for (const auto& seq : running_) {
     if (seq->finished() || !seq->speculates()) continue;
     // Unfed tokens beyond the last one are caught up on the host's plan.
-    if (rounds || seq->UnfedTokens().size() > 1) return true;
+    if (rounds || seq->unfed() > 1) return true;
   }
   return false;
 }
@@ -37,8 +41,7 @@ void Scheduler::ReturnSpareSlots() {
 }
 
 int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
-  const bool rounds = static_cast<int64_t>(running_.size()) <=
-                      int64_t{options_.speculative_max_batch};
+  const bool rounds = RoundsRun();
   int32_t draft_rows = options_.max_draft_rows;
   int32_t extra = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -51,7 +54,7 @@ int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
     if (!draft.empty() && seq.spare_slot() < 0 && !TakeSpareSlot(seq)) {
       draft.clear();
     }
-    const int32_t unfed = static_cast<int32_t>(seq.UnfedTokens().size());
+    const int32_t unfed = seq.unfed();
     const int32_t k = static_cast<int32_t>(draft.size());
     // The slot's catch-up (when drafting) and the spare's unfed + draft.
     extra += (k > 0 ? unfed + unfed + k : unfed) - 1;
