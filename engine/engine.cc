@@ -95,12 +95,8 @@ class EngineImpl final : public Engine {
           "speculative num_draft_tokens must be in [0, ",
           options_.max_draft_tokens, "], got ", spec.num_draft_tokens));
     }
-    if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min ||
-        spec.ngram_max > 64) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "speculative n-gram sizes must satisfy 1 <= min <= max <= 64, got ",
-          spec.ngram_min, " and ", spec.ngram_max));
-    }
+    if (const std::string problem = NgramSizesProblem(spec); !problem.empty())
+      return absl::InvalidArgumentError("speculative " + problem);
     return scheduler_.Add(std::move(request));
   }
 

@@ -15,4 +15,14 @@ std::string PromptIdProblem(const PromptRules& rules, int32_t id) {
   return "";
 }
 
+std::string NgramSizesProblem(const SpeculativeParams& params) {
+  if (params.ngram_min >= 1 && params.ngram_min <= params.ngram_max &&
+      params.ngram_max <= kMaxNgram) {
+    return "";
+  }
+  return absl::StrCat(
+      "n-gram sizes must satisfy 1 <= ngram_min <= ngram_max <= ", kMaxNgram,
+      ", got ", params.ngram_min, " and ", params.ngram_max);
+}
+
 }  // namespace seqboat

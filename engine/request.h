@@ -124,6 +124,15 @@ struct Request {
   std::string cache_scope;
 };
 
+// Prompt lookup's longest n-gram: its index keeps one map per size.
+inline constexpr int32_t kMaxNgram = 64;
+
+// Why `params`' n-gram sizes cannot be used ("n-gram sizes must satisfy 1 <=
+// ngram_min <= ngram_max <= 64, got 5 and 2"), or "" when they can. The one
+// statement of the rule: the server's validation names the field, and
+// Engine::Submit applies it again for any caller.
+std::string NgramSizesProblem(const SpeculativeParams& params);
+
 // What a prompt's ids must be for the loaded model: below vocab_limit (the
 // ids both the tokenizer and the embedding cover) and never the padding row,
 // which fairseq models never read in training. The one statement of the

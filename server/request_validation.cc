@@ -266,12 +266,8 @@ absl::StatusOr<SpeculativeParams> SpeculativeFromProto(
     spec.ngram_max =
         static_cast<int32_t>(std::min<uint32_t>(proto.ngram_max(), 1000));
   }
-  if (spec.ngram_min < 1 || spec.ngram_min > spec.ngram_max ||
-      spec.ngram_max > 64) {
-    return Invalid("speculative.ngram_min",
-                   absl::StrCat("n-gram sizes must satisfy 1 <= ngram_min <= "
-                                "ngram_max <= 64, got ",
-                                spec.ngram_min, " and ", spec.ngram_max));
+  if (const std::string problem = NgramSizesProblem(spec); !problem.empty()) {
+    return Invalid("speculative.ngram_min", problem);
   }
   if (spec.method == SpeculativeMethod::kNone) spec.num_draft_tokens = 0;
   return spec;
