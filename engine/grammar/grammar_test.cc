@@ -114,6 +114,9 @@ class GrammarTest : public ::testing::TestWithParam<std::string> {
   }
 
   int32_t eos() const { return tokenizer_->eos_token_id(); }
+  // Six random walks through `grammar`, whose language is `words` (below).
+  void WalkFiniteLanguage(const std::shared_ptr<const Grammar>& grammar,
+                          const std::set<std::string>& words);
 
   std::unique_ptr<Tokenizer> tokenizer_;
   int32_t vocab_size_ = 0;
@@ -144,26 +147,36 @@ void CheckFiniteLanguage(GrammarTest* t, GrammarMatcher& m,
   }
 }
 
-TEST_P(GrammarTest, ChoiceMasksMatchTheLanguageAndAccept) {
-  const std::vector<std::string> choices = {
-      "yes", "no", "maybe so", "\"quoted\"\n\\", "日本語", "yes!"};
-  auto grammar = MustCompile({ConstraintKind::kChoice, "", choices});
-  ASSERT_NE(grammar, nullptr);
-  const std::set<std::string> words(choices.begin(), choices.end());
+// Six random walks through `grammar`, whose language is `words`: at each
+// step the mask is checked by accepting and against the language's own
+// oracle, and every walk ends on a word.
+void GrammarTest::WalkFiniteLanguage(
+    const std::shared_ptr<const Grammar>& grammar,
+    const std::set<std::string>& words) {
+  const Tokenizer& tok = *tokenizer_;
   for (int seed = 0; seed < 6; ++seed) {
     GrammarMatcher m(grammar);
     std::mt19937 rng(seed);
     std::string prefix;
     while (!m.IsTerminated()) {
       const std::vector<int32_t> allowed = CheckMaskByAccepting(m, prefix);
-      CheckFiniteLanguage(this, m, words, prefix, Mask(m), *tokenizer_, eos());
+      CheckFiniteLanguage(this, m, words, prefix, Mask(m), tok, eos());
       ASSERT_FALSE(allowed.empty()) << prefix;
       const int32_t pick = allowed[rng() % allowed.size()];
       ASSERT_TRUE(m.Accept(pick).ok());
-      if (pick != eos()) prefix += tokenizer_->TokenBytes(pick);
+      if (pick != eos()) prefix += tok.TokenBytes(pick);
     }
     EXPECT_EQ(words.count(prefix), 1u) << prefix;
   }
+}
+
+TEST_P(GrammarTest, ChoiceMasksMatchTheLanguageAndAccept) {
+  const std::vector<std::string> choices = {
+      "yes", "no", "maybe so", "\"quoted\"\n\\", "日本語", "yes!"};
+  auto grammar = MustCompile({ConstraintKind::kChoice, "", choices});
+  ASSERT_NE(grammar, nullptr);
+  const std::set<std::string> words(choices.begin(), choices.end());
+  WalkFiniteLanguage(grammar, words);
 }
 
 TEST_P(GrammarTest, RegexMasksMatchTheLanguage) {
@@ -173,20 +186,7 @@ TEST_P(GrammarTest, RegexMasksMatchTheLanguage) {
   for (std::string head : {"ab", "cd", "a"})
     for (char d = '0'; d <= '9'; ++d)
       for (std::string tail : {"", "x"}) words.insert(head + d + tail);
-  for (int seed = 0; seed < 6; ++seed) {
-    GrammarMatcher m(grammar);
-    std::mt19937 rng(seed);
-    std::string prefix;
-    while (!m.IsTerminated()) {
-      const std::vector<int32_t> allowed = CheckMaskByAccepting(m, prefix);
-      CheckFiniteLanguage(this, m, words, prefix, Mask(m), *tokenizer_, eos());
-      ASSERT_FALSE(allowed.empty()) << prefix;
-      const int32_t pick = allowed[rng() % allowed.size()];
-      ASSERT_TRUE(m.Accept(pick).ok());
-      if (pick != eos()) prefix += tokenizer_->TokenBytes(pick);
-    }
-    EXPECT_EQ(words.count(prefix), 1u) << prefix;
-  }
+  WalkFiniteLanguage(grammar, words);
 }
 
 constexpr char kPersonSchema[] = R"({
