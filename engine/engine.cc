@@ -97,6 +97,10 @@ class EngineImpl final : public Engine {
     }
     if (const std::string problem = NgramSizesProblem(spec); !problem.empty())
       return absl::InvalidArgumentError("speculative " + problem);
+    if (request.constraint.has_value()) {
+      return absl::UnimplementedError(
+          "constrained decoding is not available in this engine yet");
+    }
     return scheduler_.Add(std::move(request));
   }
 

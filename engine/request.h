@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/backend/sampling_params.h"
+#include "engine/grammar/constraint.h"
 
 namespace seqboat {
 
@@ -111,6 +112,11 @@ struct Request {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   SpeculativeParams speculative;
+  // Constrained decoding (engine/grammar): each sequence's output stays a
+  // prefix of a text the constraint matches, and ends (kEos) when the text
+  // is complete and a stop token is drawn. Compiled at Submit, which
+  // refuses one the compiler cannot build with INVALID_ARGUMENT naming it.
+  std::optional<Constraint> constraint;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time arrival = absl::Now();
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();
