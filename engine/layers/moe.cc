@@ -393,6 +393,29 @@ absl::Status ParseShared(ObjectReader& parent, MoeConfig* c) {
   return absl::OkStatus();
 }
 
+// The field of a sigmoid_group_topk config that breaks MoeConfig's rules
+// (nullptr: none) and, in *problem, how.
+const char* MoeRoutingFault(const MoeConfig& c, std::string* problem) {
+  if (c.routing != MoeRouting::kSigmoidGroupTopK) return nullptr;
+  if (c.n_group < 1 || c.n_group > 64 || c.n_experts % c.n_group != 0) {
+    *problem = absl::StrCat(c.n_group, " must divide n_experts ", c.n_experts,
+                            " and be at most 64");
+    return "n_group";
+  }
+  if (c.topk_group < 1 || c.topk_group > c.n_group) {
+    *problem = absl::StrCat(c.topk_group,
+                            " must be in [1, n_group = ", c.n_group, "]");
+    return "topk_group";
+  }
+  const int64_t reachable = c.topk_group * (c.n_experts / c.n_group);
+  if (c.top_k > reachable) {
+    *problem = absl::StrCat(c.top_k, " exceeds the ", reachable,
+                            " experts of topk_group ", c.topk_group, " groups");
+    return "top_k";
+  }
+  return nullptr;
+}
+
 // sigmoid_group_topk's n_group and topk_group; routed_scale and latent of
 // any routing.
 absl::Status ParseGrouping(ObjectReader& r, MoeConfig* c) {
@@ -411,7 +434,11 @@ absl::Status ParseGrouping(ObjectReader& r, MoeConfig* c) {
       l != nullptr && !l->is_null()) {
     RETURN_IF_ERROR(r.PositiveInt("latent", &c->latent));
   }
-  return CheckMoeRouting(*c);
+  std::string problem;
+  if (const char* key = MoeRoutingFault(*c, &problem); key != nullptr) {
+    return r.Error(key, problem);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
@@ -483,22 +510,9 @@ const BlockKind kMoeBlock = {"moe", ParseMoe, BuildMoe,
                              /*residual_scale=*/true};
 
 absl::Status CheckMoeRouting(const MoeConfig& c) {
-  if (c.routing != MoeRouting::kSigmoidGroupTopK) return absl::OkStatus();
-  if (c.n_group < 1 || c.n_group > 64 || c.n_experts % c.n_group != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("moe: n_group ", c.n_group, " must divide n_experts ",
-                     c.n_experts, " and be at most 64"));
-  }
-  if (c.topk_group < 1 || c.topk_group > c.n_group) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("moe: topk_group ", c.topk_group, " must be in [1, ",
-                     "n_group = ", c.n_group, "]"));
-  }
-  const int64_t reachable = c.topk_group * (c.n_experts / c.n_group);
-  if (c.top_k > reachable) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("moe: top_k ", c.top_k, " exceeds the ", reachable,
-                     " experts of topk_group ", c.topk_group, " groups"));
+  std::string problem;
+  if (const char* key = MoeRoutingFault(c, &problem); key != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("moe: ", key, " ", problem));
   }
   return absl::OkStatus();
 }

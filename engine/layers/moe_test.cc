@@ -444,7 +444,8 @@ TEST(MoeLoadTest, GroupsThatCannotHoldTopKAreRefused) {
   c.n_group = 3;  // does not divide 8
   built = Build(c, ts, "groups3");
   ASSERT_FALSE(built.ok());
-  EXPECT_THAT(std::string(built.status().message()), HasSubstr("n_group 3"));
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("n_group 3 must divide"));
 }
 
 TEST(MoeLoadTest, ScaledResidualWithSharedDownBiasIsRefused) {

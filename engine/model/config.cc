@@ -51,7 +51,7 @@ absl::Status ParseBlock(const json& value, size_t index,
     return reader.Error("residual_scale",
                         absl::StrCat("must be 1 for kind '", kind,
                                      "' (this build scales the residual add "
-                                     "of mamba2, attention and mlp blocks)"));
+                                     "of mamba2, attention, mlp and moe blocks)"));
   }
   RETURN_IF_ERROR(k->parse(reader, warnings, &out->params));
   reader.ReportUnknown(warnings);
