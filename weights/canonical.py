@@ -29,7 +29,7 @@ FP32_SUFFIXES = ("dt_proj.bias", ".dt_bias", ".A", ".D", "s4d.dA", "s4d.C",
 # routes experts in fp32, and a rounded router flips near-tied expert choices.
 # Files written before this rule hold them in the model dtype and still load.
 ROUTER_SUFFIXES = ("moe.router.weight", "moe.router.bias", "moe.router_in.weight",
-                   "moe.router_in.bias", "moe.shared_gate.weight")
+                   "moe.router_in.bias", "moe.shared_gate.weight", "moe.router.score_bias")
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -265,8 +265,12 @@ def moe_shapes(p, b, d_model):
     [X, F] (gate.bias [X, F] when gated) and the shared down.bias [D]; a
     `shared` expert {"d_ff": Fs, "gate": "sigmoid" or null} adds shared.up /
     shared.gate [Fs, D], shared.down [D, Fs] and, gated, shared_gate [1, D].
+    sigmoid_group_topk adds router.score_bias [X]; a `latent` L adds
+    latent_in [L, D] and latent_out [D, L], and the experts read and write L
+    wide (up [X, F, L], down [X, L, F]).
     """
     X, F_, D = b["n_experts"], b["d_ff"], d_model
+    Din = b.get("latent") or D
     relu = b["routing"] == "relu_dynamic"
     shapes = {}
     if relu:
@@ -277,10 +281,15 @@ def moe_shapes(p, b, d_model):
     shapes[p + "moe.router.weight"] = (X, b["router_hidden"] if relu else D)
     if b["router_bias"]:
         shapes[p + "moe.router.bias"] = (X,)
-    shapes[p + "moe.up.weight"] = (X, F_, D)
+    if b["routing"] == "sigmoid_group_topk":
+        shapes[p + "moe.router.score_bias"] = (X,)
+    if b.get("latent"):
+        shapes[p + "moe.latent_in.weight"] = (Din, D)
+        shapes[p + "moe.latent_out.weight"] = (D, Din)
+    shapes[p + "moe.up.weight"] = (X, F_, Din)
     if b["gated"]:
-        shapes[p + "moe.gate.weight"] = (X, F_, D)
-    shapes[p + "moe.down.weight"] = (X, D, F_)
+        shapes[p + "moe.gate.weight"] = (X, F_, Din)
+    shapes[p + "moe.down.weight"] = (X, Din, F_)
     if b["expert_bias"]:
         shapes[p + "moe.up.bias"] = (X, F_)
         if b["gated"]:

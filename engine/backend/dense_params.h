@@ -128,6 +128,8 @@ struct MoeRouteParams {
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
   int top_k = 1;
   bool renormalize = false;
+  float scale = 1.0f;     // every gate times this
+  MoeGroupRouting group;  // kSigmoidGroupTopK only (score_bias: device)
   int32_t* experts = nullptr;
   float* gates = nullptr;
 };

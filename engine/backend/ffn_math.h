@@ -29,6 +29,17 @@ enum class MoeRouting : int32_t {
   kSoftmaxTopK,
   // ReM: every expert with a positive ReLU(logit), gate = that value.
   kReluDynamic,
+  // Nemotron-H / DeepSeek-V3: sigmoid scores; a bias on the scores picks the
+  // topk_group best groups (a group's score: the sum of its best two) and the
+  // top_k experts inside them; the gates are the unbiased scores.
+  kSigmoidGroupTopK,
+};
+
+// kSigmoidGroupTopK's settings beyond top_k (ignored by the other routings).
+struct MoeGroupRouting {
+  const float* score_bias = nullptr;  // [x], added to the scores to select
+  int n_group = 1;                    // divides x; at most 64
+  int topk_group = 1;                 // groups kept, <= n_group
 };
 
 }  // namespace seqboat
@@ -59,18 +70,103 @@ SEQBOAT_HD float Activate(Activation act, float x) {
   return x;
 }
 
+// The top_k largest of `score` (x entries, those of groups outside `keep`
+// skipped; group g holds experts [g*gsize, (g+1)*gsize)) into experts[0..k),
+// ties to the lower index (torch.argmax / topk keep the first maximum).
+SEQBOAT_HD void TopKOf(const float* score, int x, int gsize, uint64_t keep,
+                       int top_k, int32_t* experts) {
+  for (int j = 0; j < top_k; ++j) {
+    int best = -1;
+    for (int e = 0; e < x; ++e) {
+      if (((keep >> (e / gsize)) & 1u) == 0) continue;
+      bool taken = false;
+      for (int i = 0; i < j; ++i) taken = taken || experts[i] == e;
+      if (taken) continue;
+      if (best < 0 || score[e] > score[best]) best = e;
+    }
+    experts[j] = best;
+  }
+}
+
+// kSigmoidGroupTopK for one row. Selection uses sigmoid(logit) + score_bias
+// (computed twice rather than stored: x has no bound here); a group's score
+// is the sum of its two best (one, for a group of one). Gates are the
+// sigmoid scores, divided by their sum + 1e-20 when `renormalize`.
+SEQBOAT_HD void RouteRowSigmoidGroup(const float* logits, int x, int top_k,
+                                     bool renormalize,
+                                     const MoeGroupRouting& group,
+                                     int32_t* experts, float* gates) {
+  const int n_group = group.n_group < 1 ? 1 : group.n_group;
+  const int gsize = x / n_group;
+  const float* bias = group.score_bias;
+  uint64_t keep = 0;
+  for (int pass = 0; pass < group.topk_group && pass < n_group; ++pass) {
+    int best = -1;
+    float best_score = 0.0f;
+    for (int g = 0; g < n_group; ++g) {
+      if ((keep >> g) & 1u) continue;
+      float m1 = -INFINITY, m2 = -INFINITY;
+      for (int e = g * gsize; e < (g + 1) * gsize; ++e) {
+        const float c = Sigmoid(logits[e]) + (bias != nullptr ? bias[e] : 0.0f);
+        if (c > m1) {
+          m2 = m1;
+          m1 = c;
+        } else if (c > m2) {
+          m2 = c;
+        }
+      }
+      const float score = gsize > 1 ? m1 + m2 : m1;
+      if (best < 0 || score > best_score) {
+        best = g;
+        best_score = score;
+      }
+    }
+    keep |= uint64_t{1} << best;
+  }
+  // The top_k of the kept groups by the biased score (TopKOf's rule, on a
+  // score recomputed per expert rather than stored).
+  for (int j = 0; j < top_k; ++j) {
+    int best = -1;
+    float best_c = 0.0f;
+    for (int e = 0; e < x; ++e) {
+      if (((keep >> (e / gsize)) & 1u) == 0) continue;
+      bool taken = false;
+      for (int i = 0; i < j; ++i) taken = taken || experts[i] == e;
+      if (taken) continue;
+      const float c = Sigmoid(logits[e]) + (bias != nullptr ? bias[e] : 0.0f);
+      if (best < 0 || c > best_c) {
+        best = e;
+        best_c = c;
+      }
+    }
+    experts[j] = best;
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < top_k; ++j) {
+    gates[j] = experts[j] < 0 ? 0.0f : Sigmoid(logits[experts[j]]);
+    sum += gates[j];
+  }
+  if (renormalize) {
+    for (int j = 0; j < top_k; ++j) gates[j] /= sum + 1e-20f;
+  }
+}
+
 // One row of a MoE router over x experts.
 //   logits: the row's router outputs.
-//   slots:  entries of `experts`/`gates` for this row: top_k for kSoftmaxTopK,
-//           x for kReluDynamic. Unused entries get expert -1, gate 0.
+//   slots:  entries of `experts`/`gates` for this row: top_k for kSoftmaxTopK
+//           and kSigmoidGroupTopK, x for kReluDynamic. Unused entries get
+//           expert -1, gate 0.
 // kSoftmaxTopK picks the top_k largest probabilities, ties to the lower
 // expert index (torch.argmax / topk keep the first maximum). The gate is the
 // full-softmax probability (Switch: y = p_i* E_i*(x)); with `renormalize`
 // the chosen probabilities are divided by their sum (Mixtral-style top-k).
-// kReluDynamic lists experts in index order.
+// kReluDynamic lists experts in index order. Every gate is then multiplied
+// by `scale` (Nemotron-H's routed_scaling_factor; a block's residual_scale).
 SEQBOAT_HD void RouteRow(const float* logits, int x, MoeRouting routing,
-                         int top_k, bool renormalize, int32_t* experts,
+                         int top_k, bool renormalize, float scale,
+                         const MoeGroupRouting& group, int32_t* experts,
                          float* gates) {
+  const int slots = routing == MoeRouting::kReluDynamic ? x : top_k;
   if (routing == MoeRouting::kReluDynamic) {
     int used = 0;
     for (int e = 0; e < x; ++e) {
@@ -84,29 +180,26 @@ SEQBOAT_HD void RouteRow(const float* logits, int x, MoeRouting routing,
       experts[j] = -1;
       gates[j] = 0.0f;
     }
-    return;
-  }
-  float max_logit = logits[0];
-  for (int e = 1; e < x; ++e) max_logit = fmaxf(max_logit, logits[e]);
-  float sum = 0.0f;
-  for (int e = 0; e < x; ++e) sum += expf(logits[e] - max_logit);
-  // Selection by repeated argmax over the logits (softmax is monotone), each
-  // pass skipping what earlier passes took; top_k is small.
-  float chosen_sum = 0.0f;
-  for (int j = 0; j < top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < x; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || experts[i] == e;
-      if (taken) continue;
-      if (best < 0 || logits[e] > logits[best]) best = e;
+  } else if (routing == MoeRouting::kSigmoidGroupTopK) {
+    RouteRowSigmoidGroup(logits, x, top_k, renormalize, group, experts, gates);
+  } else {
+    float max_logit = logits[0];
+    for (int e = 1; e < x; ++e) max_logit = fmaxf(max_logit, logits[e]);
+    float sum = 0.0f;
+    for (int e = 0; e < x; ++e) sum += expf(logits[e] - max_logit);
+    // Selection by repeated argmax over the logits (softmax is monotone).
+    TopKOf(logits, x, x, 1, top_k, experts);
+    float chosen_sum = 0.0f;
+    for (int j = 0; j < top_k; ++j) {
+      gates[j] = expf(logits[experts[j]] - max_logit) / sum;
+      chosen_sum += gates[j];
     }
-    experts[j] = best;
-    gates[j] = expf(logits[best] - max_logit) / sum;
-    chosen_sum += gates[j];
+    if (renormalize) {
+      for (int j = 0; j < top_k; ++j) gates[j] /= chosen_sum;
+    }
   }
-  if (renormalize) {
-    for (int j = 0; j < top_k; ++j) gates[j] /= chosen_sum;
+  if (scale != 1.0f) {
+    for (int j = 0; j < slots; ++j) gates[j] *= scale;
   }
 }
 

@@ -1,11 +1,13 @@
 #include "engine/layers/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/layers/pre_norm.h"
+#include "engine/layers/residual_out.h"
 #include "engine/layers/weight_fetch.h"
 
 namespace seqboat {
@@ -13,11 +15,17 @@ namespace {
 
 class Moe final : public MoeLayer {
  public:
-  Moe(const MoeConfig& c, int d_model) : c_(c), d_(d_model) {}
+  Moe(const MoeConfig& c, int d_model, float residual_scale)
+      : c_(c),
+        d_(d_model),
+        d_in_(c.latent > 0 ? static_cast<int>(c.latent) : d_model),
+        residual_scale_(residual_scale),
+        shared_out_(residual_scale) {}
 
   absl::Status Bind(const std::optional<NormConfig>& norm, const std::string& p,
                     WeightStore& ws, Backend& be) {
-    const int64_t d = d_, f = c_.d_ff, x = c_.n_experts, hid = c_.router_hidden;
+    const int64_t d = d_, f = c_.d_ff, x = c_.n_experts, hid = c_.router_hidden,
+                  di = d_in_;
     RETURN_IF_ERROR(norm_.Bind(norm, p, d_, ws, be));
     const bool relu = Relu();
     if (relu) {
@@ -35,14 +43,24 @@ class Moe final : public MoeLayer {
       RETURN_IF_ERROR(
           FetchVector(ws, be, p + "moe.router.bias", {x}, &router_b_));
     }
-    RETURN_IF_ERROR(
-        FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, d, &up_));
-    if (c_.gated) {
+    if (c_.routing == MoeRouting::kSigmoidGroupTopK) {
       RETURN_IF_ERROR(
-          FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, d, &gate_));
+          FetchVector(ws, be, p + "moe.router.score_bias", {x}, &score_bias_));
+    }
+    if (c_.latent > 0) {
+      RETURN_IF_ERROR(
+          FetchMatrix(ws, be, p + "moe.latent_in.weight", di, d, &latent_in_));
+      RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.latent_out.weight", d, di,
+                                  &latent_out_));
     }
     RETURN_IF_ERROR(
-        FetchMatrixStack(ws, be, p + "moe.down.weight", x, d, f, &down_));
+        FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, di, &up_));
+    if (c_.gated) {
+      RETURN_IF_ERROR(
+          FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, di, &gate_));
+    }
+    RETURN_IF_ERROR(
+        FetchMatrixStack(ws, be, p + "moe.down.weight", x, di, f, &down_));
     if (c_.expert_bias) {
       RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.up.bias", {x, f}, &up_b_));
       if (c_.gated) {
@@ -75,9 +93,12 @@ class Moe final : public MoeLayer {
   int64_t StateBytesPerSlot() const override { return 0; }
   int64_t ScratchFloatsPerRow() const override {
     // u, router hidden, logits, (expert, gate) slots, gathered x, up, gate,
-    // expert output, the shared expert's up, gate and gate logit.
-    return 3 * static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
-           2 * Slots() + 2 * c_.d_ff + 2 * c_.shared_d_ff + 1;
+    // expert (or shared) output, the latent input and sum, the shared
+    // expert's up, gate and gate logit.
+    const int64_t wide = std::max(d_, d_in_);
+    return static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
+           2 * Slots() + 2 * wide + 2 * c_.d_ff + 2 * (c_.latent) +
+           2 * c_.shared_d_ff + 1;
   }
   void BindState(void*, int64_t) override {}
   const StepStats& last_step() const override { return stats_; }
@@ -90,8 +111,26 @@ class Moe final : public MoeLayer {
     Route(be, s, n);
     GroupByExpert(be, s, n);
     stats_ = StepStats();
+    // Without a latent space the experts add into the residual; with one,
+    // into the latent sum, which latent_out then adds (its gates already
+    // carry the residual scale, and the projection has no bias).
+    const float* in = s.u;
+    float* sum = residual;
+    int ld_sum = d_;
+    if (c_.latent > 0) {
+      be.Gemm(Projection(s.u, n, latent_in_, nullptr, s.xl));
+      be.Zero(s.yl, sizeof(float) * static_cast<size_t>(n) * d_in_);
+      in = s.xl;
+      sum = s.yl;
+      ld_sum = d_in_;
+    }
     for (int e = 0; e < static_cast<int>(c_.n_experts); ++e) {
-      if (!rows_[e].empty()) RunExpert(be, s, e, residual);
+      if (!rows_[e].empty()) RunExpert(be, s, e, in, sum, ld_sum);
+    }
+    if (c_.latent > 0) {
+      GemmParams out = Projection(s.yl, n, latent_out_, nullptr, residual);
+      out.accumulate = true;
+      be.Gemm(out);
     }
     if (c_.shared_d_ff > 0) RunShared(be, s, n, residual);
     // The second layer's bias is shared and unmodulated: added once per row,
@@ -117,6 +156,7 @@ class Moe final : public MoeLayer {
     int32_t* experts;          // [n, slots]
     float* gates;              // [n, slots]
     float *xg, *hg, *gg, *yg;  // one expert's rows: input, up, gate, output
+    float *xl, *yl;            // [n, latent]: the experts' input and sum
     float *hs, *gs, *ls;       // the shared expert's up, gate, gate logit
   };
 
@@ -129,11 +169,14 @@ class Moe final : public MoeLayer {
     // The scratch has no declared type; the route op's ids live in it too.
     s.experts = reinterpret_cast<int32_t*>(s.logits + rows * c_.n_experts);
     s.gates = reinterpret_cast<float*>(s.experts) + rows * Slots();
+    const int64_t wide = std::max(d_, d_in_);
     s.xg = s.gates + rows * Slots();
-    s.hg = s.xg + rows * d_;
+    s.hg = s.xg + rows * wide;
     s.gg = s.hg + rows * c_.d_ff;
     s.yg = s.gg + rows * c_.d_ff;
-    s.hs = s.yg + rows * d_;
+    s.xl = s.yg + rows * wide;
+    s.yl = s.xl + rows * c_.latent;
+    s.hs = s.yl + rows * c_.latent;
     s.gs = s.hs + rows * c_.shared_d_ff;
     s.ls = s.gs + rows * c_.shared_d_ff;
     return s;
@@ -174,6 +217,10 @@ class Moe final : public MoeLayer {
     route.routing = c_.routing;
     route.top_k = static_cast<int>(c_.top_k);
     route.renormalize = c_.renormalize;
+    route.scale = static_cast<float>(c_.routed_scale) * residual_scale_;
+    route.group.score_bias = score_bias_;
+    route.group.n_group = static_cast<int>(c_.n_group);
+    route.group.topk_group = static_cast<int>(c_.topk_group);
     route.experts = s.experts;
     route.gates = s.gates;
     be.MoeRoute(route);
@@ -202,15 +249,17 @@ class Moe final : public MoeLayer {
     }
   }
 
-  // Expert e over its rows: gather, up (and gate), activation, down, then
-  // each row's output scaled by its gate and added to its residual.
-  void RunExpert(Backend& be, const Scratch& s, int e, float* residual) {
-    const int d = d_, f = static_cast<int>(c_.d_ff);
+  // Expert e over its rows of `in` [n, d_in]: gather, up (and gate),
+  // activation, down, then each row's output scaled by its gate and added to
+  // its row of `sum` (stride ld_sum).
+  void RunExpert(Backend& be, const Scratch& s, int e, const float* in,
+                 float* sum, int ld_sum) {
+    const int d = d_in_, f = static_cast<int>(c_.d_ff);
     const int m = static_cast<int>(rows_[e].size());
     ++stats_.experts_hit;
     stats_.routed_rows += m;
     GatherRowsParams gather;
-    gather.x = s.u;
+    gather.x = in;
     gather.d = d;
     gather.rows = rows_[e].data();
     gather.m = m;
@@ -231,8 +280,8 @@ class Moe final : public MoeLayer {
     scatter.rows = rows_[e].data();
     scatter.scales = scales_[e].data();
     scatter.m = m;
-    scatter.dst = residual;
-    scatter.lddst = d;
+    scatter.dst = sum;
+    scatter.lddst = ld_sum;
     be.ScatterAddScaled(scatter);
   }
 
@@ -264,9 +313,8 @@ class Moe final : public MoeLayer {
     if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
     Activate(be, s.hs, s.gs, n, f);
     if (!c_.shared_gate) {
-      GemmParams down = Projection(s.hs, n, shared_down_, nullptr, residual);
-      down.accumulate = true;
-      be.Gemm(down);
+      shared_out_.Add(be, Projection(s.hs, n, shared_down_, nullptr, residual),
+                      s.yg);
       return;
     }
     be.Gemm(Projection(s.hs, n, shared_down_, nullptr, s.yg));
@@ -276,7 +324,8 @@ class Moe final : public MoeLayer {
     be.CopyToHost(shared_scales_.data(), s.ls, sizeof(float) * n);
     for (int i = 0; i < n; ++i) {
       shared_rows_[i] = i;
-      shared_scales_[i] = 1.0f / (1.0f + std::exp(-shared_scales_[i]));
+      shared_scales_[i] =
+          residual_scale_ / (1.0f + std::exp(-shared_scales_[i]));
     }
     ScatterAddParams scatter;
     scatter.src = s.yg;
@@ -299,9 +348,13 @@ class Moe final : public MoeLayer {
 
   MoeConfig c_;
   int d_;
+  int d_in_;  // the experts' input width: latent, or d_
+  float residual_scale_;
+  ResidualOut shared_out_;
   PreNorm norm_;
-  Matrix router_in_, router_;
-  const float *router_in_b_ = nullptr, *router_b_ = nullptr;
+  Matrix router_in_, router_, latent_in_, latent_out_;
+  const float *router_in_b_ = nullptr, *router_b_ = nullptr,
+              *score_bias_ = nullptr;
   std::vector<Matrix> up_, gate_, down_;
   const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
   Matrix shared_up_, shared_gate_, shared_down_, shared_gate_w_;
@@ -340,14 +393,64 @@ absl::Status ParseShared(ObjectReader& parent, MoeConfig* c) {
   return absl::OkStatus();
 }
 
+// The field of a sigmoid_group_topk config that breaks MoeConfig's rules
+// (nullptr: none) and, in *problem, how.
+const char* MoeRoutingFault(const MoeConfig& c, std::string* problem) {
+  if (c.routing != MoeRouting::kSigmoidGroupTopK) return nullptr;
+  if (c.n_group < 1 || c.n_group > 64 || c.n_experts % c.n_group != 0) {
+    *problem = absl::StrCat(c.n_group, " must divide n_experts ", c.n_experts,
+                            " and be at most 64");
+    return "n_group";
+  }
+  if (c.topk_group < 1 || c.topk_group > c.n_group) {
+    *problem = absl::StrCat(c.topk_group,
+                            " must be in [1, n_group = ", c.n_group, "]");
+    return "topk_group";
+  }
+  const int64_t reachable = c.topk_group * (c.n_experts / c.n_group);
+  if (c.top_k > reachable) {
+    *problem = absl::StrCat(c.top_k, " exceeds the ", reachable,
+                            " experts of topk_group ", c.topk_group, " groups");
+    return "top_k";
+  }
+  return nullptr;
+}
+
+// sigmoid_group_topk's n_group and topk_group; routed_scale and latent of
+// any routing.
+absl::Status ParseGrouping(ObjectReader& r, MoeConfig* c) {
+  const bool group = c->routing == MoeRouting::kSigmoidGroupTopK;
+  for (const char* key : {"n_group", "topk_group"}) {
+    if (r.Get(key) == nullptr) continue;
+    if (!group) {
+      return r.Error(key, "applies only to routing \"sigmoid_group_topk\"");
+    }
+    RETURN_IF_ERROR(
+        r.PositiveInt(key, key[0] == 'n' ? &c->n_group : &c->topk_group));
+  }
+  RETURN_IF_ERROR(
+      r.OptionalPositiveNumber("routed_scale", 1.0, &c->routed_scale));
+  if (const nlohmann::json* l = r.Get("latent");
+      l != nullptr && !l->is_null()) {
+    RETURN_IF_ERROR(r.PositiveInt("latent", &c->latent));
+  }
+  std::string problem;
+  if (const char* key = MoeRoutingFault(*c, &problem); key != nullptr) {
+    return r.Error(key, problem);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
                       std::any* params) {
   MoeConfig c;
   int routing = 0;
-  RETURN_IF_ERROR(
-      ParseChoice(r, "routing", {"top1_softmax", "relu_dynamic"}, &routing));
-  c.routing =
-      routing == 0 ? MoeRouting::kSoftmaxTopK : MoeRouting::kReluDynamic;
+  RETURN_IF_ERROR(ParseChoice(
+      r, "routing", {"top1_softmax", "relu_dynamic", "sigmoid_group_topk"},
+      &routing));
+  c.routing = routing == 0   ? MoeRouting::kSoftmaxTopK
+              : routing == 1 ? MoeRouting::kReluDynamic
+                             : MoeRouting::kSigmoidGroupTopK;
   RETURN_IF_ERROR(r.PositiveInt("n_experts", &c.n_experts));
   RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
   RETURN_IF_ERROR(ParseActivation(r, &c.act));
@@ -360,11 +463,11 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
       cap != nullptr && !cap->is_null()) {
     return r.Invalid("capacity", "null (the engine is dropless)", *cap);
   }
-  const bool softmax = c.routing == MoeRouting::kSoftmaxTopK;
+  const bool softmax = c.routing != MoeRouting::kReluDynamic;
+  constexpr const char* kTopKRoutings =
+      "applies only to routing \"top1_softmax\" or \"sigmoid_group_topk\"";
   if (r.Get("top_k") != nullptr) {
-    if (!softmax) {
-      return r.Error("top_k", "applies only to routing \"top1_softmax\"");
-    }
+    if (!softmax) return r.Error("top_k", kTopKRoutings);
     RETURN_IF_ERROR(r.PositiveInt("top_k", &c.top_k));
     if (c.top_k > c.n_experts) {
       return r.Invalid("top_k",
@@ -373,11 +476,10 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
     }
   }
   if (r.Get("renormalize") != nullptr) {
-    if (!softmax) {
-      return r.Error("renormalize", "applies only to routing \"top1_softmax\"");
-    }
+    if (!softmax) return r.Error("renormalize", kTopKRoutings);
     RETURN_IF_ERROR(r.Bool("renormalize", &c.renormalize));
   }
+  RETURN_IF_ERROR(ParseGrouping(r, &c));
   RETURN_IF_ERROR(ParseShared(r, &c));
   if (softmax) {
     if (r.Get("router_hidden") != nullptr) {
@@ -393,9 +495,10 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
 
 absl::StatusOr<std::unique_ptr<Layer>> BuildMoe(const BlockConfig& block,
                                                 const BlockSite& site) {
-  ASSIGN_OR_RETURN(std::unique_ptr<MoeLayer> layer,
-                   MakeMoe(*block.As<MoeConfig>(), block.norm, site.d_model,
-                           site.prefix, *site.weights, *site.backend));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<MoeLayer> layer,
+      MakeMoe(*block.As<MoeConfig>(), block.norm, site.d_model, site.prefix,
+              *site.weights, *site.backend, site.residual_scale));
   return std::unique_ptr<Layer>(std::move(layer));
 }
 
@@ -403,16 +506,32 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMoe(const BlockConfig& block,
 
 // The router groups rows by expert on the host, mid-step.
 const BlockKind kMoeBlock = {"moe", ParseMoe, BuildMoe,
-                             /*host_round_trip=*/true};
+                             /*host_round_trip=*/true,
+                             /*residual_scale=*/true};
+
+absl::Status CheckMoeRouting(const MoeConfig& c) {
+  std::string problem;
+  if (const char* key = MoeRoutingFault(c, &problem); key != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("moe: ", key, " ", problem));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
     const MoeConfig& config, const std::optional<NormConfig>& norm, int d_model,
-    const std::string& prefix, WeightStore& weights, Backend& backend) {
-  if (config.routing == MoeRouting::kSoftmaxTopK &&
+    const std::string& prefix, WeightStore& weights, Backend& backend,
+    float residual_scale) {
+  if (config.routing != MoeRouting::kReluDynamic &&
       (config.top_k < 1 || config.top_k > config.n_experts)) {
     return absl::InvalidArgumentError("moe: top_k must be in [1, n_experts]");
   }
-  auto layer = std::make_unique<Moe>(config, d_model);
+  RETURN_IF_ERROR(CheckMoeRouting(config));
+  if (config.expert_bias && residual_scale != 1.0f) {
+    return absl::InvalidArgumentError(
+        "moe: expert_bias (a shared down.bias) with residual_scale != 1 is "
+        "not supported");
+  }
+  auto layer = std::make_unique<Moe>(config, d_model, residual_scale);
   RETURN_IF_ERROR(layer->Bind(norm, prefix, weights, backend));
   return layer;
 }

@@ -9,6 +9,14 @@
 //     probabilities by their sum (Mixtral-style top-k).
 //   relu_dynamic (ReM §5.3): logits = router(SiLU(router_in x)); every expert
 //     with ReLU(logit) > 0 runs, gate = that raw value.
+//   sigmoid_group_topk (Nemotron-H, MODELS.md §14.3): s = sigmoid(logits);
+//     s + moe.router.score_bias [X] (fp32) selects the top_k experts inside
+//     the topk_group best of n_group groups; gate = s (renormalised by
+//     `renormalize`).
+// Every gate is then times routed_scale and the block's residual_scale.
+// With `latent` L, the experts run in an L-wide space: their input is
+// moe.latent_in x [L, D], their gated sum goes through moe.latent_out [D, L].
+// The shared expert always reads x itself.
 // Dispatch is batched: a step's rows are grouped by expert, each expert that
 // was hit runs one GEMM per projection over all of its rows (gathered), and
 // the results are scaled and scattered back. Never one GEMM per token.
@@ -38,6 +46,12 @@ struct MoeConfig {
   int64_t top_k = 1;
   bool renormalize = false;
   int64_t router_hidden = 0;  // relu_dynamic only: h of router_in [h, D]
+  // sigmoid_group_topk only: groups of n_experts / n_group experts, the
+  // topk_group best of them searched (n_group <= 64, top_k experts fit).
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scale = 1.0;  // > 0; every routed gate times it
+  int64_t latent = 0;         // L, or 0: the experts read x directly
   // config.json's optional "shared": {"d_ff": Fs, "gate": "sigmoid" or null},
   // an expert every row runs besides the routed ones, with the experts' act
   // and gating (moe.shared.{up,gate,down}.weight), its output times
@@ -48,6 +62,10 @@ struct MoeConfig {
 };
 
 extern const BlockKind kMoeBlock;
+
+// The (score_bias, n_group, topk_group) rules above, or INVALID_ARGUMENT
+// naming what breaks them.
+absl::Status CheckMoeRouting(const MoeConfig& config);
 
 class MoeLayer : public Layer {
  public:
@@ -60,10 +78,13 @@ class MoeLayer : public Layer {
   virtual const StepStats& last_step() const = 0;
 };
 
-// Fetches `prefix` + "moe.*" (and the norm); shapes per §6.2.
+// Fetches `prefix` + "moe.*" (and the norm); shapes per §6.2. Its residual
+// add is r + residual_scale·(routed + shared); a shared down.bias
+// (expert_bias) is refused with residual_scale ≠ 1.
 absl::StatusOr<std::unique_ptr<MoeLayer>> MakeMoe(
     const MoeConfig& config, const std::optional<NormConfig>& norm, int d_model,
-    const std::string& prefix, WeightStore& weights, Backend& backend);
+    const std::string& prefix, WeightStore& weights, Backend& backend,
+    float residual_scale = 1.0f);
 
 }  // namespace seqboat
 

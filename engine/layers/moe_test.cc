@@ -59,9 +59,23 @@ Tensors RandomMoe(const MoeConfig& c, uint32_t seed) {
   }
   add("moe.router.weight", {x, relu ? h : kD}, 0.5f);
   if (c.router_bias) add("moe.router.bias", {x}, 0.5f);
-  add("moe.up.weight", {x, f, kD}, 0.25f);
-  if (c.gated) add("moe.gate.weight", {x, f, kD}, 0.25f);
-  add("moe.down.weight", {x, kD, f}, 0.2f);
+  if (c.routing == MoeRouting::kSigmoidGroupTopK) {
+    add("moe.router.score_bias", {x}, 0.3f);
+  }
+  const int64_t di = c.latent > 0 ? c.latent : kD;
+  if (c.latent > 0) {
+    add("moe.latent_in.weight", {di, kD}, 0.3f);
+    add("moe.latent_out.weight", {kD, di}, 0.3f);
+  }
+  add("moe.up.weight", {x, f, di}, 0.25f);
+  if (c.gated) add("moe.gate.weight", {x, f, di}, 0.25f);
+  add("moe.down.weight", {x, di, f}, 0.2f);
+  if (const int64_t fs = c.shared_d_ff; fs > 0) {
+    add("moe.shared.up.weight", {fs, kD}, 0.25f);
+    if (c.gated) add("moe.shared.gate.weight", {fs, kD}, 0.25f);
+    add("moe.shared.down.weight", {kD, fs}, 0.2f);
+    if (c.shared_gate) add("moe.shared_gate.weight", {1, kD}, 0.5f);
+  }
   if (c.expert_bias) {
     add("moe.up.bias", {x, f}, 0.1f);
     if (c.gated) add("moe.gate.bias", {x, f}, 0.1f);
@@ -74,6 +88,8 @@ double Act(Activation a, double v) {
   switch (a) {
     case Activation::kRelu:
       return v > 0 ? v : 0;
+    case Activation::kRelu2:
+      return v > 0 ? v * v : 0;
     case Activation::kSilu:
       return v / (1 + std::exp(-v));
     case Activation::kGelu:
@@ -105,9 +121,55 @@ struct Expected {
   std::vector<std::vector<int>> experts;  // per row
 };
 
-// One token at a time: its route, then each chosen expert densely.
+double Sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// Nemotron-H's routing of one row (MODELS.md §14.3), written as transformers
+// writes it: the top_k of the biased scores inside the topk_group groups
+// whose best two sum highest; gates the unbiased scores.
+std::vector<std::pair<int, double>> SigmoidGroupRoute(const MoeConfig& c,
+                                                      const float* score_bias,
+                                                      std::vector<double> lg) {
+  const int x = c.n_experts, g = c.n_group, size = x / g;
+  std::vector<double> choice(x);
+  for (int e = 0; e < x; ++e) {
+    lg[e] = Sigmoid(lg[e]);
+    choice[e] = lg[e] + score_bias[e];
+  }
+  std::vector<double> group(g);
+  for (int k = 0; k < g; ++k) {
+    std::vector<double> in(choice.begin() + k * size,
+                           choice.begin() + (k + 1) * size);
+    std::sort(in.rbegin(), in.rend());
+    group[k] = in[0] + in[1];
+  }
+  std::vector<int> order(g);
+  for (int k = 0; k < g; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return group[a] > group[b]; });
+  std::vector<int> experts;
+  for (int k = 0; k < c.topk_group; ++k)
+    for (int e = order[k] * size; e < (order[k] + 1) * size; ++e)
+      experts.push_back(e);
+  std::stable_sort(experts.begin(), experts.end(),
+                   [&](int a, int b) { return choice[a] > choice[b]; });
+  std::vector<std::pair<int, double>> chosen;
+  double sum = 0;
+  for (int j = 0; j < c.top_k; ++j) {
+    chosen.push_back({experts[j], lg[experts[j]]});
+    sum += lg[experts[j]];
+  }
+  for (auto& [e, w] : chosen) {
+    if (c.renormalize) w /= sum + 1e-20;
+    w *= c.routed_scale;
+  }
+  return chosen;
+}
+
+// One token at a time: its route, then each chosen expert densely, then the
+// shared expert, the whole addition times residual_scale.
 Expected DenseReference(const MoeConfig& c, const Tensors& ts,
-                        const std::vector<float>& r0, int n) {
+                        const std::vector<float>& r0, int n,
+                        double residual_scale = 1.0) {
   auto T = [&](const std::string& name) -> const float* {
     auto it = ts.find("m." + name);
     return it == ts.end() ? nullptr : it->second.data.data();
@@ -130,6 +192,10 @@ Expected DenseReference(const MoeConfig& c, const Tensors& ts,
           Linear(T("moe.router.weight"), T("moe.router.bias"), x, h, hid);
       for (int e = 0; e < x; ++e)
         if (m[e] > 0) chosen.push_back({e, m[e]});
+    } else if (c.routing == MoeRouting::kSigmoidGroupTopK) {
+      chosen =
+          SigmoidGroupRoute(c, T("moe.router.score_bias"),
+                            Linear(T("moe.router.weight"), nullptr, x, kD, u));
     } else {
       std::vector<double> lg =
           Linear(T("moe.router.weight"), T("moe.router.bias"), x, kD, u);
@@ -148,24 +214,52 @@ Expected DenseReference(const MoeConfig& c, const Tensors& ts,
       if (c.renormalize)
         for (auto& [e, g] : chosen) g /= picked;
     }
+    const int di = c.latent > 0 ? c.latent : kD;
+    const std::vector<double> xe =
+        c.latent > 0 ? Linear(T("moe.latent_in.weight"), nullptr, di, kD, u)
+                     : u;
+    std::vector<double> sum(di, 0.0), add(kD, 0.0);
     for (auto [e, g] : chosen) {
       out.experts[t].push_back(e);
       const float* ub = T("moe.up.bias") ? T("moe.up.bias") + e * f : nullptr;
       std::vector<double> hu =
-          Linear(T("moe.up.weight") + int64_t(e) * f * kD, ub, f, kD, u);
+          Linear(T("moe.up.weight") + int64_t(e) * f * di, ub, f, di, xe);
       if (c.gated) {
         const float* gb =
             T("moe.gate.bias") ? T("moe.gate.bias") + e * f : nullptr;
         std::vector<double> hg =
-            Linear(T("moe.gate.weight") + int64_t(e) * f * kD, gb, f, kD, u);
+            Linear(T("moe.gate.weight") + int64_t(e) * f * di, gb, f, di, xe);
         for (int j = 0; j < f; ++j) hu[j] *= Act(c.act, hg[j]);
       } else {
         for (double& v : hu) v = Act(c.act, v);
       }
-      std::vector<double> y = Linear(T("moe.down.weight") + int64_t(e) * kD * f,
-                                     nullptr, kD, f, hu);
-      for (int j = 0; j < kD; ++j) out.residual[t * kD + j] += g * y[j];
+      std::vector<double> y = Linear(T("moe.down.weight") + int64_t(e) * di * f,
+                                     nullptr, di, f, hu);
+      for (int j = 0; j < di; ++j) sum[j] += g * y[j];
     }
+    add = c.latent > 0
+              ? Linear(T("moe.latent_out.weight"), nullptr, kD, di, sum)
+              : sum;
+    if (const int fs = c.shared_d_ff; fs > 0) {
+      std::vector<double> hs =
+          Linear(T("moe.shared.up.weight"), nullptr, fs, kD, u);
+      if (c.gated) {
+        std::vector<double> hg =
+            Linear(T("moe.shared.gate.weight"), nullptr, fs, kD, u);
+        for (int j = 0; j < fs; ++j) hs[j] *= Act(c.act, hg[j]);
+      } else {
+        for (double& v : hs) v = Act(c.act, v);
+      }
+      std::vector<double> y =
+          Linear(T("moe.shared.down.weight"), nullptr, kD, fs, hs);
+      const double gate = c.shared_gate
+                              ? Sigmoid(Linear(T("moe.shared_gate.weight"),
+                                               nullptr, 1, kD, u)[0])
+                              : 1.0;
+      for (int j = 0; j < kD; ++j) add[j] += gate * y[j];
+    }
+    for (int j = 0; j < kD; ++j)
+      out.residual[t * kD + j] += residual_scale * add[j];
     if (const float* db = T("moe.down.bias"))
       for (int j = 0; j < kD; ++j) out.residual[t * kD + j] += db[j];
   }
@@ -180,14 +274,15 @@ struct Built {
 
 absl::StatusOr<Built> Build(const MoeConfig& c, const Tensors& ts,
                             const std::string& file,
-                            std::unique_ptr<Backend> backend = nullptr) {
+                            std::unique_ptr<Backend> backend = nullptr,
+                            float residual_scale = 1.0f) {
   Built b;
   b.backend = backend != nullptr ? std::move(backend) : MakeCpuBackend(1);
   auto store = WeightStore::Open(WriteSafetensors(file, ts));
   if (!store.ok()) return store.status();
   b.store = *std::move(store);
   NormConfig norm{NormType::kRmsNormT5, 1e-6, true};
-  auto layer = MakeMoe(c, norm, kD, "m.", *b.store, *b.backend);
+  auto layer = MakeMoe(c, norm, kD, "m.", *b.store, *b.backend, residual_scale);
   if (!layer.ok()) return layer.status();
   b.layer = *std::move(layer);
   if (absl::Status s = b.store->CheckAllUsed(); !s.ok()) return s;
@@ -221,9 +316,32 @@ MoeConfig Config(MoeRouting routing, int top_k, bool renorm, bool gated,
   return c;
 }
 
+// Nemotron-H's MoE: sigmoid scores, the correction bias, 4 groups of 2
+// searched 2 at a time, 3 experts of them renormalised and scaled, squared
+// ReLU experts without a gate in a latent space of 10, a shared expert.
+MoeConfig NemotronConfig() {
+  MoeConfig c = Config(MoeRouting::kSigmoidGroupTopK, 3, true, false, false);
+  c.act = Activation::kRelu2;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.routed_scale = 2.5;
+  c.latent = 10;
+  c.shared_d_ff = 20;
+  return c;
+}
+
+// Granite-4.0-H's: the top 2 renormalised, SwiGLU experts and an ungated
+// shared SwiGLU expert.
+MoeConfig GraniteConfig() {
+  MoeConfig c = Config(MoeRouting::kSoftmaxTopK, 2, true, true, false);
+  c.shared_d_ff = 20;
+  return c;
+}
+
 struct Case {
   const char* name;
   MoeConfig config;
+  float residual_scale = 1.0f;
 };
 
 class MoeDispatchTest : public ::testing::TestWithParam<Case> {};
@@ -231,7 +349,8 @@ class MoeDispatchTest : public ::testing::TestWithParam<Case> {};
 TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
   const MoeConfig& c = GetParam().config;
   const Tensors ts = RandomMoe(c, 7);
-  auto built = Build(c, ts, GetParam().name);
+  auto built =
+      Build(c, ts, GetParam().name, nullptr, GetParam().residual_scale);
   ASSERT_TRUE(built.ok()) << built.status();
   const int n = 40;
   std::vector<float> r0(n * kD);
@@ -239,7 +358,7 @@ TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : r0) v = normal(rng);
 
-  const Expected want = DenseReference(c, ts, r0, n);
+  const Expected want = DenseReference(c, ts, r0, n, GetParam().residual_scale);
   const std::vector<float> got = Step(*built, r0, 0, n);
   for (int i = 0; i < n * kD; ++i) {
     ASSERT_NEAR(got[i], want.residual[i], 1e-4) << "row " << i / kD;
@@ -279,7 +398,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"relu_dynamic",
              Config(MoeRouting::kReluDynamic, 1, false, false, true)},
         Case{"relu_dynamic_gated",
-             Config(MoeRouting::kReluDynamic, 1, false, true, false)}),
+             Config(MoeRouting::kReluDynamic, 1, false, true, false)},
+        Case{"sigmoid_group_latent_shared", NemotronConfig()},
+        Case{"sigmoid_group_scaled", NemotronConfig(), 0.6f},
+        Case{"granite_shared_scaled", GraniteConfig(), 1.8f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {
@@ -309,6 +431,29 @@ TEST(MoeLoadTest, ExpertCountMismatchNamesTheTensor) {
   ASSERT_FALSE(built.ok());
   EXPECT_THAT(std::string(built.status().message()),
               HasSubstr("m.moe.router.weight"));
+}
+
+TEST(MoeLoadTest, GroupsThatCannotHoldTopKAreRefused) {
+  MoeConfig c = NemotronConfig();
+  const Tensors ts = RandomMoe(c, 1);
+  c.topk_group = 1;  // 2 experts reachable, 3 wanted
+  auto built = Build(c, ts, "groups");
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("topk_group"));
+  c = NemotronConfig();
+  c.n_group = 3;  // does not divide 8
+  built = Build(c, ts, "groups3");
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("n_group 3 must divide"));
+}
+
+TEST(MoeLoadTest, ScaledResidualWithSharedDownBiasIsRefused) {
+  const MoeConfig c = Config(MoeRouting::kSoftmaxTopK, 2, false, false, true);
+  auto built = Build(c, RandomMoe(c, 1), "scaled_bias", nullptr, 2.0f);
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()),
+              HasSubstr("residual_scale"));
 }
 
 TEST(MoeLoadTest, TopKAboveExpertCountIsRefused) {

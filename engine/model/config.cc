@@ -48,10 +48,11 @@ absl::Status ParseBlock(const json& value, size_t index,
   RETURN_IF_ERROR(reader.OptionalPositiveNumber("residual_scale", 1.0,
                                                 &out->residual_scale));
   if (out->residual_scale != 1.0 && !k->residual_scale) {
-    return reader.Error("residual_scale",
-                        absl::StrCat("must be 1 for kind '", kind,
-                                     "' (this build scales the residual add "
-                                     "of mamba2, attention and mlp blocks)"));
+    return reader.Error(
+        "residual_scale",
+        absl::StrCat("must be 1 for kind '", kind,
+                     "' (this build scales the residual add "
+                     "of mamba2, attention, mlp and moe blocks)"));
   }
   RETURN_IF_ERROR(k->parse(reader, warnings, &out->params));
   reader.ReportUnknown(warnings);

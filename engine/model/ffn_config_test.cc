@@ -145,6 +145,50 @@ TEST(FfnConfigTest, BadMoeFieldsAreNamed) {
               {"\"top_k\"", "top1_softmax"});
 }
 
+json Nemotron() {
+  json b = With(With(Moe(), "routing", "sigmoid_group_topk"), "top_k", 3);
+  b["n_group"] = 4;
+  b["topk_group"] = 2;
+  b["renormalize"] = true;
+  b["routed_scale"] = 2.5;
+  b["latent"] = 24;
+  b["act"] = "relu2";
+  b["shared"] = {{"d_ff", 40}, {"gate", nullptr}};
+  return b;
+}
+
+TEST(FfnConfigTest, SigmoidGroupRoutingParses) {
+  auto c = Parse(Nemotron());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const MoeConfig* e = c->blocks[0].As<MoeConfig>();
+  EXPECT_EQ(e->routing, MoeRouting::kSigmoidGroupTopK);
+  EXPECT_EQ(e->top_k, 3);
+  EXPECT_EQ(e->n_group, 4);
+  EXPECT_EQ(e->topk_group, 2);
+  EXPECT_DOUBLE_EQ(e->routed_scale, 2.5);
+  EXPECT_EQ(e->latent, 24);
+  EXPECT_EQ(e->shared_d_ff, 40);
+  EXPECT_TRUE(c->warnings.empty());
+  // A moe block takes a residual_scale (Granite-4.0-H's experts).
+  auto granite = Parse(With(With(Moe(), "top_k", 2), "residual_scale", 0.6));
+  ASSERT_TRUE(granite.ok()) << granite.status();
+  EXPECT_DOUBLE_EQ(granite->blocks[0].residual_scale, 0.6);
+}
+
+TEST(FfnConfigTest, BadGroupRoutingFieldsAreNamed) {
+  ExpectError(With(Moe(), "n_group", 2), {"\"n_group\"", "sigmoid_group_topk"});
+  ExpectError(With(Moe(), "topk_group", 1),
+              {"\"topk_group\"", "sigmoid_group_topk"});
+  ExpectError(With(Nemotron(), "n_group", 3),
+              {"\"n_group\"", "3 must divide n_experts 8"});
+  ExpectError(With(Nemotron(), "topk_group", 5),
+              {"\"topk_group\"", "5 must be in [1, n_group = 4]"});
+  ExpectError(With(Nemotron(), "topk_group", 1),
+              {"\"top_k\"", "3 exceeds", "topk_group 1"});
+  ExpectError(With(Nemotron(), "routed_scale", 0), {"\"routed_scale\""});
+  ExpectError(With(Nemotron(), "latent", 0), {"\"latent\""});
+}
+
 TEST(FfnConfigTest, BadS4dFieldsAreNamed) {
   ExpectError(With(S4d(), "state_layout", "half"), {"\"state_layout\""});
   ExpectError(With(S4d(), "output", "glu"), {"\"output\"", "gelu_glu"});

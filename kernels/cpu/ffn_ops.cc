@@ -50,7 +50,8 @@ void CpuBackend::MoeRoute(const MoeRouteParams& p) {
   const int slots = routing == MoeRouting::kReluDynamic ? x : top_k;
   for (int i = 0; i < n; ++i) {
     op_math::RouteRow(logits + static_cast<int64_t>(i) * x, x, routing, top_k,
-                      renormalize, experts + static_cast<int64_t>(i) * slots,
+                      renormalize, p.scale, p.group,
+                      experts + static_cast<int64_t>(i) * slots,
                       gates + static_cast<int64_t>(i) * slots);
   }
 }

@@ -140,7 +140,7 @@ __global__ void MoeRouteKernel(MoeRouteParams p) {
   if (i >= p.n) return;
   const int slots = p.routing == MoeRouting::kReluDynamic ? p.x : p.top_k;
   op_math::RouteRow(p.logits + static_cast<int64_t>(i) * p.x, p.x, p.routing,
-                    p.top_k, p.renormalize,
+                    p.top_k, p.renormalize, p.scale, p.group,
                     p.experts + static_cast<int64_t>(i) * slots,
                     p.gates + static_cast<int64_t>(i) * slots);
 }

@@ -120,7 +120,9 @@ TEST(DenseOpsGpuTest, MoeRouteMatches) {
        {dense::MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 1},
         dense::MoeRouteCase{x, MoeRouting::kSoftmaxTopK, 2,
                             /*renormalize=*/true},
-        dense::MoeRouteCase{x, MoeRouting::kReluDynamic, x}}) {
+        dense::MoeRouteCase{x, MoeRouting::kReluDynamic, x},
+        dense::MoeRouteCase{x, MoeRouting::kSigmoidGroupTopK, 3, true, 4, 2,
+                            Random(x, 5, -0.5f, 0.5f), 2.5f}}) {
     dense::ExpectMoeRouteMatches(*p.cpu, *p.cuda, logits, n, c,
                                  Bound::Below(1e-6f));
   }

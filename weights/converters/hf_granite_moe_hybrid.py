@@ -9,7 +9,13 @@ Decoder layer j becomes two blocks:
         "rope", else no positions); its pre-norm is input_layernorm.
   2j+1: `mlp`, the shared MLP: input_linear's first shared_intermediate_size
         rows are the gate (SiLU), the rest the up projection; its pre-norm is
-        post_attention_layernorm.
+        post_attention_layernorm. With num_local_experts > 0 it is a `moe`
+        instead (MODELS.md 15.3): the router (block_sparse_moe.router.layer,
+        fp32) picks num_experts_per_tok experts, their softmax over the chosen
+        logits (the full softmax renormalised over the top k, "top1_softmax"
+        with renormalize), SwiGLU experts of intermediate_size split from
+        input_linear [X, 2F, D] as the shared MLP's is, and the shared MLP as
+        the block's ungated shared expert; residual_multiplier scales their sum.
 layer_types absent means every layer is Mamba.
 
 Granite's four scalars: embedding_multiplier is embed.scale;
@@ -30,8 +36,8 @@ follows StreamingLLM beyond (MODELS.md 3.4). With RoPE an explicit window must
 keep the query's cache position S + W within max_position_embeddings.
 
 Refused, naming the field or tensor: another architecture, a non-silu
-hidden_act, num_local_experts > 0 (top-k experts beside the shared MLP, which
-the moe block does not have yet), a position_embedding_type other than null,
+hidden_act, num_experts_per_tok above num_local_experts, a
+position_embedding_type other than null,
 "nope" or "rope", rope types other than "default", layer_types of another
 length or kind, mamba_d_head x mamba_n_heads other than mamba_expand x
 hidden_size, groups that do not divide the heads, non-positive multipliers,
@@ -42,7 +48,8 @@ import json
 
 from weights.converters import hf_layers, hf_mamba2, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import check_tensors, load_tensors, map_ends, matrices
+from weights.converters.hf_checkpoint import (check_tensors, fp32, load_tensors, map_ends,
+                                              matrices)
 from weights.converters.hf_config import (attention_heads, boolean, canonical_config,
                                           check_architecture, check_silu, decode_floats,
                                           load_config, positive_number)
@@ -60,6 +67,7 @@ DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008
             "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
             "attention_bias": False, "embedding_multiplier": 1.0, "logits_scaling": 1.0,
             "residual_multiplier": 1.0, "attention_multiplier": 1.0, "num_local_experts": 8,
+            "num_experts_per_tok": 2,
             "shared_intermediate_size": 1024, "position_embedding_type": None,
             "layer_types": None, "mamba_n_heads": 128, "mamba_n_groups": 1,
             "mamba_d_state": 256, "mamba_d_head": "auto", "mamba_d_conv": 4, "mamba_expand": 2,
@@ -115,10 +123,14 @@ def read_dims(cfg):
             or experts < 0:
         raise ConvertError(f"config: field 'num_local_experts' must be a non-negative "
                            f"integer, got {experts!r}")
+    moe = None
     if experts > 0:
-        raise ConvertError(f"config: field 'num_local_experts' {experts} > 0: Granite's "
-                           "top-k experts beside the shared MLP are not supported yet (only "
-                           "the dense models, num_local_experts 0)")
+        k = positive_int(cfg, "num_experts_per_tok")
+        if k > experts:
+            raise ConvertError(f"config: field 'num_experts_per_tok' {k} exceeds "
+                               f"num_local_experts {experts}")
+        moe = {"n_experts": experts, "top_k": k,
+               "d_ff": positive_int(cfg, "intermediate_size")}
     D = positive_int(cfg, "hidden_size")
     L = positive_int(cfg, "num_hidden_layers")
     Hq, Hkv, dh = attention_heads(cfg, D, explicit_head_dim=True)
@@ -129,7 +141,7 @@ def read_dims(cfg):
                ("embedding_multiplier", "residual_multiplier", "attention_multiplier",
                 "logits_scaling")}
     return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D, "n_layers": L,
-            "layers": _layer_types(cfg, L),
+            "layers": _layer_types(cfg, L), "moe": moe,
             "d_ff": positive_int(cfg, "shared_intermediate_size"),
             "n_heads_attn": Hq, "n_kv_heads": Hkv, "attn_head_dim": dh,
             "rope_theta": _rope(cfg, dh), "attn_bias": boolean(cfg, "attention_bias", False),
@@ -159,6 +171,12 @@ def source_shapes(dims):
             s.update(hf_mamba2.mixer_shapes(p + "mamba.", dims))
         s[p + "shared_mlp.input_linear.weight"] = (2 * Fs, D)
         s[p + "shared_mlp.output_linear.weight"] = (D, Fs)
+        if dims["moe"] is not None:
+            X, F_ = dims["moe"]["n_experts"], dims["moe"]["d_ff"]
+            q = p + "block_sparse_moe."
+            s[q + "router.layer.weight"] = (X, D)
+            s[q + "input_linear.weight"] = (X, 2 * F_, D)
+            s[q + "output_linear.weight"] = (X, D, F_)
     return s
 
 
@@ -177,12 +195,27 @@ def map_tensors(tensors, dims, dtype):
         else:
             out.update(hf_mamba2.map_mixer(tensors, s + "mamba.", a, dims, dtype))
         out[m + "norm.weight"] = mat(s + "post_attention_layernorm.weight")
+        # The shared MLP is the mlp block, or the moe block's shared expert.
+        ffn = m + ("mlp." if dims["moe"] is None else "moe.shared.")
         both = mat(s + "shared_mlp.input_linear.weight")
         # [gate ; up]: the activated half first (MODELS.md 15.5).
-        out[m + "mlp.gate.weight"] = both.map(lambda w: w[:Fs].contiguous())
-        out[m + "mlp.up.weight"] = both.map(lambda w: w[Fs:].contiguous())
-        out[m + "mlp.down.weight"] = mat(s + "shared_mlp.output_linear.weight")
+        out[ffn + "gate.weight"] = both.map(lambda w: w[:Fs].contiguous())
+        out[ffn + "up.weight"] = both.map(lambda w: w[Fs:].contiguous())
+        out[ffn + "down.weight"] = mat(s + "shared_mlp.output_linear.weight")
+        if dims["moe"] is not None:
+            out.update(_map_experts(tensors, mat, s + "block_sparse_moe.", m, dims))
     return out
+
+
+def _map_experts(tensors, mat, s, c, dims):
+    """The router (fp32, canonical.ROUTER_SUFFIXES) and the experts, whose
+    input_linear [X, 2F, D] is [gate ; up] per expert like the shared MLP's."""
+    F_ = dims["moe"]["d_ff"]
+    both = mat(s + "input_linear.weight")
+    return {c + "moe.router.weight": fp32(tensors)(s + "router.layer.weight"),
+            c + "moe.gate.weight": both.map(lambda w: w[:, :F_].contiguous()),
+            c + "moe.up.weight": both.map(lambda w: w[:, F_:].contiguous()),
+            c + "moe.down.weight": mat(s + "output_linear.weight")}
 
 
 def blocks(dims, sinks, window):
@@ -200,6 +233,13 @@ def blocks(dims, sinks, window):
     mamba = {**hf_mamba2.block(dims), "residual_scale": scale}
     mlp = {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": "silu", "gated": True,
            "bias": False, "residual_scale": scale}
+    if dims["moe"] is not None:
+        m = dims["moe"]
+        mlp = {"kind": "moe", "norm": norm, "routing": "top1_softmax",
+               "n_experts": m["n_experts"], "d_ff": m["d_ff"], "act": "silu", "gated": True,
+               "router_bias": False, "expert_bias": False, "capacity": None,
+               "top_k": m["top_k"], "renormalize": True,
+               "shared": {"d_ff": dims["d_ff"], "gate": None}, "residual_scale": scale}
     kinds = {"attention": attn, "mamba": mamba}
     out = []
     for mixer in dims["layers"]:

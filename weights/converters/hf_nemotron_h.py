@@ -10,7 +10,18 @@ names (layers_block_type, or the legacy hybrid_override_pattern's character):
         gets no positions at all; q/k/v/o have no biases whatever
         attention_bias says;
   "mlp" / -:               `mlp`, down(act(up x)) with mlp_hidden_act (relu2,
-        the released models', is max(x, 0)^2), biases if mlp_bias.
+        the released models', is max(x, 0)^2), biases if mlp_bias;
+  "moe" / E:               `moe` with routing "sigmoid_group_topk" (MODELS.md
+        14.3): sigmoid router scores in fp32, e_score_correction_bias (fp32,
+        moe.router.score_bias) added for the choice only, the topk_group of
+        n_group groups whose best two sum highest, num_experts_per_tok experts
+        inside them, gates the unbiased scores (divided by their sum + 1e-20
+        when norm_topk_prob) times routed_scaling_factor; ungated experts of
+        moe_intermediate_size with mlp_hidden_act, in the moe_latent_size space
+        (fc1/fc2_latent_proj as moe.latent_in/out) when that is set; the shared
+        expert (moe_shared_expert_intermediate_size, same act) on the layer's
+        input, weight 1. Experts are read per expert (the Hub's files) or
+        fused (experts.up_proj [X, F, L], experts.down_proj [X, L, F]).
 The layer count is the pattern's length (num_hidden_layers is ignored, as
 transformers ignores it). Every norm uses layer_norm_epsilon.
 
@@ -30,20 +41,24 @@ follows StreamingLLM beyond (MODELS.md 3.4). With no positional encoding an
 explicit window is not bounded by max_position_embeddings.
 
 Refused, naming the field, layer or tensor: another architecture, a
-mamba_hidden_act other than silu, an mlp_hidden_act the engine lacks, `moe`
-layers (sigmoid group routing with a shared expert, which the moe block does
-not have yet), layer types of another name, groups that do not divide the
-heads, and any tensor that is missing, unknown or mis-shaped.
+mamba_hidden_act other than silu, an mlp_hidden_act the engine lacks, layer
+types of another name, groups that do not divide the heads, `moe` layers with
+mlp_bias (their shared expert and latent projections would carry biases the
+moe block does not have), expert groups that do not divide n_routed_experts,
+hold fewer than two experts (transformers sums each group's best two), number
+more than 64, or cannot hold num_experts_per_tok within topk_group of them,
+and any tensor that is missing, unknown or mis-shaped.
 """
 
 import json
 
 from weights.converters import hf_layers, hf_mamba2, sink_cache
 from weights.converters.convert_error import ConvertError
-from weights.converters.hf_checkpoint import HEAD, check_tensors, load_tensors, matrices
+from weights.converters.hf_checkpoint import HEAD, check_tensors, fp32, load_tensors, matrices
 from weights.converters.hf_config import (attention_heads, boolean, canonical_config,
                                           check_architecture, load_config, positive_number)
 from weights.converters.mamba_common import positive_int
+from weights.lazy_tensor import stack
 
 NAME = "hf-nemotron-h"
 DEFAULT_WINDOW = 4092
@@ -58,11 +73,16 @@ DEFAULTS = {"vocab_size": 131072, "hidden_size": 4096, "num_attention_heads": 32
             "ssm_state_size": 128, "mamba_num_heads": 128, "mamba_head_dim": 64,
             "mamba_hidden_act": "silu", "n_groups": 8, "conv_kernel": 4, "chunk_size": 128,
             "time_step_min": 0.001, "use_conv_bias": True, "use_bias": False,
-            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False}
+            "layer_norm_epsilon": 1e-5, "tie_word_embeddings": False,
+            "n_routed_experts": 8, "moe_intermediate_size": 7688,
+            "moe_shared_expert_intermediate_size": 7688, "moe_latent_size": None,
+            "num_experts_per_tok": 2, "routed_scaling_factor": 1.0, "n_group": 1,
+            "topk_group": 1, "norm_topk_prob": True}
 # Legacy spellings NemotronHConfig still accepts; where present they win.
 ALIASES = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel",
            "mamba_dt_min": "time_step_min", "mamba_conv_bias": "use_conv_bias",
-           "mamba_chunk_size": "chunk_size"}
+           "mamba_chunk_size": "chunk_size", "num_local_experts": "n_routed_experts"}
+MAX_EXPERT_GROUPS = 64     # engine/layers/moe.h
 PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
 LEGACY_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
 # transformers' ACT2FN name -> the canonical mlp act.
@@ -71,8 +91,7 @@ ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "silu": "silu", "gelu": "gelu"}
 
 def _layer_types(cfg):
     """The per-layer types: layers_block_type (layer_types is its alias), else
-    hybrid_override_pattern, else NemotronHConfig's default, which has a MoE
-    layer and so is refused below."""
+    hybrid_override_pattern, else NemotronHConfig's default."""
     types = cfg.get("layers_block_type", cfg.get("layer_types"))
     field = "layers_block_type"
     if types is None and cfg.get("hybrid_override_pattern") is not None:
@@ -88,11 +107,7 @@ def _layer_types(cfg):
                            f"{json.dumps(types)[:80]}")
     types = [LEGACY_TYPES.get(t, t) if isinstance(t, str) else t for t in types]
     for j, t in enumerate(types):
-        if t == "moe":
-            raise ConvertError(f"config: {field}[{j}] is a 'moe' layer: Nemotron-H's MoE "
-                               "(sigmoid group routing plus a shared expert) is not supported "
-                               "yet")
-        if t not in ("linear_attention", "full_attention", "mlp"):
+        if t not in ("linear_attention", "full_attention", "mlp", "moe"):
             raise ConvertError(f"config: {field}[{j}] {t!r} is not a Nemotron-H layer type "
                                "(linear_attention, full_attention, mlp or moe)")
     return types
@@ -119,10 +134,12 @@ def read_dims(cfg):
         raise ConvertError(f"config: field 'n_groups' {G} does not divide mamba_num_heads {H}")
     positive_int(cfg, "chunk_size")       # only rounding depends on it (MODELS.md 7.13)
     bias = boolean(cfg, "use_bias", False)
-    return {"vocab_size": positive_int(cfg, "vocab_size"), "d_model": D,
+    mlp_bias = boolean(cfg, "mlp_bias", False)
+    moe = _moe_dims(cfg, mlp_bias) if "moe" in layers else None
+    return {"moe": moe, "vocab_size": positive_int(cfg, "vocab_size"), "d_model": D,
             "n_layers": len(layers), "layers": layers,
             "d_ff": positive_int(cfg, "intermediate_size"),
-            "act": ACTIVATIONS[cfg["mlp_hidden_act"]], "mlp_bias": boolean(cfg, "mlp_bias", False),
+            "act": ACTIVATIONS[cfg["mlp_hidden_act"]], "mlp_bias": mlp_bias,
             "n_heads_attn": Hq, "n_kv_heads": Hkv, "attn_head_dim": dh,
             # The Mamba-2 mixer, in hf_mamba2's terms.
             "n_heads": H, "head_dim": positive_int(cfg, "mamba_head_dim"),
@@ -136,8 +153,75 @@ def read_dims(cfg):
             "tied": boolean(cfg, "tie_word_embeddings", False), "defaults": cfg}
 
 
-def source_shapes(dims, p):
-    """{source tensor name: shape} under prefix `p` (lm_head.weight apart)."""
+def _moe_dims(cfg, mlp_bias):
+    """The MoE layers' routing and sizes (MODELS.md 14.3), checked as the
+    engine's moe block needs them."""
+    if mlp_bias:
+        raise ConvertError("config: field 'mlp_bias' true with 'moe' layers: their shared "
+                           "expert and latent projections would carry biases, which the moe "
+                           "block does not have")
+    X, k = positive_int(cfg, "n_routed_experts"), positive_int(cfg, "num_experts_per_tok")
+    G, TG = positive_int(cfg, "n_group"), positive_int(cfg, "topk_group")
+    if X % G or X // G < 2 or G > MAX_EXPERT_GROUPS:
+        raise ConvertError(f"config: field 'n_group' {G} must divide n_routed_experts {X} "
+                           f"into groups of at least two experts, and be at most "
+                           f"{MAX_EXPERT_GROUPS}")
+    if TG > G:
+        raise ConvertError(f"config: field 'topk_group' {TG} exceeds n_group {G}")
+    if k > TG * (X // G):
+        raise ConvertError(f"config: field 'num_experts_per_tok' {k} exceeds the "
+                           f"{TG * (X // G)} experts of topk_group {TG} groups")
+    latent = cfg["moe_latent_size"]
+    return {"n_experts": X, "top_k": k, "n_group": G, "topk_group": TG,
+            "d_ff": positive_int(cfg, "moe_intermediate_size"),
+            "shared_d_ff": positive_int(cfg, "moe_shared_expert_intermediate_size"),
+            "latent": None if latent is None else positive_int(cfg, "moe_latent_size"),
+            "renormalize": boolean(cfg, "norm_topk_prob", True),
+            "scale": positive_number(cfg, "routed_scaling_factor", 1.0)}
+
+
+def _moe_shapes(s, dims, fused):
+    """A MoE mixer's tensors under `s` (P layers.{j}.mixer.)."""
+    D, m = dims["d_model"], dims["moe"]
+    X, F_, Fs = m["n_experts"], m["d_ff"], m["shared_d_ff"]
+    L = m["latent"] or D
+    shapes = {s + "gate.weight": (X, D), s + "gate.e_score_correction_bias": (X,),
+              s + "shared_experts.up_proj.weight": (Fs, D),
+              s + "shared_experts.down_proj.weight": (D, Fs)}
+    if m["latent"]:
+        shapes[s + "fc1_latent_proj.weight"] = (L, D)
+        shapes[s + "fc2_latent_proj.weight"] = (D, L)
+    if fused:
+        shapes[s + "experts.up_proj"] = (X, F_, L)
+        shapes[s + "experts.down_proj"] = (X, L, F_)
+    else:
+        for e in range(X):
+            shapes[s + f"experts.{e}.up_proj.weight"] = (F_, L)
+            shapes[s + f"experts.{e}.down_proj.weight"] = (L, F_)
+    return shapes
+
+
+def _map_moe(tensors, mat, s, c, dims, fused):
+    f32 = fp32(tensors)
+    # canonical.ROUTER_SUFFIXES: the router and its score bias stay fp32.
+    out = {c + "moe.router.weight": f32(s + "gate.weight"),
+           c + "moe.router.score_bias": f32(s + "gate.e_score_correction_bias"),
+           c + "moe.shared.up.weight": mat(s + "shared_experts.up_proj.weight"),
+           c + "moe.shared.down.weight": mat(s + "shared_experts.down_proj.weight")}
+    if dims["moe"]["latent"]:
+        out[c + "moe.latent_in.weight"] = mat(s + "fc1_latent_proj.weight")
+        out[c + "moe.latent_out.weight"] = mat(s + "fc2_latent_proj.weight")
+    for n in ("up", "down"):
+        out[c + f"moe.{n}.weight"] = (
+            mat(s + f"experts.{n}_proj") if fused else
+            stack([mat(s + f"experts.{e}.{n}_proj.weight")
+                   for e in range(dims["moe"]["n_experts"])]))
+    return out
+
+
+def source_shapes(dims, p, fused=False):
+    """{source tensor name: shape} under prefix `p` (lm_head.weight apart);
+    `fused`: transformers 5's 3-D expert tensors instead of per-expert ones."""
     V, D = dims["vocab_size"], dims["d_model"]
     qd = dims["n_heads_attn"] * dims["attn_head_dim"]
     kd = dims["n_kv_heads"] * dims["attn_head_dim"]
@@ -149,6 +233,8 @@ def source_shapes(dims, p):
             s.update(hf_mamba2.mixer_shapes(lp + "mixer.", dims))
         elif kind == "full_attention":
             s.update(hf_layers.attention_shapes(lp + "mixer.", D, qd, kd, lambda n: False))
+        elif kind == "moe":
+            s.update(_moe_shapes(lp + "mixer.", dims, fused))
         else:
             s[lp + "mixer.up_proj.weight"] = (dims["d_ff"], D)
             s[lp + "mixer.down_proj.weight"] = (D, dims["d_ff"])
@@ -171,7 +257,9 @@ def map_tensors(tensors, dims, dtype):
     """Source tensors -> canonical tensors (matrices in `dtype`; A, D, dt_bias fp32)."""
     tensors = {n: t for n, t in tensors.items() if not n.startswith(MTP)}
     p = prefix(tensors)
-    check_tensors(tensors, source_shapes(dims, p), p + "embeddings.weight", dims["tied"])
+    fused = any(n.endswith("mixer.experts.up_proj") for n in tensors)
+    check_tensors(tensors, source_shapes(dims, p, fused), p + "embeddings.weight",
+                  dims["tied"])
     mat = matrices(tensors, dtype)
     out = {"embed.weight": mat(p + "embeddings.weight"),
            "final_norm.weight": mat(p + "norm_f.weight")}
@@ -184,6 +272,8 @@ def map_tensors(tensors, dims, dtype):
             out.update(hf_mamba2.map_mixer(tensors, s + "mixer.", c, dims, dtype))
         elif kind == "full_attention":
             out.update(hf_layers.map_attention(mat, s + "mixer.", c, lambda n: False))
+        elif kind == "moe":
+            out.update(_map_moe(tensors, mat, s + "mixer.", c, dims, fused))
         else:
             for n in ("up", "down"):
                 out[c + f"mlp.{n}.weight"] = mat(s + f"mixer.{n}_proj.weight")
@@ -202,6 +292,15 @@ def blocks(dims, sinks, window):
     mlp = {"kind": "mlp", "norm": norm, "d_ff": dims["d_ff"], "act": dims["act"],
            "gated": False, "bias": dims["mlp_bias"]}
     kinds = {"linear_attention": hf_mamba2.block(dims), "full_attention": attn, "mlp": mlp}
+    if dims["moe"] is not None:
+        m = dims["moe"]
+        kinds["moe"] = {
+            "kind": "moe", "norm": norm, "routing": "sigmoid_group_topk",
+            "n_experts": m["n_experts"], "d_ff": m["d_ff"], "act": dims["act"], "gated": False,
+            "router_bias": False, "expert_bias": False, "capacity": None, "top_k": m["top_k"],
+            "renormalize": m["renormalize"], "n_group": m["n_group"],
+            "topk_group": m["topk_group"], "routed_scale": m["scale"], "latent": m["latent"],
+            "shared": {"d_ff": m["shared_d_ff"], "gate": None}}
     return [json.loads(json.dumps(kinds[t])) for t in dims["layers"]]
 
 

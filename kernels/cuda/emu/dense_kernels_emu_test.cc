@@ -392,7 +392,13 @@ TEST(DenseKernelsEmuTest, MoeRouteMatches) {
           dense::MoeRouteCase{8, MoeRouting::kSoftmaxTopK, 2,
                               /*renormalize=*/true},
           dense::MoeRouteCase{5, MoeRouting::kSoftmaxTopK, 3},
-          dense::MoeRouteCase{8, MoeRouting::kReluDynamic, 8}}) {
+          dense::MoeRouteCase{8, MoeRouting::kReluDynamic, 8},
+          // Nemotron-H: 4 groups of 4, the best 2 searched, 3 experts, the
+          // correction bias steering the choice, renormalised and scaled.
+          dense::MoeRouteCase{16, MoeRouting::kSigmoidGroupTopK, 3, true, 4, 2,
+                              Random(16, 5, -0.5f, 0.5f), 2.5f},
+          dense::MoeRouteCase{
+              6, MoeRouting::kSigmoidGroupTopK, 2, false, 1, 1, {}, 1.0f}}) {
       std::vector<float> logits = Random(n * c.x, 13 + n, -3.0f, 3.0f);
       // Ties (to the lower expert) and rows with no positive logit.
       for (int e = 0; e < c.x; ++e) logits[e] = 0.5f;

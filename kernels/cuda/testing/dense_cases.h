@@ -345,6 +345,12 @@ struct MoeRouteCase {
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
   int k = 1;
   bool renormalize = false;
+  // kSigmoidGroupTopK: groups, groups kept, a score bias of c.x values
+  // (empty: none), and the gates' scale (any routing).
+  int n_group = 1;
+  int topk_group = 1;
+  std::vector<float> score_bias;
+  float scale = 1.0f;
 };
 
 // MoeRoute of n rows of `logits` ([n, c.x]): the same experts, gates within
@@ -359,7 +365,9 @@ inline void ExpectMoeRouteMatches(Backend& ref, Backend& dut,
   std::vector<std::vector<uint8_t>> experts;
   for (Backend* be : {&ref, &dut}) {
     Array l(*be, logits), e(*be, Unwritten(n * c.k)),
-        g(*be, Unwritten(n * c.k));
+        g(*be, Unwritten(n * c.k)),
+        bias(*be,
+             c.score_bias.empty() ? std::vector<float>(1, 0.0f) : c.score_bias);
     MoeRouteParams route;
     route.logits = l.get();
     route.n = n;
@@ -367,6 +375,10 @@ inline void ExpectMoeRouteMatches(Backend& ref, Backend& dut,
     route.routing = c.routing;
     route.top_k = c.k;
     route.renormalize = c.renormalize;
+    route.scale = c.scale;
+    route.group.n_group = c.n_group;
+    route.group.topk_group = c.topk_group;
+    route.group.score_bias = c.score_bias.empty() ? nullptr : bias.get();
     route.experts = reinterpret_cast<int32_t*>(e.get());
     route.gates = g.get();
     be->MoeRoute(route);

@@ -160,6 +160,74 @@ def nemotron_h():
     return model, {}
 
 
+def nemotron_h_moe_config(**over):
+    """Nemotron-H with its MoE layers ('E'): sigmoid scores, a correction bias
+    on them for the choice, groups searched topk_group at a time, the top k
+    renormalised and scaled, squared-ReLU experts and a shared expert."""
+    from transformers import NemotronHConfig
+    kw = dict(vocab_size=VOCAB, hidden_size=64, hybrid_override_pattern="ME*M-E",
+              num_attention_heads=4, num_key_value_heads=2, head_dim=12, intermediate_size=96,
+              mlp_hidden_act="relu2", mlp_bias=False, mamba_num_heads=8, mamba_head_dim=12,
+              n_groups=2, ssm_state_size=16, conv_kernel=4, use_conv_bias=True, use_bias=False,
+              n_routed_experts=8, num_experts_per_tok=3, moe_intermediate_size=32,
+              moe_shared_expert_intermediate_size=40, n_group=4, topk_group=2,
+              norm_topk_prob=True, routed_scaling_factor=2.5,
+              layer_norm_epsilon=1e-5, max_position_embeddings=512, initializer_range=0.1,
+              tie_word_embeddings=False, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    kw.update(over)
+    return NemotronHConfig(**kw)
+
+
+def nemotron_h_moe_model(cfg):
+    from transformers import NemotronHForCausalLM
+    model = NemotronHForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("A_log", ".D"), 0.3)
+    # Routers and the correction bias start at zero: spread them so that the
+    # choice is decisive and the bias changes it.
+    perturb(model, ("mixer.gate.weight",), 1.0)
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.add_(0.3 * torch.randn_like(buf))
+    return model
+
+
+def nemotron_h_moe():
+    """NemotronHForCausalLM with MoE layers, four groups of two experts, the
+    best two groups searched for three experts."""
+    return nemotron_h_moe_model(nemotron_h_moe_config()), {}
+
+
+def nemotron_h_moe_latent():
+    """The same with the latent projections (moe_latent_size), one group, the
+    top k not renormalised."""
+    return nemotron_h_moe_model(nemotron_h_moe_config(
+        moe_latent_size=24, n_group=1, topk_group=1, norm_topk_prob=False,
+        routed_scaling_factor=1.5, num_experts_per_tok=2)), {}
+
+
+def granite_4_h_moe():
+    """GraniteMoeHybridForCausalLM with experts (num_local_experts > 0): the top
+    2 of 6 SwiGLU experts beside the shared MLP, all under residual_multiplier."""
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+    cfg = GraniteMoeHybridConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=32, shared_intermediate_size=40,
+        num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"],
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=6,
+        num_experts_per_tok=2, embedding_multiplier=1.5, residual_multiplier=0.6,
+        attention_multiplier=0.5, logits_scaling=0.5, position_embedding_type="nope",
+        mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+        mamba_chunk_size=64, mamba_conv_bias=True, mamba_proj_bias=False, rms_norm_eps=1e-6,
+        max_position_embeddings=512, initializer_range=0.1, tie_word_embeddings=False,
+        eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    model = GraniteMoeHybridForCausalLM(cfg).eval()
+    spread(model, tied=False)
+    perturb(model, ("A_log", ".D"), 0.3)
+    perturb(model, ("router.weight", "router.layer.weight"), 1.0)
+    return model, {}
+
+
 def granite_4_h():
     """GraniteMoeHybridForCausalLM as Granite-4.0-H's dense models: Mamba-2 and
     attention without RoPE, the shared MLP only (no experts), the four scalars
@@ -259,7 +327,9 @@ def falcon_h1_nonorm():
 
 
 MODELS = {"qwen3_5": qwen3_5, "qwen3_5_causal": qwen3_5_causal, "qwen3_5_moe": qwen3_5_moe,
-          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "granite_4_h": granite_4_h,
+          "qwen3_next": qwen3_next, "nemotron_h": nemotron_h, "nemotron_h_moe": nemotron_h_moe,
+          "nemotron_h_moe_latent": nemotron_h_moe_latent, "granite_4_h": granite_4_h,
+          "granite_4_h_moe": granite_4_h_moe,
           "granite_4_h_rope": granite_4_h_rope, "falcon_h1": falcon_h1,
           "falcon_h1_gate_first": falcon_h1_gate_first, "falcon_h1_nonorm": falcon_h1_nonorm}
 

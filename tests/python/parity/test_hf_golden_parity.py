@@ -53,7 +53,8 @@ def converted(name, repo_root, tmp_path):
 
 def test_every_golden_model_is_checked():
     assert {"qwen3_5", "qwen3_5_causal", "qwen3_5_moe", "qwen3_next", "nemotron_h",
-            "granite_4_h", "granite_4_h_rope", "falcon_h1", "falcon_h1_gate_first",
+            "nemotron_h_moe", "nemotron_h_moe_latent", "granite_4_h", "granite_4_h_rope",
+            "granite_4_h_moe", "falcon_h1", "falcon_h1_gate_first",
             "falcon_h1_nonorm"} <= set(NAMES)
 
 

@@ -1,6 +1,7 @@
 """hf-granite-moe-hybrid on the golden checkpoints transformers 5.23 wrote
-(tests/data/hf_golden/granite_4_h, dense Granite-4.0-H without positions, and
-granite_4_h_rope, with RoPE and biases): the float64 reference on the converted
+(tests/data/hf_golden/granite_4_h, dense Granite-4.0-H without positions,
+granite_4_h_rope, with RoPE and biases, and granite_4_h_moe, with experts
+beside the shared MLP): the float64 reference on the converted
 directory gives transformers' logits, the four scalars land
 where the engine reads them, and every checkpoint it cannot serve is refused
 naming the field or tensor, with nothing left behind. The engine's side is
@@ -22,6 +23,7 @@ from convert_cli import assert_clean_failure, edit_config, edit_tensors, run
 
 GOLDENS = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
 GOLDEN = GOLDENS / "granite_4_h"
+MOE = GOLDENS / "granite_4_h_moe"
 SOURCE = "hf-granite-moe-hybrid"
 
 
@@ -45,7 +47,7 @@ def golden_logits(golden=GOLDEN):
     return torch.from_numpy(np.load(golden / "logits.npy")).double()
 
 
-@pytest.mark.parametrize("name", ["granite_4_h", "granite_4_h_rope"])
+@pytest.mark.parametrize("name", ["granite_4_h", "granite_4_h_rope", "granite_4_h_moe"])
 def test_reference_on_the_conversion_gives_transformers_logits(name, tmp_path, capsys):
     out = tmp_path / "out"
     cfg = convert(GOLDENS / name / "hf", out, capsys, "--sinks", "4", "--window", "252")
@@ -107,8 +109,12 @@ def test_rope_converts_to_full_half_split_rope(tmp_path, capsys):
 
 BAD_CONFIGS = {
     "architecture": (lambda c: c.update(model_type="granitemoe"), ["model_type='granitemoe'"]),
-    "experts": (lambda c: c.update(num_local_experts=8), ["num_local_experts", "8"]),
-    "experts_absent": (lambda c: c.pop("num_local_experts"), ["num_local_experts", "8"]),
+    # The dense golden holds no experts: asked for, they are missing by name.
+    "experts": (lambda c: c.update(num_local_experts=8),
+                ["model.layers.0.block_sparse_moe.input_linear.weight"]),
+    "experts_absent": (lambda c: c.pop("num_local_experts"),
+                       ["model.layers.0.block_sparse_moe.input_linear.weight"]),
+    "experts_negative": (lambda c: c.update(num_local_experts=-1), ["num_local_experts"]),
     "position": (lambda c: c.update(position_embedding_type="alibi"),
                  ["position_embedding_type", "alibi"]),
     "rope_type": (lambda c: c.update(position_embedding_type="rope",
@@ -146,3 +152,60 @@ BAD_TENSORS = {
 
 test_bad_tensor_is_refused_by_name = converter_cases.edited_golden_test(
     SOURCE, GOLDEN / "hf", edit_tensors, BAD_TENSORS)
+
+
+def test_experts_become_a_moe_block_with_the_shared_mlp(tmp_path, capsys):
+    out = tmp_path / "out"
+    cfg = convert(MOE / "hf", out, capsys)
+    assert [b["kind"] for b in cfg["blocks"]] == (
+        ["mamba2", "moe", "attention", "moe"] + ["mamba2", "moe"] * 2)
+    moe = cfg["blocks"][1]
+    assert moe["routing"] == "top1_softmax" and moe["renormalize"] and moe["top_k"] == 2
+    assert moe["gated"] and moe["act"] == "silu" and moe["d_ff"] == 32
+    assert moe["shared"] == {"d_ff": 40, "gate": None} and moe["residual_scale"] == 0.6
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    src, _ = safetensors_io.load_file(MOE / "hf" / "model.safetensors")
+    s = "model.layers.0."
+    both = src[s + "block_sparse_moe.input_linear.weight"]
+    assert torch.equal(t["blocks.1.moe.gate.weight"], both[:, :32])
+    assert torch.equal(t["blocks.1.moe.up.weight"], both[:, 32:])
+    assert torch.equal(t["blocks.1.moe.shared.gate.weight"],
+                       src[s + "shared_mlp.input_linear.weight"][:40])
+    assert t["blocks.1.moe.router.weight"].dtype == torch.float32
+
+
+def test_the_residual_scale_covers_experts_and_shared_mlp(tmp_path, capsys):
+    """residual_multiplier scales the moe block's whole addition: without it
+    the reference leaves transformers."""
+    out = tmp_path / "out"
+    cfg = convert(MOE / "hf", out, capsys, "--sinks", "4", "--window", "252")
+    for b in cfg["blocks"]:
+        if b["kind"] == "moe":
+            b["residual_scale"] = 1.0
+    (out / "config.json").write_text(json.dumps(cfg))
+    assert (reference_logits(out, MOE) - golden_logits(MOE)).abs().max() > 1e-2
+
+
+BAD_MOE_CONFIGS = {
+    "top_k": (lambda c: c.update(num_experts_per_tok=7),
+              ["num_experts_per_tok", "7", "num_local_experts 6"]),
+    "top_k_zero": (lambda c: c.update(num_experts_per_tok=0), ["num_experts_per_tok"]),
+    "expert_width": (lambda c: c.update(intermediate_size=30),
+                     ["block_sparse_moe", "[6, 64, 64]", "[6, 60, 64]"]),
+}
+
+
+test_bad_moe_config_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, MOE / "hf", edit_config, BAD_MOE_CONFIGS)
+
+
+M0 = "model.layers.0.block_sparse_moe."
+BAD_MOE_TENSORS = {
+    "missing_router": (lambda t: t.pop(M0 + "router.layer.weight"), [M0 + "router.layer.weight"]),
+    "expert_count": (lambda t: t.update({M0 + "output_linear.weight": torch.zeros(5, 64, 32)}),
+                     [M0 + "output_linear.weight", "[5, 64, 32]", "[6, 64, 32]"]),
+}
+
+
+test_bad_moe_tensor_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, MOE / "hf", edit_tensors, BAD_MOE_TENSORS)

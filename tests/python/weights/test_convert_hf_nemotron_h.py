@@ -1,5 +1,6 @@
-"""hf-nemotron-h on the golden checkpoint transformers 5.23 wrote
-(tests/data/hf_golden/nemotron_h): the float64 reference on the converted
+"""hf-nemotron-h on the golden checkpoints transformers 5.23 wrote
+(tests/data/hf_golden/nemotron_h, its dense layer kinds; nemotron_h_moe and
+nemotron_h_moe_latent, its MoE layers): the float64 reference on the converted
 directory gives transformers' logits, the layer pattern becomes one block per
 layer, the mixer's derived tensors are fp32 under bf16, and every checkpoint it
 cannot serve is refused naming the field, layer or tensor, with nothing left
@@ -10,6 +11,7 @@ import pathlib
 import shutil
 
 import numpy as np
+import pytest
 import torch
 
 from weights import safetensors_io
@@ -18,7 +20,9 @@ from weights.reference.model import ReferenceModel
 import converter_cases
 from convert_cli import edit_config, edit_tensors, run
 
-GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden" / "nemotron_h"
+GOLDENS = pathlib.Path(__file__).resolve().parents[2] / "data" / "hf_golden"
+GOLDEN = GOLDENS / "nemotron_h"
+MOE = GOLDENS / "nemotron_h_moe"
 SOURCE = "hf-nemotron-h"
 KINDS = ["mamba2", "mlp", "attention", "mamba2", "mlp", "mamba2", "attention"]
 
@@ -34,9 +38,9 @@ def convert(src, out, capsys, *extra):
     return json.loads((out / "config.json").read_text())
 
 
-def reference_error(out):
-    golden = json.loads((GOLDEN / "golden.json").read_text())
-    want = torch.from_numpy(np.load(GOLDEN / "logits.npy")).double()
+def reference_error(out, golden_dir=GOLDEN):
+    golden = json.loads((golden_dir / "golden.json").read_text())
+    want = torch.from_numpy(np.load(golden_dir / "logits.npy")).double()
     got = ReferenceModel.load(out, torch.float64).forward(golden["prompt"])
     return (got - want).abs().max().item()
 
@@ -100,11 +104,9 @@ def test_an_explicit_window_is_not_bounded_without_positions(tmp_path, capsys):
 
 BAD_CONFIGS = {
     "architecture": (lambda c: c.update(model_type="nemotron"), ["model_type='nemotron'"]),
-    "moe_layer": (lambda c: c["layers_block_type"].__setitem__(1, "moe"),
-                  ["layers_block_type[1]", "moe", "shared expert"]),
-    "moe_pattern": (lambda c: (c.pop("layers_block_type"),
-                               c.update(hybrid_override_pattern="M-*ME")),
-                    ["hybrid_override_pattern[4]", "moe"]),
+    # This golden has MLP biases: a MoE layer's shared expert could not hold them.
+    "moe_with_mlp_bias": (lambda c: c["layers_block_type"].__setitem__(1, "moe"),
+                          ["mlp_bias", "moe"]),
     "pattern_char": (lambda c: (c.pop("layers_block_type"),
                                 c.update(hybrid_override_pattern="M-x")),
                      ["hybrid_override_pattern"]),
@@ -140,3 +142,116 @@ BAD_TENSORS = {
 
 test_bad_tensor_is_refused_by_name = converter_cases.edited_golden_test(
     SOURCE, GOLDEN / "hf", edit_tensors, BAD_TENSORS)
+
+
+@pytest.mark.parametrize("name", ["nemotron_h_moe", "nemotron_h_moe_latent"])
+def test_moe_layers_give_transformers_logits(name, tmp_path, capsys):
+    out = tmp_path / "out"
+    cfg = convert(GOLDENS / name / "hf", out, capsys, "--sinks", "4", "--window", "252")
+    assert [b["kind"] for b in cfg["blocks"]] == ["mamba2", "moe", "attention", "mamba2",
+                                                  "mlp", "moe"]
+    assert reference_error(out, GOLDENS / name) <= 1e-4
+
+
+def test_moe_blocks_carry_the_routing(tmp_path, capsys):
+    out = tmp_path / "out"
+    moe = convert(MOE / "hf", out, capsys)["blocks"][1]
+    assert moe["routing"] == "sigmoid_group_topk" and moe["act"] == "relu2"
+    assert (moe["n_experts"], moe["top_k"], moe["n_group"], moe["topk_group"]) == (8, 3, 4, 2)
+    assert moe["renormalize"] and moe["routed_scale"] == 2.5 and moe["latent"] is None
+    assert not moe["gated"] and moe["d_ff"] == 32 and moe["shared"] == {"d_ff": 40,
+                                                                        "gate": None}
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    src, _ = safetensors_io.load_file(MOE / "hf" / "model.safetensors")
+    s = "backbone.layers.1.mixer."
+    assert torch.equal(t["blocks.1.moe.router.score_bias"], src[s + "gate.e_score_correction_bias"])
+    assert torch.equal(t["blocks.1.moe.up.weight"][5], src[s + "experts.5.up_proj.weight"])
+    assert torch.equal(t["blocks.1.moe.shared.down.weight"],
+                       src[s + "shared_experts.down_proj.weight"])
+    latent = convert(GOLDENS / "nemotron_h_moe_latent" / "hf", tmp_path / "l", capsys)
+    assert latent["blocks"][1]["latent"] == 24 and not latent["blocks"][1]["renormalize"]
+
+
+def test_each_routing_setting_matters(tmp_path, capsys):
+    """Dropping the score bias, the group limit, the renormalisation or the
+    scale moves the reference away from transformers: none is a no-op in the
+    golden model."""
+    out = tmp_path / "out"
+    cfg = convert(MOE / "hf", out, capsys, "--sinks", "4", "--window", "252")
+    t, meta = safetensors_io.load_file(out / "model.safetensors")
+    edits = {"groups": lambda c: [b.update(topk_group=4) for b in c["blocks"]
+                                  if b["kind"] == "moe"],
+             "renormalize": lambda c: [b.update(renormalize=False) for b in c["blocks"]
+                                       if b["kind"] == "moe"],
+             "scale": lambda c: [b.update(routed_scale=1.0) for b in c["blocks"]
+                                 if b["kind"] == "moe"]}
+    for name, edit in edits.items():
+        changed = json.loads(json.dumps(cfg))
+        edit(changed)
+        (out / "config.json").write_text(json.dumps(changed))
+        assert reference_error(out, MOE) > 1e-2, name
+    (out / "config.json").write_text(json.dumps(cfg))
+    zeroed = dict(t)
+    for n in [n for n in t if n.endswith("score_bias")]:
+        zeroed[n] = torch.zeros_like(t[n])
+    safetensors_io.write_file(zeroed, out / "model.safetensors", meta)
+    assert reference_error(out, MOE) > 1e-2, "score_bias"
+
+
+def test_fused_experts_convert_alike(tmp_path, capsys):
+    """transformers 5's module layout: experts.up_proj [X, F, D] and
+    experts.down_proj [X, D, F] instead of one tensor per expert."""
+    src = pathlib.Path(shutil.copytree(MOE / "hf", tmp_path / "hf"))
+
+    def fuse(t):
+        for j in (1, 5):
+            s = f"backbone.layers.{j}.mixer.experts."
+            for n in ("up", "down"):
+                t[s + f"{n}_proj"] = torch.stack([t.pop(s + f"{e}.{n}_proj.weight")
+                                                 for e in range(8)])
+    edit_tensors(src, fuse)
+    out = tmp_path / "out"
+    convert(src, out, capsys, "--sinks", "4", "--window", "252")
+    assert reference_error(out, MOE) <= 1e-4
+
+
+def test_bf16_keeps_the_router_and_its_bias_fp32(tmp_path, capsys):
+    out = tmp_path / "out"
+    convert(MOE / "hf", out, capsys, "--dtype", "bf16")
+    t, _ = safetensors_io.load_file(out / "model.safetensors")
+    assert t["blocks.1.moe.up.weight"].dtype == torch.bfloat16
+    for name in ("blocks.1.moe.router.weight", "blocks.1.moe.router.score_bias"):
+        assert t[name].dtype == torch.float32, name
+
+
+BAD_MOE_CONFIGS = {
+    "n_group_divides": (lambda c: c.update(n_group=3), ["n_group", "3", "n_routed_experts 8"]),
+    "group_of_one": (lambda c: c.update(n_group=8, topk_group=4),
+                     ["n_group", "at least two"]),
+    "topk_group": (lambda c: c.update(topk_group=5), ["topk_group", "5", "n_group 4"]),
+    "top_k_reach": (lambda c: c.update(topk_group=1), ["num_experts_per_tok", "3"]),
+    "scale": (lambda c: c.update(routed_scaling_factor=0), ["routed_scaling_factor"]),
+    "latent": (lambda c: c.update(moe_latent_size=-2), ["moe_latent_size"]),
+    "mlp_bias": (lambda c: c.update(mlp_bias=True), ["mlp_bias", "moe"]),
+}
+
+
+test_bad_moe_config_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, MOE / "hf", edit_config, BAD_MOE_CONFIGS)
+
+
+M1 = "backbone.layers.1.mixer."
+BAD_MOE_TENSORS = {
+    "missing_score_bias": (lambda t: t.pop(M1 + "gate.e_score_correction_bias"),
+                           [M1 + "gate.e_score_correction_bias"]),
+    "expert_rows": (lambda t: t.update({M1 + "experts.2.up_proj.weight": torch.zeros(30, 64)}),
+                    [M1 + "experts.2.up_proj.weight", "[30, 64]"]),
+    "missing_shared": (lambda t: t.pop(M1 + "shared_experts.up_proj.weight"),
+                       [M1 + "shared_experts.up_proj.weight"]),
+    "latent_unasked": (lambda t: t.update({M1 + "fc1_latent_proj.weight": torch.zeros(24, 64)}),
+                       ["unknown tensor", M1 + "fc1_latent_proj.weight"]),
+}
+
+
+test_bad_moe_tensor_is_refused_by_name = converter_cases.edited_golden_test(
+    SOURCE, MOE / "hf", edit_tensors, BAD_MOE_TENSORS)
