@@ -1,4 +1,5 @@
-// Decode at batch 1 with and without speculative decoding (prompt lookup),
+// Decode at batch 1 with and without speculative decoding (prompt lookup, or
+// a draft model with --draft_model_dir),
 // through the engine on the CPU backend: tokens per second of the decode
 // (first token to last, so prefill is left out), the draft tokens taken per
 // draft token offered, and the tokens each step produced, on a repetitive
@@ -9,7 +10,7 @@
 //
 //   bazel run -c opt //bench:speculative_bench -- [--model_dir=DIR |
 //   --shape=mamba130m] [--tokens=256] [--draft_tokens=2,4,6] [--repeats=3]
-//   [--batches=1,4,16]
+//   [--batches=1,4,16] [--draft_model_dir=weights/models/mamba-baseline]
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -36,6 +37,9 @@ ABSL_FLAG(int32_t, tokens, 256, "tokens generated per request");
 ABSL_FLAG(std::string, draft_tokens, "2,4,6", "draft lengths to run");
 ABSL_FLAG(int32_t, repeats, 3, "runs per setting (the median is printed)");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads; 0 = one per core");
+ABSL_FLAG(std::string, draft_model_dir, "",
+          "draft with this model (the same tokenizer) instead of prompt "
+          "lookup; its time is part of each step's");
 ABSL_FLAG(std::string, batches, "1",
           "concurrent requests per run (speculation's gain shrinks as the "
           "batch grows and a step stops being bound by reading the weights)");
@@ -85,7 +89,12 @@ Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
     r.sampling.temperature = 0.0f;
     r.stopping.max_new_tokens = tokens;
     r.stopping.ignore_eos = true;
-    if (k > 0) r.speculative = {SpeculativeMethod::kPromptLookup, k, 2, 4};
+    if (k > 0) {
+      r.speculative = {absl::GetFlag(FLAGS_draft_model_dir).empty()
+                           ? SpeculativeMethod::kPromptLookup
+                           : SpeculativeMethod::kDraftModel,
+                       k, 2, 4};
+    }
     r.sink = [&c](GenerationEvent e) {
       const Clock::time_point now = Clock::now();
       if (c.tokens.empty()) c.first = now;
@@ -171,6 +180,7 @@ int Main() {
   options.max_slots = 64;
   options.speculative_max_batch = 64;  // the bench looks for the threshold
   options.prefix_cache_bytes = 0;
+  options.draft_model_dir = absl::GetFlag(FLAGS_draft_model_dir);
   auto engine =
       Engine::Create(options, MakeCpuBackend(absl::GetFlag(FLAGS_threads)));
   if (!engine.ok()) {
@@ -194,6 +204,9 @@ int Main() {
       " (a step that reads every weight once: %.0f tok/s at most)\n",
       (*engine)->summary().name.c_str(), dir.c_str(), weight_bytes / 1e6,
       bandwidth, bandwidth * 1e9 / weight_bytes);
+  if (!options.draft_model_dir.empty()) {
+    std::printf("drafts by the model of %s\n", options.draft_model_dir.c_str());
+  }
   std::vector<int> batches;
   for (absl::string_view b :
        absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {

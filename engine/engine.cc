@@ -11,6 +11,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/speculative/model_drafter.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/snapshot_file.h"
 #include "spdlog/spdlog.h"
@@ -30,11 +31,13 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
              std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
-             HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk)
+             HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk,
+             std::unique_ptr<ModelDrafter> drafter)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
         model_(std::move(model)),
+        drafter_(std::move(drafter)),
         snapshot_blocks_(std::move(snapshot_blocks)),
         disk_(std::move(disk)),
         prefix_cache_(options_.prefix_cache_bytes),
@@ -44,7 +47,7 @@ class EngineImpl final : public Engine {
                 SpeculativeBatch(options_),
                 SpeculativeBatch(options_) * options_.max_draft_tokens},
             model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
-            &snapshot_blocks_, disk_.get()) {
+            &snapshot_blocks_, disk_.get(), drafter_.get()) {
     if (disk_ != nullptr) {
       // Off the step path: the writer thread takes it from here (or drops
       // it when its queue is full).
@@ -97,6 +100,12 @@ class EngineImpl final : public Engine {
     }
     if (const std::string problem = NgramSizesProblem(spec); !problem.empty())
       return absl::InvalidArgumentError("speculative " + problem);
+    if (spec.method == SpeculativeMethod::kDraftModel &&
+        spec.num_draft_tokens > 0 && drafter_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "speculative method draft_model needs a server started with a "
+          "draft model (--speculative_draft_model_dir)");
+    }
     if (request.constraint.has_value()) {
       return absl::UnimplementedError(
           "constrained decoding is not available in this engine yet");
@@ -130,6 +139,7 @@ class EngineImpl final : public Engine {
     stats.draining = c.draining;
     stats.fault = c.fault;
     stats.speculation = c.speculation;
+    stats.speculation_by_method = c.speculation_by_method;
     stats.prefix_cache = prefix_cache_.Stats();
     if (disk_ != nullptr) {
       stats.prefix_cache_disk = true;
@@ -356,6 +366,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<ModelDrafter> drafter_;  // null: no draft model
   ModelSummary summary_;
   HostBlockPool snapshot_blocks_;  // the prefix cache's memory
   // The cache's disk tier, or null; declared before the cache and the
@@ -502,9 +513,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes + writer_blocks
                      : 0);
   if (!blocks.ok()) return blocks.status();
-  return std::unique_ptr<Engine>(
-      new EngineImpl(options, std::move(backend), *std::move(tokenizer),
-                     *std::move(model), *std::move(blocks), std::move(disk)));
+  std::unique_ptr<ModelDrafter> drafter;
+  if (!options.draft_model_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<ModelDir>> draft_dir =
+        ModelDir::Open(options.draft_model_dir);
+    if (!draft_dir.ok()) return draft_dir.status();
+    ModelDrafterOptions d;
+    d.max_sequences = std::max(1, SpeculativeBatch(options));
+    d.max_draft_tokens = std::max(1, options.max_draft_tokens);
+    d.catch_up_rows = options.step_token_budget;
+    auto loaded = ModelDrafter::Load(**draft_dir, *backend, **tokenizer, d);
+    if (!loaded.ok()) return loaded.status();
+    drafter = *std::move(loaded);
+    spdlog::info("draft model {}: {} layers, {} slots", options.draft_model_dir,
+                 drafter->model().layers().size(), 2 * d.max_sequences);
+  }
+  return std::unique_ptr<Engine>(new EngineImpl(
+      options, std::move(backend), *std::move(tokenizer), *std::move(model),
+      *std::move(blocks), std::move(disk), std::move(drafter)));
 }
 
 }  // namespace seqboat

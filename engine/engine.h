@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct EngineOptions {
   // slot, which the model's buffers are sized for.
   int32_t max_draft_tokens = 8;
   int32_t speculative_max_batch = 8;
+  // A draft model's directory (SpeculativeMethod::kDraftModel): a smaller
+  // model with the same tokenizer, loaded on the same backend with two
+  // slots per sequence that may speculate. Empty: none.
+  std::string draft_model_dir;
 
   // Optional observers for the server's metrics. Both run on the engine
   // thread, so they must be cheap and never block.
@@ -78,6 +83,7 @@ struct EngineStats {
   std::vector<BlockCounter> block_counters;  // since start, every block's
   PrefixCacheStats prefix_cache;
   SpeculationCounts speculation;
+  std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
   bool prefix_cache_disk = false;  // whether there is a disk tier
   SnapshotDiskStats prefix_cache_disk_stats;
 };

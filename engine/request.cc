@@ -4,6 +4,18 @@
 
 namespace seqboat {
 
+std::string_view SpeculativeMethodName(SpeculativeMethod method) {
+  switch (method) {
+    case SpeculativeMethod::kNone:
+      return "none";
+    case SpeculativeMethod::kPromptLookup:
+      return "prompt_lookup";
+    case SpeculativeMethod::kDraftModel:
+      return "draft_model";
+  }
+  return "none";
+}
+
 std::string PromptIdProblem(const PromptRules& rules, int32_t id) {
   if (id < 0 || id >= rules.vocab_limit) {
     return absl::StrCat("must be in [0, ", rules.vocab_limit, "), got ", id);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -39,7 +40,13 @@ enum class SpeculativeMethod {
   // Prompt lookup: the tokens that followed the latest earlier occurrence of
   // the context's last n-gram (n from ngram_max down to ngram_min).
   kPromptLookup,
+  // A draft model's greedy guesses (the engine's EngineOptions::
+  // draft_model_dir: a smaller model with the same tokenizer).
+  kDraftModel,
 };
+
+// "none", "prompt_lookup", "draft_model": the names the APIs and metrics use.
+std::string_view SpeculativeMethodName(SpeculativeMethod method);
 
 struct SpeculativeParams {
   SpeculativeMethod method = SpeculativeMethod::kNone;

@@ -47,6 +47,8 @@ struct Options {
   int budget = 512;
   int64_t cache_bytes = 0;
   int slots = 6;
+  // A draft model's directory: speculation by draft_model, not prompt lookup.
+  std::string draft_model;
 };
 
 class Runner {
@@ -57,6 +59,7 @@ class Runner {
     eo.max_slots = o.slots;
     eo.step_token_budget = o.budget;
     eo.prefix_cache_bytes = o.cache_bytes;
+    if (o.draft_tokens > 0) eo.draft_model_dir = o.draft_model;
     auto e = Engine::Create(eo, MakeCpuBackend(1));
     EXPECT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
@@ -79,7 +82,9 @@ class Runner {
     r.logprobs = true;
     r.top_logprobs = 3;
     if (o_.draft_tokens > 0) {
-      r.speculative.method = SpeculativeMethod::kPromptLookup;
+      r.speculative.method = o_.draft_model.empty()
+                                 ? SpeculativeMethod::kPromptLookup
+                                 : SpeculativeMethod::kDraftModel;
       r.speculative.num_draft_tokens = o_.draft_tokens;
       r.speculative.ngram_min = 1;
       r.speculative.ngram_max = 3;
@@ -177,6 +182,35 @@ TEST(SpeculativeDecodingTest, StacksDecodeAsWithoutIt) {
   }
 }
 
+// A draft model of another stack (the same tokenizer) and the target itself
+// as its own draft model: the output is the target's either way; the
+// target's own greedy drafts are always right.
+TEST(SpeculativeDecodingTest, DraftModelsDecodeAsWithoutIt) {
+  for (const char* model : {kTinyHybrid, kTinyGdn, kTinyMamba}) {
+    for (const char* draft : {kTinyMamba, model}) {
+      Options o{3, 512, int64_t{64} << 20, 6, draft};
+      const SpeculationCounts c = CheckSame(model, o);
+      EXPECT_GT(c.drafts, 0) << model << " " << draft;
+      EXPECT_LE(c.accepted_tokens, c.draft_tokens);
+    }
+  }
+  Options self{4, 9, 0, 6, kTinyHybrid};
+  Runner r(kTinyHybrid, self);
+  for (int salt = 0; salt < 3; ++salt) r.Run(RepetitivePrompt(salt), 21);
+  const EngineStats stats = r.engine().Stats();
+  const SpeculationCounts& c = stats.speculation_by_method.at("draft_model");
+  EXPECT_GT(c.drafts, 5);
+  EXPECT_EQ(c.accepted_tokens, c.draft_tokens);
+  EXPECT_EQ(stats.speculation_by_method.count("prompt_lookup"), 0u);
+}
+
+TEST(SpeculativeDecodingTest, DraftModelUnderEveryBlockKind) {
+  for (const auto& [kind, dir] : EachBlockKind({kTinyHybrid, kTinyGdn})) {
+    SCOPED_TRACE(kind);
+    CheckSame(dir, {4, 7, int64_t{64} << 20, 6, kTinyMamba});
+  }
+}
+
 TEST(SpeculativeDecodingTest, ChunkedPrefillAndNoCache) {
   CheckSame(kTinyHybrid, {3, 5, 0, 6});
 }
@@ -253,6 +287,12 @@ TEST(SpeculativeDecodingTest, BadParamsAreRefused) {
   req.speculative = {SpeculativeMethod::kPromptLookup, 2, 3, 2};
   s = r.engine().Submit(req);
   EXPECT_NE(s.message().find("n-gram"), std::string::npos) << s;
+  req.speculative = {SpeculativeMethod::kDraftModel, 2, 1, 3};
+  s = r.engine().Submit(req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--speculative_draft_model_dir"),
+            std::string::npos)
+      << s;
 }
 
 // Sampled output follows the model's distribution: speculating requests and

@@ -34,9 +34,14 @@ ABSL_FLAG(int32_t, max_prompt_bytes, 0,
           "Longest text accepted by Generate and Tokenize, in bytes, checked "
           "before tokenizing; 0: 16 bytes per token of --max_prompt_tokens.");
 ABSL_FLAG(std::string, speculative_method, "none",
-          "Speculative decoding for requests that name no method: none or "
+          "Speculative decoding for requests that name no method: none, "
           "prompt_lookup (drafts from n-gram matches against prompt and "
-          "output; the output is unchanged, only sooner).");
+          "output) or draft_model (--speculative_draft_model_dir's guesses); "
+          "the output is unchanged, only sooner.");
+ABSL_FLAG(std::string, speculative_draft_model_dir, "",
+          "A smaller model with the served model's tokenizer, loaded beside "
+          "it to draft for requests whose speculative method is draft_model "
+          "(two state slots per sequence of --speculative_max_batch).");
 ABSL_FLAG(int32_t, num_speculative_tokens, 4,
           "Tokens drafted per step where speculative decoding is on and the "
           "request names no count.");
@@ -108,6 +113,7 @@ EngineOptions EngineOptionsFromFlags(const std::string& model_dir,
   options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
   options.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
+  options.draft_model_dir = absl::GetFlag(FLAGS_speculative_draft_model_dir);
   options.prefix_cache_dir = absl::GetFlag(FLAGS_prefix_cache_dir);
   options.prefix_cache_disk_bytes =
       absl::GetFlag(FLAGS_prefix_cache_disk_bytes);
@@ -128,9 +134,16 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
   const std::string method = absl::GetFlag(FLAGS_speculative_method);
   const int32_t k = absl::GetFlag(FLAGS_num_speculative_tokens);
   if (method == "none") return spec;
-  if (method != "prompt_lookup") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--speculative_method must be none or prompt_lookup, got ", method));
+  if (method != "prompt_lookup" && method != "draft_model") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative_method must be none, prompt_lookup or "
+                     "draft_model, got ",
+                     method));
+  }
+  if (method == "draft_model" && options.draft_model_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--speculative_method=draft_model needs "
+        "--speculative_draft_model_dir");
   }
   if (k < 1 || k > options.max_draft_tokens) {
     return absl::InvalidArgumentError(
@@ -138,7 +151,8 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
                      "--max_draft_tokens = ",
                      options.max_draft_tokens, "], got ", k));
   }
-  spec.method = SpeculativeMethod::kPromptLookup;
+  spec.method = method == "draft_model" ? SpeculativeMethod::kDraftModel
+                                        : SpeculativeMethod::kPromptLookup;
   spec.num_draft_tokens = k;
   return spec;
 }
@@ -147,6 +161,7 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
 ValidationLimits LimitsFromFlags(const EngineOptions& options) {
   ValidationLimits limits;
   limits.max_draft_tokens = options.max_draft_tokens;
+  limits.draft_model = !options.draft_model_dir.empty();
   limits.max_new_tokens_default = absl::GetFlag(FLAGS_max_new_tokens_default);
   limits.max_new_tokens_limit = options.max_new_tokens_limit;
   limits.max_prompt_tokens = options.max_prompt_tokens;

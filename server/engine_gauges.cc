@@ -119,15 +119,23 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       [engine] {
         return static_cast<double>(engine->Stats().prefix_cache.snapshots);
       });
-  // Speculative decoding, as vLLM's spec_decode metrics (per method; prompt
-  // lookup is the one there is): rounds that verified a draft, tokens
+  // Speculative decoding, as vLLM's spec_decode metrics (per method, each
+  // method that drafts, zeros included): rounds that verified a draft, tokens
   // drafted and accepted (acceptance rate = accepted / draft tokens), and
   // rounds by how many draft tokens they took (the acceptance lengths).
   auto per_method = [engine](int64_t SpeculationCounts::*field) {
     return [engine, field] {
-      return MetricsRegistry::LabelledReadings{
-          {"prompt_lookup",
-           static_cast<double>(engine->Stats().speculation.*field)}};
+      const EngineStats stats = engine->Stats();
+      MetricsRegistry::LabelledReadings out;
+      for (SpeculativeMethod m :
+           {SpeculativeMethod::kPromptLookup, SpeculativeMethod::kDraftModel}) {
+        const std::string name(SpeculativeMethodName(m));
+        auto it = stats.speculation_by_method.find(name);
+        out.push_back({name, it == stats.speculation_by_method.end()
+                                 ? 0.0
+                                 : static_cast<double>(it->second.*field)});
+      }
+      return out;
     };
   };
   registry->AddLabelledReadings("seqboat_spec_decode_num_drafts_total",

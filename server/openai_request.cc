@@ -317,8 +317,8 @@ std::optional<OpenAiError> ReadCacheSalt(const json& body,
 }
 
 // seqboat's speculative decoding options: {"method": "prompt_lookup" |
-// "none", "num_draft_tokens", "ngram_min", "ngram_max"}; the ranges are
-// validation's.
+// "draft_model" | "none", "num_draft_tokens", "ngram_min", "ngram_max"}; the
+// ranges are validation's.
 std::optional<OpenAiError> ReadSpeculative(const json& body,
                                            v1::GenerateRequest* generate) {
   const json* spec = Field(body, "speculative");
@@ -333,12 +333,14 @@ std::optional<OpenAiError> ReadSpeculative(const json& body,
           value.is_string() ? value.get<std::string>() : std::string("?");
       if (method == "prompt_lookup") {
         out.set_method(v1::SPECULATIVE_METHOD_PROMPT_LOOKUP);
+      } else if (method == "draft_model") {
+        out.set_method(v1::SPECULATIVE_METHOD_DRAFT_MODEL);
       } else if (method == "none") {
         out.set_method(v1::SPECULATIVE_METHOD_NONE);
       } else {
         return Invalid("speculative",
-                       "speculative.method must be \"prompt_lookup\" or "
-                       "\"none\"");
+                       "speculative.method must be \"prompt_lookup\", "
+                       "\"draft_model\" or \"none\"");
       }
       continue;
     }

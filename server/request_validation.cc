@@ -239,7 +239,16 @@ absl::StatusOr<SpeculativeParams> SpeculativeFromProto(
       spec.method = SpeculativeMethod::kNone;
       break;
     case v1::SPECULATIVE_METHOD_PROMPT_LOOKUP:
-      spec.method = SpeculativeMethod::kPromptLookup;
+    case v1::SPECULATIVE_METHOD_DRAFT_MODEL:
+      if (proto.method() == v1::SPECULATIVE_METHOD_DRAFT_MODEL &&
+          !limits.draft_model) {
+        return Invalid("speculative.method",
+                       "draft_model needs a server started with a draft "
+                       "model (--speculative_draft_model_dir)");
+      }
+      spec.method = proto.method() == v1::SPECULATIVE_METHOD_DRAFT_MODEL
+                        ? SpeculativeMethod::kDraftModel
+                        : SpeculativeMethod::kPromptLookup;
       if (spec.num_draft_tokens == 0) {
         spec.num_draft_tokens = std::min(4, limits.max_draft_tokens);
       }

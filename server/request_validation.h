@@ -47,6 +47,7 @@ struct ValidationLimits {
   // kNone: off), and the ceiling of num_draft_tokens.
   SpeculativeParams speculative_default;
   int32_t max_draft_tokens = 8;
+  bool draft_model = false;  // the server has one (method draft_model)
 };
 
 // INVALID_ARGUMENT naming `field` when `text` is over the byte limit.

@@ -17,7 +17,7 @@ int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
                      const Tokenizer& tokenizer, PrefixCache* cache,
                      EventOutbox* outbox, HostBlockPool* blocks,
-                     SnapshotDisk* disk)
+                     SnapshotDisk* disk, ModelDrafter* drafter)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
@@ -25,6 +25,7 @@ Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
       outbox_(outbox),
       blocks_(blocks),
       disk_(cache_ != nullptr ? disk : nullptr),
+      drafter_(drafter),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -78,6 +79,7 @@ SchedulerCounts Scheduler::Counts() const {
   c.draining = draining_;
   if (!fault_.ok()) c.fault = fault_.ToString();
   c.speculation = speculation_;
+  c.speculation_by_method = speculation_by_method_;
   return c;
 }
 
@@ -576,6 +578,7 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
                             event.finish == FinishReason::kStopString);
   if (cache_ != nullptr && ended_normally) seq.set_snapshot_when_freed();
   ForgetSequence(seq);
+  if (drafter_ != nullptr) drafter_->Forget(&seq);
   // A step not yet read may still write the slot: it goes back after it.
   if (seq.last_step() <= read_step_) FreeSlot(seq);
   // The first sequence of a request of n ended before the others forked

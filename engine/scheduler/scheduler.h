@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@
 #include "engine/scheduler/event_outbox.h"
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/step_plan.h"
+#include "engine/speculative/model_drafter.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
@@ -67,7 +69,9 @@ struct SchedulerCounts {
   int32_t free_slots = 0;
   bool draining = false;
   std::string fault;  // set once the device is lost
-  SpeculationCounts speculation;
+  SpeculationCounts speculation;  // every method's
+  // Each method's, by SpeculativeMethodName (every method that drafts).
+  std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
 };
 
 // One step: its rows as the model reads them, and whose they are.
@@ -86,12 +90,13 @@ class Scheduler {
   // `arena`, `tokenizer`, `cache` (null: no prefix reuse), `outbox` (null:
   // events go straight to their sinks, as tests that drive a scheduler by
   // hand want), `blocks` (the host blocks snapshots are copied into; null
-  // only where a slot has no state bytes) and `disk` (the cache's disk tier;
-  // null: none) must outlive the scheduler.
+  // only where a slot has no state bytes), `disk` (the cache's disk tier;
+  // null: none) and `drafter` (the draft model; null: none) must outlive
+  // the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
             const Tokenizer& tokenizer, PrefixCache* cache = nullptr,
             EventOutbox* outbox = nullptr, HostBlockPool* blocks = nullptr,
-            SnapshotDisk* disk = nullptr);
+            SnapshotDisk* disk = nullptr, ModelDrafter* drafter = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -222,6 +227,9 @@ class Scheduler {
   // spare slot while one is free and nobody waits); returns the rows the
   // rounds add beyond one per decode.
   int32_t PlanRounds(const std::vector<SequenceView>& views);
+  // The draft model's guesses for the sequences that use it, before their
+  // rounds are planned.
+  void ProposeDrafts(const std::vector<SequenceView>& views);
   // Whether this many running sequences still draft (speculative_max_batch).
   bool RoundsRun() const;
   // A decode of a speculating sequence: its round's segments (Sequence).
@@ -244,6 +252,7 @@ class Scheduler {
   EventOutbox* const outbox_;
   HostBlockPool* const blocks_;
   SnapshotDisk* const disk_;  // null unless the cache has a disk tier
+  ModelDrafter* const drafter_;  // null: no draft model
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -255,6 +264,8 @@ class Scheduler {
   int32_t running_count_ = 0;      // guarded by mu_
   std::string last_tenant_;        // guarded by mu_: admitted last
   SpeculationCounts speculation_;  // guarded by mu_
+  std::map<std::string, SpeculationCounts, std::less<>>
+      speculation_by_method_;  // guarded by mu_
   // Waiting requests whose disk read is in flight: not admitted until it
   // is done. Guarded by mu_ (NextInTurn reads it).
   absl::flat_hash_set<const RequestControl*> disk_reading_;

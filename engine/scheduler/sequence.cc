@@ -34,8 +34,9 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
                 request_.stopping.stop_token_ids.end()) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
   const SpeculativeParams& spec = request_.speculative;
-  if (spec.method == SpeculativeMethod::kPromptLookup &&
-      spec.num_draft_tokens > 0) {
+  speculates_ =
+      spec.method != SpeculativeMethod::kNone && spec.num_draft_tokens > 0;
+  if (speculates_ && spec.method == SpeculativeMethod::kPromptLookup) {
     lookup_ = std::make_unique<PromptLookup>(spec.ngram_min, spec.ngram_max);
     lookup_->Append(request_.prompt);
   }
@@ -163,12 +164,20 @@ std::vector<int32_t> Sequence::UnfedTokens() const {
   return std::vector<int32_t>(output_.begin() + fed_, output_.end());
 }
 
-std::vector<int32_t> Sequence::Draft() const {
-  if (lookup_ == nullptr || finished_) return {};
+int32_t Sequence::DraftRoom() const {
+  if (!speculates_ || finished_) return 0;
   // Draws past max_new_tokens would be thrown away.
   const int32_t room = request_.stopping.max_new_tokens - generated_ - 1;
-  return lookup_->Draft(
-      std::min(request_.speculative.num_draft_tokens, std::max(0, room)));
+  return std::min(request_.speculative.num_draft_tokens, std::max(0, room));
+}
+
+std::vector<int32_t> Sequence::Draft() const {
+  const int32_t room = DraftRoom();
+  if (room == 0) return {};
+  if (lookup_ != nullptr) return lookup_->Draft(room);
+  std::vector<int32_t> draft = proposed_;
+  if (static_cast<int32_t>(draft.size()) > room) draft.resize(room);
+  return draft;
 }
 
 GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,

@@ -94,17 +94,28 @@ class Sequence {
   // the spare slot (a copy of the slot made in op order before the step)
   // and the unfed tokens alone in the slot; a draft taken whole makes the
   // spare the slot, anything less leaves the slot as the committed state.
-  bool speculates() const { return lookup_ != nullptr; }
+  bool speculates() const { return speculates_; }
   std::vector<int32_t> UnfedTokens() const;
   int32_t unfed() const { return generated_ - fed_; }
   // Up to num_draft_tokens tokens to verify next (never past
-  // max_new_tokens); empty when the drafter has none.
+  // max_new_tokens); empty when the drafter has none. A draft model's
+  // guesses come from the scheduler (set_proposed) before the round.
   std::vector<int32_t> Draft() const;
+  // The most tokens a draft may hold now (0: no round is worth it).
+  int32_t DraftRoom() const;
+  void set_proposed(std::vector<int32_t> draft) {
+    proposed_ = std::move(draft);
+  }
+  // Every sampled token, in order.
+  const std::vector<int32_t>& output() const { return output_; }
   int spare_slot() const { return spare_slot_; }
   void set_spare_slot(int slot) { spare_slot_ = slot; }
   // The round planned: `draft` runs after the unfed tokens in the spare slot
   // (empty: they run in the slot itself, a plain decode).
-  void PlanRound(std::vector<int32_t> draft) { draft_ = std::move(draft); }
+  void PlanRound(std::vector<int32_t> draft) {
+    draft_ = std::move(draft);
+    proposed_.clear();
+  }
   const std::vector<int32_t>& round_draft() const { return draft_; }
   // Takes the round's logits, draft.size() + 1 rows of n: draws at each
   // position in turn as Advance does, each draw the model's own, and stops
@@ -174,7 +185,9 @@ class Sequence {
   // Output tokens the slot's state has consumed: all but the last, except
   // after a partly rejected draft.
   int32_t fed_ = 0;
-  std::unique_ptr<PromptLookup> lookup_;  // null: no speculation
+  bool speculates_ = false;
+  std::unique_ptr<PromptLookup> lookup_;  // prompt lookup's index, or null
+  std::vector<int32_t> proposed_;         // a draft model's latest guess
   int spare_slot_ = -1;
   std::vector<int32_t> draft_;
   int32_t last_token_ = -1;

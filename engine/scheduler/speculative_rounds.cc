@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/scheduler/scheduler.h"
+#include "spdlog/spdlog.h"
 
 namespace seqboat {
 
@@ -40,8 +41,33 @@ void Scheduler::ReturnSpareSlots() {
   }
 }
 
+void Scheduler::ProposeDrafts(const std::vector<SequenceView>& views) {
+  std::vector<ModelDrafter::Ask> asks;
+  std::vector<Sequence*> askers;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& seq = *running_[i];
+    const SequenceView& v = views[i];
+    if (seq.request().speculative.method != SpeculativeMethod::kDraftModel ||
+        v.hold || v.prefilled < v.prompt_len || seq.DraftRoom() == 0) {
+      continue;
+    }
+    asks.push_back(
+        {&seq, &seq.request().prompt, &seq.output(), seq.DraftRoom(), {}});
+    askers.push_back(&seq);
+  }
+  if (asks.empty()) return;
+  if (absl::Status s = drafter_->Propose(asks); !s.ok()) {
+    // Drafts only speed decoding up: the round runs as a plain decode.
+    spdlog::warn("draft model step failed, drafting nothing: {}", s.ToString());
+    return;
+  }
+  for (size_t i = 0; i < asks.size(); ++i)
+    askers[i]->set_proposed(std::move(asks[i].draft));
+}
+
 int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
   const bool rounds = RoundsRun();
+  if (rounds && drafter_ != nullptr) ProposeDrafts(views);
   int32_t draft_rows = options_.max_draft_rows;
   int32_t extra = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -95,13 +121,18 @@ void Scheduler::DeliverRound(Sequence& seq, const float* logits, int32_t n) {
   GenerationEvent event = seq.AdvanceRound(logits, n, &accepted);
   if (k > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    ++speculation_.drafts;
-    speculation_.draft_tokens += k;
-    speculation_.accepted_tokens += accepted;
-    auto& per_round = speculation_.accepted_per_round;
-    if (per_round.size() <= static_cast<size_t>(accepted))
-      per_round.resize(static_cast<size_t>(accepted) + 1);
-    ++per_round[static_cast<size_t>(accepted)];
+    for (SpeculationCounts* c :
+         {&speculation_,
+          &speculation_by_method_[std::string(
+              SpeculativeMethodName(seq.request().speculative.method))]}) {
+      ++c->drafts;
+      c->draft_tokens += k;
+      c->accepted_tokens += accepted;
+      auto& per_round = c->accepted_per_round;
+      if (per_round.size() <= static_cast<size_t>(accepted))
+        per_round.resize(static_cast<size_t>(accepted) + 1);
+      ++per_round[static_cast<size_t>(accepted)];
+    }
   }
   Deliver(seq, std::move(event));
 }

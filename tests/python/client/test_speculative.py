@@ -1,7 +1,8 @@
 """Speculative decoding on a real seqboat_server (the bundled model): on by
 flag for requests that name no method, off or on per request over gRPC and
-HTTP; the output is what decoding without it gives, greedy and seeded alike;
-the spec_decode metrics count the drafts; bad options are refused by name."""
+HTTP, by prompt lookup or a draft model; the output is what decoding without
+it gives, greedy and seeded alike; the spec_decode metrics count the drafts
+per method; bad options are refused by name."""
 
 import json
 import urllib.error
@@ -10,7 +11,7 @@ import urllib.request
 import grpc
 import pytest
 
-from live_server import start_server, stop_server
+from live_server import ROOT, start_server, stop_server
 from seqboat.v1 import generate_pb2 as pb
 from seqboat.v1 import generate_pb2_grpc as pb_grpc
 
@@ -24,6 +25,18 @@ def spec_server(tmp_path_factory):
     s = start_server(tmp_path_factory, "speculative",
                      ["--speculative_method=prompt_lookup",
                       "--num_speculative_tokens=4", "--max_draft_tokens=6"])
+    yield s
+    stop_server(s)
+
+
+@pytest.fixture(scope="module")
+def draft_server(tmp_path_factory):
+    # The bundled Mamba baseline drafts for the bundled hybrid: the same
+    # tokenizer, trained on the same text.
+    s = start_server(tmp_path_factory, "draft_model",
+                     ["--speculative_method=draft_model",
+                      f"--speculative_draft_model_dir={ROOT / 'weights/models/mamba-baseline'}",
+                      "--num_speculative_tokens=3"])
     yield s
     stop_server(s)
 
@@ -139,3 +152,36 @@ def test_python_client_speculative_option(spec_server):
             client.generate(PROMPT, max_tokens=4, speculative={"method": "medusa"})
         with pytest.raises(seqboat.errors.InvalidArgument, match="num_draft_tokens"):
             client.generate(PROMPT, max_tokens=4, speculative={"num_draft_tokens": 99})
+
+
+def test_draft_model_output_is_decodings_without_it(draft_server):
+    def counts():
+        return [draft_server.sample(f'seqboat_spec_decode_num_{what}_total{{method="draft_model"}}')
+                for what in ("drafts", "draft_tokens", "accepted_tokens")]
+    before = counts()
+    for prompt in (PROMPT, OTHER):
+        assert generate(draft_server, prompt) == generate(
+            draft_server, prompt, method=pb.SPECULATIVE_METHOD_NONE)
+        assert generate(draft_server, prompt, temperature=0.9, seed=4, n=2) == generate(
+            draft_server, prompt, method=pb.SPECULATIVE_METHOD_NONE,
+            temperature=0.9, seed=4, n=2)
+    drafts, draft_tokens, accepted = (a - b for a, b in zip(counts(), before))
+    assert drafts > 0 and draft_tokens >= drafts
+    # A trained drafter of the same text guesses some of them right.
+    assert 0 < accepted <= draft_tokens
+    assert draft_server.sample(
+        'seqboat_spec_decode_num_drafts_total{method="prompt_lookup"}') == 0
+    # Prompt lookup still runs by request on the same server.
+    assert generate(draft_server, PROMPT, method=pb.SPECULATIVE_METHOD_PROMPT_LOOKUP) == \
+        generate(draft_server, PROMPT, method=pb.SPECULATIVE_METHOD_NONE)
+
+
+def test_draft_model_needs_one(spec_server):
+    with pytest.raises(grpc.RpcError) as err:
+        generate(spec_server, OTHER, method=pb.SPECULATIVE_METHOD_DRAFT_MODEL)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--speculative_draft_model_dir" in err.value.details()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        complete(spec_server, {"speculative": {"method": "draft_model"}})
+    assert err.value.code == 400
+    assert "--speculative_draft_model_dir" in json.loads(err.value.read())["error"]["message"]
