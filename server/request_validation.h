@@ -47,6 +47,8 @@ struct ValidationLimits {
   // kNone: off), and the ceiling of num_draft_tokens.
   SpeculativeParams speculative_default;
   int32_t max_draft_tokens = 8;
+  // A constraint's size and repetition counts (sampling's constraint oneof).
+  ConstraintLimits constraint;
 };
 
 // INVALID_ARGUMENT naming `field` when `text` is over the byte limit.
