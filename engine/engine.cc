@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/backend.h"
+#include "engine/grammar/grammar.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/mask_filler.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/speculative/model_drafter.h"
 #include "engine/state/host_block_pool.h"
@@ -32,7 +34,8 @@ class EngineImpl final : public Engine {
   EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
              std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
              HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk,
-             std::unique_ptr<ModelDrafter> drafter)
+             std::unique_ptr<ModelDrafter> drafter,
+             absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
@@ -40,6 +43,7 @@ class EngineImpl final : public Engine {
         drafter_(std::move(drafter)),
         snapshot_blocks_(std::move(snapshot_blocks)),
         disk_(std::move(disk)),
+        grammars_(std::move(grammars)),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{
@@ -106,9 +110,15 @@ class EngineImpl final : public Engine {
           "speculative method draft_model needs a server started with a "
           "draft model (--speculative_draft_model_dir)");
     }
+    request.grammar = nullptr;
     if (request.constraint.has_value()) {
-      return absl::UnimplementedError(
-          "constrained decoding is not available in this engine yet");
+      // On the caller's thread: a slow compilation holds up its own
+      // request only.
+      if (!grammars_.ok()) return grammars_.status();
+      absl::StatusOr<std::shared_ptr<const Grammar>> grammar =
+          (*grammars_)->Compile(*request.constraint);
+      if (!grammar.ok()) return grammar.status();
+      request.grammar = *std::move(grammar);
     }
     return scheduler_.Add(std::move(request));
   }
@@ -185,7 +195,8 @@ class EngineImpl final : public Engine {
       // needs each step's tokens before it can plan the next.
       const bool pipeline =
           backend_->PipelinesSteps() && backend_->SamplesOnDevice() &&
-          !scheduler_.any_wants_logprobs() && !scheduler_.any_speculating();
+          !scheduler_.any_wants_logprobs() && !scheduler_.any_speculating() &&
+          !scheduler_.any_constrained();
       bool launched = false;
       if (pipeline && scheduler_.has_running()) {
         scheduler_.PlanStep(next_, /*pipelined=*/true);
@@ -232,12 +243,32 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // The rows each logit row samples with, for the backend.
+  // The rows each logit row samples with, for the backend; a constrained
+  // row's mask is the next of StartMasks' (the same order).
   void DescribeSampling(const StepBatch& batch) {
     sample_rows_.clear();
     seen_ids_.clear();
-    for (Sequence* seq : batch.logit_seqs)
+    int32_t masked = 0;
+    for (Sequence* seq : batch.logit_seqs) {
       sample_rows_.push_back(seq->NextSampleRow(&seen_ids_));
+      if (seq->constrained()) sample_rows_.back().mask_row = masked++;
+    }
+  }
+
+  // Starts filling the masks of the step's constrained rows on the filler
+  // while the step runs (MaskFiller); FinishMasks waits for them.
+  void StartMasks(const StepBatch& batch) {
+    constrained_.clear();
+    for (Sequence* seq : batch.logit_seqs) {
+      if (seq->constrained()) constrained_.push_back(seq);
+    }
+    if (constrained_.empty()) return;
+    mask_words_ = constrained_.front()->mask_words();
+    masks_.resize(constrained_.size() * static_cast<size_t>(mask_words_));
+    mask_filler_.Start(constrained_, masks_.data(), mask_words_);
+  }
+  void FinishMasks() {
+    if (!constrained_.empty()) mask_filler_.Wait();
   }
 
   // Launches a planned pipelined step; false (its requests failed) if the
@@ -314,14 +345,18 @@ class EngineImpl final : public Engine {
     const int vocab = model_->vocab_size();
     const absl::Time step_start = absl::Now();
     absl::Status s;
+    StartMasks(batch);
     if (on_device) {
       DescribeSampling(batch);
       batch.tokens.resize(static_cast<size_t>(m));
-      s = model_->ForwardSample(batch.rows, sample_rows_.data(),
-                                seen_ids_.data(), batch.tokens.data());
+      s = model_->ForwardSample(
+          batch.rows, sample_rows_.data(), seen_ids_.data(),
+          batch.tokens.data(),
+          {masks_.data(), mask_words_, [this] { FinishMasks(); }});
     } else {
       logits_.resize(static_cast<size_t>(m) * vocab);
       s = model_->Forward(batch.rows, logits_.data());
+      FinishMasks();
     }
     CountStep(batch, absl::Now() - step_start);
     if (!s.ok()) {
@@ -372,6 +407,9 @@ class EngineImpl final : public Engine {
   // The cache's disk tier, or null; declared before the cache and the
   // scheduler, which use it, and after the blocks its queue holds.
   std::unique_ptr<SnapshotDisk> disk_;
+  // Compiles Submit's constraints (thread-safe); the error when the
+  // tokenizer's vocabulary could not be read for grammars.
+  const absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars_;
   PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
   EventOutbox outbox_;        // before the scheduler, which sends into it
   Scheduler scheduler_;
@@ -389,6 +427,14 @@ class EngineImpl final : public Engine {
   // Device sampling: one row per logit row and their penalised ids.
   std::vector<SampleRow> sample_rows_;
   std::vector<int32_t> seen_ids_;
+  // Constrained decoding: the step's constrained sequences, in logit-row
+  // order, and their masks, mask_words_ words each, which mask_filler_
+  // fills while the step runs (engine thread's, but the filler's between
+  // StartMasks and FinishMasks).
+  std::vector<Sequence*> constrained_;
+  std::vector<uint32_t> masks_;
+  int32_t mask_words_ = 0;
+  MaskFiller mask_filler_;
   std::thread thread_;
   std::once_flag joined_;
 };
@@ -424,6 +470,32 @@ uint64_t SnapshotIdentity(const ModelDir& dir, Model& model,
   return mix(h, backend);
 }
 
+// The compiler of constraints for the model's vocabulary. Its stop token is
+// EOS; a request's stop ids are allowed beside it per sequence (Sequence::
+// FillMask), so one compiled grammar serves every request. A tokenizer
+// whose vocabulary cannot be read this way does not stop the engine: only
+// constrained requests are refused, with the reason.
+absl::StatusOr<std::unique_ptr<GrammarCompiler>> MakeGrammarCompiler(
+    const EngineOptions& options, const Tokenizer& tokenizer,
+    int32_t vocab_size) {
+  std::vector<int32_t> stops;
+  if (tokenizer.eos_token_id() >= 0) stops.push_back(tokenizer.eos_token_id());
+  absl::StatusOr<std::shared_ptr<const GrammarVocab>> vocab =
+      GrammarVocab::FromTokenizer(tokenizer, vocab_size, std::move(stops));
+  if (!vocab.ok()) {
+    spdlog::warn("constrained decoding unavailable: {}",
+                 vocab.status().ToString());
+    return absl::FailedPreconditionError(
+        absl::StrCat("constrained decoding is unavailable for this tokenizer: ",
+                     vocab.status().message()));
+  }
+  GrammarCompilerOptions o;
+  o.limits = options.constraint_limits;
+  o.max_cached = options.grammar_cache_size;
+  o.compile_threads = options.grammar_compile_threads;
+  return std::make_unique<GrammarCompiler>(*std::move(vocab), o);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
@@ -441,6 +513,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       options.step_token_budget <= 0) {
     return absl::InvalidArgumentError(
         "max_slots and step_token_budget must be > 0");
+  }
+  if (options.grammar_cache_size < 0 || options.grammar_compile_threads < 1) {
+    return absl::InvalidArgumentError(
+        "grammar_cache_size must be >= 0 and grammar_compile_threads >= 1");
   }
   if (options.prefix_cache_bytes < 0) {
     return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");
@@ -513,6 +589,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes + writer_blocks
                      : 0);
   if (!blocks.ok()) return blocks.status();
+  absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars =
+      MakeGrammarCompiler(options, **tokenizer, (*model)->vocab_size());
   std::unique_ptr<ModelDrafter> drafter;
   if (!options.draft_model_dir.empty()) {
     absl::StatusOr<std::unique_ptr<ModelDir>> draft_dir =
@@ -530,7 +608,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   }
   return std::unique_ptr<Engine>(new EngineImpl(
       options, std::move(backend), *std::move(tokenizer), *std::move(model),
-      *std::move(blocks), std::move(disk), std::move(drafter)));
+      *std::move(blocks), std::move(disk), std::move(drafter),
+      std::move(grammars)));
 }
 
 }  // namespace seqboat

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/grammar/constraint.h"
 #include "engine/model_dir/model_dir.h"
 #include "engine/request.h"
 #include "engine/scheduler/scheduler.h"
@@ -53,6 +54,13 @@ struct EngineOptions {
   // model with the same tokenizer, loaded on the same backend with two
   // slots per sequence that may speculate. Empty: none.
   std::string draft_model_dir;
+  // Constrained decoding (Request::constraint): what Submit accepts of a
+  // constraint, the compiled grammars kept (least recently used dropped),
+  // and the threads one compilation may use (on the submitting thread's
+  // behalf: compilation never runs on the engine thread).
+  ConstraintLimits constraint_limits;
+  int32_t grammar_cache_size = 64;
+  int32_t grammar_compile_threads = 2;
 
   // Optional observers for the server's metrics. Both run on the engine
   // thread, so they must be cheap and never block.

@@ -20,6 +20,8 @@
 
 namespace seqboat {
 
+class Grammar;  // engine/grammar/grammar.h
+
 struct StoppingParams {
   int32_t max_new_tokens = 256;
   // Until this many tokens are generated nothing stops the sequence but
@@ -124,6 +126,10 @@ struct Request {
   // is complete and a stop token is drawn. Compiled at Submit, which
   // refuses one the compiler cannot build with INVALID_ARGUMENT naming it.
   std::optional<Constraint> constraint;
+  // The constraint compiled for the engine's vocabulary: set by
+  // Engine::Submit (a caller's value is replaced), shared by the request's
+  // sequences, each of which follows it with its own matcher.
+  std::shared_ptr<const Grammar> grammar;
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time arrival = absl::Now();
   std::shared_ptr<RequestControl> control = std::make_shared<RequestControl>();

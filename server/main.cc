@@ -48,6 +48,7 @@
 #include "server/serving_metrics.h"
 #include "server/tenant_quotas.h"
 #include "server/text_generation_service.h"
+#include "server/tool_call_parser.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -63,6 +64,12 @@ ABSL_FLAG(int32_t, openai_port, -1,
           "HTTP port of the OpenAI-compatible API (/v1/completions, "
           "/v1/models, /health; same host as --host); 0 picks a free one, "
           "-1 (default) turns it off; deploy/entrypoint.sh passes 8000.");
+ABSL_FLAG(std::string, tool_call_parser, "",
+          "How chat tool calls are read from the output under tool_choice "
+          "auto, as vLLM's --tool-call-parser: hermes (Qwen's <tool_call> "
+          "markers) or llama3_json (Llama 3's JSON); empty (default): "
+          "tool_choice auto with tools is refused (400), required and named "
+          "functions work regardless.");
 ABSL_FLAG(std::string, served_model_name, "",
           "The model id the OpenAI API lists and requests must name; default "
           "config.json's name, else the model directory's name.");
@@ -425,6 +432,15 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> StartOpenAiPort(
   o.quotas = quotas->enabled() ? quotas : nullptr;
   o.tls = tls;
   LoadChatTemplate(model_dir, limits, &o);
+  if (const std::string parser = absl::GetFlag(FLAGS_tool_call_parser);
+      !parser.empty()) {
+    absl::StatusOr<ToolCallFormat> format = ToolCallFormatByName(parser);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tool_call_parser: ", format.status().message()));
+    }
+    o.tool_call_parser = *format;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiServer> openai,
                    OpenAiServer::Start(engine, std::move(o)));
   std::cout << "openai listening on "

@@ -70,4 +70,38 @@ OpenAiError ChatTemplateError(const absl::Status& status) {
   }
 }
 
+std::optional<OpenAiError> ToolCallMode(
+    const ChatTools& tools, const std::optional<ToolCallFormat>& parser,
+    ToolCallOptions* out) {
+  using Mode = ToolCallOptions::Mode;
+  *out = ToolCallOptions();
+  switch (tools.choice) {
+    case ToolChoice::kNone:
+      out->mode = Mode::kText;
+      break;
+    case ToolChoice::kRequired:
+      out->mode = Mode::kRequired;
+      break;
+    case ToolChoice::kNamed:
+      out->mode = Mode::kNamed;
+      out->named = tools.named;
+      break;
+    case ToolChoice::kAuto:
+      if (!parser.has_value()) {
+        OpenAiError e;
+        e.message =
+            "tool_choice \"auto\" (the default with tools) needs the "
+            "server's --tool_call_parser; use \"required\", a named "
+            "function or \"none\"";
+        e.param = "tool_choice";
+        e.code = "unsupported_value";
+        return e;
+      }
+      out->mode = Mode::kParsed;
+      out->format = *parser;
+      break;
+  }
+  return std::nullopt;
+}
+
 }  // namespace seqboat

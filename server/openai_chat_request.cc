@@ -10,6 +10,7 @@
 #include "base/json_reader.h"
 #include "server/openai_request.h"
 #include "server/openai_request_fields.h"
+#include "server/openai_tools.h"
 
 namespace seqboat {
 namespace {
@@ -24,10 +25,10 @@ using openai::Unsupported;
 // The parameters a chat request may carry: the shared ones, and those read
 // in ParseChatRequest.
 const openai::ParameterSet& ChatParameters() {
-  static const openai::ParameterSet* known = openai::WithShared(
-      {"messages", "max_tokens", "max_completion_tokens", "logprobs",
-       "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-       "response_format", "chat_template_kwargs"});
+  static const openai::ParameterSet* known =
+      openai::WithShared({"messages", "max_tokens", "max_completion_tokens",
+                          "logprobs", "top_logprobs", "tools", "tool_choice",
+                          "parallel_tool_calls", "chat_template_kwargs"});
   return *known;
 }
 
@@ -72,19 +73,22 @@ std::optional<OpenAiError> ReadContent(const json& content,
   return std::nullopt;
 }
 
-// The fields a message may carry: role, content and name; those of tool
-// calls are refused as unsupported, anything else as unknown.
+// The fields a message may carry: role, content, name and those of tool
+// calls (read by ReadToolFields); the deprecated function_call and audio
+// are refused as unsupported, anything else as unknown.
 std::optional<OpenAiError> CheckMessageFields(const json& m,
                                               const std::string& where) {
   for (const auto& [key, value] : m.items()) {
-    if (key == "role" || key == "content" || key == "name") continue;
+    if (key == "role" || key == "content" || key == "name" ||
+        key == "tool_calls" || key == "tool_call_id") {
+      continue;
+    }
     if (value.is_null()) continue;
-    if (key == "tool_calls" || key == "tool_call_id" ||
-        key == "function_call" || key == "audio" || key == "refusal") {
+    if (key == "function_call" || key == "audio" || key == "refusal") {
       return Unsupported("messages",
                          absl::StrCat(where, ".", key,
-                                      " is not supported: this server does "
-                                      "not call tools"));
+                                      " is not supported (tool calls are "
+                                      "tool_calls)"));
     }
     return Invalid("messages",
                    absl::StrCat(where, " has an unknown field '", key, "'"));
@@ -106,21 +110,27 @@ std::optional<OpenAiError> ReadMessage(const json& m, const std::string& where,
   message->role = role->get<std::string>();
   if (message->role == "developer") message->role = "system";
   if (message->role != "system" && message->role != "user" &&
-      message->role != "assistant") {
-    return Invalid(
-        "messages",
-        absl::StrCat(where,
-                     ".role must be 'system', 'developer', 'user' or "
-                     "'assistant', got ",
-                     BriefJson(*role)));
+      message->role != "assistant" && message->role != "tool") {
+    return Invalid("messages",
+                   absl::StrCat(where,
+                                ".role must be 'system', 'developer', 'user', "
+                                "'assistant' or 'tool', got ",
+                                BriefJson(*role)));
+  }
+  if (auto e =
+          openai::ReadToolFields(m, message->role, where, &message->extra)) {
+    return e;
   }
   const json* content = Field(m, "content");
-  if (content == nullptr) {
+  // An assistant's turn that only called tools has no content.
+  if (content == nullptr && !message->extra.contains("tool_calls")) {
     return Invalid("messages", absl::StrCat(where, ".content is missing"));
   }
-  if (auto e = ReadContent(*content, absl::StrCat(where, ".content"),
-                           &message->content)) {
-    return e;
+  if (content != nullptr) {
+    if (auto e = ReadContent(*content, absl::StrCat(where, ".content"),
+                             &message->content)) {
+      return e;
+    }
   }
   if (const json* name = Field(m, "name")) {
     if (!name->is_string()) {
@@ -156,42 +166,6 @@ std::optional<OpenAiError> ReadMessages(const json& body,
       return e;
     }
     out->push_back(std::move(message));
-  }
-  return std::nullopt;
-}
-
-// The tool and format parameters, accepted at the values that ask for
-// plain text.
-std::optional<OpenAiError> ReadChatUnsupported(const json& body) {
-  if (const json* tools = Field(body, "tools")) {
-    if (!tools->is_array() || !tools->empty()) {
-      return Unsupported("tools",
-                         "tools are not supported: this server does "
-                         "not call tools");
-    }
-  }
-  if (const json* choice = Field(body, "tool_choice")) {
-    if (!choice->is_string() || (choice->get<std::string>() != "none" &&
-                                 choice->get<std::string>() != "auto")) {
-      return Unsupported("tool_choice",
-                         "tool_choice must be \"none\": this server does not "
-                         "call tools");
-    }
-  }
-  if (const json* parallel = Field(body, "parallel_tool_calls")) {
-    if (!parallel->is_boolean()) {
-      return Invalid("parallel_tool_calls",
-                     "parallel_tool_calls must be a boolean");
-    }
-  }
-  if (const json* format = Field(body, "response_format")) {
-    const json* type = format->is_object() ? Field(*format, "type") : nullptr;
-    if (type == nullptr || !type->is_string() ||
-        type->get<std::string>() != "text") {
-      return Unsupported("response_format",
-                         "response_format must be {\"type\": \"text\"}: "
-                         "structured output is not supported");
-    }
   }
   return std::nullopt;
 }
@@ -249,7 +223,7 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
   if (auto e = ReadBody(body, ChatParameters(), &parsed)) return fail(*e);
   *out = ChatRequest();
   if (auto e = ReadMessages(parsed, &out->messages)) return fail(*e);
-  if (auto e = ReadChatUnsupported(parsed)) return fail(*e);
+  if (auto e = openai::ReadTools(parsed, &out->tools)) return fail(*e);
   if (auto e = ReadTemplateKwargs(parsed, &out->template_kwargs)) {
     return fail(*e);
   }
@@ -279,6 +253,20 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
                               &out->completion, error)) {
     *error = ChatError(std::move(*error), *out);
     return false;
+  }
+  // "required" and a named function constrain the output to their calls.
+  const std::string schema = ToolChoiceSchema(out->tools);
+  if (!schema.empty()) {
+    const std::string& other = out->completion.constraint_param;
+    if (!other.empty()) {
+      return fail(Invalid("tool_choice",
+                          absl::StrCat("tool_choice and ", other,
+                                       " both constrain the output; a "
+                                       "request may carry one"),
+                          "conflicting_constraints"));
+    }
+    out->completion.generate.mutable_sampling()->set_json_schema(schema);
+    out->completion.constraint_param = "tool_choice";
   }
   return true;
 }

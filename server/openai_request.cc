@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json_reader.h"
+#include "server/openai_constraint.h"
 #include "server/openai_request_fields.h"
 
 namespace seqboat {
@@ -385,6 +386,10 @@ std::optional<OpenAiError> ReadCompletion(const json& body,
   if (auto e = ReadLogprobs(body, &generate)) return e;
   if (auto e = ReadCacheSalt(body, &generate)) return e;
   if (auto e = ReadSpeculative(body, &generate)) return e;
+  if (auto e = openai::ReadConstraint(body, generate.mutable_sampling(),
+                                      &out->constraint_param)) {
+    return e;
+  }
   return ReadStream(body, out);
 }
 

@@ -15,6 +15,7 @@
 #include "seqboat/v1/generate.pb.h"
 #include "server/chat_template.h"
 #include "server/openai_error.h"
+#include "server/openai_tools.h"
 #include "server/request_validation.h"
 
 namespace seqboat {
@@ -28,13 +29,18 @@ struct CompletionRequest {
   // OpenAI's end-user id: the conversation key when no x-session-id header
   // names one (server/session_key.h).
   std::optional<std::string> user;
+  // The parameter that constrains the output ("response_format",
+  // "guided_json"...; "tool_choice" for one tools made), "" for none: what
+  // errors about the constraint name (ConstraintError).
+  std::string constraint_param;
 };
 
 // Parses a /v1/completions body: JSON syntax, the type of every field, the
 // model name (absent, or `model_id`), and the parameters the engine has no
 // equivalent for (best_of other than n, echo, suffix, logit_bias: refused
-// naming the parameter). Unknown fields
-// are refused, as OpenAI does. Ranges are left to RequestFromProto, except
+// naming the parameter), and the output's constraint (response_format or
+// one of vLLM's guided_*; two are refused). Unknown fields are refused, as
+// OpenAI does. Ranges are left to RequestFromProto, except
 // where the JSON value cannot be represented in the proto's field (a
 // negative max_tokens), which `limits` words as validation would. On failure
 // returns false and fills *error.
@@ -47,8 +53,10 @@ inline constexpr int kMaxChatMessages = 1024;
 
 // What one POST /v1/chat/completions asks for.
 struct ChatRequest {
-  // Roles are "system", "user" or "assistant" ("developer" arrives as
-  // "system"); content is text (a list of text parts joined by "\n").
+  // Roles are "system", "user", "assistant" or "tool" ("developer" arrives
+  // as "system"); content is text (a list of text parts joined by "\n");
+  // an assistant's tool_calls and a tool message's tool_call_id are in
+  // extra (openai_tools.h).
   std::vector<ChatMessage> messages;
   // Every engine parameter, stream and include_usage, as a completions
   // request holds them; the prompt is left to the caller (the rendered
@@ -59,6 +67,9 @@ struct ChatRequest {
   // How the client named the token limit: "max_tokens" or
   // "max_completion_tokens".
   std::string max_tokens_param = "max_tokens";
+  // tools, tool_choice and parallel_tool_calls; "required" and a named
+  // function also set completion's constraint (ToolChoiceSchema).
+  ChatTools tools;
   // chat_template_kwargs, as vLLM names them: the template's own switches
   // (Qwen3's enable_thinking), each a template variable.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
@@ -69,8 +80,9 @@ struct ChatRequest {
 // logprobs and top_logprobs, and every parameter completions take, checked
 // as ParseCompletionRequest checks them. Refuses, naming the parameter:
 // unknown fields, no messages or more than kMaxChatMessages, an unknown
-// role, missing content, parts that are not text, tool calls and tools, a
-// response_format other than text. On failure returns false and fills
+// role, missing content, parts that are not text, malformed tools or tool
+// calls (openai_tools.h), two constraints (response_format, guided_*, and
+// tool_choice "required" or named). On failure returns false and fills
 // *error.
 bool ParseChatRequest(std::string_view body, const std::string& model_id,
                       const ValidationLimits& limits, ChatRequest* out,
@@ -80,6 +92,12 @@ bool ParseChatRequest(std::string_view body, const std::string& model_id,
 // names them: prompt is messages, logprobs is top_logprobs, max_tokens is
 // the parameter the client used.
 OpenAiError ChatError(OpenAiError error, const ChatRequest& request);
+
+// An error of validation or the engine about the constraint (its field
+// "sampling.json_schema", or the compiler's "json_schema: ...") named as
+// the client's parameter `param` (CompletionRequest::constraint_param);
+// other errors unchanged.
+OpenAiError ConstraintError(OpenAiError error, const std::string& param);
 
 }  // namespace seqboat
 

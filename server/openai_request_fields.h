@@ -32,7 +32,8 @@ OpenAiError Unsupported(const std::string& param, const std::string& message);
 // hands them to ParseCompletionRequest as they are): OpenAI's own, and the
 // sampling extensions vLLM clients send (top_k, min_p, repetition_penalty,
 // ignore_eos, stop_token_ids, min_tokens), vLLM's cache_salt, and seqboat's
-// speculative.
+// speculative; the output's constraint (response_format and vLLM's guided_*,
+// openai_constraint.h).
 inline constexpr const char* kSharedParameters[] = {"model",
                                                     "temperature",
                                                     "top_p",
@@ -52,7 +53,12 @@ inline constexpr const char* kSharedParameters[] = {"model",
                                                     "logit_bias",
                                                     "user",
                                                     "cache_salt",
-                                                    "speculative"};
+                                                    "speculative",
+                                                    "response_format",
+                                                    "guided_json",
+                                                    "guided_regex",
+                                                    "guided_choice",
+                                                    "guided_grammar"};
 
 using ParameterSet = std::set<std::string, std::less<>>;
 // The shared parameters and an endpoint's `own`.

@@ -212,8 +212,10 @@ std::string ChoicesRenderer::StreamEvents(std::vector<GenerationEvent> events) {
     const bool has_output = !run.response.text().empty() ||
                             (context_.logprobs && run.response.logprobs_size());
     if (has_output || finished_ok) {
-      absl::StrAppend(&out, ChunkEvent(StreamChoice(
-                                run.response, sequence.index, finished_ok)));
+      for (ojson& choice :
+           StreamChoice(run.response, sequence.index, finished_ok)) {
+        absl::StrAppend(&out, ChunkEvent(std::move(choice)));
+      }
     }
     if (!error.ok()) break;
     if (finished_ok) {
@@ -282,9 +284,9 @@ std::pair<int, std::string> ChoicesRenderer::Finish() {
   return {200, Dump(body)};
 }
 
-ojson CompletionRenderer::StreamChoice(const v1::GenerateResponse& run,
-                                       int32_t index, bool final_chunk) {
-  return Choice(run, index, final_chunk);
+std::vector<ojson> CompletionRenderer::StreamChoice(
+    const v1::GenerateResponse& run, int32_t index, bool final_chunk) {
+  return {Choice(run, index, final_chunk)};
 }
 
 ojson CompletionRenderer::BodyChoice(const v1::GenerateResponse& run,
@@ -316,9 +318,37 @@ std::string ModelListBody(const std::string& model_id, int64_t created) {
   return Dump(list);
 }
 
-ChatRenderer::ChatRenderer(CompletionContext context)
+ChatRenderer::ChatRenderer(CompletionContext context, ToolCallOptions tools)
     : ChoicesRenderer(std::move(context), "chat.completion.chunk",
-                      "chat.completion") {}
+                      "chat.completion"),
+      tools_(std::move(tools)) {}
+
+ChoiceToolCalls& ChatRenderer::Calls(int32_t index) {
+  if (calls_.size() <= static_cast<size_t>(index)) {
+    calls_.resize(static_cast<size_t>(index) + 1);
+  }
+  std::unique_ptr<ChoiceToolCalls>& calls = calls_[static_cast<size_t>(index)];
+  if (calls == nullptr) {
+    calls = std::make_unique<ChoiceToolCalls>(tools_, [this] {
+      // OpenAI's ids: "call_" and 24 letters and digits.
+      static constexpr char kChars[] =
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+      std::string id = "call_";
+      for (int i = 0; i < 24; ++i) {
+        id += kChars[absl::Uniform<size_t>(rng_, 0, sizeof(kChars) - 1)];
+      }
+      return id;
+    });
+  }
+  return *calls;
+}
+
+ojson ChatRenderer::ChatFinishReason(const v1::GenerateResponse& run,
+                                     int32_t index) {
+  const std::string reason = FinishName(run.finish_reason());
+  if (reason == "stop" && Calls(index).called()) return "tool_calls";
+  return NullIfEmpty(reason);
+}
 
 ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
   const auto entry = [this](int32_t id, float logprob) {
@@ -348,23 +378,40 @@ ojson ChatRenderer::Logprobs(const v1::GenerateResponse& run) const {
   return logprobs;
 }
 
-ojson ChatRenderer::StreamChoice(const v1::GenerateResponse& run, int32_t index,
-                                 bool final_chunk) {
-  ojson delta = ojson::object();
-  if (!run.text().empty()) delta["content"] = run.text();
-  ojson choice;
-  choice["index"] = index;
-  choice["delta"] = std::move(delta);
-  choice["logprobs"] = nullptr;
-  if (context_.logprobs && run.logprobs_size() > 0) {
-    choice["logprobs"] = Logprobs(run);
+std::vector<ojson> ChatRenderer::StreamChoice(const v1::GenerateResponse& run,
+                                              int32_t index, bool final_chunk) {
+  ChoiceToolCalls& calls = Calls(index);
+  ojson tool_deltas = ojson::array();
+  std::string content = calls.Feed(run.text(), &tool_deltas);
+  if (final_chunk) content += calls.Finish(&tool_deltas);
+  const bool logprobs = context_.logprobs && run.logprobs_size() > 0;
+  std::vector<ojson> choices;
+  const auto add = [&](ojson delta, bool last) {
+    ojson choice;
+    choice["index"] = index;
+    choice["delta"] = std::move(delta);
+    choice["logprobs"] = nullptr;
+    if (logprobs && choices.empty()) choice["logprobs"] = Logprobs(run);
+    choice["finish_reason"] = nullptr;
+    if (last) {
+      choice["finish_reason"] = ChatFinishReason(run, index);
+      choice["stop_reason"] = NullIfEmpty(run.matched_stop());
+    }
+    choices.push_back(std::move(choice));
+  };
+  if (!content.empty() || (logprobs && tool_deltas.empty())) {
+    ojson delta = ojson::object();
+    if (!content.empty()) delta["content"] = std::move(content);
+    add(std::move(delta), final_chunk && tool_deltas.empty());
   }
-  choice["finish_reason"] = nullptr;
-  if (final_chunk) {
-    choice["finish_reason"] = NullIfEmpty(FinishName(run.finish_reason()));
-    choice["stop_reason"] = NullIfEmpty(run.matched_stop());
+  // Each call entry a chunk of its own, as OpenAI streams them.
+  for (size_t i = 0; i < tool_deltas.size(); ++i) {
+    ojson delta;
+    delta["tool_calls"] = ojson::array({std::move(tool_deltas[i])});
+    add(std::move(delta), final_chunk && i + 1 == tool_deltas.size());
   }
-  return choice;
+  if (final_chunk && choices.empty()) add(ojson::object(), true);
+  return choices;
 }
 
 std::string ChatRenderer::StreamStart() {
@@ -386,13 +433,13 @@ std::string ChatRenderer::StreamStart() {
 ojson ChatRenderer::BodyChoice(const v1::GenerateResponse& run, int32_t index) {
   ojson message;
   message["role"] = "assistant";
-  message["content"] = run.text();
+  Calls(index).Message(run.text(), &message);
   ojson choice;
   choice["index"] = index;
   choice["message"] = std::move(message);
   choice["logprobs"] = nullptr;
   if (context_.logprobs) choice["logprobs"] = Logprobs(run);
-  choice["finish_reason"] = NullIfEmpty(FinishName(run.finish_reason()));
+  choice["finish_reason"] = ChatFinishReason(run, index);
   choice["stop_reason"] = NullIfEmpty(run.matched_stop());
   return choice;
 }

@@ -8,14 +8,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "engine/request.h"
 #include "seqboat/v1/generate.pb.h"
+#include "server/openai_tool_calls.h"
 
 namespace seqboat {
 
@@ -68,11 +71,11 @@ class ChoicesRenderer {
 
   // The object's id, object, created and model.
   nlohmann::ordered_json Header(const char* object) const;
-  // One streamed chunk's choice for a run of its tokens; with the finish
-  // reason when `final_chunk`.
-  virtual nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
-                                              int32_t index,
-                                              bool final_chunk) = 0;
+  // The streamed chunks' choices for a run of a choice's tokens (none when
+  // the run decided nothing yet), the last with the finish reason when
+  // `final_chunk`.
+  virtual std::vector<nlohmann::ordered_json> StreamChoice(
+      const v1::GenerateResponse& run, int32_t index, bool final_chunk) = 0;
   // A finished choice in the non-streaming body.
   virtual nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
                                             int32_t index) = 0;
@@ -98,8 +101,9 @@ class CompletionRenderer : public ChoicesRenderer {
   explicit CompletionRenderer(CompletionContext context);
 
  private:
-  nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
-                                      int32_t index, bool final_chunk) override;
+  std::vector<nlohmann::ordered_json> StreamChoice(
+      const v1::GenerateResponse& run, int32_t index,
+      bool final_chunk) override;
   nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
                                     int32_t index) override;
   // The choice `index` for one run of its tokens (advancing its logprobs'
@@ -129,20 +133,33 @@ std::string ModelBody(const std::string& model_id, int64_t created);
 // (logprobs.content[] of token, logprob, bytes and top_logprobs), the last
 // the finish_reason; then, once every choice finished, the usage chunk
 // when asked for, and "data: [DONE]". A chunk holds one choice, with its
-// index.
+// index. With tools, each choice's output is read for tool calls
+// (openai_tool_calls.h): message.tool_calls, delta.tool_calls, and
+// finish_reason "tool_calls" when it held any.
 class ChatRenderer : public ChoicesRenderer {
  public:
-  explicit ChatRenderer(CompletionContext context);
+  explicit ChatRenderer(CompletionContext context,
+                        ToolCallOptions tools = ToolCallOptions());
 
   // The stream's first chunks, one per choice, before any token.
   std::string StreamStart();
 
  private:
-  nlohmann::ordered_json StreamChoice(const v1::GenerateResponse& run,
-                                      int32_t index, bool final_chunk) override;
+  std::vector<nlohmann::ordered_json> StreamChoice(
+      const v1::GenerateResponse& run, int32_t index,
+      bool final_chunk) override;
   nlohmann::ordered_json BodyChoice(const v1::GenerateResponse& run,
                                     int32_t index) override;
   nlohmann::ordered_json Logprobs(const v1::GenerateResponse& run) const;
+  // Choice `index`'s reader, made on first use.
+  ChoiceToolCalls& Calls(int32_t index);
+  // finish_reason, "tool_calls" when the choice called tools.
+  nlohmann::ordered_json ChatFinishReason(const v1::GenerateResponse& run,
+                                          int32_t index);
+
+  const ToolCallOptions tools_;
+  std::vector<std::unique_ptr<ChoiceToolCalls>> calls_;
+  absl::BitGen rng_;  // call ids
 };
 
 }  // namespace seqboat

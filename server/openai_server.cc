@@ -53,6 +53,7 @@ struct OpenAiServer::Call {
   int sent_status = 0;              // the HTTP status queued, 0 before one
   bool chat = false;                // /v1/chat/completions, not /v1/completions
   std::optional<std::string> user;  // the body's `user`
+  std::string constraint_param;     // what errors of its constraint name
   std::string session;  // the conversation key returned (session_key.h)
   // The renderer of the call's endpoint.
   std::unique_ptr<ChoicesRenderer> renderer;
@@ -286,9 +287,11 @@ MHD_Result Handlers::StartCompletion(OpenAiServer& server,
       parsed.generate, server.vocabulary_, options.limits, fallbacks);
   if (!request.ok()) {
     spdlog::debug("rejected HTTP request: {}", request.status().ToString());
-    OpenAiError e = ErrorFromStatus(request.status());
+    OpenAiError e = ConstraintError(ErrorFromStatus(request.status()),
+                                    parsed.constraint_param);
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
+  call->constraint_param = parsed.constraint_param;
   call->renderer = std::make_unique<CompletionRenderer>(
       Context(server, *request, request->logprobs, parsed.include_usage));
   call->stream = parsed.stream;
@@ -364,7 +367,9 @@ MHD_Result Handlers::Submit(OpenAiServer& server,
   if (!submitted.ok()) {
     if (quotas != nullptr) quotas->Refused(call->tenant, n);
     server.Unregister(call.get());
-    OpenAiError e = ErrorFromStatus(submitted);
+    // The engine compiles the constraint: its refusal names the parameter.
+    OpenAiError e =
+        ConstraintError(ErrorFromStatus(submitted), call->constraint_param);
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
   call->submitted = true;
@@ -408,8 +413,14 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
     return refuse(
         NoChatTemplateError(options.model_id, options.no_chat_template));
   }
+  ToolCallOptions tool_calls;
+  if (std::optional<OpenAiError> e =
+          ToolCallMode(parsed.tools, options.tool_call_parser, &tool_calls)) {
+    return refuse(*e);
+  }
   ChatOptions chat_options;
   chat_options.kwargs = std::move(parsed.template_kwargs);
+  chat_options.tools = parsed.tools.tools;
   absl::StatusOr<jinja::Str> prompt =
       options.chat_template->Render(parsed.messages, chat_options);
   if (!prompt.ok()) {
@@ -433,11 +444,16 @@ MHD_Result Handlers::StartChat(OpenAiServer& server,
   if (!request.ok()) {
     spdlog::debug("rejected HTTP chat request: {}",
                   request.status().ToString());
-    OpenAiError e = ChatError(ErrorFromStatus(request.status()), parsed);
+    OpenAiError e =
+        ConstraintError(ChatError(ErrorFromStatus(request.status()), parsed),
+                        parsed.completion.constraint_param);
     return Answer(*call, connection, e.http_status, ErrorBody(e));
   }
-  auto renderer = std::make_unique<ChatRenderer>(Context(
-      server, *request, parsed.logprobs, parsed.completion.include_usage));
+  call->constraint_param = parsed.completion.constraint_param;
+  auto renderer =
+      std::make_unique<ChatRenderer>(Context(server, *request, parsed.logprobs,
+                                             parsed.completion.include_usage),
+                                     tool_calls);
   call->stream = parsed.completion.stream;
   // The role chunks go out at once, before the first token.
   std::string stream_start = call->stream ? renderer->StreamStart() : "";

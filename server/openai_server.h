@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "server/request_validation.h"
 #include "server/serving_metrics.h"
 #include "server/tenant_quotas.h"
+#include "server/tool_call_parser.h"
 
 struct MHD_Daemon;
 
@@ -67,6 +69,10 @@ class OpenAiServer {
     // chat template: ...".
     std::shared_ptr<const ChatTemplate> chat_template;
     std::string no_chat_template = "none was given";
+    // How tool_choice auto reads tool calls from the output; none: a chat
+    // request with tools and tool_choice auto is refused (400), as vLLM
+    // refuses it without --tool-call-parser.
+    std::optional<ToolCallFormat> tool_call_parser;
     // Null: no keys asked for. Must outlive the server. Its tenants each
     // have their own part of the prefix cache unless `share_prefix_cache`.
     const ApiKeyStore* api_keys = nullptr;

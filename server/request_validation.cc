@@ -6,7 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 
 namespace seqboat {
@@ -312,6 +314,63 @@ absl::Status CheckTextBytes(absl::string_view field, absl::string_view text,
                               limits.max_prompt_bytes));
 }
 
+namespace {
+
+// The sampling's constraint oneof as the engine's Constraint, checked by
+// CheckConstraint; its refusal names the field.
+absl::StatusOr<std::optional<Constraint>> ConstraintFromProto(
+    const v1::SamplingParams& proto, const ConstraintLimits& limits) {
+  Constraint c;
+  const char* field = nullptr;
+  switch (proto.constraint_case()) {
+    case v1::SamplingParams::CONSTRAINT_NOT_SET:
+      return std::optional<Constraint>();
+    case v1::SamplingParams::kJsonSchema:
+      c.kind = ConstraintKind::kJsonSchema;
+      c.text = proto.json_schema();
+      field = "sampling.json_schema";
+      break;
+    case v1::SamplingParams::kJsonObject:
+      c.kind = ConstraintKind::kAnyJson;
+      field = "sampling.json_object";
+      break;
+    case v1::SamplingParams::kRegex:
+      c.kind = ConstraintKind::kRegex;
+      c.text = proto.regex();
+      field = "sampling.regex";
+      break;
+    case v1::SamplingParams::kChoice:
+      c.kind = ConstraintKind::kChoice;
+      c.choices.assign(proto.choice().choices().begin(),
+                       proto.choice().choices().end());
+      field = "sampling.choice";
+      break;
+    case v1::SamplingParams::kGrammar:
+      c.kind = ConstraintKind::kGrammar;
+      c.text = proto.grammar();
+      field = "sampling.grammar";
+      break;
+  }
+  if (c.kind != ConstraintKind::kAnyJson && c.kind != ConstraintKind::kChoice &&
+      c.text.empty()) {
+    return Invalid(field, "must not be empty");
+  }
+  if (absl::Status s = CheckConstraint(c, limits); !s.ok()) {
+    // CheckConstraint's message starts with the kind's name; the field
+    // replaces it ("sampling.regex is refused: repetition count ...").
+    absl::string_view why = s.message();
+    const std::string_view kind = ConstraintKindName(c.kind);
+    if (absl::StartsWith(why, absl::string_view(kind.data(), kind.size()))) {
+      why.remove_prefix(kind.size());
+      absl::ConsumePrefix(&why, ": ");
+    }
+    return Invalid(field, absl::StrCat("is refused: ", why));
+  }
+  return std::optional<Constraint>(std::move(c));
+}
+
+}  // namespace
+
 absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
                                          const Vocabulary& vocabulary,
                                          const ValidationLimits& limits,
@@ -347,6 +406,11 @@ absl::StatusOr<Request> RequestFromProto(const v1::GenerateRequest& proto,
       SamplingFromProto(proto.sampling(), fallbacks.seed);
   if (!sampling.ok()) return sampling.status();
   request.sampling = *sampling;
+
+  absl::StatusOr<std::optional<Constraint>> constraint =
+      ConstraintFromProto(proto.sampling(), limits.constraint);
+  if (!constraint.ok()) return constraint.status();
+  request.constraint = *std::move(constraint);
 
   absl::StatusOr<StoppingParams> stopping =
       StoppingFromProto(proto.stopping(), vocabulary.rules.vocab_limit, limits);

@@ -48,6 +48,8 @@ struct ValidationLimits {
   SpeculativeParams speculative_default;
   int32_t max_draft_tokens = 8;
   bool draft_model = false;  // the server has one (method draft_model)
+  // A constraint's size and repetition counts (sampling's constraint oneof).
+  ConstraintLimits constraint;
 };
 
 // INVALID_ARGUMENT naming `field` when `text` is over the byte limit.

@@ -566,5 +566,62 @@ TEST(RequestValidationTest, ParameterErrorsNeverTokenize) {
   EXPECT_EQ(encode_calls, 0);
 }
 
+TEST(RequestValidationTest, NoConstraintByDefault) {
+  absl::StatusOr<Request> request = Convert(TextRequest());
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_FALSE(request->constraint.has_value());
+}
+
+TEST(RequestValidationTest, ConstraintOneofBecomesTheRequestsConstraint) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_json_schema(R"({"type": "integer"})");
+  absl::StatusOr<Request> request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_TRUE(request->constraint.has_value());
+  EXPECT_EQ(request->constraint->kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(request->constraint->text, R"({"type": "integer"})");
+
+  proto.mutable_sampling()->mutable_json_object();
+  request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->constraint->kind, ConstraintKind::kAnyJson);
+
+  proto.mutable_sampling()->set_regex("[a-z]+");
+  request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->constraint->kind, ConstraintKind::kRegex);
+  EXPECT_EQ(request->constraint->text, "[a-z]+");
+
+  proto.mutable_sampling()->mutable_choice()->add_choices("yes");
+  proto.mutable_sampling()->mutable_choice()->add_choices("no");
+  request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->constraint->kind, ConstraintKind::kChoice);
+  EXPECT_THAT(request->constraint->choices, ElementsAre("yes", "no"));
+
+  proto.mutable_sampling()->set_grammar(R"(root ::= "a" | "b")");
+  request = Convert(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->constraint->kind, ConstraintKind::kGrammar);
+}
+
+TEST(RequestValidationTest, RefusesBadConstraintsNamingTheField) {
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_sampling()->set_json_schema("{not json");
+  ExpectInvalid(proto, "sampling.json_schema");
+  proto.mutable_sampling()->set_json_schema("");
+  ExpectInvalid(proto, "sampling.json_schema");
+  proto.mutable_sampling()->set_regex("[a-z]{1,100000}");
+  ExpectInvalid(proto, "sampling.regex");
+  proto.mutable_sampling()->set_grammar(std::string(40 * 1024, 'x'));
+  ExpectInvalid(proto, "sampling.grammar");
+  proto.mutable_sampling()->mutable_choice();  // no choices
+  ExpectInvalid(proto, "sampling.choice");
+  proto.mutable_sampling()->mutable_choice()->add_choices("");
+  ExpectInvalid(proto, "sampling.choice");
+  absl::StatusOr<Request> request = Convert(proto);
+  EXPECT_EQ(InvalidField(request.status()), "sampling.choice");
+}
+
 }  // namespace
 }  // namespace seqboat

@@ -1,7 +1,8 @@
 // One row of a batched sampling op (Backend::SampleRows): a request's sampling
 // parameters as its Sampler normalised them, the counter of the draw, and
 // where the row's penalised ids (and the generated ids with their counts)
-// lie in the batch's flat id array. Plain data with the same layout on the
+// lie in the batch's flat id array, and which allowed-id bitmask (if any)
+// limits its draw. Plain data with the same layout on the
 // host and in CUDA kernels.
 #ifndef SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 #define SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
@@ -42,7 +43,12 @@ struct SampleRow {
   // and generated once more, as the Sampler's ObserveGenerated would count
   // it. -1: the lists are complete.
   int32_t pending_from = -1;
-  int32_t reserved = 0;
+  // A constrained row (engine/grammar): only the ids set in its bitmask,
+  // masks[mask_row * mask_words, +mask_words) of SampleRowsParams, may be
+  // drawn; the others count as -inf, after the penalties, and when every
+  // allowed id is -inf the lowest allowed id is drawn (the Sampler's rule).
+  // -1: no mask.
+  int32_t mask_row = -1;
 };
 
 static_assert(sizeof(SampleRow) == 80, "SampleRow is copied to the device");
@@ -62,6 +68,11 @@ struct SampleRowsParams {
   const int32_t* seen_ids = nullptr;
   const int32_t* pending_tokens = nullptr;
   int32_t* tokens = nullptr;
+  // The constrained rows' bitmasks (token_bitmask.h), host memory like
+  // seen_ids: mask_words words each, at least TokenBitmaskWords(vocab) of
+  // them; read only by rows with mask_row >= 0.
+  const uint32_t* masks = nullptr;
+  int32_t mask_words = 0;
 };
 
 }  // namespace seqboat

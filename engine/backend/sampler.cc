@@ -316,6 +316,10 @@ void SampleRowsOnHost(const SampleRowsParams& p) {
           seen_ids + row.suppressed_offset,
           seen_ids + row.suppressed_offset + row.suppressed_count));
     }
+    if (row.mask_row >= 0) {
+      sampler.SetAllowedMask(p.masks +
+                             static_cast<int64_t>(row.mask_row) * p.mask_words);
+    }
     sampler.step_ = row.step;
     p.tokens[j] = sampler.Sample(in, vocab, nullptr);
   }

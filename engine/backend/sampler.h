@@ -46,8 +46,8 @@ class Sampler {
   // draw), or nullptr to lift the rule: the others count as -inf in the
   // draw and the argmax, as suppressed ids do, and logprobs stay the
   // model's own. When every allowed id is impossible under the logits, the
-  // lowest allowed id is drawn. Host draws only: DescribeNext does not
-  // carry the mask, so a row with one is sampled with Sample().
+  // lowest allowed id is drawn. DescribeNext does not carry the mask: a
+  // backend's draw gets it as SampleRow::mask_row, set by the caller.
   void SetAllowedMask(const uint32_t* words) { allowed_ = words; }
   bool has_allowed_mask() const { return allowed_ != nullptr; }
 
@@ -111,8 +111,8 @@ class Sampler {
 
 // The host reference of Backend::SampleRows, for backends whose logits are
 // host memory: tokens[j] is the token a Sampler with rows[j]'s parameters,
-// penalised ids and step picks from logit_scale * logits[j * vocab, +vocab)
-// (the scaling Model::Forward applies).
+// penalised ids, allowed-id mask and step picks from logit_scale *
+// logits[j * vocab, +vocab) (the scaling Model::Forward applies).
 void SampleRowsOnHost(const SampleRowsParams& p);
 
 }  // namespace seqboat

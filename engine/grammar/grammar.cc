@@ -149,7 +149,10 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GrammarCompiler::CompileUncached(
     switch (c.kind) {
       case ConstraintKind::kJsonSchema:
         grammar->compiled_ = std::make_unique<xgrammar::CompiledGrammar>(
-            compiler.CompileJSONSchema(c.text, /*any_whitespace=*/true));
+            // Compact JSON (", " and ": " between items, no other
+            // whitespace): with any whitespace allowed, small models
+            // wander into runs of spaces and newlines until max_tokens.
+            compiler.CompileJSONSchema(c.text, /*any_whitespace=*/false));
         break;
       case ConstraintKind::kAnyJson:
         grammar->compiled_ = std::make_unique<xgrammar::CompiledGrammar>(

@@ -179,8 +179,10 @@ absl::Status Model::Forward(const StepRows& rows, float* logits) {
 
 absl::Status Model::ForwardSample(const StepRows& rows,
                                   const SampleRow* sample_rows,
-                                  const int32_t* seen_ids, int32_t* tokens) {
+                                  const int32_t* seen_ids, int32_t* tokens,
+                                  const SampleMasks& masks) {
   absl::Status s = Run(rows);
+  if (masks.fill) masks.fill();  // even after a failure: the filler joins
   if (s.ok() && rows.m() > 0) {
     // Forward scales the host copy by logit_scale; here the op does.
     SampleRowsParams p;
@@ -191,6 +193,8 @@ absl::Status Model::ForwardSample(const StepRows& rows,
     p.rows = sample_rows;
     p.seen_ids = seen_ids;
     p.tokens = tokens;
+    p.masks = masks.words;
+    p.mask_words = masks.words_per_row;
     s = backend_->SampleRows(p);
   }
   if (absl::Status e = backend_->TakeError(); s.ok() && !e.ok()) s = e;

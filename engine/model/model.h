@@ -4,6 +4,7 @@
 #ifndef SEQBOAT_ENGINE_MODEL_MODEL_H_
 #define SEQBOAT_ENGINE_MODEL_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,14 @@ struct ModelLimits {
   int max_logit_rows = 0;
 };
 
+// The allowed-id bitmasks of a step's constrained sample rows
+// (SampleRowsParams::masks), and what fills them.
+struct SampleMasks {
+  const uint32_t* words = nullptr;
+  int32_t words_per_row = 0;
+  std::function<void()> fill;
+};
+
 class Model {
  public:
   // Builds the model of `dir`'s config.json from its weights, every tensor
@@ -54,8 +63,14 @@ class Model {
   // (Backend::SampleRows with sample_rows and seen_ids, host) instead of
   // copying them out: tokens[j] (host) is logit row j's token. For backends
   // whose SamplesOnDevice() is true.
+  //
+  // Constrained rows (SampleRow::mask_row) read their bitmasks from
+  // `masks`; its `fill` (when set) runs after the step's layers are
+  // enqueued and before its sampling, so that on a backend that runs
+  // asynchronously the host computes the masks while the device runs.
   absl::Status ForwardSample(const StepRows& rows, const SampleRow* sample_rows,
-                             const int32_t* seen_ids, int32_t* tokens);
+                             const int32_t* seen_ids, int32_t* tokens,
+                             const SampleMasks& masks = {});
   // ForwardSample in two halves, for backends that pipeline steps
   // (Backend::PipelinesSteps): LaunchStep enqueues the step and its
   // sampling and returns; the matching WaitStep (in launch order, at most

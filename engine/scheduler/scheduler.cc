@@ -347,6 +347,13 @@ bool Scheduler::any_wants_logprobs() const {
   return false;
 }
 
+bool Scheduler::any_constrained() const {
+  for (const auto& seq : running_) {
+    if (!seq->finished() && seq->constrained()) return true;
+  }
+  return false;
+}
+
 void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
   PollCopies();
   std::vector<SequenceView> views;

@@ -142,6 +142,9 @@ class Scheduler {
   // Whether a running sequence wants logprobs (only the host computes them,
   // so its steps do not pipeline).
   bool any_wants_logprobs() const;
+  // Whether a running sequence is constrained (its next mask depends on its
+  // pending token, so its steps do not pipeline either).
+  bool any_constrained() const;
   // Whether the next step may run a speculative round (which the host
   // verifies, so it does not pipeline either).
   bool any_speculating() const;

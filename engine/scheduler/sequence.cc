@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/backend/token_bitmask.h"
+
 namespace seqboat {
 namespace {
 
@@ -33,14 +35,19 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
       stop_ids_(request_.stopping.stop_token_ids.begin(),
                 request_.stopping.stop_token_ids.end()) {
   for (int32_t id : request_.prompt) sampler_.Observe(id);
+  if (request_.grammar != nullptr)
+    matcher_ = std::make_unique<GrammarMatcher>(request_.grammar);
   const SpeculativeParams& spec = request_.speculative;
-  speculates_ =
-      spec.method != SpeculativeMethod::kNone && spec.num_draft_tokens > 0;
+  // Constrained sequences do not speculate: a round would have to walk the
+  // matcher through each draft token and back.
+  speculates_ = spec.method != SpeculativeMethod::kNone &&
+                spec.num_draft_tokens > 0 && matcher_ == nullptr;
   if (speculates_ && spec.method == SpeculativeMethod::kPromptLookup) {
     lookup_ = std::make_unique<PromptLookup>(spec.ngram_min, spec.ngram_max);
     lookup_->Append(request_.prompt);
   }
-  if (request_.stopping.min_new_tokens > 0) {
+  // A constrained sequence's mask holds its stops back (FillMask).
+  if (request_.stopping.min_new_tokens > 0 && matcher_ == nullptr) {
     // Until then neither EOS nor a stop id may be drawn (vLLM's min_tokens).
     std::vector<int32_t> held = request_.stopping.stop_token_ids;
     if (!request_.stopping.ignore_eos && eos_ >= 0) held.push_back(eos_);
@@ -50,9 +57,64 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
 
 GenerationEvent Sequence::Advance(const float* logits, int32_t n) {
   TokenLogprobs lp;
+  if (matcher_ != nullptr) {
+    if (filled_mask_ == nullptr) {
+      own_mask_.resize(static_cast<size_t>(mask_words()));
+      FillMask(own_mask_.data());
+    }
+    sampler_.SetAllowedMask(filled_mask_);
+  }
   const int32_t token =
       sampler_.Sample(logits, n, request_.logprobs ? &lp : nullptr);
+  sampler_.SetAllowedMask(nullptr);
   return Emit(token, request_.logprobs ? &lp : nullptr);
+}
+
+int32_t Sequence::mask_words() const {
+  return matcher_ == nullptr ? 0 : matcher_->bitmask_words();
+}
+
+void Sequence::FillMask(uint32_t* words) {
+  const int32_t nwords = mask_words();
+  // An error leaves only the grammar's stops allowed: the sequence ends
+  // rather than leave the grammar.
+  const absl::StatusOr<bool> masked = matcher_->FillNextTokenBitmask(words);
+  if (masked.ok() && !*masked) std::fill(words, words + nwords, ~0u);
+  const int64_t bits = int64_t{nwords} * 32;
+  auto set = [&](int32_t id, bool on) {
+    if (id < 0 || id >= bits) return;
+    if (on) {
+      TokenBitmaskSet(words, id);
+    } else {
+      words[id >> 5] &= ~(1u << (id & 31));
+    }
+  };
+  // The vocabulary was compiled with EOS as its stop; the request's own
+  // stop ids follow the same rule.
+  const bool can_stop = matcher_->CanStop();
+  for (int32_t id : request_.stopping.stop_token_ids) set(id, can_stop);
+  if (generated_ < request_.stopping.min_new_tokens && can_stop) {
+    // Hold the stops back unless nothing else is allowed.
+    std::vector<uint32_t> saved;
+    auto stops = request_.stopping.stop_token_ids;
+    if (eos_ >= 0) stops.push_back(eos_);
+    for (int32_t id : stops) {
+      if (id >= 0 && id < bits && TokenBitmaskHas(words, id)) {
+        saved.push_back(static_cast<uint32_t>(id));
+        set(id, false);
+      }
+    }
+    if (std::all_of(words, words + nwords, [](uint32_t w) { return w == 0; }))
+      for (uint32_t id : saved) set(static_cast<int32_t>(id), true);
+  }
+  filled_mask_ = words;
+}
+
+bool Sequence::GrammarTakes(int32_t token) {
+  filled_mask_ = nullptr;
+  const bool is_stop = token == eos_ || stop_ids_.contains(token);
+  if (is_stop && matcher_->CanStop()) return true;
+  return matcher_->Accept(token).ok();
 }
 
 GenerationEvent Sequence::Accept(int32_t token) {
@@ -84,6 +146,11 @@ bool Sequence::CanRunAhead() const {
 GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   GenerationEvent event;
   event.index = index_;
+  if (matcher_ != nullptr && !GrammarTakes(token)) {
+    Finish(event,
+           matcher_->CanStop() ? FinishReason::kEos : FinishReason::kLength);
+    return event;
+  }
   sampler_.ObserveGenerated(token);
   last_token_ = token;
   ++generated_;
@@ -98,9 +165,11 @@ GenerationEvent Sequence::Emit(int32_t token, TokenLogprobs* logprobs) {
   // ids for the draws up to that one).
   const bool may_stop = generated_ >= request_.stopping.min_new_tokens;
   if (generated_ == request_.stopping.min_new_tokens) sampler_.Suppress({});
-  const bool is_eos = (token == eos_ && !request_.stopping.ignore_eos) ||
+  const bool is_eos = (token == eos_ && (!request_.stopping.ignore_eos ||
+                                         matcher_ != nullptr)) ||
                       stop_ids_.contains(token);
-  if (is_eos && may_stop) {
+  // A constrained draw takes a stop only once the text is complete.
+  if (is_eos && (may_stop || matcher_ != nullptr)) {
     Finish(event, FinishReason::kEos);
     return event;
   }

@@ -14,6 +14,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
+#include "engine/grammar/grammar.h"
 #include "engine/request.h"
 #include "engine/speculative/prompt_lookup.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
@@ -40,6 +41,26 @@ class Sequence {
   // With a token pending (below), the row of the draw after it.
   SampleRow NextSampleRow(std::vector<int32_t>* seen_ids) const;
   GenerationEvent Accept(int32_t token);
+
+  // Constrained decoding (Request::grammar): the sequence's own matcher
+  // follows its tokens, and each draw is limited to the ids it allows.
+  // A stop id (EOS, the request's stop_token_ids) is allowed exactly when
+  // the text so far is complete, and ends the sequence (kEos, whatever
+  // ignore_eos says); min_new_tokens holds the stops back only while the
+  // grammar allows something else (a complete text that allows nothing
+  // more stops). Constrained sequences do not speculate: drafts are cheap
+  // to verify only when nothing on the host sits between the draws.
+  bool constrained() const { return matcher_ != nullptr; }
+  // Words of the next draw's allowed-id bitmask (token_bitmask.h).
+  int32_t mask_words() const;
+  // Fills `words` (mask_words() of them) with the ids the next draw may
+  // take; the next Advance uses them (`words` must live until then). Its
+  // result depends only on the tokens already taken, so it may run on
+  // another thread while a step computes the logits, as long as nothing
+  // else touches the sequence meanwhile.
+  void FillMask(uint32_t* words);
+  // The mask FillMask filled for the next draw, or nullptr.
+  const uint32_t* filled_mask() const { return filled_mask_; }
 
   // Pipelined steps. A sequence's token is pending between the launch of
   // the step that samples it and Accept. The next row may run before the
@@ -165,6 +186,10 @@ class Sequence {
   // Everything after the draw: observe, count, detokenize, stop rules.
   GenerationEvent Emit(int32_t token, TokenLogprobs* logprobs);
   void Finish(GenerationEvent& event, FinishReason reason);
+  // A constrained sequence's matcher takes `token`: false (the token is
+  // dropped and the sequence ends) only when the grammar allowed nothing
+  // the logits could give (complete, without a stop id to draw).
+  bool GrammarTakes(int32_t token);
   // Sets the token counts of a final event.
   void Count(GenerationEvent& event) const;
 
@@ -186,8 +211,11 @@ class Sequence {
   // after a partly rejected draft.
   int32_t fed_ = 0;
   bool speculates_ = false;
-  std::unique_ptr<PromptLookup> lookup_;  // prompt lookup's index, or null
-  std::vector<int32_t> proposed_;         // a draft model's latest guess
+  std::unique_ptr<PromptLookup> lookup_;     // prompt lookup's index, or null
+  std::vector<int32_t> proposed_;            // a draft model's latest guess
+  std::unique_ptr<GrammarMatcher> matcher_;  // null: unconstrained
+  std::vector<uint32_t> own_mask_;  // FillMask's words when Advance fills
+  const uint32_t* filled_mask_ = nullptr;
   int spare_slot_ = -1;
   std::vector<int32_t> draft_;
   int32_t last_token_ = -1;

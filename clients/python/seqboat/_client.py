@@ -35,6 +35,10 @@ def build_request(prompt: Prompt, *, max_tokens: Optional[int] = None,
                   request_id: Optional[str] = None,
                   cache_salt: Optional[str] = None,
                   speculative: Optional[Mapping[str, Any]] = None,
+                  json_schema: Union[str, Mapping[str, Any], None] = None,
+                  json_object: bool = False, regex: Optional[str] = None,
+                  choice: Optional[Sequence[str]] = None,
+                  grammar: Optional[str] = None,
                   min_new_tokens: Optional[int] = None,
                   n: Optional[int] = None) -> pb.GenerateRequest:
     """The GenerateRequest for these arguments. Unset arguments stay unset, so
@@ -96,6 +100,10 @@ class Client(ClientCore):
                request_id: Optional[str] = None,
                cache_salt: Optional[str] = None,
                speculative: Optional[Mapping[str, Any]] = None,
+               json_schema: Union[str, Mapping[str, Any], None] = None,
+               json_object: bool = False, regex: Optional[str] = None,
+               choice: Optional[Sequence[str]] = None,
+               grammar: Optional[str] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> Stream:
         """Starts generating and returns the stream of deltas. `prompt` is text
@@ -109,7 +117,11 @@ class Client(ClientCore):
         only from snapshots made under the same salt. `speculative`, e.g.
         {"method": "prompt_lookup", "num_draft_tokens": 4} or {"method":
         "none"}, overrides the server's speculative decoding default (the
-        output is the same either way, only sooner or later).
+        output is the same either way, only sooner or later). At most one of
+        `json_schema` (a JSON Schema, as a mapping or its JSON text),
+        `json_object` (any JSON), `regex`, `choice` (one of these strings) and
+        `grammar` (EBNF in GBNF syntax, from rule `root`) constrains the
+        output to the texts it matches.
         Errors (a bad value, a full queue, the deadline) are raised while
         iterating, as SeqboatError subclasses."""
         return Stream(self._generate_call(locals()))
@@ -126,6 +138,10 @@ class Client(ClientCore):
                  request_id: Optional[str] = None,
                  cache_salt: Optional[str] = None,
                  speculative: Optional[Mapping[str, Any]] = None,
+                 json_schema: Union[str, Mapping[str, Any], None] = None,
+                 json_object: bool = False, regex: Optional[str] = None,
+                 choice: Optional[Sequence[str]] = None,
+                 grammar: Optional[str] = None,
                  min_new_tokens: Optional[int] = None,
                  timeout: Optional[float] = None) -> GenerateResult:
         """Generates to the end and returns the whole result (arguments as
@@ -146,6 +162,10 @@ class Client(ClientCore):
                    request_id: Optional[str] = None,
                    cache_salt: Optional[str] = None,
                    speculative: Optional[Mapping[str, Any]] = None,
+                   json_schema: Union[str, Mapping[str, Any], None] = None,
+                   json_object: bool = False, regex: Optional[str] = None,
+                   choice: Optional[Sequence[str]] = None,
+                   grammar: Optional[str] = None,
                    min_new_tokens: Optional[int] = None,
                    timeout: Optional[float] = None) -> GenerateNResult:
         """Samples n sequences from the prompt (read once by the server) and
@@ -235,6 +255,10 @@ class AsyncClient(ClientCore):
                request_id: Optional[str] = None,
                cache_salt: Optional[str] = None,
                speculative: Optional[Mapping[str, Any]] = None,
+               json_schema: Union[str, Mapping[str, Any], None] = None,
+               json_object: bool = False, regex: Optional[str] = None,
+               choice: Optional[Sequence[str]] = None,
+               grammar: Optional[str] = None,
                min_new_tokens: Optional[int] = None, n: Optional[int] = None,
                timeout: Optional[float] = None) -> AsyncStream:
         """As Client.stream; iterate with `async for`."""
@@ -253,6 +277,10 @@ class AsyncClient(ClientCore):
                        request_id: Optional[str] = None,
                        cache_salt: Optional[str] = None,
                        speculative: Optional[Mapping[str, Any]] = None,
+                       json_schema: Union[str, Mapping[str, Any], None] = None,
+                       json_object: bool = False, regex: Optional[str] = None,
+                       choice: Optional[Sequence[str]] = None,
+                       grammar: Optional[str] = None,
                        min_new_tokens: Optional[int] = None,
                        timeout: Optional[float] = None) -> GenerateResult:
         """As Client.generate. Cancelling the awaiting task cancels the call."""
@@ -273,6 +301,10 @@ class AsyncClient(ClientCore):
                          request_id: Optional[str] = None,
                          cache_salt: Optional[str] = None,
                          speculative: Optional[Mapping[str, Any]] = None,
+                         json_schema: Union[str, Mapping[str, Any], None] = None,
+                         json_object: bool = False, regex: Optional[str] = None,
+                         choice: Optional[Sequence[str]] = None,
+                         grammar: Optional[str] = None,
                          min_new_tokens: Optional[int] = None,
                          timeout: Optional[float] = None) -> GenerateNResult:
         """As Client.generate_n. Cancelling the awaiting task cancels the call

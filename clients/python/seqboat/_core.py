@@ -6,6 +6,7 @@ stream. _client.py holds the two clients as shells over this core."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from typing import (Any, Iterator, Mapping, NoReturn, Optional, Sequence, Tuple, Type,
                     Union)
@@ -51,6 +52,43 @@ def _set_speculative(message: Any, options: Mapping[str, Any]) -> None:
             raise errors.InvalidArgument(f"speculative.{key} is not an option")
 
 
+_CONSTRAINTS = ("json_schema", "json_object", "regex", "choice", "grammar")
+
+
+def _set_constraint(sampling: Any, get: Any) -> None:
+    """The constraint oneof of SamplingParams: at most one of json_schema (a
+    mapping, sent as its JSON text, or the text), json_object (True), regex,
+    choice (a sequence of strings) and grammar. What they hold is the
+    server's to check."""
+    given = [name for name in _CONSTRAINTS
+             if get(name) is not None and get(name) is not False]
+    if len(given) > 1:
+        raise errors.InvalidArgument(
+            f"{given[0]} and {given[1]}: at most one constraint per request")
+    if not given:
+        return
+    name = given[0]
+    value = get(name)
+    if name == "json_schema":
+        if isinstance(value, Mapping):
+            value = json.dumps(value)
+        _set(sampling, "json_schema", value, "json_schema")
+    elif name == "json_object":
+        if value is not True:
+            raise errors.InvalidArgument("json_object: True or False")
+        sampling.json_object.SetInParent()
+    elif name == "choice":
+        if isinstance(value, (str, bytes)):
+            raise errors.InvalidArgument("choice: a sequence of strings")
+        try:
+            sampling.choice.choices.extend(value)
+        except (TypeError, ValueError) as e:
+            raise errors.InvalidArgument(f"choice: {e}") from None
+        sampling.choice.SetInParent()
+    else:
+        _set(sampling, name, value, name)
+
+
 def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
     """The GenerateRequest for the arguments of build_request or of a client's
     call (their locals(): `prompt` and the keyword arguments they declare; the
@@ -80,6 +118,7 @@ def request_from(arguments: Mapping[str, Any]) -> pb.GenerateRequest:
                  "presence_penalty", "frequency_penalty", "seed"):
         if get(name) is not None:
             _set(r.sampling, name, get(name), name)
+    _set_constraint(r.sampling, get)
     if get("max_tokens") is not None:
         _set(r.stopping, "max_new_tokens", get("max_tokens"), "max_tokens")
     if get("min_new_tokens") is not None:

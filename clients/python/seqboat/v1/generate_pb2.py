@@ -13,45 +13,49 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19seqboat/v1/generate.proto\x12\nseqboat.v1\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xd2\x02\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_k\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x04H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_kB\x08\n\x06_top_pB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x07\n\x05_seedB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penalty\"\xac\x01\n\x10StoppingCriteria\x12\x1b\n\x0emax_new_tokens\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x0c\n\x04stop\x18\x02 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x03 \x03(\x05\x12\x12\n\nignore_eos\x18\x04 \x01(\x08\x12\x1b\n\x0emin_new_tokens\x18\x05 \x01(\rH\x01\x88\x01\x01\x42\x11\n\x0f_max_new_tokensB\x11\n\x0f_min_new_tokens\"1\n\x0fLogprobsOptions\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\r\n\x05top_n\x18\x02 \x01(\r\"\xc3\x01\n\x12SpeculativeOptions\x12-\n\x06method\x18\x01 \x01(\x0e\x32\x1d.seqboat.v1.SpeculativeMethod\x12\x1d\n\x10num_draft_tokens\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x16\n\tngram_min\x18\x03 \x01(\rH\x01\x88\x01\x01\x12\x16\n\tngram_max\x18\x04 \x01(\rH\x02\x88\x01\x01\x42\x13\n\x11_num_draft_tokensB\x0c\n\n_ngram_minB\x0c\n\n_ngram_max\"\xd6\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12)\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x14.seqboat.v1.TokenIdsH\x00\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.seqboat.v1.SamplingParams\x12.\n\x08stopping\x18\x05 \x01(\x0b\x32\x1c.seqboat.v1.StoppingCriteria\x12-\n\x08logprobs\x18\x06 \x01(\x0b\x32\x1b.seqboat.v1.LogprobsOptions\x12\x0e\n\x01n\x18\x07 \x01(\rH\x01\x88\x01\x01\x12\x12\n\ncache_salt\x18\t \x01(\t\x12\x33\n\x0bspeculative\x18\n \x01(\x0b\x32\x1e.seqboat.v1.SpeculativeOptionsB\x08\n\x06promptB\x04\n\x02_n\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"`\n\rTokenLogprobs\x12(\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x18.seqboat.v1.TokenLogprob\x12%\n\x03top\x18\x02 \x03(\x0b\x32\x18.seqboat.v1.TokenLogprob\"V\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x18\n\x10generated_tokens\x18\x02 \x01(\r\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\r\"\xec\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x08 \x01(\r\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12+\n\x08logprobs\x18\x04 \x03(\x0b\x32\x19.seqboat.v1.TokenLogprobs\x12/\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x18.seqboat.v1.FinishReason\x12 \n\x05usage\x18\x06 \x01(\x0b\x32\x11.seqboat.v1.Usage\x12\x14\n\x0cmatched_stop\x18\x07 \x01(\t\"\x1f\n\x0fTokenizeRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\"5\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0e\n\x06pieces\x18\x02 \x03(\x0c\"\x15\n\x13GetModelInfoRequest\"\x82\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0blayer_kinds\x18\x02 \x03(\t\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x14\n\x0c\x65os_token_id\x18\x04 \x01(\x05\x12\x11\n\tmax_slots\x18\x05 \x01(\x05\x12\x11\n\tmax_queue\x18\x06 \x01(\x05\x12\x1c\n\x14max_new_tokens_limit\x18\x07 \x01(\r\x12\x19\n\x11max_prompt_tokens\x18\x08 \x01(\r\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\x12\x1c\n\x14state_bytes_per_slot\x18\n \x01(\x03\x12\x1a\n\x12prefix_cache_bytes\x18\x0b \x01(\x03*\x9e\x01\n\x11SpeculativeMethod\x12\"\n\x1eSPECULATIVE_METHOD_UNSPECIFIED\x10\x00\x12\x1b\n\x17SPECULATIVE_METHOD_NONE\x10\x01\x12$\n SPECULATIVE_METHOD_PROMPT_LOOKUP\x10\x02\x12\"\n\x1eSPECULATIVE_METHOD_DRAFT_MODEL\x10\x03*\x9a\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x01\x12\x1d\n\x19\x46INISH_REASON_STOP_STRING\x10\x02\x12\x15\n\x11\x46INISH_REASON_EOS\x10\x03\x12\x1b\n\x17\x46INISH_REASON_CANCELLED\x10\x04\x32\xe8\x01\n\x0eTextGeneration\x12G\n\x08Generate\x12\x1b.seqboat.v1.GenerateRequest\x1a\x1c.seqboat.v1.GenerateResponse0\x01\x12\x45\n\x08Tokenize\x12\x1b.seqboat.v1.TokenizeRequest\x1a\x1c.seqboat.v1.TokenizeResponse\x12\x46\n\x0cGetModelInfo\x12\x1f.seqboat.v1.GetModelInfoRequest\x1a\x15.seqboat.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19seqboat/v1/generate.proto\x12\nseqboat.v1\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xf1\x03\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x02 \x01(\x05H\x02\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x03\x88\x01\x01\x12\x12\n\x05min_p\x18\x04 \x01(\x02H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x05 \x01(\x02H\x05\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x04H\x06\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x07\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x08\x88\x01\x01\x12\x15\n\x0bjson_schema\x18\t \x01(\tH\x00\x12-\n\x0bjson_object\x18\n \x01(\x0b\x32\x16.seqboat.v1.JsonObjectH\x00\x12\x0f\n\x05regex\x18\x0b \x01(\tH\x00\x12%\n\x06\x63hoice\x18\x0c \x01(\x0b\x32\x13.seqboat.v1.ChoicesH\x00\x12\x11\n\x07grammar\x18\r \x01(\tH\x00\x42\x0c\n\nconstraintB\x0e\n\x0c_temperatureB\x08\n\x06_top_kB\x08\n\x06_top_pB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x07\n\x05_seedB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penalty\"\x0c\n\nJsonObject\"\x1a\n\x07\x43hoices\x12\x0f\n\x07\x63hoices\x18\x01 \x03(\t\"\xac\x01\n\x10StoppingCriteria\x12\x1b\n\x0emax_new_tokens\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x0c\n\x04stop\x18\x02 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x03 \x03(\x05\x12\x12\n\nignore_eos\x18\x04 \x01(\x08\x12\x1b\n\x0emin_new_tokens\x18\x05 \x01(\rH\x01\x88\x01\x01\x42\x11\n\x0f_max_new_tokensB\x11\n\x0f_min_new_tokens\"1\n\x0fLogprobsOptions\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\r\n\x05top_n\x18\x02 \x01(\r\"\xc3\x01\n\x12SpeculativeOptions\x12-\n\x06method\x18\x01 \x01(\x0e\x32\x1d.seqboat.v1.SpeculativeMethod\x12\x1d\n\x10num_draft_tokens\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x16\n\tngram_min\x18\x03 \x01(\rH\x01\x88\x01\x01\x12\x16\n\tngram_max\x18\x04 \x01(\rH\x02\x88\x01\x01\x42\x13\n\x11_num_draft_tokensB\x0c\n\n_ngram_minB\x0c\n\n_ngram_max\"\xd6\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12)\n\ttoken_ids\x18\x03 \x01(\x0b\x32\x14.seqboat.v1.TokenIdsH\x00\x12,\n\x08sampling\x18\x04 \x01(\x0b\x32\x1a.seqboat.v1.SamplingParams\x12.\n\x08stopping\x18\x05 \x01(\x0b\x32\x1c.seqboat.v1.StoppingCriteria\x12-\n\x08logprobs\x18\x06 \x01(\x0b\x32\x1b.seqboat.v1.LogprobsOptions\x12\x0e\n\x01n\x18\x07 \x01(\rH\x01\x88\x01\x01\x12\x12\n\ncache_salt\x18\t \x01(\t\x12\x33\n\x0bspeculative\x18\n \x01(\x0b\x32\x1e.seqboat.v1.SpeculativeOptionsB\x08\n\x06promptB\x04\n\x02_n\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"`\n\rTokenLogprobs\x12(\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x18.seqboat.v1.TokenLogprob\x12%\n\x03top\x18\x02 \x03(\x0b\x32\x18.seqboat.v1.TokenLogprob\"V\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x18\n\x10generated_tokens\x18\x02 \x01(\r\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\r\"\xec\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x08 \x01(\r\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12+\n\x08logprobs\x18\x04 \x03(\x0b\x32\x19.seqboat.v1.TokenLogprobs\x12/\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x18.seqboat.v1.FinishReason\x12 \n\x05usage\x18\x06 \x01(\x0b\x32\x11.seqboat.v1.Usage\x12\x14\n\x0cmatched_stop\x18\x07 \x01(\t\"\x1f\n\x0fTokenizeRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\"5\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0e\n\x06pieces\x18\x02 \x03(\x0c\"\x15\n\x13GetModelInfoRequest\"\x82\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0blayer_kinds\x18\x02 \x03(\t\x12\x12\n\nvocab_size\x18\x03 \x01(\x05\x12\x14\n\x0c\x65os_token_id\x18\x04 \x01(\x05\x12\x11\n\tmax_slots\x18\x05 \x01(\x05\x12\x11\n\tmax_queue\x18\x06 \x01(\x05\x12\x1c\n\x14max_new_tokens_limit\x18\x07 \x01(\r\x12\x19\n\x11max_prompt_tokens\x18\x08 \x01(\r\x12\x0f\n\x07\x62\x61\x63kend\x18\t \x01(\t\x12\x1c\n\x14state_bytes_per_slot\x18\n \x01(\x03\x12\x1a\n\x12prefix_cache_bytes\x18\x0b \x01(\x03*\x9e\x01\n\x11SpeculativeMethod\x12\"\n\x1eSPECULATIVE_METHOD_UNSPECIFIED\x10\x00\x12\x1b\n\x17SPECULATIVE_METHOD_NONE\x10\x01\x12$\n SPECULATIVE_METHOD_PROMPT_LOOKUP\x10\x02\x12\"\n\x1eSPECULATIVE_METHOD_DRAFT_MODEL\x10\x03*\x9a\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x01\x12\x1d\n\x19\x46INISH_REASON_STOP_STRING\x10\x02\x12\x15\n\x11\x46INISH_REASON_EOS\x10\x03\x12\x1b\n\x17\x46INISH_REASON_CANCELLED\x10\x04\x32\xe8\x01\n\x0eTextGeneration\x12G\n\x08Generate\x12\x1b.seqboat.v1.GenerateRequest\x1a\x1c.seqboat.v1.GenerateResponse0\x01\x12\x45\n\x08Tokenize\x12\x1b.seqboat.v1.TokenizeRequest\x1a\x1c.seqboat.v1.TokenizeResponse\x12\x46\n\x0cGetModelInfo\x12\x1f.seqboat.v1.GetModelInfoRequest\x1a\x15.seqboat.v1.ModelInfob\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'seqboat.v1.generate_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _SPECULATIVEMETHOD._serialized_start=2025
-  _SPECULATIVEMETHOD._serialized_end=2183
-  _FINISHREASON._serialized_start=2186
-  _FINISHREASON._serialized_end=2340
+  _SPECULATIVEMETHOD._serialized_start=2226
+  _SPECULATIVEMETHOD._serialized_end=2384
+  _FINISHREASON._serialized_start=2387
+  _FINISHREASON._serialized_end=2541
   _TOKENIDS._serialized_start=41
   _TOKENIDS._serialized_end=64
   _SAMPLINGPARAMS._serialized_start=67
-  _SAMPLINGPARAMS._serialized_end=405
-  _STOPPINGCRITERIA._serialized_start=408
-  _STOPPINGCRITERIA._serialized_end=580
-  _LOGPROBSOPTIONS._serialized_start=582
-  _LOGPROBSOPTIONS._serialized_end=631
-  _SPECULATIVEOPTIONS._serialized_start=634
-  _SPECULATIVEOPTIONS._serialized_end=829
-  _GENERATEREQUEST._serialized_start=832
-  _GENERATEREQUEST._serialized_end=1174
-  _TOKENLOGPROB._serialized_start=1176
-  _TOKENLOGPROB._serialized_end=1225
-  _TOKENLOGPROBS._serialized_start=1227
-  _TOKENLOGPROBS._serialized_end=1323
-  _USAGE._serialized_start=1325
-  _USAGE._serialized_end=1411
-  _GENERATERESPONSE._serialized_start=1414
-  _GENERATERESPONSE._serialized_end=1650
-  _TOKENIZEREQUEST._serialized_start=1652
-  _TOKENIZEREQUEST._serialized_end=1683
-  _TOKENIZERESPONSE._serialized_start=1685
-  _TOKENIZERESPONSE._serialized_end=1738
-  _GETMODELINFOREQUEST._serialized_start=1740
-  _GETMODELINFOREQUEST._serialized_end=1761
-  _MODELINFO._serialized_start=1764
-  _MODELINFO._serialized_end=2022
-  _TEXTGENERATION._serialized_start=2343
-  _TEXTGENERATION._serialized_end=2575
+  _SAMPLINGPARAMS._serialized_end=564
+  _JSONOBJECT._serialized_start=566
+  _JSONOBJECT._serialized_end=578
+  _CHOICES._serialized_start=580
+  _CHOICES._serialized_end=606
+  _STOPPINGCRITERIA._serialized_start=609
+  _STOPPINGCRITERIA._serialized_end=781
+  _LOGPROBSOPTIONS._serialized_start=783
+  _LOGPROBSOPTIONS._serialized_end=832
+  _SPECULATIVEOPTIONS._serialized_start=835
+  _SPECULATIVEOPTIONS._serialized_end=1030
+  _GENERATEREQUEST._serialized_start=1033
+  _GENERATEREQUEST._serialized_end=1375
+  _TOKENLOGPROB._serialized_start=1377
+  _TOKENLOGPROB._serialized_end=1426
+  _TOKENLOGPROBS._serialized_start=1428
+  _TOKENLOGPROBS._serialized_end=1524
+  _USAGE._serialized_start=1526
+  _USAGE._serialized_end=1612
+  _GENERATERESPONSE._serialized_start=1615
+  _GENERATERESPONSE._serialized_end=1851
+  _TOKENIZEREQUEST._serialized_start=1853
+  _TOKENIZEREQUEST._serialized_end=1884
+  _TOKENIZERESPONSE._serialized_start=1886
+  _TOKENIZERESPONSE._serialized_end=1939
+  _GETMODELINFOREQUEST._serialized_start=1941
+  _GETMODELINFOREQUEST._serialized_end=1962
+  _MODELINFO._serialized_start=1965
+  _MODELINFO._serialized_end=2223
+  _TEXTGENERATION._serialized_start=2544
+  _TEXTGENERATION._serialized_end=2776
 # @@protoc_insertion_point(module_scope)

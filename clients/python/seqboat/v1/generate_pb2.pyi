@@ -15,6 +15,12 @@ SPECULATIVE_METHOD_NONE: SpeculativeMethod
 SPECULATIVE_METHOD_PROMPT_LOOKUP: SpeculativeMethod
 SPECULATIVE_METHOD_UNSPECIFIED: SpeculativeMethod
 
+class Choices(_message.Message):
+    __slots__ = ["choices"]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, choices: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class GenerateRequest(_message.Message):
     __slots__ = ["cache_salt", "logprobs", "n", "request_id", "sampling", "speculative", "stopping", "text", "token_ids"]
     CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +67,10 @@ class GetModelInfoRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class JsonObject(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class LogprobsOptions(_message.Message):
     __slots__ = ["enabled", "top_n"]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -96,24 +106,34 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., layer_kinds: _Optional[_Iterable[str]] = ..., vocab_size: _Optional[int] = ..., eos_token_id: _Optional[int] = ..., max_slots: _Optional[int] = ..., max_queue: _Optional[int] = ..., max_new_tokens_limit: _Optional[int] = ..., max_prompt_tokens: _Optional[int] = ..., backend: _Optional[str] = ..., state_bytes_per_slot: _Optional[int] = ..., prefix_cache_bytes: _Optional[int] = ...) -> None: ...
 
 class SamplingParams(_message.Message):
-    __slots__ = ["frequency_penalty", "min_p", "presence_penalty", "repetition_penalty", "seed", "temperature", "top_k", "top_p"]
+    __slots__ = ["choice", "frequency_penalty", "grammar", "json_object", "json_schema", "min_p", "presence_penalty", "regex", "repetition_penalty", "seed", "temperature", "top_k", "top_p"]
+    CHOICE_FIELD_NUMBER: _ClassVar[int]
     FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    GRAMMAR_FIELD_NUMBER: _ClassVar[int]
+    JSON_OBJECT_FIELD_NUMBER: _ClassVar[int]
+    JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     MIN_P_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    REGEX_FIELD_NUMBER: _ClassVar[int]
     REPETITION_PENALTY_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     TOP_P_FIELD_NUMBER: _ClassVar[int]
+    choice: Choices
     frequency_penalty: float
+    grammar: str
+    json_object: JsonObject
+    json_schema: str
     min_p: float
     presence_penalty: float
+    regex: str
     repetition_penalty: float
     seed: int
     temperature: float
     top_k: int
     top_p: float
-    def __init__(self, temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ...) -> None: ...
+    def __init__(self, temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., json_schema: _Optional[str] = ..., json_object: _Optional[_Union[JsonObject, _Mapping]] = ..., regex: _Optional[str] = ..., choice: _Optional[_Union[Choices, _Mapping]] = ..., grammar: _Optional[str] = ...) -> None: ...
 
 class SpeculativeOptions(_message.Message):
     __slots__ = ["method", "ngram_max", "ngram_min", "num_draft_tokens"]
