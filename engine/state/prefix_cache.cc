@@ -63,6 +63,13 @@ size_t PrefixCache::MatchLength(const std::vector<int32_t>& prompt,
   return it == lru_.end() ? 0 : it->snapshot->tokens.size();
 }
 
+std::shared_ptr<const PrefixSnapshot> PrefixCache::Peek(
+    const std::vector<int32_t>& prompt, size_t max_len,
+    const std::string& scope) const {
+  auto it = FindLongest(prompt, max_len, scope);
+  return it == lru_.end() ? nullptr : it->snapshot;
+}
+
 std::vector<std::shared_ptr<const PrefixSnapshot>> PrefixCache::Snapshots()
     const {
   std::vector<std::shared_ptr<const PrefixSnapshot>> out;

@@ -81,6 +81,12 @@ class PrefixCache {
   size_t MatchLength(const std::vector<int32_t>& prompt, size_t max_len,
                      const std::string& scope = "") const;
 
+  // The snapshot Lookup would return, changing and counting nothing (an
+  // export to another replica is no use of it here).
+  std::shared_ptr<const PrefixSnapshot> Peek(
+      const std::vector<int32_t>& prompt, size_t max_len,
+      const std::string& scope = "") const;
+
   // Every snapshot held, most recently used first (a drain writes them out).
   std::vector<std::shared_ptr<const PrefixSnapshot>> Snapshots() const;
 
