@@ -43,6 +43,7 @@
 #include "server/jinja/template.h"
 #include "server/metrics.h"
 #include "server/openai_server.h"
+#include "server/peer_flags.h"
 #include "server/request_validation.h"
 #include "server/secret_files.h"
 #include "server/serving_metrics.h"
@@ -140,6 +141,7 @@ constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
 
 absl::Status CheckFlags() {
   RETURN_IF_ERROR(CheckEngineFlags());
+  RETURN_IF_ERROR(CheckPeerFlags());
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir is required");
   }
@@ -340,9 +342,10 @@ struct GrpcServer {
   int port = 0;
 };
 
-// `service` over gRPC on --host:--port, with health checking (not serving
-// until Run says so) and reflection.
-absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
+// `service` and `exchange` over gRPC on --host:--port, with health checking
+// (not serving until Run says so) and reflection.
+absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service,
+                                           SnapshotExchangeService* exchange) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -355,6 +358,7 @@ absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
   GrpcServer started;
   builder.AddListeningPort(address, credentials, &started.port);
   builder.RegisterService(service);
+  builder.RegisterService(exchange);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -550,6 +554,13 @@ int Run() {
     return 1;
   }
 
+  if (absl::Status peers =
+          ConnectPeersFromFlags(**engine, options.max_prompt_tokens);
+      !peers.ok()) {
+    spdlog::error("{}", peers.ToString());
+    (*engine)->Shutdown();
+    return 1;
+  }
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
   if (speculative->method != SpeculativeMethod::kNone) {
@@ -562,7 +573,10 @@ int Run() {
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),
       quotas.enabled() ? &quotas : nullptr);
-  absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
+  std::unique_ptr<SnapshotExchangeService> exchange =
+      SnapshotExchangeFromFlags(engine->get(), api_keys->get());
+  absl::StatusOr<GrpcServer> grpc_server =
+      StartGrpcServer(&service, exchange.get());
   if (!grpc_server.ok()) {
     spdlog::error("{}", grpc_server.status().ToString());
     (*engine)->Shutdown();
