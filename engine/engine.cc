@@ -55,6 +55,12 @@ class EngineImpl final : public Engine {
           [disk = disk_.get()](std::shared_ptr<const PrefixSnapshot> snap) {
             disk->Write(std::move(snap));
           });
+      if (options_.prefix_cache_disk_write_through) {
+        prefix_cache_.set_on_insert(
+            [disk = disk_.get()](std::shared_ptr<const PrefixSnapshot> snap) {
+              disk->Write(std::move(snap));
+            });
+      }
     }
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;

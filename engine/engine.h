@@ -41,6 +41,11 @@ struct EngineOptions {
   // memory there too. Empty: no disk tier. Needs prefix_cache_bytes > 0.
   std::string prefix_cache_dir;
   int64_t prefix_cache_disk_bytes = 0;
+  // Every snapshot is queued for the disk tier as it enters memory, not
+  // only when evicted (the writer's queue bounds it: a full one drops and
+  // counts), so a replica that is killed, not drained, leaves its
+  // conversations on disk.
+  bool prefix_cache_disk_write_through = false;
   int32_t max_new_tokens_limit = 4096;
   // Speculative decoding (SpeculativeParams): a request's num_draft_tokens
   // is at most max_draft_tokens; rounds run while at most

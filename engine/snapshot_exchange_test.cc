@@ -41,7 +41,8 @@ std::vector<int32_t> Concat(std::vector<int32_t> a,
 
 std::unique_ptr<Engine> MakeEngine(const std::string& model,
                                    int64_t cache_bytes,
-                                   const std::string& disk_dir = "") {
+                                   const std::string& disk_dir = "",
+                                   bool write_through = false) {
   EngineOptions o;
   o.model_dir = model;
   o.max_slots = 4;
@@ -49,6 +50,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model,
   o.prefix_cache_bytes = cache_bytes;
   o.prefix_cache_dir = disk_dir;
   o.prefix_cache_disk_bytes = disk_dir.empty() ? 0 : int64_t{64} << 20;
+  o.prefix_cache_disk_write_through = write_through;
   auto e = Engine::Create(o, MakeCpuBackend(1));
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *std::move(e) : nullptr;
@@ -288,6 +290,31 @@ TEST(SnapshotExchangeTest, ADrainWritesTheHotSnapshotsFirst) {
   engine->Shutdown();
   // Shutdown finds them written: nothing new.
   EXPECT_EQ(engine->Stats().prefix_cache_disk_stats.writes, held);
+}
+
+// Written through, the snapshots are on disk while the engine runs: a copy
+// of its directory taken then (what a replica killed at that moment
+// leaves) serves the next turn from disk.
+TEST(SnapshotExchangeTest, WrittenThroughSnapshotsOutliveAKill) {
+  const std::string dir = absl::StrCat(testing::TempDir(), "/write_through");
+  const std::string left = dir + "_left";
+  std::system(absl::StrCat("rm -rf ", dir, " ", left).c_str());
+  auto engine = MakeEngine(kTinyHybrid, 64 << 20, dir, /*write_through=*/true);
+  const std::vector<int32_t> p1 = Tokens(30, 13);
+  const Result t1 = RunGreedy(*engine, p1, 5);
+  const int64_t held = engine->Stats().prefix_cache.snapshots;
+  ASSERT_GT(held, 0);
+  while (engine->Stats().prefix_cache_disk_stats.writes < held) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(std::system(absl::StrCat("cp -r ", dir, " ", left).c_str()), 0);
+  const std::vector<int32_t> p2 = Concat(Concat(p1, t1.tokens), Tokens(6, 14));
+  const Result own = RunGreedy(*engine, p2, 6);
+  auto restarted = MakeEngine(kTinyHybrid, 64 << 20, left);
+  const Result r = RunGreedy(*restarted, p2, 6);
+  EXPECT_EQ(r.cached, 30 + 5 - 1);
+  EXPECT_EQ(r.tokens, own.tokens);
+  EXPECT_EQ(restarted->Stats().prefix_cache_disk_stats.hits, 1);
 }
 
 }  // namespace

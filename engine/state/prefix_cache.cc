@@ -101,6 +101,7 @@ bool PrefixCache::Insert(PrefixSnapshot snapshot) {
       {std::make_shared<const PrefixSnapshot>(std::move(snapshot)), hash});
   by_hash_.emplace(hash, lru_.begin());
   ++lengths_[len];
+  if (on_insert_) on_insert_(lru_.front().snapshot);
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.bytes += bytes;
   ++stats_.snapshots;

@@ -97,6 +97,13 @@ class PrefixCache {
     on_evict_ = std::move(on_evict);
   }
 
+  // Called with each new snapshot as it is inserted (a disk tier written
+  // through); it must not block.
+  void set_on_insert(
+      std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_insert) {
+    on_insert_ = std::move(on_insert);
+  }
+
   // Evicts the least recently used snapshot; false when none is held.
   bool EvictLru();
 
@@ -128,6 +135,7 @@ class PrefixCache {
   // How many entries have each length: the lengths a lookup tries.
   std::map<size_t, int> lengths_;
   std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_evict_;
+  std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_insert_;
 
   mutable std::mutex stats_mu_;
   PrefixCacheStats stats_;  // guarded by stats_mu_
