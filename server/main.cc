@@ -338,14 +338,17 @@ absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
 }
 
 struct GrpcServer {
+  std::unique_ptr<SnapshotExchangeService> exchange;  // outlives the server
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };
 
-// `service` and `exchange` over gRPC on --host:--port, with health checking
-// (not serving until Run says so) and reflection.
+// `service` and the snapshot exchange between replicas over gRPC on
+// --host:--port, with health checking (not serving until Run says so) and
+// reflection.
 absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service,
-                                           SnapshotExchangeService* exchange) {
+                                           Engine* engine,
+                                           const ApiKeyStore* api_keys) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -356,9 +359,12 @@ absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service,
       GrpcServerCredentials(TlsFilesFromFlags(),
                             absl::GetFlag(FLAGS_tls_refresh_seconds)));
   GrpcServer started;
+  ASSIGN_OR_RETURN(started.exchange,
+                   SnapshotExchangeFromFlags(
+                       engine, api_keys, engine->options().max_prompt_tokens));
   builder.AddListeningPort(address, credentials, &started.port);
   builder.RegisterService(service);
-  builder.RegisterService(exchange);
+  builder.RegisterService(started.exchange.get());
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -554,13 +560,6 @@ int Run() {
     return 1;
   }
 
-  if (absl::Status peers =
-          ConnectPeersFromFlags(**engine, options.max_prompt_tokens);
-      !peers.ok()) {
-    spdlog::error("{}", peers.ToString());
-    (*engine)->Shutdown();
-    return 1;
-  }
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
   if (speculative->method != SpeculativeMethod::kNone) {
@@ -573,10 +572,7 @@ int Run() {
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),
       quotas.enabled() ? &quotas : nullptr);
-  std::unique_ptr<SnapshotExchangeService> exchange =
-      SnapshotExchangeFromFlags(engine->get(), api_keys->get());
-  absl::StatusOr<GrpcServer> grpc_server =
-      StartGrpcServer(&service, exchange.get());
+  auto grpc_server = StartGrpcServer(&service, engine->get(), api_keys->get());
   if (!grpc_server.ok()) {
     spdlog::error("{}", grpc_server.status().ToString());
     (*engine)->Shutdown();

@@ -105,11 +105,7 @@ absl::Status CheckPeerFlags() {
   return absl::OkStatus();
 }
 
-std::unique_ptr<SnapshotExchangeService> SnapshotExchangeFromFlags(
-    Engine* engine, const ApiKeyStore* api_keys) {
-  return std::make_unique<SnapshotExchangeService>(
-      engine, api_keys, absl::GetFlag(FLAGS_prefix_cache_peer_tenant));
-}
+namespace {
 
 absl::Status ConnectPeersFromFlags(Engine& engine, int32_t max_prompt_tokens) {
   SnapshotPeerOptions o;
@@ -144,6 +140,17 @@ absl::Status ConnectPeersFromFlags(Engine& engine, int32_t max_prompt_tokens) {
     spdlog::info("asking {} peers for prefix snapshots on a miss", n);
   }
   return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SnapshotExchangeService>>
+SnapshotExchangeFromFlags(Engine* engine, const ApiKeyStore* api_keys,
+                          int32_t max_prompt_tokens) {
+  absl::Status peers = ConnectPeersFromFlags(*engine, max_prompt_tokens);
+  if (!peers.ok()) return peers;
+  return std::make_unique<SnapshotExchangeService>(
+      engine, api_keys, absl::GetFlag(FLAGS_prefix_cache_peer_tenant));
 }
 
 }  // namespace seqboat

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "server/api_keys.h"
 #include "server/snapshot_exchange.h"
@@ -16,14 +17,13 @@ namespace seqboat {
 // INVALID_ARGUMENT naming the first of these flags out of its range.
 absl::Status CheckPeerFlags();
 
-// The export service, with the keys of the other RPCs.
-std::unique_ptr<SnapshotExchangeService> SnapshotExchangeFromFlags(
-    Engine* engine, const ApiKeyStore* api_keys);
-
-// With --prefix_cache_peers, the engine asks those peers for a snapshot a
-// request's prompt extends before prefilling it; a file that cannot be read
-// is an error naming it. Nothing without the flag.
-absl::Status ConnectPeersFromFlags(Engine& engine, int32_t max_prompt_tokens);
+// The export service, with the keys of the other RPCs; with
+// --prefix_cache_peers, the engine asks those peers for a snapshot a
+// request's prompt extends before prefilling it. A file that cannot be read
+// is an error naming it.
+absl::StatusOr<std::unique_ptr<SnapshotExchangeService>>
+SnapshotExchangeFromFlags(Engine* engine, const ApiKeyStore* api_keys,
+                          int32_t max_prompt_tokens);
 
 }  // namespace seqboat
 
