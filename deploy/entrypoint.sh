@@ -41,6 +41,16 @@ if [[ -n "${SEQBOAT_PREFIX_CACHE_DIR:-}" ]]; then
   cache+=(--prefix_cache_dir="$SEQBOAT_PREFIX_CACHE_DIR"
           --prefix_cache_disk_bytes="${SEQBOAT_PREFIX_CACHE_DISK_BYTES:-8589934592}")
 fi
+# The other replicas, asked for a snapshot this one lacks (deploy/README.md,
+# "Conversations and replicas"): host:port,... Unset: none.
+[[ -n "${SEQBOAT_PREFIX_CACHE_PEERS:-}" ]] &&
+  cache+=(--prefix_cache_peers="$SEQBOAT_PREFIX_CACHE_PEERS")
+[[ -n "${SEQBOAT_PREFIX_CACHE_PEER_API_KEY_FILE:-}" ]] &&
+  cache+=(--prefix_cache_peer_api_key_file="$SEQBOAT_PREFIX_CACHE_PEER_API_KEY_FILE")
+for v in CA CERT KEY; do
+  f="SEQBOAT_PREFIX_CACHE_PEER_TLS_${v}_FILE"
+  [[ -n "${!f:-}" ]] && cache+=(--prefix_cache_peer_tls_${v,,}_file="${!f}")
+done
 
 # TLS (README.md, "TLS"): PEM files mounted from Secrets; set the
 # certificate and key to serve every port over TLS, the client CA for mutual

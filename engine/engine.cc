@@ -2,18 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/backend/backend.h"
 #include "engine/grammar/grammar.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/mask_filler.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/speculative/model_drafter.h"
+#include "engine/snapshot_exchange.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/snapshot_file.h"
 #include "spdlog/spdlog.h"
@@ -35,7 +37,8 @@ class EngineImpl final : public Engine {
              std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
              HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk,
              std::unique_ptr<ModelDrafter> drafter,
-             absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars)
+             absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars,
+             uint64_t snapshot_identity)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
@@ -59,6 +62,12 @@ class EngineImpl final : public Engine {
           [disk = disk_.get()](std::shared_ptr<const PrefixSnapshot> snap) {
             disk->Write(std::move(snap));
           });
+      if (options_.prefix_cache_disk_write_through) {
+        prefix_cache_.set_on_insert(
+            [disk = disk_.get()](std::shared_ptr<const PrefixSnapshot> snap) {
+              disk->Write(std::move(snap));
+            });
+      }
     }
     const ModelConfig& cfg = model_->config();
     summary_.name = cfg.name;
@@ -68,6 +77,7 @@ class EngineImpl final : public Engine {
     summary_.eos_token_id = tokenizer_->eos_token_id();
     summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
     summary_.backend = backend_->name();
+    summary_.snapshot_identity = snapshot_identity;
     summary_.prompt_rules.vocab_limit =
         std::min(tokenizer_->vocab_size(), model_->vocab_size());
     if (cfg.embed.padding_idx.has_value()) {
@@ -123,7 +133,88 @@ class EngineImpl final : public Engine {
     return scheduler_.Add(std::move(request));
   }
 
-  void BeginDrain() override { scheduler_.BeginDrain(); }
+  void BeginDrain() override {
+    scheduler_.BeginDrain();
+    if (disk_ == nullptr) return;
+    // The hot snapshots go to disk before the drain waits for anything:
+    // a replica killed at the end of its grace period keeps them.
+    auto snaps = OnEngineThread([this] { return prefix_cache_.Snapshots(); },
+                                absl::Seconds(30));
+    if (snaps.ok()) WriteToDisk(*snaps, "drain");
+  }
+
+  absl::StatusOr<std::string> ExportSnapshot(const std::string& scope,
+                                             const std::vector<int32_t>& tokens,
+                                             int64_t min_tokens,
+                                             absl::Duration timeout) override {
+    if (!prefix_cache_.enabled()) {
+      return absl::FailedPreconditionError("this replica has no prefix cache");
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<const PrefixSnapshot> snap,
+                     OnEngineThread(
+                         [this, scope, tokens] {
+                           return prefix_cache_.Peek(tokens, tokens.size(),
+                                                     scope);
+                         },
+                         timeout));
+    return EncodeExport(std::move(snap), disk_.get(), scope, tokens, min_tokens,
+                        summary_.snapshot_identity,
+                        summary_.state_bytes_per_slot);
+  }
+
+  absl::Status ImportSnapshot(const std::string& bytes,
+                              absl::Duration timeout) override {
+    if (!prefix_cache_.enabled() || summary_.state_bytes_per_slot == 0) {
+      return absl::FailedPreconditionError(
+          "this replica has no prefix cache to import into");
+    }
+    std::shared_ptr<uint8_t> block = snapshot_blocks_.Take();
+    if (block == nullptr) {
+      // Every block is held: the cache lets go of its least recent one.
+      RETURN_IF_ERROR(
+          OnEngineThread([this] { return prefix_cache_.EvictLru(); }, timeout)
+              .status());
+      block = snapshot_blocks_.Take();
+    }
+    if (block == nullptr) {
+      return absl::ResourceExhaustedError(
+          "every snapshot block is in use; try again");
+    }
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<const PrefixSnapshot> snap,
+        DecodeImport(bytes, summary_.snapshot_identity,
+                     summary_.state_bytes_per_slot, std::move(block)));
+    ASSIGN_OR_RETURN(
+        const bool held,
+        OnEngineThread([this, snap] { return prefix_cache_.Insert(*snap); },
+                       timeout));
+    if (!held) {
+      return absl::ResourceExhaustedError(
+          "the snapshot is larger than the prefix cache's budget");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetSnapshotPeers(std::shared_ptr<SnapshotPeers> peers,
+                                int32_t min_tokens) override {
+    if (!prefix_cache_.enabled()) {
+      return absl::FailedPreconditionError(
+          "asking peers for snapshots needs a prefix cache");
+    }
+    SnapshotPeers* raw = peers.get();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peers_.push_back(std::move(peers));  // kept until the engine goes
+    }
+    return OnEngineThread(
+               [this, raw, min_tokens] {
+                 scheduler_.set_peers(raw, summary_.snapshot_identity,
+                                      min_tokens);
+                 return true;
+               },
+               absl::Seconds(30))
+        .status();
+  }
 
   void Shutdown() override {
     scheduler_.Stop();
@@ -132,6 +223,8 @@ class EngineImpl final : public Engine {
       // Everything the loop sent, its last cancellations included, is
       // delivered before Shutdown returns.
       outbox_.Stop();
+      // Tasks posted before the stop: the cache is this thread's now.
+      scheduler_.RunPosted();
       PersistSnapshots();
     });
   }
@@ -151,6 +244,7 @@ class EngineImpl final : public Engine {
     stats.speculation = c.speculation;
     stats.speculation_by_method = c.speculation_by_method;
     stats.prefix_cache = prefix_cache_.Stats();
+    stats.peer_fetch = c.peer_fetch;
     if (disk_ != nullptr) {
       stats.prefix_cache_disk = true;
       stats.prefix_cache_disk_stats = disk_->Stats();
@@ -167,16 +261,44 @@ class EngineImpl final : public Engine {
   // engine thread has stopped, so the cache is this thread's.
   void PersistSnapshots() {
     if (disk_ == nullptr) return;
-    std::vector<std::shared_ptr<const PrefixSnapshot>> snaps =
-        prefix_cache_.Snapshots();
+    WriteToDisk(prefix_cache_.Snapshots(), "shutdown");
+  }
+
+  // Writes `snaps` (most recently used first) to the disk tier, least
+  // recently used first so the most recent are the last evicted there, and
+  // waits for the writes; a snapshot already there is only marked used.
+  void WriteToDisk(
+      const std::vector<std::shared_ptr<const PrefixSnapshot>>& snaps,
+      const char* why) {
     const absl::Time start = absl::Now();
     for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
       disk_->Write(*it, /*wait=*/true);
     }
     disk_->Flush();
-    spdlog::info("wrote {} prefix snapshots to {} in {}", snaps.size(),
+    spdlog::info("{}: wrote {} prefix snapshots to {} in {}", why, snaps.size(),
                  options_.prefix_cache_dir,
                  absl::FormatDuration(absl::Now() - start));
+  }
+
+  // Runs `f` on the engine thread at its next turn and returns its result;
+  // DEADLINE_EXCEEDED after `timeout` (it may still run later: it holds
+  // only copies), UNAVAILABLE once the engine stopped.
+  template <typename F>
+  auto OnEngineThread(F f, absl::Duration timeout)
+      -> absl::StatusOr<decltype(f())> {
+    using T = decltype(f());
+    auto result = std::make_shared<std::promise<T>>();
+    std::future<T> done = result->get_future();
+    if (!scheduler_.Post(
+            [result, f = std::move(f)]() mutable { result->set_value(f()); })) {
+      return absl::UnavailableError("the engine has stopped");
+    }
+    if (done.wait_for(absl::ToChronoMilliseconds(timeout)) !=
+        std::future_status::ready) {
+      return absl::DeadlineExceededError(
+          "the engine thread did not get to it in time");
+    }
+    return done.get();
   }
 
   // One turn: admit and drop, then either pipeline (launch the next step,
@@ -412,6 +534,9 @@ class EngineImpl final : public Engine {
   const absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars_;
   PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
   EventOutbox outbox_;        // before the scheduler, which sends into it
+  // The peers the scheduler asks (SetSnapshotPeers), guarded by mu_; before
+  // the scheduler, whose last fetches they answer.
+  std::vector<std::shared_ptr<SnapshotPeers>> peers_;
   Scheduler scheduler_;
 
   mutable std::mutex mu_;
@@ -438,37 +563,6 @@ class EngineImpl final : public Engine {
   std::thread thread_;
   std::once_flag joined_;
 };
-
-// What a snapshot file must have been written under to be restored: the
-// file format's users agree on the model (config.json, the weights file's
-// size and its first and last MiB: hashing gigabytes at every start would
-// cost more than the cache saves), the layer stack, one slot's state size,
-// and the backend, which owns the state's layout.
-uint64_t SnapshotIdentity(const ModelDir& dir, Model& model,
-                          const std::string& backend) {
-  auto mix = [](uint64_t h, const std::string& s) {
-    const uint64_t n = s.size();
-    return Fnv64(Fnv64(h, &n, sizeof(n)), s.data(), s.size());
-  };
-  uint64_t h = mix(kFnv64Start, "seqboat prefix snapshot");
-  h = mix(h, dir.config_json());
-  std::ifstream weights(dir.FilePath("model.safetensors"), std::ios::binary);
-  weights.seekg(0, std::ios::end);
-  const int64_t size = weights ? static_cast<int64_t>(weights.tellg()) : -1;
-  h = Fnv64(h, &size, sizeof(size));
-  constexpr int64_t kEdge = int64_t{1} << 20;
-  std::string edge(
-      static_cast<size_t>(std::min(kEdge, std::max<int64_t>(size, 0))), '\0');
-  for (int64_t at : {int64_t{0}, std::max<int64_t>(0, size - kEdge)}) {
-    weights.seekg(at);
-    weights.read(edge.data(), static_cast<std::streamsize>(edge.size()));
-    h = mix(h, edge);
-  }
-  for (const auto& layer : model.layers()) h = mix(h, layer->kind());
-  const int64_t slot = model.arena().bytes_per_slot();
-  h = Fnv64(h, &slot, sizeof(slot));
-  return mix(h, backend);
-}
 
 // The compiler of constraints for the model's vocabulary. Its stop token is
 // EOS; a request's stop ids are allowed beside it per sequence (Sequence::
@@ -497,6 +591,18 @@ absl::StatusOr<std::unique_ptr<GrammarCompiler>> MakeGrammarCompiler(
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> Engine::ExportSnapshot(const std::string&,
+                                                   const std::vector<int32_t>&,
+                                                   int64_t, absl::Duration) {
+  return absl::UnimplementedError("this engine exports no snapshots");
+}
+absl::Status Engine::ImportSnapshot(const std::string&, absl::Duration) {
+  return absl::UnimplementedError("this engine imports no snapshots");
+}
+absl::Status Engine::SetSnapshotPeers(std::shared_ptr<SnapshotPeers>, int32_t) {
+  return absl::UnimplementedError("this engine asks no peers");
+}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, std::unique_ptr<Backend> backend) {
@@ -572,11 +678,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   const int64_t slot_bytes = (*model)->arena().bytes_per_slot();
   std::unique_ptr<SnapshotDisk> disk;
   int64_t writer_blocks = 0;
+  const uint64_t identity =
+      options.prefix_cache_bytes > 0
+          ? SnapshotIdentity(dir, **model, backend->name())
+          : 0;
   if (!options.prefix_cache_dir.empty()) {
     SnapshotDiskOptions d;
     d.dir = options.prefix_cache_dir;
     d.budget_bytes = options.prefix_cache_disk_bytes;
-    d.identity = SnapshotIdentity(dir, **model, backend->name());
+    d.identity = identity;
     d.state_bytes = slot_bytes;
     auto opened = SnapshotDisk::Open(d);
     if (!opened.ok()) return opened.status();
@@ -609,7 +719,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   return std::unique_ptr<Engine>(new EngineImpl(
       options, std::move(backend), *std::move(tokenizer), *std::move(model),
       *std::move(blocks), std::move(disk), std::move(drafter),
-      std::move(grammars)));
+      std::move(grammars), identity));
 }
 
 }  // namespace seqboat

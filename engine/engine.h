@@ -19,6 +19,7 @@
 #include "engine/scheduler/scheduler.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/snapshot_disk.h"
+#include "engine/state/snapshot_peers.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -42,6 +43,11 @@ struct EngineOptions {
   // memory there too. Empty: no disk tier. Needs prefix_cache_bytes > 0.
   std::string prefix_cache_dir;
   int64_t prefix_cache_disk_bytes = 0;
+  // Every snapshot is queued for the disk tier as it enters memory, not
+  // only when evicted (the writer's queue bounds it: a full one drops and
+  // counts), so a replica that is killed, not drained, leaves its
+  // conversations on disk.
+  bool prefix_cache_disk_write_through = false;
   int32_t max_new_tokens_limit = 4096;
   // Speculative decoding (SpeculativeParams): a request's num_draft_tokens
   // is at most max_draft_tokens; rounds run while at most
@@ -94,6 +100,7 @@ struct EngineStats {
   std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
   bool prefix_cache_disk = false;  // whether there is a disk tier
   SnapshotDiskStats prefix_cache_disk_stats;
+  PeerFetchStats peer_fetch;  // snapshots asked of other replicas
 };
 
 struct ModelSummary {
@@ -104,6 +111,10 @@ struct ModelSummary {
   int64_t state_bytes_per_slot = 0;
   std::string backend;
   PromptRules prompt_rules;  // what Submit accepts of a prompt's ids
+  // What a snapshot (file or export) must have been taken under to be
+  // restored here: the model, layer stack, state size and backend
+  // (snapshot_file.h). 0 without a prefix cache.
+  uint64_t snapshot_identity = 0;
 };
 
 class Engine {
@@ -126,11 +137,36 @@ class Engine {
   virtual absl::Status Submit(Request request) = 0;
 
   // Stops admitting new requests; running and queued ones go on to finish.
+  // With a disk tier, first writes the snapshots in memory there (waiting
+  // for the writes), so a replica killed before its drain ends still leaves
+  // them behind.
   virtual void BeginDrain() = 0;
   // Cancels everything still in flight (each gets a kCancelled final event),
   // stops the engine thread and writes the prefix cache's snapshots to its
   // disk tier, if it has one. Idempotent.
   virtual void Shutdown() = 0;
+
+  // Snapshot exchange between replicas. The bytes are a snapshot file's
+  // (snapshot_file.h); the engine thread owns the prefix cache, so both
+  // wait for its next turn (at most `timeout`, else DEADLINE_EXCEEDED) and
+  // never lock the step path.
+  //
+  // The longest snapshot, in memory or on disk, of `scope` whose tokens are
+  // a prefix of `tokens` and longer than `min_tokens`; NOT_FOUND when there
+  // is none, FAILED_PRECONDITION without a prefix cache.
+  virtual absl::StatusOr<std::string> ExportSnapshot(
+      const std::string& scope, const std::vector<int32_t>& tokens,
+      int64_t min_tokens, absl::Duration timeout);
+  // Checks `bytes` (identity, state size, length, checksum: INVALID_ARGUMENT
+  // naming the refusal) and puts the snapshot into the prefix cache.
+  virtual absl::Status ImportSnapshot(const std::string& bytes,
+                                      absl::Duration timeout);
+  // From now on, a request whose prompt extends no snapshot here within
+  // `min_tokens` of its length first asks `peers` for one (in the queue,
+  // holding no slot; Scheduler::set_peers). FAILED_PRECONDITION without a
+  // prefix cache.
+  virtual absl::Status SetSnapshotPeers(std::shared_ptr<SnapshotPeers> peers,
+                                        int32_t min_tokens);
 
   virtual EngineStats Stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

@@ -20,6 +20,10 @@ ABSL_FLAG(std::string, prefix_cache_dir, "",
 ABSL_FLAG(int64_t, prefix_cache_disk_bytes, int64_t{8} << 30,
           "Byte budget of --prefix_cache_dir (least recently used files go "
           "first).");
+ABSL_FLAG(bool, prefix_cache_disk_write_through, false,
+          "Write every snapshot to --prefix_cache_dir as it is taken, not "
+          "only when memory evicts it, so that a replica killed without a "
+          "drain finds its conversations on disk when it restarts.");
 ABSL_FLAG(int32_t, max_queue, 256,
           "Requests waiting for a slot before RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int32_t, step_token_budget, 512,
@@ -117,6 +121,8 @@ EngineOptions EngineOptionsFromFlags(const std::string& model_dir,
   options.prefix_cache_dir = absl::GetFlag(FLAGS_prefix_cache_dir);
   options.prefix_cache_disk_bytes =
       absl::GetFlag(FLAGS_prefix_cache_disk_bytes);
+  options.prefix_cache_disk_write_through =
+      absl::GetFlag(FLAGS_prefix_cache_disk_write_through);
   options.on_step = [&metrics](absl::Duration time, int32_t batch) {
     metrics.OnStep(time, batch);
   };

@@ -63,6 +63,50 @@ void AddDiskGauges(MetricsRegistry* registry, const Engine* engine) {
       });
 }
 
+// Snapshots asked of other replicas (--prefix_cache_peers); zeros without.
+void AddPeerFetchGauges(MetricsRegistry* registry, const Engine* engine) {
+  using Stats = PeerFetchStats;
+  auto read = [engine](int64_t Stats::*field) {
+    return [engine, field] {
+      return static_cast<double>(engine->Stats().peer_fetch.*field);
+    };
+  };
+  const std::string p = "seqboat_prefix_cache_peer_";
+  registry->AddCounterReading(p + "fetches_total",
+                              "Requests that asked the peers for a snapshot.",
+                              read(&Stats::fetches));
+  registry->AddCounterReading(
+      p + "hits_total", "Peers' snapshots imported into the prefix cache.",
+      read(&Stats::hits));
+  registry->AddCounterReading(p + "hit_tokens_total",
+                              "Prompt tokens of the peers' snapshots imported.",
+                              read(&Stats::hit_tokens));
+  registry->AddCounterReading(p + "received_bytes_total",
+                              "Bytes of the peers' snapshots received.",
+                              read(&Stats::bytes));
+  registry->AddCounterReading(p + "misses_total",
+                              "Fetches no peer had a longer snapshot for.",
+                              read(&Stats::misses));
+  registry->AddCounterReading(
+      p + "failed_total",
+      "Fetches no peer answered in time (down, slow, or too many fetches).",
+      read(&Stats::failed));
+  registry->AddLabelledReadings(
+      p + "refused_total",
+      "Peers' snapshots refused, by reason (truncated: short or oversize, "
+      "checksum, format: not an answer to the question, identity: another "
+      "model or state layout).",
+      "counter", "reason", [engine] {
+        const PeerFetchStats st = engine->Stats().peer_fetch;
+        MetricsRegistry::LabelledReadings out;
+        for (int r = 1; r < kSnapshotRefusalKinds; ++r) {
+          out.push_back({SnapshotRefusalName(static_cast<SnapshotRefusal>(r)),
+                         static_cast<double>(st.refused[r])});
+        }
+        return out;
+      });
+}
+
 }  // namespace
 
 void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
@@ -163,6 +207,7 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
         return out;
       });
   AddDiskGauges(registry, engine);
+  AddPeerFetchGauges(registry, engine);
   // SeqBoat blocks: tokens seen and tokens whose attention unit ran; the
   // activation rate of a block is the ratio of their rates.
   auto per_block = [engine](const std::string& counter) {

@@ -43,6 +43,7 @@
 #include "server/jinja/template.h"
 #include "server/metrics.h"
 #include "server/openai_server.h"
+#include "server/peer_flags.h"
 #include "server/request_validation.h"
 #include "server/secret_files.h"
 #include "server/serving_metrics.h"
@@ -147,6 +148,7 @@ constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
 
 absl::Status CheckFlags() {
   RETURN_IF_ERROR(CheckEngineFlags());
+  RETURN_IF_ERROR(CheckPeerFlags());
   if (absl::GetFlag(FLAGS_model_dir).empty()) {
     return absl::InvalidArgumentError("--model_dir is required");
   }
@@ -343,13 +345,17 @@ absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
 }
 
 struct GrpcServer {
+  std::unique_ptr<SnapshotExchangeService> exchange;  // outlives the server
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };
 
-// `service` over gRPC on --host:--port, with health checking (not serving
-// until Run says so) and reflection.
-absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
+// `service` and the snapshot exchange between replicas over gRPC on
+// --host:--port, with health checking (not serving until Run says so) and
+// reflection.
+absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service,
+                                           Engine* engine,
+                                           const ApiKeyStore* api_keys) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -360,8 +366,12 @@ absl::StatusOr<GrpcServer> StartGrpcServer(TextGenerationService* service) {
       GrpcServerCredentials(TlsFilesFromFlags(),
                             absl::GetFlag(FLAGS_tls_refresh_seconds)));
   GrpcServer started;
+  ASSIGN_OR_RETURN(started.exchange,
+                   SnapshotExchangeFromFlags(
+                       engine, api_keys, engine->options().max_prompt_tokens));
   builder.AddListeningPort(address, credentials, &started.port);
   builder.RegisterService(service);
+  builder.RegisterService(started.exchange.get());
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -578,7 +588,7 @@ int Run() {
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),
       quotas.enabled() ? &quotas : nullptr);
-  absl::StatusOr<GrpcServer> grpc_server = StartGrpcServer(&service);
+  auto grpc_server = StartGrpcServer(&service, engine->get(), api_keys->get());
   if (!grpc_server.ok()) {
     spdlog::error("{}", grpc_server.status().ToString());
     (*engine)->Shutdown();

@@ -80,6 +80,8 @@ SchedulerCounts Scheduler::Counts() const {
   if (!fault_.ok()) c.fault = fault_.ToString();
   c.speculation = speculation_;
   c.speculation_by_method = speculation_by_method_;
+  std::lock_guard<std::mutex> peer_lock(disk_mu_);
+  c.peer_fetch = peer_stats_;
   return c;
 }
 
@@ -88,7 +90,7 @@ bool Scheduler::WaitForWork() {
   // copying_ is this thread's own.
   cv_.wait(lock, [&] {
     return stopping_ || !waiting_.empty() || !running_.empty() ||
-           !copying_.empty() || disk_reads_ > 0;
+           !copying_.empty() || disk_reads_ > 0 || !posted_.empty();
   });
   return !stopping_;
 }
@@ -115,74 +117,9 @@ bool Scheduler::PollCopies() {
   return pending || reading || !copying_.empty();
 }
 
-void Scheduler::StartDiskReads() {
-  if (disk_ == nullptr) return;
-  struct Fresh {
-    std::shared_ptr<RequestControl> control;
-    std::vector<int32_t> prompt;
-    std::string scope;
-  };
-  std::vector<Fresh> fresh;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Request& r : waiting_) {
-      if (disk_checked_.insert(r.control.get()).second) {
-        fresh.push_back({r.control, r.prompt, r.cache_scope});
-      }
-    }
-  }
-  for (Fresh& f : fresh) {
-    // As Admit's lookup: at least the prompt's last token is computed.
-    const size_t max_len = f.prompt.size() - 1;
-    const size_t in_memory = cache_->MatchLength(f.prompt, max_len, f.scope);
-    const size_t len =
-        disk_->MatchLength(f.prompt, max_len, f.scope, in_memory);
-    if (len == 0) continue;
-    std::shared_ptr<uint8_t> block = TakeBlock();
-    if (block == nullptr) continue;  // best effort, as every snapshot
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      disk_reading_.insert(f.control.get());
-    }
-    ++disk_reads_;
-    f.prompt.resize(len);
-    DiskRead read;
-    read.control = std::move(f.control);
-    read.snapshot.scope = f.scope;
-    read.snapshot.tokens = f.prompt;
-    read.snapshot.state = block;
-    read.snapshot.state_bytes = arena_.bytes_per_slot();
-    disk_->ReadAsync(std::move(f.prompt), std::move(f.scope), std::move(block),
-                     [this, read = std::move(read)](absl::Status s) mutable {
-                       read.status = std::move(s);
-                       std::lock_guard<std::mutex> lock(disk_mu_);
-                       disk_done_.push_back(std::move(read));
-                       disk_cv_.notify_all();
-                     });
-  }
-}
-
-bool Scheduler::PollDiskReads() {
-  if (disk_reads_ == 0) return false;
-  std::vector<DiskRead> done;
-  {
-    std::lock_guard<std::mutex> lock(disk_mu_);
-    done.swap(disk_done_);
-  }
-  for (DiskRead& d : done) {
-    --disk_reads_;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      disk_reading_.erase(d.control.get());
-    }
-    // A refused or vanished file: the request prefills what memory lacks.
-    if (d.status.ok()) cache_->Insert(std::move(d.snapshot));
-  }
-  return disk_reads_ > 0;
-}
-
 void Scheduler::Admit(absl::Time now,
                       const std::function<void(absl::Duration)>& on_admit) {
+  RunPosted();
   PollCopies();
   StartDiskReads();
   std::deque<Request> admitted, gone, expired;
@@ -270,10 +207,11 @@ std::deque<Request>::iterator Scheduler::NextInTurn() {
   // name order, wrapping around; one pass, so a turn costs the queue's length.
   auto after = waiting_.end(), first = waiting_.end();
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-    // Its snapshot is on its way from disk, or it came after this turn's
-    // disk lookups (the next turn looks it up).
-    if (disk_ != nullptr && (disk_reading_.contains(it->control.get()) ||
-                             !disk_checked_.contains(it->control.get()))) {
+    // Its snapshot is on its way from disk or a peer, or it came after this
+    // turn's lookups (the next turn looks it up).
+    if ((disk_ != nullptr || peers_ != nullptr) &&
+        (disk_reading_.contains(it->control.get()) ||
+         !disk_checked_.contains(it->control.get()))) {
       continue;
     }
     const std::string& t = it->tenant;

@@ -37,6 +37,7 @@
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
 #include "engine/state/snapshot_disk.h"
+#include "engine/state/snapshot_peers.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace seqboat {
@@ -72,6 +73,7 @@ struct SchedulerCounts {
   SpeculationCounts speculation;  // every method's
   // Each method's, by SpeculativeMethodName (every method that drafts).
   std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
+  PeerFetchStats peer_fetch;
 };
 
 // One step: its rows as the model reads them, and whose they are.
@@ -114,6 +116,18 @@ class Scheduler {
   bool WaitForWork();
   // Whether Stop() was called.
   bool stopped() const;
+  // Runs `task` on the stepping thread at its next Admit (WaitForWork wakes
+  // for it); false, dropping it, once stopped. How other threads reach what
+  // that thread owns (the prefix cache) without a lock on the step path.
+  bool Post(std::function<void()> task);
+  // Runs the posted tasks (the stepping thread; also after it stopped).
+  void RunPosted();
+  // With `peers`, a request whose prompt extends no snapshot here (memory
+  // or disk) within `min_tokens` of its length first waits in the queue
+  // while the peers are asked for a longer one; what comes back is checked
+  // against `identity` (snapshot_file.h) and enters the cache, as a disk
+  // read does. The stepping thread's; `peers` must outlive the scheduler.
+  void set_peers(SnapshotPeers* peers, uint64_t identity, int32_t min_tokens);
 
   // Ends the waiting requests whose client left or whose deadline passed,
   // then moves waiting requests into free slots, tenants in turn (round
@@ -188,6 +202,13 @@ class Scheduler {
   void CancelAll();
 
  private:
+  // A snapshot read from disk or fetched from a peer for a waiting request.
+  struct DiskRead {
+    std::shared_ptr<RequestControl> control;  // keeps the key's address
+    PrefixSnapshot snapshot;
+    absl::Status status;
+  };
+
   // A finished sequence's final event; its slot goes back first unless a
   // step not yet read holds a row of it (then FreeSlots does, later).
   void Release(Sequence& seq, GenerationEvent event);
@@ -220,8 +241,14 @@ class Scheduler {
   void Fork(Sequence& first,
             const std::shared_ptr<const PrefixSnapshot>& from = nullptr);
   // Starts a disk read for each newly queued request whose prompt extends a
-  // snapshot on disk longer than the cache's longest.
+  // snapshot on disk longer than the cache's longest, and a fetch from the
+  // peers for each whose longest snapshot here leaves much to prefill
+  // (snapshot_reads.cc).
   void StartDiskReads();
+  // The peers' answer to `fetch`, checked and decoded into `read` (the
+  // fetcher's thread), then queued for PollDiskReads.
+  void FinishPeerFetch(DiskRead read, const PeerFetch& fetch,
+                       absl::StatusOr<std::string> answer);
   // Puts the snapshots read from disk into the cache; true while reads are
   // in flight.
   bool PollDiskReads();
@@ -269,19 +296,22 @@ class Scheduler {
   SpeculationCounts speculation_;  // guarded by mu_
   std::map<std::string, SpeculationCounts, std::less<>>
       speculation_by_method_;  // guarded by mu_
-  // Waiting requests whose disk read is in flight: not admitted until it
-  // is done. Guarded by mu_ (NextInTurn reads it).
-  absl::flat_hash_set<const RequestControl*> disk_reading_;
+  // Waiting requests whose disk reads and peer fetches (how many) are in
+  // flight: not admitted until they are done. Guarded by mu_ (NextInTurn
+  // reads it).
+  absl::flat_hash_map<const RequestControl*, int> disk_reading_;
+  std::vector<std::function<void()>> posted_;  // guarded by mu_
 
-  // Disk reads done, from the reader thread.
-  struct DiskRead {
-    std::shared_ptr<RequestControl> control;  // keeps the key's address
-    PrefixSnapshot snapshot;
-    absl::Status status;
-  };
-  std::mutex disk_mu_;
+  // Disk reads and peer fetches done, from the reader thread and the
+  // peers' client.
+  mutable std::mutex disk_mu_;
   std::condition_variable disk_cv_;
   std::vector<DiskRead> disk_done_;  // guarded by disk_mu_
+  PeerFetchStats peer_stats_;        // guarded by disk_mu_
+  // The stepping thread's (set_peers).
+  SnapshotPeers* peers_ = nullptr;
+  uint64_t identity_ = 0;
+  int32_t peer_min_tokens_ = 0;
 
   // The stepping thread's.
   std::vector<std::unique_ptr<Sequence>> running_;

@@ -63,6 +63,13 @@ size_t PrefixCache::MatchLength(const std::vector<int32_t>& prompt,
   return it == lru_.end() ? 0 : it->snapshot->tokens.size();
 }
 
+std::shared_ptr<const PrefixSnapshot> PrefixCache::Peek(
+    const std::vector<int32_t>& prompt, size_t max_len,
+    const std::string& scope) const {
+  auto it = FindLongest(prompt, max_len, scope);
+  return it == lru_.end() ? nullptr : it->snapshot;
+}
+
 std::vector<std::shared_ptr<const PrefixSnapshot>> PrefixCache::Snapshots()
     const {
   std::vector<std::shared_ptr<const PrefixSnapshot>> out;
@@ -94,6 +101,7 @@ bool PrefixCache::Insert(PrefixSnapshot snapshot) {
       {std::make_shared<const PrefixSnapshot>(std::move(snapshot)), hash});
   by_hash_.emplace(hash, lru_.begin());
   ++lengths_[len];
+  if (on_insert_) on_insert_(lru_.front().snapshot);
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.bytes += bytes;
   ++stats_.snapshots;

@@ -81,6 +81,12 @@ class PrefixCache {
   size_t MatchLength(const std::vector<int32_t>& prompt, size_t max_len,
                      const std::string& scope = "") const;
 
+  // The snapshot Lookup would return, changing and counting nothing (an
+  // export to another replica is no use of it here).
+  std::shared_ptr<const PrefixSnapshot> Peek(
+      const std::vector<int32_t>& prompt, size_t max_len,
+      const std::string& scope = "") const;
+
   // Every snapshot held, most recently used first (a drain writes them out).
   std::vector<std::shared_ptr<const PrefixSnapshot>> Snapshots() const;
 
@@ -89,6 +95,13 @@ class PrefixCache {
   void set_on_evict(
       std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_evict) {
     on_evict_ = std::move(on_evict);
+  }
+
+  // Called with each new snapshot as it is inserted (a disk tier written
+  // through); it must not block.
+  void set_on_insert(
+      std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_insert) {
+    on_insert_ = std::move(on_insert);
   }
 
   // Evicts the least recently used snapshot; false when none is held.
@@ -122,6 +135,7 @@ class PrefixCache {
   // How many entries have each length: the lengths a lookup tries.
   std::map<size_t, int> lengths_;
   std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_evict_;
+  std::function<void(std::shared_ptr<const PrefixSnapshot>)> on_insert_;
 
   mutable std::mutex stats_mu_;
   PrefixCacheStats stats_;  // guarded by stats_mu_

@@ -159,6 +159,22 @@ TEST(PrefixCacheTest, ManyLengthsAndCollidingBuckets) {
 
 // A snapshot is found only in its own scope: equal tokens in another scope
 // miss, and each scope holds its own snapshot of the same tokens.
+TEST(PrefixCacheTest, PeekFindsWithoutCountingOrTouching) {
+  PrefixCache cache(64);  // two snapshots of 16 state bytes and 4 tokens
+  ASSERT_TRUE(cache.Insert(Snap(Range(0, 4), 16, 1)));
+  ASSERT_TRUE(cache.Insert(Snap(Range(10, 14), 16, 2)));
+  auto peeked = cache.Peek(Range(0, 6), 6);
+  ASSERT_NE(peeked, nullptr);
+  EXPECT_EQ(peeked->tokens, Range(0, 4));
+  EXPECT_EQ(cache.Peek(Range(0, 6), 3), nullptr);
+  EXPECT_EQ(cache.Peek(Range(0, 6), 6, "other scope"), nullptr);
+  EXPECT_EQ(cache.Stats().queries, 0);
+  EXPECT_EQ(cache.Stats().hits, 0);
+  // Still the least recently used: the next insert evicts it.
+  ASSERT_TRUE(cache.Insert(Snap(Range(20, 24), 16, 3)));
+  EXPECT_FALSE(cache.Contains(Range(0, 4)));
+}
+
 TEST(PrefixCacheTest, ScopesNeverShareASnapshot) {
   PrefixCache cache(1 << 20);
   PrefixSnapshot a = Snap(Range(0, 8), 16, 1);

@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -303,6 +305,53 @@ TEST(SnapshotDiskTest, BadOptionsAreRefused) {
   o.dir = "/proc/self/no_such_place/snapshots";
   EXPECT_EQ(SnapshotDisk::Open(o).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The wire format is the file format: the bytes a replica exports are the
+// file's bytes, and decode checks them as a read checks a file.
+TEST(SnapshotFileTest, EncodedBytesAreTheFileAndDecodeBack) {
+  const std::string dir = FreshDir("encode");
+  std::filesystem::create_directories(dir);
+  auto want = Snap(Tokens(33, 5), 5, "scope-x");
+  const std::string bytes = EncodeSnapshot(42, *want);
+  const std::string path = dir + "/a.snap";
+  ASSERT_TRUE(WriteSnapshotFile(path, path + ".tmp", 42, *want).ok());
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, file);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()),
+            SnapshotFileBytes(7, 33, kStateBytes));
+  SnapshotFileInfo info;
+  std::vector<uint8_t> state(kStateBytes);
+  ASSERT_EQ(DecodeSnapshot(bytes, 42, kStateBytes, &info, state.data()),
+            SnapshotRefusal::kNone);
+  EXPECT_EQ(info.scope, "scope-x");
+  EXPECT_EQ(info.tokens, want->tokens);
+  EXPECT_EQ(0, std::memcmp(state.data(), want->state.get(), kStateBytes));
+}
+
+TEST(SnapshotFileTest, DecodeRefusesWhatIsNotThisModelsWholeSnapshot) {
+  const std::string bytes = EncodeSnapshot(42, *Snap(Tokens(20, 6), 6));
+  SnapshotFileInfo info;
+  std::vector<uint8_t> state(kStateBytes);
+  auto decode = [&](const std::string& b, uint64_t identity = 42,
+                    int64_t state_bytes = kStateBytes) {
+    return DecodeSnapshot(b, identity, state_bytes, &info, state.data());
+  };
+  EXPECT_EQ(decode(bytes, 43), SnapshotRefusal::kIdentity);
+  EXPECT_EQ(decode(bytes, 42, kStateBytes / 2), SnapshotRefusal::kIdentity);
+  EXPECT_EQ(decode(bytes.substr(0, bytes.size() - 1)),
+            SnapshotRefusal::kTruncated);
+  EXPECT_EQ(decode(bytes.substr(0, 10)), SnapshotRefusal::kTruncated);
+  EXPECT_EQ(decode(bytes + "x"), SnapshotRefusal::kTruncated);
+  EXPECT_EQ(decode(""), SnapshotRefusal::kTruncated);
+  std::string flipped = bytes;
+  flipped[bytes.size() - 100] ^= 0x20;
+  EXPECT_EQ(decode(flipped), SnapshotRefusal::kCorrupt);
+  std::string stranger = bytes;
+  stranger[0] = 'X';
+  EXPECT_EQ(decode(stranger), SnapshotRefusal::kFormat);
 }
 
 TEST(SnapshotFileTest, Crc32cKnownAnswer) {

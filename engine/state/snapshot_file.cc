@@ -96,6 +96,61 @@ bool ReadAll(int fd, void* data, size_t n) {
   return true;
 }
 
+// Whether a header read from `size` bytes is this identity's and state
+// size's, and says exactly that many bytes.
+SnapshotRefusal CheckHeader(const Header& h, uint64_t identity,
+                            int64_t state_bytes, int64_t size) {
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
+      h.version != kFormatVersion) {
+    return SnapshotRefusal::kFormat;
+  }
+  if (h.identity != identity) return SnapshotRefusal::kIdentity;
+  if (static_cast<int64_t>(h.state_bytes) != state_bytes ||
+      h.tokens > (uint64_t{1} << 32)) {
+    return SnapshotRefusal::kIdentity;
+  }
+  if (size != SnapshotFileBytes(h.scope_bytes, h.tokens, state_bytes)) {
+    return SnapshotRefusal::kTruncated;
+  }
+  return SnapshotRefusal::kNone;
+}
+
+Header HeaderOf(uint64_t identity, const PrefixSnapshot& snap) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.version = kFormatVersion;
+  h.scope_bytes = static_cast<uint32_t>(snap.scope.size());
+  h.identity = identity;
+  h.tokens = snap.tokens.size();
+  h.state_bytes = static_cast<uint64_t>(snap.state_bytes);
+  return h;
+}
+
+// fsync, retried on EINTR.
+absl::Status Sync(int fd, const std::string& path) {
+  while (fsync(fd) != 0) {
+    if (errno != EINTR) {
+      return absl::InternalError(
+          absl::StrCat("flushing ", path, ": ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Flushes the directory holding `path`, so that a rename into it lasts.
+absl::Status SyncDirectoryOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  Fd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return absl::InternalError(
+        absl::StrCat("opening ", dir, ": ", std::strerror(errno)));
+  }
+  return Sync(fd.get(), dir);
+}
+
 // Opens `path` and reads and checks its header, scope and tokens; `crc` is
 // the checksum so far. The descriptor is left after the tokens.
 SnapshotRefusal ReadPrefix(const std::string& path, uint64_t identity,
@@ -112,18 +167,9 @@ SnapshotRefusal ReadPrefix(const std::string& path, uint64_t identity,
     // truncated, anything else is not a snapshot.
     return SnapshotRefusal::kTruncated;
   }
-  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 ||
-      h.version != kFormatVersion) {
-    return SnapshotRefusal::kFormat;
-  }
-  if (h.identity != identity) return SnapshotRefusal::kIdentity;
-  if (static_cast<int64_t>(h.state_bytes) != state_bytes ||
-      h.tokens > (uint64_t{1} << 32)) {
-    return SnapshotRefusal::kIdentity;
-  }
-  const int64_t expect =
-      SnapshotFileBytes(h.scope_bytes, h.tokens, state_bytes);
-  if (st.st_size != expect) return SnapshotRefusal::kTruncated;
+  const SnapshotRefusal r = CheckHeader(h, identity, state_bytes, st.st_size);
+  if (r != SnapshotRefusal::kNone) return r;
+  const int64_t expect = st.st_size;
   info->scope.resize(h.scope_bytes);
   info->tokens.resize(h.tokens);
   if (!ReadAll(fd->get(), info->scope.data(), info->scope.size()) ||
@@ -196,13 +242,7 @@ int64_t SnapshotFileBytes(size_t scope_bytes, size_t tokens,
 absl::Status WriteSnapshotFile(const std::string& path,
                                const std::string& tmp_path, uint64_t identity,
                                const PrefixSnapshot& snap) {
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  h.version = kFormatVersion;
-  h.scope_bytes = static_cast<uint32_t>(snap.scope.size());
-  h.identity = identity;
-  h.tokens = snap.tokens.size();
-  h.state_bytes = static_cast<uint64_t>(snap.state_bytes);
+  const Header h = HeaderOf(identity, snap);
   Fd fd(open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) {
     return absl::InternalError(
@@ -222,6 +262,9 @@ absl::Status WriteSnapshotFile(const std::string& path,
     s = WriteAll(fd.get(), snap.state.get(), state_bytes, tmp_path);
   }
   if (s.ok()) s = WriteAll(fd.get(), &crc, sizeof(crc), tmp_path);
+  // The data reaches the disk before the name does: a power cut leaves the
+  // old name or a whole file, never a named file of zeros.
+  if (s.ok()) s = Sync(fd.get(), tmp_path);
   if (s.ok() && close(fd.Release()) != 0) {
     s = absl::InternalError(
         absl::StrCat("closing ", tmp_path, ": ", std::strerror(errno)));
@@ -230,8 +273,54 @@ absl::Status WriteSnapshotFile(const std::string& path,
     s = absl::InternalError(absl::StrCat("renaming ", tmp_path, " to ", path,
                                          ": ", std::strerror(errno)));
   }
-  if (!s.ok()) unlink(tmp_path.c_str());
-  return s;
+  if (!s.ok()) {
+    unlink(tmp_path.c_str());
+    return s;
+  }
+  return SyncDirectoryOf(path);
+}
+
+std::string EncodeSnapshot(uint64_t identity, const PrefixSnapshot& snap) {
+  const Header h = HeaderOf(identity, snap);
+  const size_t token_bytes = snap.tokens.size() * sizeof(int32_t);
+  const size_t state_bytes = static_cast<size_t>(snap.state_bytes);
+  std::string out;
+  out.reserve(static_cast<size_t>(
+      SnapshotFileBytes(snap.scope.size(), snap.tokens.size(), state_bytes)));
+  out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  out.append(snap.scope);
+  out.append(reinterpret_cast<const char*>(snap.tokens.data()), token_bytes);
+  if (state_bytes > 0) {
+    out.append(reinterpret_cast<const char*>(snap.state.get()), state_bytes);
+  }
+  const uint32_t crc = Crc32c(0, out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
+  return out;
+}
+
+SnapshotRefusal DecodeSnapshot(const std::string& bytes, uint64_t identity,
+                               int64_t state_bytes, SnapshotFileInfo* info,
+                               uint8_t* state) {
+  Header h;
+  if (bytes.size() < sizeof(h)) return SnapshotRefusal::kTruncated;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  const SnapshotRefusal r =
+      CheckHeader(h, identity, state_bytes, static_cast<int64_t>(bytes.size()));
+  if (r != SnapshotRefusal::kNone) return r;
+  const size_t body = bytes.size() - sizeof(uint32_t);
+  uint32_t stored = 0;
+  std::memcpy(&stored, bytes.data() + body, sizeof(stored));
+  if (Crc32c(0, bytes.data(), body) != stored) return SnapshotRefusal::kCorrupt;
+  const char* p = bytes.data() + sizeof(h);
+  info->scope.assign(p, h.scope_bytes);
+  p += h.scope_bytes;
+  info->tokens.resize(h.tokens);
+  std::memcpy(info->tokens.data(), p, h.tokens * sizeof(int32_t));
+  p += h.tokens * sizeof(int32_t);
+  if (state_bytes > 0) std::memcpy(state, p, static_cast<size_t>(state_bytes));
+  info->state_bytes = state_bytes;
+  info->file_bytes = static_cast<int64_t>(bytes.size());
+  return SnapshotRefusal::kNone;
 }
 
 SnapshotRefusal ReadSnapshotInfo(const std::string& path, uint64_t identity,

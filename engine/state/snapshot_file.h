@@ -2,7 +2,8 @@
 // format version, the model identity it was taken under, the lengths of the
 // scope, the tokens and the state), the scope, the token ids, one slot's
 // state bytes, and a CRC32C of everything before it. Written to a temporary
-// name and renamed, so a reader sees a whole file or none; a file that is
+// name, flushed to the disk and renamed (the directory flushed after), so a
+// reader sees a whole file or none, after a power cut too; a file that is
 // short, fails its checksum, has another magic or version, or another
 // model's identity is refused with the reason, never served. Numbers are in
 // the host's byte order (the identity covers the layout, and the magic's
@@ -56,6 +57,17 @@ int64_t SnapshotFileBytes(size_t scope_bytes, size_t tokens,
 absl::Status WriteSnapshotFile(const std::string& path,
                                const std::string& tmp_path, uint64_t identity,
                                const PrefixSnapshot& snap);
+
+// The bytes of the file of `snap` under `identity`: what one replica exports
+// to another (the wire format is the file format).
+std::string EncodeSnapshot(uint64_t identity, const PrefixSnapshot& snap);
+
+// Checks `bytes` as WriteSnapshotFile's (magic, version, identity, state
+// size, length, checksum) and reads its scope and tokens into *info, its
+// state into `state` (room for `state_bytes`). kNone on success.
+SnapshotRefusal DecodeSnapshot(const std::string& bytes, uint64_t identity,
+                               int64_t state_bytes, SnapshotFileInfo* info,
+                               uint8_t* state);
 
 // Reads a file's header, scope and tokens, checking its magic, version,
 // identity, state size (`state_bytes`) and length; the checksum is checked

@@ -51,6 +51,26 @@ std::string MakeTempDir(const std::string& name) {
   return tmpl;
 }
 
+// (conversation, turn) of a chat request id "chat-SEED-cC-tT"; (-1, -1) if
+// it is none.
+std::pair<int, int> ConversationTurn(const std::string& id) {
+  const size_t c = id.find("-c"), t = id.find("-t", c);
+  int conversation = -1, turn = -1;
+  if (c == std::string::npos || t == std::string::npos ||
+      !absl::SimpleAtoi(id.substr(c + 2, t - c - 2), &conversation) ||
+      !absl::SimpleAtoi(id.substr(t + 2), &turn)) {
+    return {-1, -1};
+  }
+  return {conversation, turn};
+}
+
+// The median of `v` (0 when empty).
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 class LbTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -133,11 +153,10 @@ class LbTest : public ::testing::Test {
     return owners;
   }
 
-  // The chat workload (16 conversations of `turns`, a 1024-token history, 16
-  // tokens a user message and an answer) through the balancer on `port`;
-  // the result JSON's per-turn summaries.
-  nlohmann::json RunChat(int port, uint64_t seed, bool session_ids,
-                         const std::string& result, int turns = 4) {
+  std::unique_ptr<ChildProcess> StartChat(int port, uint64_t seed,
+                                          bool session_ids,
+                                          const std::string& result,
+                                          int turns) {
     auto load = ChildProcess::Start(
         {"clients/load/seqboat_load", absl::StrCat("--target=127.0.0.1:", port),
          "--workload=chat", "--concurrency=8", "--chat_conversations=16",
@@ -148,9 +167,21 @@ class LbTest : public ::testing::Test {
          "--result_json=" + result},
         result + ".stdout", result + ".stderr");
     EXPECT_TRUE(load.ok()) << load.status();
-    if (!load.ok()) return nlohmann::json();
-    nlohmann::json out = FinishLoad(**load, result, absl::Seconds(400));
+    return load.ok() ? *std::move(load) : nullptr;
+  }
+
+  // The chat workload (16 conversations of `turns`, a 1024-token history, 16
+  // tokens a user message and an answer) through the balancer on `port`;
+  // the result JSON's per-turn summaries (and, with `full`, all of it).
+  nlohmann::json RunChat(int port, uint64_t seed, bool session_ids,
+                         const std::string& result, int turns = 4,
+                         nlohmann::json* full = nullptr) {
+    std::unique_ptr<ChildProcess> load =
+        StartChat(port, seed, session_ids, result, turns);
+    if (load == nullptr) return nlohmann::json();
+    nlohmann::json out = FinishLoad(*load, result, absl::Seconds(400));
     if (out.is_discarded()) return nlohmann::json();
+    if (full != nullptr) *full = out;
     // Requests that resumed from no snapshot past the first turn, for the
     // log of a failure.
     for (const auto& r : out["requests"]) {
@@ -326,6 +357,200 @@ TEST_F(LbTest, ALostReplicaMovesOnlyItsConversationsAndResumesThemFromDisk) {
   }
   std::cout << "replica " << lost << " owned " << lost_conversations
             << " of 16 conversations; disk hits after its restart " << disk_hits
+            << std::endl;
+}
+
+// Replicas that write their snapshots through to disk and ask each other for
+// the ones they lack. Mid-run, the replica of conversation 0 is SIGKILLed:
+// only its conversations move (the others keep resuming from their own
+// replica's snapshots); their next turns are served on the next replica of
+// the ring, which finds no peer holding them (the owner is dead) and
+// prefills them cold. The replica comes back on its port over its directory
+// and serves its conversations from disk. A fourth replica then joins: the
+// conversations the ring moves to it are fetched from their old replicas.
+// Prints each path's TTFT (the first turn, repeated: a 1,024-token history).
+TEST_F(LbTest, AKilledReplicasConversationsComeBackFromDiskAndPeers) {
+  const std::string hash = "hash $http_x_session_id consistent;";
+  auto flags = [&](int i, const std::vector<std::string>& peers) {
+    std::vector<std::string> f = ReplicaFlags(i);
+    const std::string& address = upstreams_[i];
+    f.push_back("--port=" + address.substr(address.rfind(':') + 1));
+    f.push_back("--prefix_cache_disk_write_through");
+    f.push_back("--prefix_cache_peer_min_tokens=64");
+    f.push_back("--prefix_cache_peer_deadline_ms=5000");
+    std::string list;
+    for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
+    f.push_back("--prefix_cache_peers=" + list);
+    return f;
+  };
+  auto others = [&](int i) {
+    std::vector<std::string> o;
+    for (int j = 0; j < kReplicas; ++j) {
+      if (j != i) o.push_back(upstreams_[j]);
+    }
+    return o;
+  };
+  std::vector<std::string> logs;
+  for (int i = 0; i < kReplicas; ++i) {
+    replicas_[i].process->Signal(SIGTERM);
+    ASSERT_EQ(replicas_[i].process->WaitForExit(absl::Seconds(60)), 0);
+  }
+  for (int i = 0; i < kReplicas; ++i) {
+    auto r = StartReplica(dir_, 10 + i, flags(i, others(i)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    replicas_[i] = *std::move(r);
+    logs.push_back(absl::StrCat(dir_, "/replica", 10 + i, ".stderr"));
+  }
+  std::vector<std::string> prefixes;
+  for (int k = 0; k < 3; ++k) {
+    prefixes.push_back(absl::StrCat(dir_, "/kill", k));
+    ASSERT_EQ(mkdir(prefixes.back().c_str(), 0755), 0);
+  }
+  int port = 0;
+  auto nginx = StartNginx(prefixes[0], upstreams_, &port, hash);
+  ASSERT_TRUE(nginx.ok()) << nginx.status();
+  std::vector<size_t> seen(kReplicas, 0);
+  RunChat(port, 31, true, dir_ + "/kill_a.json", /*turns=*/2);
+  const std::map<int, std::set<int>> owners = OwnersSince(seen, logs);
+  ASSERT_EQ(owners.size(), 16u);
+  const int lost = *owners.at(0).begin();
+  std::set<int> moved;
+  for (const auto& [c, o] : owners) {
+    if (o.count(lost) > 0) moved.insert(c);
+  }
+
+  // The same conversations again, 4 turns; the kill lands once the lost
+  // replica has taken a few of them.
+  const std::string during_json = dir_ + "/kill_b.json";
+  std::unique_ptr<ChildProcess> load =
+      StartChat(port, 31, true, during_json, 4);
+  ASSERT_NE(load, nullptr);
+  const size_t had = AcceptedRequestIds(ReadFileOrEmpty(logs[lost])).size();
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (AcceptedRequestIds(ReadFileOrEmpty(logs[lost])).size() <
+             had + moved.size() &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  replicas_[lost].process->Signal(SIGKILL);
+  replicas_[lost].process->WaitForExit(absl::Seconds(30));
+  load->WaitForExit(absl::Seconds(400));
+  const nlohmann::json during =
+      nlohmann::json::parse(ReadFileOrEmpty(during_json), nullptr, false);
+  ASSERT_FALSE(during.is_discarded());
+  const std::map<int, std::set<int>> after_kill = OwnersSince(seen, logs);
+  for (const auto& r : during["requests"]) {
+    const auto [c, t] = ConversationTurn(r["request_id"]);
+    if (moved.count(c) > 0) continue;
+    // Every other conversation stays on its replica and on its snapshots.
+    EXPECT_EQ(r["status"], "OK") << r["request_id"];
+    EXPECT_GE(r["cached_prompt_tokens"].get<double>(),
+              0.95 * r["prompt_tokens"].get<double>())
+        << r["request_id"];
+    EXPECT_EQ(after_kill.at(c), owners.at(c)) << c;
+  }
+
+  // Their next run: the lost ones on the next replica, prefilled cold.
+  nlohmann::json cold;
+  RunChat(port, 31, true, dir_ + "/kill_c.json", 4, &cold);
+  (*nginx)->Signal(SIGQUIT);
+  (*nginx)->WaitForExit(absl::Seconds(10));
+  std::vector<double> cold_ttft, disk_ttft, peer_ttft;
+  for (const auto& r : cold["requests"]) {
+    const auto [c, t] = ConversationTurn(r["request_id"]);
+    EXPECT_EQ(r["status"], "OK") << r["request_id"];
+    const double cached = r["cached_prompt_tokens"].get<double>();
+    const double prompt = r["prompt_tokens"].get<double>();
+    if (moved.count(c) > 0) {
+      // Cold unless the kill's own run already moved it (nginx passes a
+      // key whose replica is down to the next one).
+      if (t == 0 && cached < 0.5 * prompt) {
+        cold_ttft.push_back(r["ttft_s"].get<double>() * 1e3);
+      }
+    } else {
+      EXPECT_GE(cached, 0.95 * prompt) << r["request_id"];
+    }
+  }
+
+  // Back on its port over its directory: its conversations from disk.
+  auto back = StartReplica(dir_, 20 + lost, flags(lost, others(lost)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  replicas_[lost] = *std::move(back);
+  nginx = StartNginx(prefixes[1], upstreams_, &port, hash);
+  ASSERT_TRUE(nginx.ok()) << nginx.status();
+  nlohmann::json restored;
+  RunChat(port, 31, true, dir_ + "/kill_d.json", 4, &restored);
+  (*nginx)->Signal(SIGQUIT);
+  (*nginx)->WaitForExit(absl::Seconds(10));
+  for (const auto& r : restored["requests"]) {
+    const auto [c, t] = ConversationTurn(r["request_id"]);
+    EXPECT_EQ(r["status"], "OK") << r["request_id"];
+    EXPECT_GE(r["cached_prompt_tokens"].get<double>(),
+              0.95 * r["prompt_tokens"].get<double>())
+        << r["request_id"];
+    if (moved.count(c) > 0 && t == 0) {
+      disk_ttft.push_back(r["ttft_s"].get<double>() * 1e3);
+    }
+  }
+  const double disk_hits =
+      Sample(replicas_[lost], "seqboat_prefix_cache_disk_hits_total");
+  EXPECT_GE(disk_hits, static_cast<double>(moved.size()));
+
+  // A fourth replica joins: the conversations the ring gives it come from
+  // their old replicas.
+  std::vector<std::string> all = upstreams_;
+  auto joined = StartReplica(dir_, 30, [&] {
+    std::vector<std::string> f = ReplicaFlags(kReplicas);
+    f.push_back("--prefix_cache_peer_min_tokens=64");
+    f.push_back("--prefix_cache_peer_deadline_ms=5000");
+    std::string list;
+    for (const std::string& p : upstreams_)
+      list += (list.empty() ? "" : ",") + p;
+    f.push_back("--prefix_cache_peers=" + list);
+    return f;
+  }());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  all.push_back(joined->grpc_address);
+  replicas_.push_back(*std::move(joined));
+  const std::string joined_log = absl::StrCat(dir_, "/replica30.stderr");
+  nginx = StartNginx(prefixes[2], all, &port, hash);
+  ASSERT_TRUE(nginx.ok()) << nginx.status();
+  nlohmann::json scaled;
+  RunChat(port, 31, true, dir_ + "/kill_e.json", 4, &scaled);
+  (*nginx)->Signal(SIGQUIT);
+  (*nginx)->WaitForExit(absl::Seconds(10));
+  std::set<std::string> on_joined;
+  for (const std::string& id :
+       AcceptedRequestIds(ReadFileOrEmpty(joined_log))) {
+    on_joined.insert(id);
+  }
+  int joined_conversations = 0;
+  for (const auto& r : scaled["requests"]) {
+    const auto [c, t] = ConversationTurn(r["request_id"]);
+    EXPECT_EQ(r["status"], "OK") << r["request_id"];
+    EXPECT_GE(r["cached_prompt_tokens"].get<double>(),
+              0.95 * r["prompt_tokens"].get<double>())
+        << r["request_id"];
+    if (t == 0 && on_joined.count(r["request_id"]) > 0) {
+      ++joined_conversations;
+      peer_ttft.push_back(r["ttft_s"].get<double>() * 1e3);
+    }
+  }
+  const Replica& w = replicas_.back();
+  EXPECT_GT(joined_conversations, 0);
+  EXPECT_GE(Sample(w, "seqboat_prefix_cache_peer_hits_total"),
+            joined_conversations);
+  std::cout << "replica " << lost << " killed with " << moved.size()
+            << " of 16 conversations; first turn again (1,024-token history)"
+            << " TTFT p50: cold on the next replica " << Median(cold_ttft)
+            << " ms (" << cold_ttft.size() << "), from its disk after the"
+            << " restart " << Median(disk_ttft) << " ms (" << disk_ttft.size()
+            << "), fetched from a peer by a joining replica "
+            << Median(peer_ttft) << " ms (" << peer_ttft.size()
+            << "); disk hits " << disk_hits << ", peer hits "
+            << Sample(w, "seqboat_prefix_cache_peer_hits_total")
+            << ", peer bytes "
+            << Sample(w, "seqboat_prefix_cache_peer_received_bytes_total")
             << std::endl;
 }
 

@@ -131,10 +131,11 @@ def entrypoint_defaults():
 
 def server_flags():
     """The server's flags: main.cc's and those of the units that define their
-    own (engine_flags.cc)."""
+    own (engine_flags.cc, peer_flags.cc)."""
     return set(re.findall(r"ABSL_FLAG\(\s*[\w:]+\s*,\s*(\w+)\s*,",
                           "".join((ROOT / "server" / f).read_text()
-                                  for f in ("main.cc", "engine_flags.cc"))))
+                                  for f in ("main.cc", "engine_flags.cc",
+                                            "peer_flags.cc"))))
 
 
 def test_scripts_parse_and_serve_uses_the_entrypoint():
@@ -342,6 +343,36 @@ def test_entrypoint_passes_the_disk_tier_when_set(tmp_path):
     out = run_entrypoint(tmp_path / "unset", {})
     assert out.returncode == 0, out.stderr
     assert not [a for a in out.stdout.split() if a.startswith("--prefix_cache_dir")]
+    assert not [a for a in out.stdout.split() if a.startswith("--prefix_cache_peer")]
+
+
+def test_entrypoint_passes_the_peers_when_set(tmp_path):
+    out = run_entrypoint(tmp_path, {
+        "SEQBOAT_PREFIX_CACHE_PEERS": "a:1,b:2",
+        "SEQBOAT_PREFIX_CACHE_PEER_API_KEY_FILE": "/k",
+        "SEQBOAT_PREFIX_CACHE_PEER_TLS_CA_FILE": "/ca",
+        "SEQBOAT_PREFIX_CACHE_PEER_TLS_CERT_FILE": "/c",
+        "SEQBOAT_PREFIX_CACHE_PEER_TLS_KEY_FILE": "/key"})
+    assert out.returncode == 0, out.stderr
+    argv = out.stdout.split()
+    for flag in ("--prefix_cache_peers=a:1,b:2",
+                 "--prefix_cache_peer_api_key_file=/k",
+                 "--prefix_cache_peer_tls_ca_file=/ca",
+                 "--prefix_cache_peer_tls_cert_file=/c",
+                 "--prefix_cache_peer_tls_key_file=/key"):
+        assert flag in argv
+    flags = server_flags()
+    for arg in argv:
+        assert arg[2:].split("=", 1)[0] in flags, arg
+
+
+def test_gpu_replicas_ask_every_replica_the_balancer_knows():
+    (sts,) = by_kind("StatefulSet")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    peers = env_of(container)["SEQBOAT_PREFIX_CACHE_PEERS"].split(",")
+    conf = (K8S / "nginx.conf").read_text()
+    upstream = re.findall(r"server (seqboat-\d+\.seqboat-replicas:50051)", conf)
+    assert peers == upstream
 
 
 def test_kustomization_lists_existing_files_and_the_balancer_config():

@@ -1,0 +1,191 @@
+// The snapshot exchange over gRPC: a replica that never saw a conversation
+// fetches its snapshot from the peer that did and continues it exactly; a
+// peer that is down costs a prefill, nothing else; with API keys only the
+// peers' tenant may export.
+#include "server/snapshot_exchange.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "clients/common/api_key.h"
+#include "engine/engine.h"
+#include "engine/testing/event_collector.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "server/api_keys.h"
+
+namespace seqboat {
+namespace {
+
+constexpr char kModel[] = "tests/data/tiny_hybrid";
+constexpr char kPeerKey[] = "peer-key-0123456789abcdef";
+constexpr char kTenantKey[] = "alice-key-0123456789abcdef";
+
+std::unique_ptr<Engine> MakeEngine(int64_t cache_bytes) {
+  EngineOptions o;
+  o.model_dir = kModel;
+  o.max_slots = 4;
+  o.prefix_cache_bytes = cache_bytes;
+  auto e = Engine::Create(o, MakeCpuBackend(1));
+  EXPECT_TRUE(e.ok()) << e.status();
+  return *std::move(e);
+}
+
+std::vector<int32_t> Tokens(int len, int salt) {
+  std::vector<int32_t> p(len);
+  for (int i = 0; i < len; ++i) p[i] = (i * 37 + salt * 11 + 5) % 251;
+  return p;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  int32_t cached = 0;
+};
+
+Result RunGreedy(Engine& engine, std::vector<int32_t> prompt, int max_new) {
+  EventCollector c;
+  Request r;
+  r.prompt = std::move(prompt);
+  r.stopping.max_new_tokens = max_new;
+  r.stopping.ignore_eos = true;
+  r.sink = c.Sink();
+  EXPECT_TRUE(engine.Submit(std::move(r)).ok());
+  const GenerationEvent last = c.done.get_future().get();
+  EXPECT_TRUE(last.status.ok()) << last.status;
+  std::lock_guard<std::mutex> lock(c.mu);
+  return {c.tokens, last.cached_prompt_tokens};
+}
+
+// An engine serving the export on a loopback port.
+struct Exporter {
+  explicit Exporter(const ApiKeyStore* keys = nullptr)
+      : engine(MakeEngine(64 << 20)), service(engine.get(), keys, "peers") {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    EXPECT_NE(port, 0);
+  }
+  ~Exporter() {
+    server->Shutdown();
+    engine->Shutdown();
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
+
+  std::unique_ptr<Engine> engine;
+  SnapshotExchangeService service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// The first turn on the exporter; the second turn and the answer an engine
+// that computes it whole gives.
+struct Conversation {
+  std::vector<int32_t> p2;
+  Result whole;
+};
+
+Conversation FirstTurn(Engine& owner) {
+  const std::vector<int32_t> p1 = Tokens(40, 3);
+  const Result t1 = RunGreedy(owner, p1, 6);
+  Conversation c;
+  c.p2 = p1;
+  c.p2.insert(c.p2.end(), t1.tokens.begin(), t1.tokens.end());
+  const std::vector<int32_t> more = Tokens(12, 4);
+  c.p2.insert(c.p2.end(), more.begin(), more.end());
+  auto whole = MakeEngine(0);
+  c.whole = RunGreedy(*whole, c.p2, 8);
+  return c;
+}
+
+std::shared_ptr<SnapshotPeerClient> Client(std::vector<std::string> peers,
+                                           const std::string& key = "") {
+  SnapshotPeerOptions o;
+  o.peers = std::move(peers);
+  o.deadline = absl::Seconds(5);
+  o.api_key = key;
+  return std::make_shared<SnapshotPeerClient>(std::move(o));
+}
+
+TEST(SnapshotExchangeServiceTest, AReplicaResumesFromItsPeersSnapshot) {
+  Exporter peer;
+  const Conversation c = FirstTurn(*peer.engine);
+  auto replica = MakeEngine(64 << 20);
+  ASSERT_TRUE(replica->SetSnapshotPeers(Client({peer.address()}), 8).ok());
+  const Result r = RunGreedy(*replica, c.p2, 8);
+  EXPECT_EQ(r.cached, 40 + 6 - 1);
+  EXPECT_EQ(r.tokens, c.whole.tokens);
+  const PeerFetchStats st = replica->Stats().peer_fetch;
+  EXPECT_EQ(st.hits, 1);
+  EXPECT_GT(st.bytes, replica->summary().state_bytes_per_slot);
+  replica->Shutdown();
+}
+
+TEST(SnapshotExchangeServiceTest, APeerDownMeansAPrefill) {
+  std::string gone;
+  Conversation c;
+  {
+    Exporter peer;
+    c = FirstTurn(*peer.engine);
+    gone = peer.address();
+  }                // nothing listens there any more
+  Exporter empty;  // up, but never saw the conversation
+  auto replica = MakeEngine(64 << 20);
+  ASSERT_TRUE(
+      replica->SetSnapshotPeers(Client({gone, empty.address()}), 8).ok());
+  const Result r = RunGreedy(*replica, c.p2, 8);
+  EXPECT_EQ(r.cached, 0);
+  EXPECT_EQ(r.tokens, c.whole.tokens);
+  PeerFetchStats st = replica->Stats().peer_fetch;
+  EXPECT_EQ(st.fetches, 1);
+  EXPECT_EQ(st.misses, 1);  // one peer answered: it has none
+  auto alone = MakeEngine(64 << 20);
+  ASSERT_TRUE(alone->SetSnapshotPeers(Client({gone}), 8).ok());
+  EXPECT_EQ(RunGreedy(*alone, c.p2, 8).tokens, c.whole.tokens);
+  st = alone->Stats().peer_fetch;
+  EXPECT_EQ(st.failed, 1);
+  replica->Shutdown();
+  alone->Shutdown();
+}
+
+TEST(SnapshotExchangeServiceTest, OnlyThePeersTenantMayExport) {
+  const std::string path = absl::StrCat(testing::TempDir(), "/peer_keys");
+  std::ofstream(path) << kPeerKey << " peers\n" << kTenantKey << " alice\n";
+  auto keys = ApiKeyStore::Open(path);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  Exporter peer(keys->get());
+  const Conversation c = FirstTurn(*peer.engine);
+  auto call = [&](const std::string& key) {
+    auto stub = v1::SnapshotExchange::NewStub(CreateChannelWithApiKey(
+        peer.address(), grpc::InsecureChannelCredentials(),
+        grpc::ChannelArguments(), key));
+    grpc::ClientContext context;
+    v1::ExportSnapshotRequest request;
+    request.mutable_token_ids()->Add(c.p2.begin(), c.p2.end() - 1);
+    v1::ExportSnapshotResponse response;
+    const grpc::Status s = stub->ExportSnapshot(&context, request, &response);
+    return std::make_pair(s, response);
+  };
+  EXPECT_EQ(call("").first.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call(kTenantKey).first.error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  const auto [status, response] = call(kPeerKey);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.tokens(), 40u + 6 - 1);
+  // The client sends its key: a replica resumes from the export.
+  auto replica = MakeEngine(64 << 20);
+  ASSERT_TRUE(
+      replica->SetSnapshotPeers(Client({peer.address()}, kPeerKey), 8).ok());
+  EXPECT_EQ(RunGreedy(*replica, c.p2, 8).cached, 40 + 6 - 1);
+  replica->Shutdown();
+}
+
+}  // namespace
+}  // namespace seqboat
