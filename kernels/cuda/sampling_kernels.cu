@@ -229,7 +229,12 @@ __global__ void __launch_bounds__(kThreads)
                            ? p.pending_tokens[r.pending_from]
                            : -1;
   const bool pending = pend >= 0 && pend < v && (rep_on || count_on);
-  const bool penalise = repeat || counted || suppress || pending;
+  // A constrained row: ids outside its bitmask are out, as suppressed ones.
+  const uint32_t* mask =
+      r.mask_row >= 0 && p.masks != nullptr
+          ? p.masks + static_cast<int64_t>(r.mask_row) * p.mask_words
+          : nullptr;
+  const bool penalise = repeat || counted || suppress || pending || mask;
   if (penalise) {
     for (int i = threadIdx.x; i < v; i += kThreads) {
       work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
@@ -269,6 +274,19 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = threadIdx.x; j < r.suppressed_count; j += kThreads) {
       const int32_t id = ids[j];
       if (id >= 0 && id < v) work[id] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  // The lowest allowed id, which the host draws when every allowed logit is
+  // -inf (Sampler::Sample's fallback).
+  int lowest_allowed = INT_MAX;
+  if (mask != nullptr) {
+    for (int i = threadIdx.x; i < v; i += kThreads) {
+      if ((mask[i >> 5] >> (i & 31)) & 1u) {
+        lowest_allowed = min(lowest_allowed, i);
+      } else {
+        work[i] = -INFINITY;
+      }
     }
     __syncthreads();
   }
@@ -314,7 +332,18 @@ __global__ void __launch_bounds__(kThreads)
   count = ReduceInt(temp.count).Sum(count);
   __syncthreads();
   max_logit = ReduceFloat(temp.max).Reduce(max_logit, MaxFloat());
+  if (mask != nullptr) {
+    __syncthreads();
+    lowest_allowed =
+        ReduceInt(temp.count).Reduce(lowest_allowed, MinInt());
+  }
   if (threadIdx.x == 0) {
+    // An allowed id with a logit above -inf wins the argmax, and draws pick
+    // only such ids; without one the host falls back to the lowest allowed.
+    if (mask != nullptr && lowest_allowed != INT_MAX &&
+        !((mask[best.id >> 5] >> (best.id & 31)) & 1u)) {
+      best.id = lowest_allowed;
+    }
     RowState st;
     st.count = count;
     st.argmax = best.id;
