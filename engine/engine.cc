@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -141,6 +142,9 @@ class EngineImpl final : public Engine {
     stats.fault = c.fault;
     stats.speculation = c.speculation;
     stats.prefix_cache = prefix_cache_.Stats();
+    stats.grammar_masks = mask_filler_.masks_filled();
+    stats.grammar_mask_ns = mask_filler_.fill_ns();
+    stats.grammar_mask_wait_ns = mask_wait_ns_.load();
     if (disk_ != nullptr) {
       stats.prefix_cache_disk = true;
       stats.prefix_cache_disk_stats = disk_->Stats();
@@ -258,7 +262,12 @@ class EngineImpl final : public Engine {
     mask_filler_.Start(constrained_, masks_.data(), mask_words_);
   }
   void FinishMasks() {
-    if (!constrained_.empty()) mask_filler_.Wait();
+    if (constrained_.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    mask_filler_.Wait();
+    mask_wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
   }
 
   // Launches a planned pipelined step; false (its requests failed) if the
@@ -424,6 +433,7 @@ class EngineImpl final : public Engine {
   std::vector<uint32_t> masks_;
   int32_t mask_words_ = 0;
   MaskFiller mask_filler_;
+  std::atomic<int64_t> mask_wait_ns_{0};  // written by the engine thread
   std::thread thread_;
   std::once_flag joined_;
 };

@@ -88,6 +88,12 @@ struct EngineStats {
   SpeculationCounts speculation;
   bool prefix_cache_disk = false;  // whether there is a disk tier
   SnapshotDiskStats prefix_cache_disk_stats;
+  // Constrained decoding: masks the filler computed and its time doing so
+  // (off the engine thread, while steps ran), and the engine thread's time
+  // waiting for masks after a step's forward (what they added to steps).
+  int64_t grammar_masks = 0;
+  int64_t grammar_mask_ns = 0;
+  int64_t grammar_mask_wait_ns = 0;
 };
 
 struct ModelSummary {
