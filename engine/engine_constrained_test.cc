@@ -98,6 +98,8 @@ class Runner {
     o.max_slots = 6;
     o.step_token_budget = 32;
     o.prefix_cache_bytes = prefix_cache_bytes;
+    // Several fillers share the masks out on one path, one on the other.
+    o.grammar_mask_threads = device ? 3 : 1;
     auto engine = Engine::Create(
         o, device ? std::make_unique<DeviceSamplingCpu>(&rows_, &masked_)
                   : MakeCpuBackend(1));
