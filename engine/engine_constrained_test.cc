@@ -80,6 +80,7 @@ struct Job {
   int32_t max_new_tokens = 120;
   int32_t min_new_tokens = 0;
   std::vector<int32_t> prompt = {10, 20, 30, 40};
+  std::vector<int32_t> stop_token_ids;
 };
 
 struct Seq {
@@ -122,6 +123,7 @@ class Runner {
       r.sampling.seed = job.seed;
       r.stopping.max_new_tokens = job.max_new_tokens;
       r.stopping.min_new_tokens = job.min_new_tokens;
+      r.stopping.stop_token_ids = job.stop_token_ids;
       r.constraint = job.constraint;
       r.sink = collectors.back()->Sink();
       const absl::Status s = engine_->Submit(std::move(r));
@@ -345,6 +347,35 @@ TEST(EngineConstrainedTest, MinNewTokensYieldsToACompleteText) {
   const size_t len = got[1][0].tokens.size();
   EXPECT_GE(len, 11u);
   EXPECT_EQ(got[1][0].text, std::string(len - 1, 'x'));
+}
+
+// A request's stop id (here the byte 'q') is allowed only where the text is
+// complete, like EOS, and ends the sequence there: never drawn as text.
+TEST(EngineConstrainedTest, RequestStopIdsStopOnlyACompleteText) {
+  Runner runner(FlatModelCopy(kTinyMamba));
+  const int32_t eos = runner.engine().summary().eos_token_id;
+  std::vector<Job> jobs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Job j;
+    j.constraint = Regex("[a-z]{3}");
+    j.seed = seed;
+    j.stop_token_ids = {'q'};
+    jobs.push_back(j);
+  }
+  const auto got = runner.Run(jobs);
+  int by_q = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Seq& seq = got[i][0];
+    ASSERT_EQ(seq.finish, FinishReason::kEos) << i;
+    ASSERT_EQ(seq.tokens.size(), 4u) << i;
+    EXPECT_TRUE(std::regex_match(seq.text, std::regex("[a-pr-z]{3}")))
+        << i << ": " << seq.text;
+    EXPECT_TRUE(seq.tokens.back() == eos || seq.tokens.back() == 'q') << i;
+    by_q += seq.tokens.back() == 'q';
+  }
+  // EOS and 'q' are equally likely at the end on the flattened model.
+  EXPECT_GT(by_q, 0);
+  EXPECT_LT(by_q, static_cast<int>(jobs.size()));
 }
 
 TEST(EngineConstrainedTest, BadConstraintsAreRefusedNamingThem) {
