@@ -20,6 +20,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/testing/event_collector.h"
 #include "engine/testing/flat_model.h"
+#include "engine/testing/pipelined_cpu.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "nlohmann/json.hpp"
@@ -81,6 +82,7 @@ struct Job {
   int32_t min_new_tokens = 0;
   std::vector<int32_t> prompt = {10, 20, 30, 40};
   std::vector<int32_t> stop_token_ids;
+  bool constrained = true;  // false: `constraint` is not sent
 };
 
 struct Seq {
@@ -90,10 +92,15 @@ struct Seq {
   int32_t cached = 0;
 };
 
+// Where the engine samples: on the host, "on the device" (SampleRows), or
+// on a device that pipelines steps.
+enum class Path { kHost, kDevice, kPipelined };
+
 class Runner {
  public:
-  explicit Runner(const std::string& model, bool device = false,
+  explicit Runner(const std::string& model, Path path = Path::kHost,
                   int64_t prefix_cache_bytes = 0) {
+    const bool device = path != Path::kHost;
     EngineOptions o;
     o.model_dir = model;
     o.max_slots = 6;
@@ -101,9 +108,15 @@ class Runner {
     o.prefix_cache_bytes = prefix_cache_bytes;
     // Several fillers share the masks out on one path, one on the other.
     o.grammar_mask_threads = device ? 3 : 1;
-    auto engine = Engine::Create(
-        o, device ? std::make_unique<DeviceSamplingCpu>(&rows_, &masked_)
-                  : MakeCpuBackend(1));
+    std::unique_ptr<Backend> backend;
+    if (path == Path::kDevice) {
+      backend = std::make_unique<DeviceSamplingCpu>(&rows_, &masked_);
+    } else if (path == Path::kPipelined) {
+      backend = std::make_unique<PipelinedCpu>();
+    } else {
+      backend = MakeCpuBackend(1);
+    }
+    auto engine = Engine::Create(o, std::move(backend));
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (engine.ok()) engine_ = *std::move(engine);
   }
@@ -124,7 +137,7 @@ class Runner {
       r.stopping.max_new_tokens = job.max_new_tokens;
       r.stopping.min_new_tokens = job.min_new_tokens;
       r.stopping.stop_token_ids = job.stop_token_ids;
-      r.constraint = job.constraint;
+      if (job.constrained) r.constraint = job.constraint;
       r.sink = collectors.back()->Sink();
       const absl::Status s = engine_->Submit(std::move(r));
       EXPECT_TRUE(s.ok()) << s;
@@ -256,7 +269,7 @@ TEST(EngineConstrainedTest, DeviceSamplingGivesTheHostPathsGenerations) {
        {FlatModelCopy(kTinyMamba), FlatModelCopy(kTinyHybrid)}) {
     SCOPED_TRACE(model);
     Runner host(model);
-    Runner device(model, /*device=*/true);
+    Runner device(model, Path::kDevice);
     const auto want = host.Run(jobs);
     const auto got = device.Run(jobs);
     ExpectAllFollow(jobs, got, device.engine().summary().eos_token_id);
@@ -289,7 +302,7 @@ TEST(EngineConstrainedTest, GreedyIsTheSameOnBothPaths) {
   for (const std::string& model :
        {std::string(kTinyMamba), FlatModelCopy(kTinyMamba)}) {
     Runner host(model);
-    Runner device(model, /*device=*/true);
+    Runner device(model, Path::kDevice);
     const auto want = host.Run(jobs);
     const auto got = device.Run(jobs);
     ASSERT_EQ(want.size(), got.size());
@@ -299,6 +312,46 @@ TEST(EngineConstrainedTest, GreedyIsTheSameOnBothPaths) {
       ExpectFollows(jobs[i].constraint, got[i][0],
                     host.engine().summary().eos_token_id,
                     "greedy " + std::to_string(i));
+    }
+  }
+}
+
+// On a backend that pipelines steps, steps with a constrained sequence run
+// synchronously and the others pipeline again once it is done: the
+// unconstrained requests beside it draw what they draw on the host.
+TEST(EngineConstrainedTest, PipelinedBackendGivesTheHostPathsGenerations) {
+  const std::string model = FlatModelCopy(kTinyMamba);
+  std::vector<Job> jobs;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Job free;
+    free.constrained = false;
+    free.seed = seed;
+    free.max_new_tokens = 40 + 10 * static_cast<int32_t>(seed);
+    jobs.push_back(free);
+  }
+  Job schema;
+  schema.constraint = Schema(kSchema);
+  schema.seed = 5;
+  jobs.push_back(schema);
+  Job choice;
+  choice.constraint = Choice({"yes", "no"});
+  choice.seed = 6;
+  choice.n = 2;
+  jobs.push_back(choice);
+  Runner host(model);
+  Runner pipelined(model, Path::kPipelined);
+  const auto want = host.Run(jobs);
+  const auto got = pipelined.Run(jobs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    for (size_t k = 0; k < got[i].size(); ++k) {
+      EXPECT_EQ(got[i][k].tokens, want[i][k].tokens) << i << "." << k;
+      if (jobs[i].constrained) {
+        ExpectFollows(jobs[i].constraint, got[i][k],
+                      host.engine().summary().eos_token_id,
+                      "job " + std::to_string(i));
+      }
     }
   }
 }
@@ -317,7 +370,7 @@ TEST(EngineConstrainedTest, PrefixReuseGivesTheUncachedOutputs) {
   }
   Runner uncached(model);
   const auto want = uncached.Run(jobs);
-  Runner cached(model, false, int64_t{64} << 20);
+  Runner cached(model, Path::kHost, int64_t{64} << 20);
   // The first job fills the cache; everything after it starts from it.
   cached.Run({jobs[0]});
   const auto got = cached.Run(jobs);
