@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -14,8 +15,8 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/mask_filler.h"
 #include "engine/scheduler/scheduler.h"
-#include "engine/speculative/model_drafter.h"
 #include "engine/snapshot_exchange.h"
+#include "engine/speculative/model_drafter.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/snapshot_file.h"
 #include "spdlog/spdlog.h"
@@ -47,6 +48,7 @@ class EngineImpl final : public Engine {
         snapshot_blocks_(std::move(snapshot_blocks)),
         disk_(std::move(disk)),
         grammars_(std::move(grammars)),
+        mask_filler_(options_.grammar_mask_threads),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{
@@ -245,6 +247,9 @@ class EngineImpl final : public Engine {
     stats.speculation_by_method = c.speculation_by_method;
     stats.prefix_cache = prefix_cache_.Stats();
     stats.peer_fetch = c.peer_fetch;
+    stats.grammar_masks = mask_filler_.masks_filled();
+    stats.grammar_mask_ns = mask_filler_.fill_ns();
+    stats.grammar_mask_wait_ns = mask_wait_ns_.load();
     if (disk_ != nullptr) {
       stats.prefix_cache_disk = true;
       stats.prefix_cache_disk_stats = disk_->Stats();
@@ -390,7 +395,12 @@ class EngineImpl final : public Engine {
     mask_filler_.Start(constrained_, masks_.data(), mask_words_);
   }
   void FinishMasks() {
-    if (!constrained_.empty()) mask_filler_.Wait();
+    if (constrained_.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    mask_filler_.Wait();
+    mask_wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
   }
 
   // Launches a planned pipelined step; false (its requests failed) if the
@@ -532,6 +542,9 @@ class EngineImpl final : public Engine {
   // Compiles Submit's constraints (thread-safe); the error when the
   // tokenizer's vocabulary could not be read for grammars.
   const absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars_;
+  // Fills constrained masks while steps run (idle whenever the engine
+  // thread is not inside a step: it waits for each fill it starts).
+  MaskFiller mask_filler_;
   PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
   EventOutbox outbox_;        // before the scheduler, which sends into it
   // The peers the scheduler asks (SetSnapshotPeers), guarded by mu_; before
@@ -559,50 +572,12 @@ class EngineImpl final : public Engine {
   std::vector<Sequence*> constrained_;
   std::vector<uint32_t> masks_;
   int32_t mask_words_ = 0;
-  MaskFiller mask_filler_;
+  std::atomic<int64_t> mask_wait_ns_{0};  // written by the engine thread
   std::thread thread_;
   std::once_flag joined_;
 };
 
-// The compiler of constraints for the model's vocabulary. Its stop token is
-// EOS; a request's stop ids are allowed beside it per sequence (Sequence::
-// FillMask), so one compiled grammar serves every request. A tokenizer
-// whose vocabulary cannot be read this way does not stop the engine: only
-// constrained requests are refused, with the reason.
-absl::StatusOr<std::unique_ptr<GrammarCompiler>> MakeGrammarCompiler(
-    const EngineOptions& options, const Tokenizer& tokenizer,
-    int32_t vocab_size) {
-  std::vector<int32_t> stops;
-  if (tokenizer.eos_token_id() >= 0) stops.push_back(tokenizer.eos_token_id());
-  absl::StatusOr<std::shared_ptr<const GrammarVocab>> vocab =
-      GrammarVocab::FromTokenizer(tokenizer, vocab_size, std::move(stops));
-  if (!vocab.ok()) {
-    spdlog::warn("constrained decoding unavailable: {}",
-                 vocab.status().ToString());
-    return absl::FailedPreconditionError(
-        absl::StrCat("constrained decoding is unavailable for this tokenizer: ",
-                     vocab.status().message()));
-  }
-  GrammarCompilerOptions o;
-  o.limits = options.constraint_limits;
-  o.max_cached = options.grammar_cache_size;
-  o.compile_threads = options.grammar_compile_threads;
-  return std::make_unique<GrammarCompiler>(*std::move(vocab), o);
-}
-
 }  // namespace
-
-absl::StatusOr<std::string> Engine::ExportSnapshot(const std::string&,
-                                                   const std::vector<int32_t>&,
-                                                   int64_t, absl::Duration) {
-  return absl::UnimplementedError("this engine exports no snapshots");
-}
-absl::Status Engine::ImportSnapshot(const std::string&, absl::Duration) {
-  return absl::UnimplementedError("this engine imports no snapshots");
-}
-absl::Status Engine::SetSnapshotPeers(std::shared_ptr<SnapshotPeers>, int32_t) {
-  return absl::UnimplementedError("this engine asks no peers");
-}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, std::unique_ptr<Backend> backend) {
@@ -615,32 +590,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, std::unique_ptr<Backend> backend,
     ModelDir& dir) {
-  if (options.max_slots <= 0 || options.max_queue < 0 ||
-      options.step_token_budget <= 0) {
-    return absl::InvalidArgumentError(
-        "max_slots and step_token_budget must be > 0");
-  }
-  if (options.grammar_cache_size < 0 || options.grammar_compile_threads < 1) {
-    return absl::InvalidArgumentError(
-        "grammar_cache_size must be >= 0 and grammar_compile_threads >= 1");
-  }
-  if (options.prefix_cache_bytes < 0) {
-    return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");
-  }
-  if (options.max_draft_tokens < 0 || options.speculative_max_batch < 0 ||
-      options.max_draft_tokens > 64) {
-    return absl::InvalidArgumentError(
-        "max_draft_tokens must be in [0, 64] and speculative_max_batch >= 0");
-  }
-  if (!options.prefix_cache_dir.empty() &&
-      (options.prefix_cache_disk_bytes <= 0 ||
-       options.prefix_cache_bytes <= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prefix_cache_dir ", options.prefix_cache_dir,
-        " needs prefix_cache_disk_bytes > 0 (got ",
-        options.prefix_cache_disk_bytes, ") and prefix_cache_bytes > 0 (got ",
-        options.prefix_cache_bytes, ")"));
-  }
+  if (absl::Status s = CheckEngineOptions(options); !s.ok()) return s;
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   ModelLimits limits;
   limits.max_slots = options.max_slots;
@@ -699,27 +649,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
       slot_bytes > 0 ? options.prefix_cache_bytes / slot_bytes + writer_blocks
                      : 0);
   if (!blocks.ok()) return blocks.status();
+  // A tokenizer whose vocabulary grammars cannot read does not stop the
+  // engine: only constrained requests are refused, with the reason.
   absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars =
-      MakeGrammarCompiler(options, **tokenizer, (*model)->vocab_size());
+      GrammarCompiler::ForTokenizer(
+          **tokenizer, (*model)->vocab_size(),
+          {options.constraint_limits, options.grammar_cache_size,
+           options.grammar_compile_threads});
+  if (!grammars.ok()) spdlog::warn("{}", grammars.status().ToString());
   std::unique_ptr<ModelDrafter> drafter;
   if (!options.draft_model_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<ModelDir>> draft_dir =
-        ModelDir::Open(options.draft_model_dir);
-    if (!draft_dir.ok()) return draft_dir.status();
     ModelDrafterOptions d;
     d.max_sequences = std::max(1, SpeculativeBatch(options));
     d.max_draft_tokens = std::max(1, options.max_draft_tokens);
     d.catch_up_rows = options.step_token_budget;
-    auto loaded = ModelDrafter::Load(**draft_dir, *backend, **tokenizer, d);
+    auto loaded =
+        ModelDrafter::Open(options.draft_model_dir, *backend, **tokenizer, d);
     if (!loaded.ok()) return loaded.status();
     drafter = *std::move(loaded);
     spdlog::info("draft model {}: {} layers, {} slots", options.draft_model_dir,
                  drafter->model().layers().size(), 2 * d.max_sequences);
   }
-  return std::unique_ptr<Engine>(new EngineImpl(
-      options, std::move(backend), *std::move(tokenizer), *std::move(model),
-      *std::move(blocks), std::move(disk), std::move(drafter),
-      std::move(grammars), identity));
+  return std::unique_ptr<Engine>(
+      new EngineImpl(options, std::move(backend), *std::move(tokenizer),
+                     *std::move(model), *std::move(blocks), std::move(disk),
+                     std::move(drafter), std::move(grammars), identity));
 }
 
 }  // namespace seqboat

@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/grammar/constraint.h"
+#include "engine/engine_options.h"
 #include "engine/model_dir/model_dir.h"
 #include "engine/request.h"
 #include "engine/scheduler/scheduler.h"
@@ -25,56 +25,6 @@
 namespace seqboat {
 
 class Backend;
-
-struct EngineOptions {
-  std::string model_dir;    // config.json, model.safetensors, tokenizer.json
-  int32_t max_slots = 64;   // concurrent sequences (state slots)
-  int32_t max_queue = 256;  // waiting requests before RESOURCE_EXHAUSTED
-  int32_t step_token_budget =
-      512;  // decode tokens + prefill chunk tokens per step
-  int32_t max_prompt_tokens = 1 << 20;
-  // Host bytes for prefix-state snapshots (engine/state/prefix_cache.h);
-  // 0 disables prefix reuse.
-  int64_t prefix_cache_bytes = 0;
-  // The prefix cache's disk tier (engine/state/snapshot_disk.h): snapshots
-  // evicted from memory are written to this directory, within
-  // prefix_cache_disk_bytes, and read back on a later request or by a
-  // restarted engine of the same model; Shutdown writes the snapshots in
-  // memory there too. Empty: no disk tier. Needs prefix_cache_bytes > 0.
-  std::string prefix_cache_dir;
-  int64_t prefix_cache_disk_bytes = 0;
-  // Every snapshot is queued for the disk tier as it enters memory, not
-  // only when evicted (the writer's queue bounds it: a full one drops and
-  // counts), so a replica that is killed, not drained, leaves its
-  // conversations on disk.
-  bool prefix_cache_disk_write_through = false;
-  int32_t max_new_tokens_limit = 4096;
-  // Speculative decoding (SpeculativeParams): a request's num_draft_tokens
-  // is at most max_draft_tokens; rounds run while at most
-  // speculative_max_batch sequences run (0: never). Each step then has up
-  // to speculative_max_batch * max_draft_tokens logit rows beyond one per
-  // slot, which the model's buffers are sized for.
-  int32_t max_draft_tokens = 8;
-  int32_t speculative_max_batch = 8;
-  // A draft model's directory (SpeculativeMethod::kDraftModel): a smaller
-  // model with the same tokenizer, loaded on the same backend with two
-  // slots per sequence that may speculate. Empty: none.
-  std::string draft_model_dir;
-  // Constrained decoding (Request::constraint): what Submit accepts of a
-  // constraint, the compiled grammars kept (least recently used dropped),
-  // and the threads one compilation may use (on the submitting thread's
-  // behalf: compilation never runs on the engine thread).
-  ConstraintLimits constraint_limits;
-  int32_t grammar_cache_size = 64;
-  int32_t grammar_compile_threads = 2;
-
-  // Optional observers for the server's metrics. Both run on the engine
-  // thread, so they must be cheap and never block.
-  // After each forward step: its wall time and how many sequences it ran.
-  std::function<void(absl::Duration step_time, int32_t batch)> on_step;
-  // When a queued request gets a slot: how long it waited since arrival.
-  std::function<void(absl::Duration queue_time)> on_admit;
-};
 
 // A block's running counter, e.g. a SeqBoat block's tokens seen and tokens
 // whose attention unit ran ("seqboat.tokens", "seqboat.gau_activated").
@@ -101,6 +51,12 @@ struct EngineStats {
   bool prefix_cache_disk = false;  // whether there is a disk tier
   SnapshotDiskStats prefix_cache_disk_stats;
   PeerFetchStats peer_fetch;  // snapshots asked of other replicas
+  // Constrained decoding: masks the filler computed and its time doing so
+  // (off the engine thread, while steps ran), and the engine thread's time
+  // waiting for masks after a step's forward (what they added to steps).
+  int64_t grammar_masks = 0;
+  int64_t grammar_mask_ns = 0;
+  int64_t grammar_mask_wait_ns = 0;
 };
 
 struct ModelSummary {
@@ -156,17 +112,23 @@ class Engine {
   // is none, FAILED_PRECONDITION without a prefix cache.
   virtual absl::StatusOr<std::string> ExportSnapshot(
       const std::string& scope, const std::vector<int32_t>& tokens,
-      int64_t min_tokens, absl::Duration timeout);
+      int64_t min_tokens, absl::Duration timeout) {
+    return absl::UnimplementedError("this engine exports no snapshots");
+  }
   // Checks `bytes` (identity, state size, length, checksum: INVALID_ARGUMENT
   // naming the refusal) and puts the snapshot into the prefix cache.
   virtual absl::Status ImportSnapshot(const std::string& bytes,
-                                      absl::Duration timeout);
+                                      absl::Duration timeout) {
+    return absl::UnimplementedError("this engine imports no snapshots");
+  }
   // From now on, a request whose prompt extends no snapshot here within
   // `min_tokens` of its length first asks `peers` for one (in the queue,
   // holding no slot; Scheduler::set_peers). FAILED_PRECONDITION without a
   // prefix cache.
   virtual absl::Status SetSnapshotPeers(std::shared_ptr<SnapshotPeers> peers,
-                                        int32_t min_tokens);
+                                        int32_t min_tokens) {
+    return absl::UnimplementedError("this engine asks no peers");
+  }
 
   virtual EngineStats Stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

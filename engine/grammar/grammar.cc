@@ -100,6 +100,21 @@ int32_t GrammarVocab::bitmask_words() const {
 
 Grammar::~Grammar() = default;
 
+absl::StatusOr<std::unique_ptr<GrammarCompiler>> GrammarCompiler::ForTokenizer(
+    const Tokenizer& tokenizer, int32_t vocab_size,
+    GrammarCompilerOptions options) {
+  std::vector<int32_t> stops;
+  if (tokenizer.eos_token_id() >= 0) stops.push_back(tokenizer.eos_token_id());
+  absl::StatusOr<std::shared_ptr<const GrammarVocab>> vocab =
+      GrammarVocab::FromTokenizer(tokenizer, vocab_size, std::move(stops));
+  if (!vocab.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("constrained decoding is unavailable for this tokenizer: ",
+                     vocab.status().message()));
+  }
+  return std::make_unique<GrammarCompiler>(*std::move(vocab), options);
+}
+
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const GrammarVocab> vocab,
                                  GrammarCompilerOptions options)
     : vocab_(std::move(vocab)), options_(options) {}

@@ -101,6 +101,13 @@ class GrammarCompiler {
  public:
   explicit GrammarCompiler(std::shared_ptr<const GrammarVocab> vocab,
                            GrammarCompilerOptions options = {});
+  // The compiler for a model's vocabulary (vocab_size logits) under
+  // `tokenizer`, EOS its stop: a request's stop ids are allowed beside it
+  // per sequence, so one compiled grammar serves every request.
+  // FAILED_PRECONDITION saying why when the vocabulary cannot be read.
+  static absl::StatusOr<std::unique_ptr<GrammarCompiler>> ForTokenizer(
+      const Tokenizer& tokenizer, int32_t vocab_size,
+      GrammarCompilerOptions options);
   ~GrammarCompiler();
 
   // InvalidArgument naming the kind and the fault for a constraint that

@@ -64,6 +64,13 @@ absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Load(
       new ModelDrafter(std::move(model), options, target.vocab_size()));
 }
 
+absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Open(
+    const std::string& dir, Backend& backend, const Tokenizer& target,
+    const ModelDrafterOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelDir> opened, ModelDir::Open(dir));
+  return Load(*opened, backend, target, options);
+}
+
 ModelDrafter::ModelDrafter(std::unique_ptr<Model> model,
                            ModelDrafterOptions options, int32_t vocab_limit)
     : model_(std::move(model)),

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,6 +41,10 @@ class ModelDrafter {
   // difference.
   static absl::StatusOr<std::unique_ptr<ModelDrafter>> Load(
       ModelDir& dir, Backend& backend, const Tokenizer& target,
+      const ModelDrafterOptions& options);
+  // The same from a directory's path (ModelDir::Open).
+  static absl::StatusOr<std::unique_ptr<ModelDrafter>> Open(
+      const std::string& dir, Backend& backend, const Tokenizer& target,
       const ModelDrafterOptions& options);
 
   struct Ask {
