@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/synthetic_vocab.h"
 #include "engine/backend/token_bitmask.h"
 #include "engine/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -37,49 +38,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-struct Vocab {
-  std::string name;
-  std::vector<std::string> tokens;  // the last is the stop token ("")
-};
-
-// Every byte, then distinct pieces of 2-12 characters: words with and
-// without a leading space, digits, JSON punctuation runs and multi-byte
-// UTF-8, roughly the mix of a large byte-level BPE vocabulary.
-Vocab Synthetic(int32_t size) {
-  Vocab v{"synthetic " + std::to_string(size / 1000) + "k", {}};
-  for (int b = 0; b < 256; ++b) v.tokens.push_back(std::string(1, char(b)));
-  std::mt19937 rng(size);
-  const std::string letters = "etaoinshrdlucmfwypvbgkjqxz";
-  const char* pieces[] = {"\":", "\",",  "{\"", "\"}", "[", "]",  ", ", "\\n",
-                          "é",   "日本", "語",  "0",   "1", "25", "."};
-  std::vector<std::string> seen;
-  std::sort(v.tokens.begin(), v.tokens.end());
-  while (static_cast<int32_t>(v.tokens.size()) < size - 1) {
-    std::string t;
-    const int kind = rng() % 10;
-    if (kind < 6) {
-      if (rng() % 2) t += ' ';
-      const int len = 2 + rng() % 9;
-      for (int i = 0; i < len; ++i)
-        t += letters[std::min<int>(rng() % 26, rng() % 26)];
-      if (rng() % 8 == 0) t[t[0] == ' ' ? 1 : 0] -= 32;  // capitalised
-    } else {
-      const int len = 1 + rng() % 3;
-      for (int i = 0; i < len; ++i) t += pieces[rng() % 15];
-    }
-    v.tokens.push_back(t);
-    if (v.tokens.size() % 4096 == 0) {
-      std::sort(v.tokens.begin(), v.tokens.end());
-      v.tokens.erase(std::unique(v.tokens.begin(), v.tokens.end()),
-                     v.tokens.end());
-    }
-  }
-  std::sort(v.tokens.begin(), v.tokens.end());
-  v.tokens.erase(std::unique(v.tokens.begin(), v.tokens.end()), v.tokens.end());
-  v.tokens.push_back("");
-  return v;
 }
 
 struct Case {

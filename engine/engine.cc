@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -41,6 +42,7 @@ class EngineImpl final : public Engine {
         snapshot_blocks_(std::move(snapshot_blocks)),
         disk_(std::move(disk)),
         grammars_(std::move(grammars)),
+        mask_filler_(options_.grammar_mask_threads),
         prefix_cache_(options_.prefix_cache_bytes),
         scheduler_(
             SchedulerOptions{
@@ -141,6 +143,9 @@ class EngineImpl final : public Engine {
     stats.fault = c.fault;
     stats.speculation = c.speculation;
     stats.prefix_cache = prefix_cache_.Stats();
+    stats.grammar_masks = mask_filler_.masks_filled();
+    stats.grammar_mask_ns = mask_filler_.fill_ns();
+    stats.grammar_mask_wait_ns = mask_wait_ns_.load();
     if (disk_ != nullptr) {
       stats.prefix_cache_disk = true;
       stats.prefix_cache_disk_stats = disk_->Stats();
@@ -258,7 +263,12 @@ class EngineImpl final : public Engine {
     mask_filler_.Start(constrained_, masks_.data(), mask_words_);
   }
   void FinishMasks() {
-    if (!constrained_.empty()) mask_filler_.Wait();
+    if (constrained_.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    mask_filler_.Wait();
+    mask_wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
   }
 
   // Launches a planned pipelined step; false (its requests failed) if the
@@ -399,6 +409,9 @@ class EngineImpl final : public Engine {
   // Compiles Submit's constraints (thread-safe); the error when the
   // tokenizer's vocabulary could not be read for grammars.
   const absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars_;
+  // Fills constrained masks while steps run (idle whenever the engine
+  // thread is not inside a step: it waits for each fill it starts).
+  MaskFiller mask_filler_;
   PrefixCache prefix_cache_;  // the engine thread's; Stats() from any
   EventOutbox outbox_;        // before the scheduler, which sends into it
   Scheduler scheduler_;
@@ -423,7 +436,7 @@ class EngineImpl final : public Engine {
   std::vector<Sequence*> constrained_;
   std::vector<uint32_t> masks_;
   int32_t mask_words_ = 0;
-  MaskFiller mask_filler_;
+  std::atomic<int64_t> mask_wait_ns_{0};  // written by the engine thread
   std::thread thread_;
   std::once_flag joined_;
 };
@@ -503,9 +516,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(
         "max_slots and step_token_budget must be > 0");
   }
-  if (options.grammar_cache_size < 0 || options.grammar_compile_threads < 1) {
+  if (options.grammar_cache_size < 0 || options.grammar_compile_threads < 1 ||
+      options.grammar_mask_threads < 1 || options.grammar_mask_threads > 64) {
     return absl::InvalidArgumentError(
-        "grammar_cache_size must be >= 0 and grammar_compile_threads >= 1");
+        "grammar_cache_size must be >= 0, grammar_compile_threads >= 1 and "
+        "grammar_mask_threads in [1, 64]");
   }
   if (options.prefix_cache_bytes < 0) {
     return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");

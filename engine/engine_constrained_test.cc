@@ -20,6 +20,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/testing/event_collector.h"
 #include "engine/testing/flat_model.h"
+#include "engine/testing/pipelined_cpu.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "nlohmann/json.hpp"
@@ -80,6 +81,8 @@ struct Job {
   int32_t max_new_tokens = 120;
   int32_t min_new_tokens = 0;
   std::vector<int32_t> prompt = {10, 20, 30, 40};
+  std::vector<int32_t> stop_token_ids;
+  bool constrained = true;  // false: `constraint` is not sent
 };
 
 struct Seq {
@@ -89,18 +92,31 @@ struct Seq {
   int32_t cached = 0;
 };
 
+// Where the engine samples: on the host, "on the device" (SampleRows), or
+// on a device that pipelines steps.
+enum class Path { kHost, kDevice, kPipelined };
+
 class Runner {
  public:
-  explicit Runner(const std::string& model, bool device = false,
+  explicit Runner(const std::string& model, Path path = Path::kHost,
                   int64_t prefix_cache_bytes = 0) {
+    const bool device = path != Path::kHost;
     EngineOptions o;
     o.model_dir = model;
     o.max_slots = 6;
     o.step_token_budget = 32;
     o.prefix_cache_bytes = prefix_cache_bytes;
-    auto engine = Engine::Create(
-        o, device ? std::make_unique<DeviceSamplingCpu>(&rows_, &masked_)
-                  : MakeCpuBackend(1));
+    // Several fillers share the masks out on one path, one on the other.
+    o.grammar_mask_threads = device ? 3 : 1;
+    std::unique_ptr<Backend> backend;
+    if (path == Path::kDevice) {
+      backend = std::make_unique<DeviceSamplingCpu>(&rows_, &masked_);
+    } else if (path == Path::kPipelined) {
+      backend = std::make_unique<PipelinedCpu>();
+    } else {
+      backend = MakeCpuBackend(1);
+    }
+    auto engine = Engine::Create(o, std::move(backend));
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (engine.ok()) engine_ = *std::move(engine);
   }
@@ -120,7 +136,8 @@ class Runner {
       r.sampling.seed = job.seed;
       r.stopping.max_new_tokens = job.max_new_tokens;
       r.stopping.min_new_tokens = job.min_new_tokens;
-      r.constraint = job.constraint;
+      r.stopping.stop_token_ids = job.stop_token_ids;
+      if (job.constrained) r.constraint = job.constraint;
       r.sink = collectors.back()->Sink();
       const absl::Status s = engine_->Submit(std::move(r));
       EXPECT_TRUE(s.ok()) << s;
@@ -252,7 +269,7 @@ TEST(EngineConstrainedTest, DeviceSamplingGivesTheHostPathsGenerations) {
        {FlatModelCopy(kTinyMamba), FlatModelCopy(kTinyHybrid)}) {
     SCOPED_TRACE(model);
     Runner host(model);
-    Runner device(model, /*device=*/true);
+    Runner device(model, Path::kDevice);
     const auto want = host.Run(jobs);
     const auto got = device.Run(jobs);
     ExpectAllFollow(jobs, got, device.engine().summary().eos_token_id);
@@ -285,7 +302,7 @@ TEST(EngineConstrainedTest, GreedyIsTheSameOnBothPaths) {
   for (const std::string& model :
        {std::string(kTinyMamba), FlatModelCopy(kTinyMamba)}) {
     Runner host(model);
-    Runner device(model, /*device=*/true);
+    Runner device(model, Path::kDevice);
     const auto want = host.Run(jobs);
     const auto got = device.Run(jobs);
     ASSERT_EQ(want.size(), got.size());
@@ -295,6 +312,46 @@ TEST(EngineConstrainedTest, GreedyIsTheSameOnBothPaths) {
       ExpectFollows(jobs[i].constraint, got[i][0],
                     host.engine().summary().eos_token_id,
                     "greedy " + std::to_string(i));
+    }
+  }
+}
+
+// On a backend that pipelines steps, steps with a constrained sequence run
+// synchronously and the others pipeline again once it is done: the
+// unconstrained requests beside it draw what they draw on the host.
+TEST(EngineConstrainedTest, PipelinedBackendGivesTheHostPathsGenerations) {
+  const std::string model = FlatModelCopy(kTinyMamba);
+  std::vector<Job> jobs;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Job free;
+    free.constrained = false;
+    free.seed = seed;
+    free.max_new_tokens = 40 + 10 * static_cast<int32_t>(seed);
+    jobs.push_back(free);
+  }
+  Job schema;
+  schema.constraint = Schema(kSchema);
+  schema.seed = 5;
+  jobs.push_back(schema);
+  Job choice;
+  choice.constraint = Choice({"yes", "no"});
+  choice.seed = 6;
+  choice.n = 2;
+  jobs.push_back(choice);
+  Runner host(model);
+  Runner pipelined(model, Path::kPipelined);
+  const auto want = host.Run(jobs);
+  const auto got = pipelined.Run(jobs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    for (size_t k = 0; k < got[i].size(); ++k) {
+      EXPECT_EQ(got[i][k].tokens, want[i][k].tokens) << i << "." << k;
+      if (jobs[i].constrained) {
+        ExpectFollows(jobs[i].constraint, got[i][k],
+                      host.engine().summary().eos_token_id,
+                      "job " + std::to_string(i));
+      }
     }
   }
 }
@@ -313,7 +370,7 @@ TEST(EngineConstrainedTest, PrefixReuseGivesTheUncachedOutputs) {
   }
   Runner uncached(model);
   const auto want = uncached.Run(jobs);
-  Runner cached(model, false, int64_t{64} << 20);
+  Runner cached(model, Path::kHost, int64_t{64} << 20);
   // The first job fills the cache; everything after it starts from it.
   cached.Run({jobs[0]});
   const auto got = cached.Run(jobs);
@@ -343,6 +400,35 @@ TEST(EngineConstrainedTest, MinNewTokensYieldsToACompleteText) {
   const size_t len = got[1][0].tokens.size();
   EXPECT_GE(len, 11u);
   EXPECT_EQ(got[1][0].text, std::string(len - 1, 'x'));
+}
+
+// A request's stop id (here the byte 'q') is allowed only where the text is
+// complete, like EOS, and ends the sequence there: never drawn as text.
+TEST(EngineConstrainedTest, RequestStopIdsStopOnlyACompleteText) {
+  Runner runner(FlatModelCopy(kTinyMamba));
+  const int32_t eos = runner.engine().summary().eos_token_id;
+  std::vector<Job> jobs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Job j;
+    j.constraint = Regex("[a-z]{3}");
+    j.seed = seed;
+    j.stop_token_ids = {'q'};
+    jobs.push_back(j);
+  }
+  const auto got = runner.Run(jobs);
+  int by_q = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Seq& seq = got[i][0];
+    ASSERT_EQ(seq.finish, FinishReason::kEos) << i;
+    ASSERT_EQ(seq.tokens.size(), 4u) << i;
+    EXPECT_TRUE(std::regex_match(seq.text, std::regex("[a-pr-z]{3}")))
+        << i << ": " << seq.text;
+    EXPECT_TRUE(seq.tokens.back() == eos || seq.tokens.back() == 'q') << i;
+    by_q += seq.tokens.back() == 'q';
+  }
+  // EOS and 'q' are equally likely at the end on the flattened model.
+  EXPECT_GT(by_q, 0);
+  EXPECT_LT(by_q, static_cast<int>(jobs.size()));
 }
 
 TEST(EngineConstrainedTest, BadConstraintsAreRefusedNamingThem) {

@@ -1,37 +1,43 @@
 #include "engine/scheduler/mask_filler.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace seqboat {
 
-MaskFiller::MaskFiller() : thread_([this] { Work(); }) {}
+MaskFiller::MaskFiller(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i)
+    threads_.emplace_back([this] { Work(); });
+}
 
 MaskFiller::~MaskFiller() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !busy_; });
+    done_cv_.wait(lock, [this] { return left_ == 0; });
     stop_ = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
 }
 
 void MaskFiller::Start(const std::vector<Sequence*>& seqs, uint32_t* words,
                        int32_t words_per_row) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !busy_; });
+    done_cv_.wait(lock, [this] { return left_ == 0; });
+    if (seqs.empty()) return;
     seqs_.assign(seqs.begin(), seqs.end());
     words_ = words;
     words_per_row_ = words_per_row;
-    busy_ = !seqs_.empty();
+    next_ = 0;
+    left_ = seqs_.size();
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
 }
 
 void MaskFiller::Wait() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !busy_; });
+  done_cv_.wait(lock, [this] { return left_ == 0; });
 }
 
 int64_t MaskFiller::masks_filled() const {
@@ -47,23 +53,25 @@ int64_t MaskFiller::fill_ns() const {
 void MaskFiller::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return busy_ || stop_; });
+    work_cv_.wait(lock, [this] { return next_ < seqs_.size() || stop_; });
     if (stop_) return;
-    // The job's sequences and words are the worker's until busy_ clears.
-    const std::vector<Sequence*> seqs = std::move(seqs_);
-    uint32_t* const words = words_;
-    const int64_t per_row = words_per_row_;
+    // One sequence at a time, so that the workers balance uneven masks.
+    const size_t i = next_++;
+    Sequence* const seq = seqs_[i];
+    uint32_t* const words = words_ + static_cast<int64_t>(i) * words_per_row_;
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < seqs.size(); ++i)
-      seqs[i]->FillMask(words + static_cast<int64_t>(i) * per_row);
+    seq->FillMask(words);
     const auto took = std::chrono::steady_clock::now() - start;
     lock.lock();
-    filled_ += static_cast<int64_t>(seqs.size());
+    ++filled_;
     fill_ns_ +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
-    busy_ = false;
-    cv_.notify_all();
+    if (--left_ == 0) {
+      seqs_.clear();
+      next_ = 0;
+      done_cv_.notify_all();
+    }
   }
 }
 

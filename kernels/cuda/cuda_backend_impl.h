@@ -211,8 +211,9 @@ class CudaBackend final : public Backend {
   // SampleRows' scratch (the tokens, then the kernels' workspace) and its
   // penalised ids when too many to stage. Grown between steps, never
   // referenced by a recorded graph.
-  DeviceBuffer sample_scratch_, sample_seen_;
-  size_t sample_scratch_bytes_ = 0, sample_seen_bytes_ = 0;
+  DeviceBuffer sample_scratch_, sample_seen_, sample_masks_;
+  size_t sample_scratch_bytes_ = 0, sample_seen_bytes_ = 0,
+         sample_masks_bytes_ = 0;
 };
 
 }  // namespace seqboat::cuda

@@ -180,6 +180,39 @@ __device__ void CountPendingToken(const SampleLaunchParams& p,
   __syncthreads();
 }
 
+__device__ bool MaskAllows(const uint32_t* mask, int id) {
+  return (mask[id >> 5] >> (id & 31)) & 1u;
+}
+
+// Last, as PenalizedLogit: whatever the penalties did, the suppressed ids
+// (min_new_tokens) and, on a constrained row, the ids outside its mask are
+// out. Returns this thread's lowest allowed id (INT_MAX: none; the block's
+// least is what the host draws when every allowed logit is -inf).
+// Ends synchronised.
+__device__ int HoldBack(const SampleLaunchParams& p, const SampleRow& r, int v,
+                        bool suppress, const uint32_t* mask, float* work) {
+  if (suppress) {
+    const int32_t* ids = p.seen_ids + r.suppressed_offset;
+    for (int j = threadIdx.x; j < r.suppressed_count; j += kThreads) {
+      const int32_t id = ids[j];
+      if (id >= 0 && id < v) work[id] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  int lowest_allowed = INT_MAX;
+  if (mask != nullptr) {
+    for (int i = threadIdx.x; i < v; i += kThreads) {
+      if (MaskAllows(mask, i)) {
+        lowest_allowed = min(lowest_allowed, i);
+      } else {
+        work[i] = -INFINITY;
+      }
+    }
+    __syncthreads();
+  }
+  return lowest_allowed;
+}
+
 // Sampler::Sample up to the draw: scale (Model::Forward), sanitise and
 // penalise (PenalizedLogit: repetition, then frequency and presence, then
 // the suppressed ids at -inf), the
@@ -229,7 +262,11 @@ __global__ void __launch_bounds__(kThreads)
                            ? p.pending_tokens[r.pending_from]
                            : -1;
   const bool pending = pend >= 0 && pend < v && (rep_on || count_on);
-  const bool penalise = repeat || counted || suppress || pending;
+  const uint32_t* mask =  // a constrained row's (HoldBack)
+      r.mask_row >= 0 && p.masks != nullptr
+          ? p.masks + static_cast<int64_t>(r.mask_row) * p.mask_words
+          : nullptr;
+  const bool penalise = repeat || counted || suppress || pending || mask;
   if (penalise) {
     for (int i = threadIdx.x; i < v; i += kThreads) {
       work[i] = sampling::SanitizeLogit(__fmul_rn(in[i], p.logit_scale));
@@ -263,15 +300,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   if (pending) CountPendingToken(p, r, pend, rep_on, count_on, in, work);
-  if (suppress) {
-    // Last, as PenalizedLogit: whatever the penalties did, these are out.
-    const int32_t* ids = p.seen_ids + r.suppressed_offset;
-    for (int j = threadIdx.x; j < r.suppressed_count; j += kThreads) {
-      const int32_t id = ids[j];
-      if (id >= 0 && id < v) work[id] = -INFINITY;
-    }
-    __syncthreads();
-  }
+  const int lowest_allowed = HoldBack(p, r, v, suppress, mask, work);
 
   // One pass over the row (two with a penalty): without one, the logits are
   // sanitised as they are read. kPrepareUnroll loads per thread are issued
@@ -314,7 +343,15 @@ __global__ void __launch_bounds__(kThreads)
   count = ReduceInt(temp.count).Sum(count);
   __syncthreads();
   max_logit = ReduceFloat(temp.max).Reduce(max_logit, MaxFloat());
+  int least = INT_MAX;
+  if (mask != nullptr) {
+    __syncthreads();
+    least = ReduceInt(temp.count).Reduce(lowest_allowed, MinInt());
+  }
   if (threadIdx.x == 0) {
+    // No allowed id above -inf: the host's fallback, the lowest allowed.
+    if (mask != nullptr && least != INT_MAX && !MaskAllows(mask, best.id))
+      best.id = least;
     RowState st;
     st.count = count;
     st.argmax = best.id;

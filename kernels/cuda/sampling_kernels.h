@@ -23,6 +23,10 @@ struct SampleLaunchParams {
   const int32_t* seen_ids = nullptr;  // the ids rows[j].seen_offset indexes
   // The launch before's tokens, which rows[j].pending_from indexes (device).
   const int32_t* pending_tokens = nullptr;
+  // Constrained rows' allowed-id bitmasks, mask_words words each, which
+  // rows[j].mask_row indexes (device; sample_row.h).
+  const uint32_t* masks = nullptr;
+  int32_t mask_words = 0;
   // Whether some row is sampled (not greedy) with top-k or top-p: only then
   // are rows sorted.
   bool any_ranked = false;

@@ -32,7 +32,7 @@ absl::Status CudaBackend::LaunchSampleRows(const SampleRowsParams& op) {
         absl::StrCat("SampleRows of ", m, " rows with ", outstanding_.size(),
                      " launches outstanding"));
   }
-  const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(op.rows, m);
+  const absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(op);
   if (!plan.ok()) return plan.status();
   const size_t seen = plan->seen;
 
@@ -69,10 +69,31 @@ absl::Status CudaBackend::LaunchSampleRows(const SampleRowsParams& op) {
     dev_seen = static_cast<const int32_t*>(sample_seen_.get());
   }
 
+  // Constrained rows' masks (4 KiB a row at 32k ids, 31 KiB at 248k) go
+  // the same way.
+  const uint32_t* dev_masks = nullptr;
+  const size_t mask_bytes = plan->mask_words * sizeof(uint32_t);
+  if (mask_bytes > 0 && mask_bytes <= staging().capacity() / 4) {
+    dev_masks = Stage(op.masks, plan->mask_words);
+    if (dev_masks == nullptr) return TakeError();
+  } else if (mask_bytes > 0) {
+    if (mask_bytes > sample_masks_bytes_) {
+      sample_masks_.reset();
+      sample_masks_bytes_ = 0;
+      auto buf = Alloc(mask_bytes * 2);
+      if (!buf.ok()) return buf.status();
+      sample_masks_ = *buf;
+      sample_masks_bytes_ = mask_bytes * 2;
+    }
+    CopyToDevice(sample_masks_.get(), op.masks, mask_bytes);
+    dev_masks = static_cast<const uint32_t*>(sample_masks_.get());
+  }
+
   SampleRowsParams dev = op;
   dev.rows = Stage(op.rows, static_cast<size_t>(m));
   if (dev.rows == nullptr) return TakeError();
   dev.seen_ids = dev_seen;
+  dev.masks = dev_masks;
   const SampleLaunchParams p =
       SampleLaunchFor(dev, *plan, sample_scratch_.get(), sample_scratch_bytes_);
   Check(cuda::LaunchSampleRows(p, stream_), "SampleRows");

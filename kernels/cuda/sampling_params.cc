@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/backend/token_bitmask.h"
 
 namespace seqboat::cuda {
 namespace {
@@ -39,6 +40,22 @@ absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRow* rows, int m) {
   return plan;
 }
 
+absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRowsParams& op) {
+  absl::StatusOr<SampleRowsPlan> plan = PlanSampleRows(op.rows, op.m);
+  if (!plan.ok()) return plan;
+  int64_t mask_rows = 0;
+  for (int j = 0; j < op.m; ++j)
+    mask_rows = std::max<int64_t>(mask_rows, int64_t{op.rows[j].mask_row} + 1);
+  if (mask_rows == 0) return plan;
+  if (op.masks == nullptr || op.mask_words < TokenBitmaskWords(op.vocab)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample rows read masks of ", TokenBitmaskWords(op.vocab),
+        " words, but the call has ", op.masks == nullptr ? 0 : op.mask_words));
+  }
+  plan->mask_words = static_cast<size_t>(mask_rows * op.mask_words);
+  return plan;
+}
+
 absl::StatusOr<size_t> SampleScratchBytes(int m, int vocab) {
   const size_t workspace = SampleRowsWorkspaceBytes(m, vocab);
   if (workspace == 0) {
@@ -70,6 +87,8 @@ SampleLaunchParams SampleLaunchFor(const SampleRowsParams& op,
   p.rows = op.rows;
   p.seen_ids = op.seen_ids;
   p.pending_tokens = op.pending_tokens;
+  p.masks = plan.mask_words > 0 ? op.masks : nullptr;
+  p.mask_words = op.mask_words;
   p.any_ranked = plan.any_ranked;
   p.workspace = bytes + tokens_bytes;
   p.workspace_bytes = scratch_bytes - tokens_bytes;

@@ -21,10 +21,14 @@ namespace seqboat::cuda {
 struct SampleRowsPlan {
   size_t seen = 0;          // ids of seen_ids that some row reaches
   bool any_ranked = false;  // some row may need its tokens sorted
+  size_t mask_words = 0;    // words of SampleRowsParams::masks some row reads
 };
 
-// Fails on a row with a negative seen, counted or suppressed range.
+// Fails on a row with a negative seen, counted or suppressed range, or a
+// mask the call's masks do not hold (fewer than TokenBitmaskWords(vocab)
+// words a row, or none).
 absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRow* rows, int m);
+absl::StatusOr<SampleRowsPlan> PlanSampleRows(const SampleRowsParams& op);
 
 // Bytes of scratch a call of m rows of `vocab` logits needs: the tokens,
 // then the workspace. Fails when the kernels cannot take that shape.

@@ -12,6 +12,7 @@
 // observed and generated many times, suppressed ids (the best, all but
 // one, all). CUB's sort runs through
 // tools/cuda_emu/cub_emulation.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
 #include "engine/backend/sampling_params.h"
+#include "engine/backend/token_bitmask.h"
 #include "kernels/cuda/emu/emu_test_util.h"
 #include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/sampling_params.h"
@@ -36,6 +38,7 @@ using parity::sampling_cases::CheckPenalisedBatch;
 using parity::sampling_cases::CompareBatch;
 using parity::sampling_cases::Params;
 using parity::sampling_cases::ParamSets;
+using parity::sampling_cases::SampleOn;
 using parity::sampling_cases::Tally;
 
 // kernels/sampling_ops.cc on host memory: the rows and ids need no staging,
@@ -48,8 +51,7 @@ class SamplingEmulation : public EmulatedBackend {
   absl::Status SampleRows(const SampleRowsParams& op) override {
     const int m = op.m, vocab = op.vocab;
     if (m <= 0) return absl::OkStatus();
-    const absl::StatusOr<cuda::SampleRowsPlan> plan =
-        cuda::PlanSampleRows(op.rows, m);
+    const absl::StatusOr<cuda::SampleRowsPlan> plan = cuda::PlanSampleRows(op);
     if (!plan.ok()) return plan.status();
     const absl::StatusOr<size_t> need = cuda::SampleScratchBytes(m, vocab);
     if (!need.ok()) return need.status();
@@ -224,6 +226,103 @@ TEST(SamplingKernelsEmuTest, EdgeRowsMatchTheHostSampler) {
   }
   EXPECT_EQ(t.mismatched, 0);
   EXPECT_GT(t.compared, 200);
+}
+
+// Constrained rows (SampleRow::mask_row): the edge batch's rows, each
+// under an allowed-id bitmask of its own: a few ids, about half, one id,
+// only ids whose logits are -inf (the lowest allowed is drawn), no id at
+// all (the unmasked draw stands, as on the host), every id; some rows
+// unmasked among them, some sharing a mask.
+TEST(SamplingKernelsEmuTest, MaskedRowsMatchTheHostSampler) {
+  Backends b;
+  std::mt19937 rng(17);
+  Tally t;
+  for (int vocab : {1000, 5003}) {
+    Batch batch = EdgeBatch(rng, vocab);
+    const int32_t words = TokenBitmaskWords(vocab);
+    batch.mask_words = words + 1;  // more than needed, as a padded vocab has
+    std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+    std::vector<uint32_t> mask(static_cast<size_t>(batch.mask_words));
+    int32_t masks = 0;
+    for (int j = 0; j < batch.m(); ++j) {
+      const int kind = j % 7;
+      if (kind == 6) continue;  // unmasked
+      if (kind == 5 && masks > 0) {
+        batch.rows[j].mask_row = masks - 1;  // the row before's
+        continue;
+      }
+      std::fill(mask.begin(), mask.end(), 0u);
+      const float* l = batch.logits.data() + static_cast<size_t>(j) * vocab;
+      for (int32_t i = 0; i < vocab; ++i) {
+        bool on = false;
+        switch (kind) {
+          case 0:
+            on = i % 97 == 13;
+            break;
+          case 1:
+            on = id(rng) % 2 == 0;
+            break;
+          case 2:
+            on = i == vocab / 3;
+            break;
+          case 3:
+            on = std::isinf(l[i]) && l[i] < 0;
+            break;
+          case 4:
+            on = j % 2 == 0;
+            break;  // none, or every id
+        }
+        if (on) TokenBitmaskSet(mask.data(), i);
+      }
+      batch.masks.insert(batch.masks.end(), mask.begin(), mask.end());
+      batch.rows[j].mask_row = masks++;
+    }
+    CompareBatch(*b.cpu, b.emu, batch, 1.0f, &t,
+                 /*skip_near_boundary=*/false);
+    CompareBatch(*b.cpu, b.emu, batch, 0.5f, &t,
+                 /*skip_near_boundary=*/false);
+    // Every token of a row with a non-empty mask is allowed.
+    absl::StatusOr<std::vector<int32_t>> got =
+        SampleOn(b.emu, batch.logits, vocab, 1.0f, batch.rows, batch.seen, {},
+                 batch.masks, batch.mask_words);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (int j = 0; j < batch.m(); ++j) {
+      const int32_t row = batch.rows[j].mask_row;
+      if (row < 0) continue;
+      const uint32_t* m =
+          batch.masks.data() + static_cast<size_t>(row) * batch.mask_words;
+      if (std::all_of(m, m + words, [](uint32_t w) { return w == 0; }))
+        continue;
+      EXPECT_TRUE(TokenBitmaskHas(m, (*got)[j])) << "row " << j;
+    }
+  }
+  EXPECT_EQ(t.mismatched, 0);
+  EXPECT_GT(t.compared, 200);
+}
+
+// A mask row the call's masks do not hold is refused before any launch.
+TEST(SamplingKernelsEmuTest, MaskRowsWithoutMasksAreRefused) {
+  SamplingEmulation emu;
+  std::vector<float> logits(40, 0.0f);
+  SampleRow row;
+  row.valid_vocab = 40;
+  row.mask_row = 0;
+  int32_t token = -1;
+  std::vector<uint32_t> masks(2, 0u);
+  SampleRowsParams p;
+  p.logits = logits.data();
+  p.m = 1;
+  p.vocab = 40;
+  p.rows = &row;
+  p.tokens = &token;
+  EXPECT_FALSE(emu.SampleRows(p).ok());
+  p.masks = masks.data();
+  p.mask_words = 1;  // 40 ids need two words
+  EXPECT_FALSE(emu.SampleRows(p).ok());
+  p.mask_words = 2;
+  masks[1] = 1u << (33 - 32);
+  ASSERT_TRUE(emu.SampleRows(p).ok());
+  EXPECT_EQ(token, 33);
 }
 
 // A shape the kernels cannot take is refused as the CUDA op refuses it, and

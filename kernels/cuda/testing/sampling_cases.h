@@ -222,6 +222,9 @@ struct Batch {
   // tokens (complete lists, no pending_from): what the rows above must draw.
   std::vector<SampleRow> full_rows;
   std::vector<int32_t> full_seen;
+  // Constrained rows' bitmasks (SampleRow::mask_row), mask_words each.
+  std::vector<uint32_t> masks;
+  int32_t mask_words = 0;
   int m() const { return static_cast<int>(rows.size()); }
 };
 
@@ -306,7 +309,8 @@ inline Batch MakeBatch(std::mt19937& rng, int vocab, int m, int max_seen = 300,
 inline absl::StatusOr<std::vector<int32_t>> SampleOn(
     Backend& be, const std::vector<float>& logits, int vocab, float logit_scale,
     const std::vector<SampleRow>& rows, const std::vector<int32_t>& seen,
-    const std::vector<int32_t>& pending = {}) {
+    const std::vector<int32_t>& pending = {},
+    const std::vector<uint32_t>& masks = {}, int32_t mask_words = 0) {
   Array a(be, logits);
   DeviceBuffer pending_dev;
   if (!pending.empty()) {
@@ -326,6 +330,8 @@ inline absl::StatusOr<std::vector<int32_t>> SampleOn(
   sample.seen_ids = seen.data();
   sample.pending_tokens = static_cast<const int32_t*>(pending_dev.get());
   sample.tokens = tokens.data();
+  sample.masks = masks.empty() ? nullptr : masks.data();
+  sample.mask_words = mask_words;
   const absl::Status s = be.SampleRows(sample);
   if (!s.ok()) return s;
   return tokens;
@@ -342,7 +348,8 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
   std::vector<std::vector<int32_t>> got;
   for (Backend* be : {&host, &device}) {
     absl::StatusOr<std::vector<int32_t>> tokens =
-        SampleOn(*be, b.logits, vocab, logit_scale, b.rows, b.seen, b.pending);
+        SampleOn(*be, b.logits, vocab, logit_scale, b.rows, b.seen, b.pending,
+                 b.masks, b.mask_words);
     ASSERT_TRUE(tokens.ok()) << be->name() << ": " << tokens.status();
     got.push_back(*std::move(tokens));
   }
@@ -352,7 +359,8 @@ inline void CompareBatch(Backend& host, Backend& device, const Batch& b,
   const std::vector<SampleRow>& full_rows = by_hand ? b.rows : b.full_rows;
   const std::vector<int32_t>& full_seen = by_hand ? b.seen : b.full_seen;
   absl::StatusOr<std::vector<int32_t>> complete =
-      SampleOn(host, b.logits, vocab, logit_scale, full_rows, full_seen);
+      SampleOn(host, b.logits, vocab, logit_scale, full_rows, full_seen, {},
+               b.masks, b.mask_words);
   ASSERT_TRUE(complete.ok()) << complete.status();
   EXPECT_EQ(got[0], *complete) << "rows with a pending token";
   for (int j = 0; j < m; ++j) {
