@@ -31,8 +31,9 @@ void CheckError(const seqboat::OpenAiError& error) {
 }  // namespace
 
 // The same bytes as a /v1/chat/completions body: refused with a 400, or
-// messages within the limit, of the roles a template is given, with the
-// completion's parameters as ParseCompletionRequest reads them.
+// messages within the limit, of the roles a template is given (tool fields
+// where they belong), with the completion's parameters as
+// ParseCompletionRequest reads them and tool_choice's constraint.
 void CheckChat(std::string_view body) {
   seqboat::ChatRequest chat;
   seqboat::OpenAiError error;
@@ -46,9 +47,19 @@ void CheckChat(std::string_view body) {
   FUZZ_CHECK(chat.messages.size() <=
              static_cast<size_t>(seqboat::kMaxChatMessages));
   for (const seqboat::ChatMessage& m : chat.messages) {
-    FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant",
+    FUZZ_CHECK(m.role == "system" || m.role == "user" ||
+                   m.role == "assistant" || m.role == "tool",
                "%s", m.role.c_str());
+    // A tool message answers a call; calls are an assistant's only.
+    FUZZ_CHECK((m.role == "tool") == m.extra.contains("tool_call_id"));
+    FUZZ_CHECK(m.role == "assistant" || !m.extra.contains("tool_calls"));
   }
+  // required and a named function constrain the output to their calls.
+  const bool forced = chat.tools.choice == seqboat::ToolChoice::kRequired ||
+                      chat.tools.choice == seqboat::ToolChoice::kNamed;
+  FUZZ_CHECK(!forced ||
+             (chat.completion.constraint_param == "tool_choice" &&
+              chat.completion.generate.sampling().has_json_schema()));
   FUZZ_CHECK(!chat.completion.generate.has_text() &&
              !chat.completion.generate.has_token_ids());
   FUZZ_CHECK(chat.logprobs == chat.completion.generate.logprobs().enabled());

@@ -270,8 +270,9 @@ def test_a_model_without_a_template_is_400(baseline):
 
 @pytest.mark.parametrize("messages, needle", [
     ([], "messages must hold at least one message"),
-    ([{"role": "tool", "content": "x"}], "messages[0].role must be 'system', 'developer', "
-                                          "'user' or 'assistant'"),
+    ([{"role": "function", "content": "x"}], "messages[0].role must be 'system', "
+                                              "'developer', 'user', 'assistant' or 'tool'"),
+    ([{"role": "tool", "content": "x"}], "messages[0].tool_call_id must be the id"),
     ([{"role": "user"}], "messages[0].content is missing"),
     ([{"role": "user", "content": "x"}, {"role": "user", "content": None}],
      "messages[1].content is missing"),

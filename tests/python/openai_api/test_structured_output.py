@@ -78,8 +78,11 @@ def test_parse_returns_a_pydantic_object_for_100_of_100_sampled_requests(client)
             seed=seed, max_tokens=400)
         return c.choices[0]
 
+    # One first, alone: the SDK's first parse builds its generic response
+    # classes, which pydantic 1 does not do safely from several threads.
+    choices = [one(0)]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        choices = list(pool.map(one, range(100)))
+        choices += list(pool.map(one, range(1, 100)))
     parsed = [c.message.parsed for c in choices]
     assert all(isinstance(p, Fortune) for p in parsed), [
         c.message.content for c, p in zip(choices, parsed) if not isinstance(p, Fortune)]
