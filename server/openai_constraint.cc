@@ -13,17 +13,6 @@
 namespace seqboat::openai {
 namespace {
 
-// OpenAI's json_schema.name: letters, digits, '_' and '-', at most 64.
-bool ValidSchemaName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::optional<OpenAiError> ReadJsonSchemaFormat(const json& format,
                                                 v1::SamplingParams* sampling) {
   const json* spec = Field(format, "json_schema");
@@ -43,7 +32,7 @@ std::optional<OpenAiError> ReadJsonSchemaFormat(const json& format,
   }
   const json* name = Field(*spec, "name");
   if (name == nullptr || !name->is_string() ||
-      !ValidSchemaName(name->get<std::string>())) {
+      !openai::IsOpenAiName(name->get<std::string>())) {
     return Invalid("response_format",
                    "response_format.json_schema.name must be 1 to 64 "
                    "letters, digits, '_' or '-'");

@@ -47,6 +47,16 @@ std::optional<OpenAiError> ReadBody(std::string_view body,
   return std::nullopt;
 }
 
+bool IsOpenAiName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 bool Int64Of(const json& v, int64_t* out) {
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();

@@ -73,6 +73,9 @@ std::optional<OpenAiError> ReadBody(std::string_view body,
 const json* Field(const json& body, const char* key);
 // A JSON integer that fits int64 (unsigned values beyond it do not).
 bool Int64Of(const json& v, int64_t* out);
+// OpenAI's rule for a function's and a json_schema format's name: 1 to 64
+// letters, digits, '_' and '-'.
+bool IsOpenAiName(const std::string& name);
 
 // A field of its type into *out, left as it is when absent.
 std::optional<OpenAiError> ReadNumber(const json& body, const char* key,

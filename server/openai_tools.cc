@@ -16,17 +16,6 @@ using openai::Field;
 using openai::Invalid;
 using openai::json;
 
-// OpenAI's function names: letters, digits, '_' and '-', at most 64.
-bool ValidFunctionName(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::optional<OpenAiError> ReadTool(const json& tool, size_t i,
                                     std::set<std::string>* names) {
   const std::string at = absl::StrCat("tools[", i, "]");
@@ -60,7 +49,7 @@ std::optional<OpenAiError> ReadTool(const json& tool, size_t i,
   }
   const json* name = Field(*function, "name");
   if (name == nullptr || !name->is_string() ||
-      !ValidFunctionName(name->get<std::string>())) {
+      !openai::IsOpenAiName(name->get<std::string>())) {
     return Invalid("tools",
                    absl::StrCat(at,
                                 ".function.name must be 1 to 64 letters, "
