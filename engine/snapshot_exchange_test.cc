@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "engine/testing/block_slices.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/greedy_run.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -56,25 +57,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& model,
   return e.ok() ? *std::move(e) : nullptr;
 }
 
-struct Result {
-  std::vector<int32_t> tokens;
-  int32_t cached = 0;
-};
-
-// Greedy, `max_new` tokens.
-Result RunGreedy(Engine& engine, std::vector<int32_t> prompt, int max_new) {
-  EventCollector c;
-  Request r;
-  r.prompt = std::move(prompt);
-  r.stopping.max_new_tokens = max_new;
-  r.stopping.ignore_eos = true;
-  r.sink = c.Sink();
-  EXPECT_TRUE(engine.Submit(std::move(r)).ok());
-  const GenerationEvent last = c.done.get_future().get();
-  EXPECT_TRUE(last.status.ok()) << last.status;
-  std::lock_guard<std::mutex> lock(c.mu);
-  return {c.tokens, last.cached_prompt_tokens};
-}
+using Result = GreedyResult;
 
 // The exporter runs a first turn and exports the snapshot a second turn
 // extends; an importer that never saw the conversation continues the second

@@ -16,6 +16,7 @@
 #include "clients/common/api_key.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
+#include "engine/testing/greedy_run.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "server/api_keys.h"
@@ -43,24 +44,7 @@ std::vector<int32_t> Tokens(int len, int salt) {
   return p;
 }
 
-struct Result {
-  std::vector<int32_t> tokens;
-  int32_t cached = 0;
-};
-
-Result RunGreedy(Engine& engine, std::vector<int32_t> prompt, int max_new) {
-  EventCollector c;
-  Request r;
-  r.prompt = std::move(prompt);
-  r.stopping.max_new_tokens = max_new;
-  r.stopping.ignore_eos = true;
-  r.sink = c.Sink();
-  EXPECT_TRUE(engine.Submit(std::move(r)).ok());
-  const GenerationEvent last = c.done.get_future().get();
-  EXPECT_TRUE(last.status.ok()) << last.status;
-  std::lock_guard<std::mutex> lock(c.mu);
-  return {c.tokens, last.cached_prompt_tokens};
-}
+using Result = GreedyResult;
 
 // An engine serving the export on a loopback port.
 struct Exporter {
