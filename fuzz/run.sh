@@ -24,7 +24,7 @@ cd "$root"
 seconds="${1:-20}"
 shift || true
 all=(safetensors model_config tokenizer_json tokenizer_encode detokenizer
-     generate_request openai_request chat_template grammar)
+     generate_request openai_request chat_template grammar snapshot)
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
 checkout="$(basename "$root")"
