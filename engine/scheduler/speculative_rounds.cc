@@ -8,6 +8,15 @@
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
+namespace {
+
+// Whether `seq` may run a round this step: it speculates, is not held
+// (pipelined), and has read its whole prompt.
+bool RoundDue(const Sequence& seq, const SequenceView& v) {
+  return seq.speculates() && !v.hold && v.prefilled >= v.prompt_len;
+}
+
+}  // namespace
 
 bool Scheduler::RoundsRun() const {
   return static_cast<int64_t>(running_.size()) <=
@@ -46,13 +55,12 @@ void Scheduler::ProposeDrafts(const std::vector<SequenceView>& views) {
   std::vector<Sequence*> askers;
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& seq = *running_[i];
-    const SequenceView& v = views[i];
+    const int32_t room = seq.DraftRoom();
     if (seq.request().speculative.method != SpeculativeMethod::kDraftModel ||
-        v.hold || v.prefilled < v.prompt_len || seq.DraftRoom() == 0) {
+        !RoundDue(seq, views[i]) || room == 0) {
       continue;
     }
-    asks.push_back(
-        {&seq, &seq.request().prompt, &seq.output(), seq.DraftRoom(), {}});
+    asks.push_back({&seq, &seq.request().prompt, &seq.output(), room, {}});
     askers.push_back(&seq);
   }
   if (asks.empty()) return;
@@ -73,7 +81,7 @@ int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& seq = *running_[i];
     const SequenceView& v = views[i];
-    if (!seq.speculates() || v.hold || v.prefilled < v.prompt_len) continue;
+    if (!RoundDue(seq, v)) continue;
     std::vector<int32_t> draft;
     if (rounds) draft = seq.Draft();
     if (static_cast<int32_t>(draft.size()) > draft_rows) draft.resize(0);
