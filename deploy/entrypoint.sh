@@ -51,6 +51,8 @@ for v in CA CERT KEY; do
   f="SEQBOAT_PREFIX_CACHE_PEER_TLS_${v}_FILE"
   [[ -n "${!f:-}" ]] && cache+=(--prefix_cache_peer_tls_${v,,}_file="${!f}")
 done
+[[ -n "${SEQBOAT_PREFIX_CACHE_PEER_TLS_SERVER_NAME:-}" ]] &&
+  cache+=(--prefix_cache_peer_tls_server_name="$SEQBOAT_PREFIX_CACHE_PEER_TLS_SERVER_NAME")
 
 # TLS (README.md, "TLS"): PEM files mounted from Secrets; set the
 # certificate and key to serve every port over TLS, the client CA for mutual

@@ -36,6 +36,10 @@ ABSL_FLAG(std::string, prefix_cache_peer_tls_cert_file, "",
           "The client certificate (PEM) presented to peers that ask for one.");
 ABSL_FLAG(std::string, prefix_cache_peer_tls_key_file, "",
           "The PEM key of --prefix_cache_peer_tls_cert_file.");
+ABSL_FLAG(std::string, prefix_cache_peer_tls_server_name, "",
+          "The name every peer's certificate must carry, where the replicas "
+          "share one certificate (e.g. for their headless Service's name); "
+          "empty: the host of each peer's address.");
 
 namespace seqboat {
 namespace {
@@ -102,6 +106,13 @@ absl::Status CheckPeerFlags() {
         "--prefix_cache_peer_tls_cert_file and "
         "--prefix_cache_peer_tls_key_file go together");
   }
+  if (!absl::GetFlag(FLAGS_prefix_cache_peer_tls_server_name).empty() &&
+      absl::GetFlag(FLAGS_prefix_cache_peer_tls_ca_file).empty()) {
+    return absl::InvalidArgumentError(
+        "--prefix_cache_peer_tls_server_name needs "
+        "--prefix_cache_peer_tls_ca_file (it names what the peers' "
+        "certificates are checked for)");
+  }
   return absl::OkStatus();
 }
 
@@ -124,6 +135,7 @@ absl::Status ConnectPeersFromFlags(Engine& engine, int32_t max_prompt_tokens) {
       PeerCredentials();
   if (!credentials.ok()) return credentials.status();
   o.credentials = *std::move(credentials);
+  o.tls_server_name = absl::GetFlag(FLAGS_prefix_cache_peer_tls_server_name);
   const std::string key_file =
       absl::GetFlag(FLAGS_prefix_cache_peer_api_key_file);
   if (!key_file.empty()) {

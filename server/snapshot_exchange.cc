@@ -93,6 +93,9 @@ SnapshotPeerClient::SnapshotPeerClient(SnapshotPeerOptions options)
   // A peer that went away is tried again soon after it returns.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  if (!options_.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options_.tls_server_name);
+  }
   auto credentials = options_.credentials != nullptr
                          ? options_.credentials
                          : grpc::InsecureChannelCredentials();

@@ -60,7 +60,11 @@ struct SnapshotPeerOptions {
   // prompt's tokens).
   int64_t max_message_bytes = int64_t{64} << 20;
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plaintext
-  std::string api_key;                                    // "" : none sent
+  // The name each peer's certificate must carry, where replicas share one
+  // certificate for a service name rather than each its own ("": the
+  // host of the peer's address).
+  std::string tls_server_name;
+  std::string api_key;  // "" : none sent
 };
 
 class SnapshotPeerClient final : public SnapshotPeers {

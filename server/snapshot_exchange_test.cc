@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "server/api_keys.h"
+#include "server/testing/test_certs.h"
 
 namespace seqboat {
 namespace {
@@ -48,11 +50,12 @@ using Result = GreedyResult;
 
 // An engine serving the export on a loopback port.
 struct Exporter {
-  explicit Exporter(const ApiKeyStore* keys = nullptr)
+  explicit Exporter(const ApiKeyStore* keys = nullptr,
+                    std::shared_ptr<grpc::ServerCredentials> credentials =
+                        grpc::InsecureServerCredentials())
       : engine(MakeEngine(64 << 20)), service(engine.get(), keys, "peers") {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
+    builder.AddListeningPort("127.0.0.1:0", credentials, &port);
     builder.RegisterService(&service);
     server = builder.BuildAndStart();
     EXPECT_NE(port, 0);
@@ -169,6 +172,59 @@ TEST(SnapshotExchangeServiceTest, OnlyThePeersTenantMayExport) {
       replica->SetSnapshotPeers(Client({peer.address()}, kPeerKey), 8).ok());
   EXPECT_EQ(RunGreedy(*replica, c.p2, 8).cached, 40 + 6 - 1);
   replica->Shutdown();
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Replicas on mutual TLS that share one certificate, issued for their
+// Service's name rather than each replica's address: a peer client told
+// that name resumes from the export; one that checks the address fails its
+// handshake and prefills.
+TEST(SnapshotExchangeServiceTest, PeersSharingOneCertificateNameResumeOverTls) {
+  const std::string dir = testing::TempDir();
+  auto ca = MakeTestCa(dir, "peer_ca");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto server =
+      MakeTestCert(dir, "replicas", *ca, /*server=*/true, "seqboat-replicas");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = MakeTestCert(dir, "peer_client", *ca, /*server=*/false);
+  ASSERT_TRUE(client.ok()) << client.status();
+  grpc::SslServerCredentialsOptions server_ssl(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  server_ssl.pem_root_certs = FileText(ca->cert);
+  server_ssl.pem_key_cert_pairs.push_back(
+      {FileText(server->key), FileText(server->cert)});
+  Exporter peer(nullptr, grpc::SslServerCredentials(server_ssl));
+  const Conversation c = FirstTurn(*peer.engine);
+  auto tls_client = [&](const std::string& server_name) {
+    SnapshotPeerOptions o;
+    o.peers = {peer.address()};
+    o.deadline = absl::Seconds(5);
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = FileText(ca->cert);
+    ssl.pem_cert_chain = FileText(client->cert);
+    ssl.pem_private_key = FileText(client->key);
+    o.credentials = grpc::SslCredentials(ssl);
+    o.tls_server_name = server_name;
+    return std::make_shared<SnapshotPeerClient>(std::move(o));
+  };
+  auto named = MakeEngine(64 << 20);
+  ASSERT_TRUE(named->SetSnapshotPeers(tls_client("seqboat-replicas"), 8).ok());
+  const Result r = RunGreedy(*named, c.p2, 8);
+  EXPECT_EQ(r.cached, 40 + 6 - 1);
+  EXPECT_EQ(r.tokens, c.whole.tokens);
+  EXPECT_EQ(named->Stats().peer_fetch.hits, 1);
+  auto by_address = MakeEngine(64 << 20);
+  ASSERT_TRUE(by_address->SetSnapshotPeers(tls_client(""), 8).ok());
+  const Result p = RunGreedy(*by_address, c.p2, 8);
+  EXPECT_EQ(p.cached, 0);
+  EXPECT_EQ(p.tokens, c.whole.tokens);
+  EXPECT_EQ(by_address->Stats().peer_fetch.failed, 1);
+  named->Shutdown();
+  by_address->Shutdown();
 }
 
 }  // namespace

@@ -37,13 +37,17 @@ absl::StatusOr<CertFiles> MakeTestCa(const std::string& dir,
 
 absl::StatusOr<CertFiles> MakeTestCert(const std::string& dir,
                                        const std::string& name,
-                                       const CertFiles& ca, bool server) {
+                                       const CertFiles& ca, bool server,
+                                       const std::string& server_name) {
   const std::string base = absl::StrCat(dir, "/", name);
   CertFiles files{base + ".crt", base + ".key"};
   std::ofstream(base + ".ext")
-      << (server ? "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                   "extendedKeyUsage=serverAuth\n"
-                 : "extendedKeyUsage=clientAuth\n");
+      << (!server ? "extendedKeyUsage=clientAuth\n"
+          : server_name.empty()
+              ? "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                "extendedKeyUsage=serverAuth\n"
+              : absl::StrCat("subjectAltName=DNS:", server_name,
+                             "\nextendedKeyUsage=serverAuth\n"));
   const std::string log = dir + "/openssl.log";
   absl::Status made =
       Run(absl::StrCat("openssl req ", kNewKey, " -subj /CN=", name,

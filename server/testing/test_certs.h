@@ -20,10 +20,12 @@ absl::StatusOr<CertFiles> MakeTestCa(const std::string& dir,
                                      const std::string& name);
 
 // A certificate `ca` signs, for a server (serverAuth, 127.0.0.1 and
-// localhost) or a client (clientAuth), as `dir`/`name`.crt and .key.
+// localhost, or only the DNS name `server_name` when one is given) or a
+// client (clientAuth), as `dir`/`name`.crt and .key.
 absl::StatusOr<CertFiles> MakeTestCert(const std::string& dir,
                                        const std::string& name,
-                                       const CertFiles& ca, bool server);
+                                       const CertFiles& ca, bool server,
+                                       const std::string& server_name = "");
 
 }  // namespace seqboat
 

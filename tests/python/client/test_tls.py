@@ -278,6 +278,9 @@ def test_bad_tls_files_stop_the_start_naming_them(certs, tmp_path):
         ([f"--tls_cert_file={crt}", f"--tls_key_file={key}",
           f"--tls_client_ca_file={tmp_path / 'missing.crt'}"],
          f"{tmp_path / 'missing.crt'} cannot be read"),
+        (["--prefix_cache_peers=127.0.0.1:1",
+          "--prefix_cache_peer_tls_server_name=seqboat-replicas"],
+         "--prefix_cache_peer_tls_server_name needs --prefix_cache_peer_tls_ca_file"),
     ]
     binary = ROOT / "bazel-bin/server/seqboat_server"
     for args, message in cases:

@@ -352,14 +352,16 @@ def test_entrypoint_passes_the_peers_when_set(tmp_path):
         "SEQBOAT_PREFIX_CACHE_PEER_API_KEY_FILE": "/k",
         "SEQBOAT_PREFIX_CACHE_PEER_TLS_CA_FILE": "/ca",
         "SEQBOAT_PREFIX_CACHE_PEER_TLS_CERT_FILE": "/c",
-        "SEQBOAT_PREFIX_CACHE_PEER_TLS_KEY_FILE": "/key"})
+        "SEQBOAT_PREFIX_CACHE_PEER_TLS_KEY_FILE": "/key",
+        "SEQBOAT_PREFIX_CACHE_PEER_TLS_SERVER_NAME": "svc"})
     assert out.returncode == 0, out.stderr
     argv = out.stdout.split()
     for flag in ("--prefix_cache_peers=a:1,b:2",
                  "--prefix_cache_peer_api_key_file=/k",
                  "--prefix_cache_peer_tls_ca_file=/ca",
                  "--prefix_cache_peer_tls_cert_file=/c",
-                 "--prefix_cache_peer_tls_key_file=/key"):
+                 "--prefix_cache_peer_tls_key_file=/key",
+                 "--prefix_cache_peer_tls_server_name=svc"):
         assert flag in argv
     flags = server_flags()
     for arg in argv:
@@ -503,11 +505,20 @@ def test_tls_overlay_patches_existing_objects_and_mounts_the_secrets():
     (replicas,) = [p for p in patches.values()
                    if p["kind"] == "StatefulSet" and p["metadata"]["name"] == "seqboat"]
     container, mounts = mounts_of(replicas)
-    assert mounts == {"/etc/seqboat/tls": "seqboat-tls"}
+    assert mounts == {"/etc/seqboat/tls": "seqboat-tls",
+                      "/etc/seqboat/peer-tls": "seqboat-balancer-client"}
     env = env_of(container)
     for var in ("SEQBOAT_TLS_CERT_FILE", "SEQBOAT_TLS_KEY_FILE",
                 "SEQBOAT_TLS_CLIENT_CA_FILE"):
         assert env[var].startswith("/etc/seqboat/tls/"), var
+    # Snapshot fetches between replicas speak mutual TLS as the balancer
+    # does: its client certificate, the replicas' CA and their shared name.
+    for var in ("CA", "CERT", "KEY"):
+        assert env[f"SEQBOAT_PREFIX_CACHE_PEER_TLS_{var}_FILE"].startswith(
+            "/etc/seqboat/peer-tls/"), var
+    conf = (K8S_TLS / "nginx.conf").read_text()
+    assert "grpc_ssl_name seqboat-replicas;" in conf
+    assert env["SEQBOAT_PREFIX_CACHE_PEER_TLS_SERVER_NAME"] == "seqboat-replicas"
     # kubelet's probes present no client certificate, and its gRPC probe
     # speaks no TLS: probes go to the HTTPS side port, which asks for none.
     assert env["SEQBOAT_TLS_HTTP_PORT_CLIENT_CERTS"] == "false"
