@@ -11,6 +11,8 @@ shapes only) and the GPT-NeoX vocabulary size 50280 (Mamba-2: 50288, as
 state-spaces/mamba2-130m pads it; head_dim 64, d_state 128). The hybrid interleaves
 every layer kind around Mamba blocks: 16 mamba1, 2 attention (4 sinks + 1020
 window, GQA 8/2), 2 gated mlp, 1 moe (8 experts, top-1), 2 s4d, 1 seqboat.
+The timed steps are decode steps, so the Mamba-2 models run the fused Mamba2Step kernels
+(gate norm_after_gate, d_conv 4, d_state <= 256) and the Mamba models the decode scan.
 """
 
 import argparse

@@ -49,6 +49,7 @@ namespace seqboat {
   /* Mamba-2 (mamba2_params.h) */           \
   X(Mamba2Scan, Mamba2ScanParams)           \
   X(GatedRmsNorm, GatedRmsNormParams)       \
+  X(Mamba2Step, Mamba2StepParams)           \
   /* Gated DeltaNet (gdn_params.h) */       \
   X(GdnScan, GdnScanParams)                 \
   /* sink attention (attention_params.h) */ \

@@ -1,7 +1,8 @@
 // The arguments of Mamba-2's ops (MODELS.md §7.4-7.6), each defined once:
-// Backend::Mamba2Scan and Backend::GatedRmsNorm take them, the CPU loops read
-// them, and the CUDA kernels receive them by value. Plain data, no absl: nvcc
-// includes this header. The conv over xBC is Mamba-1's MambaConv.
+// Backend::Mamba2Scan, Backend::GatedRmsNorm and Backend::Mamba2Step take
+// them, the CPU loops read them, and the CUDA kernels receive them by value.
+// Plain data, no absl: nvcc includes this header. The conv over xBC is
+// Mamba-1's MambaConv.
 //
 // Pointers are the backend's memory (device memory on CUDA). Segments of one
 // call have distinct slots, except zero-length ones (decode padding), which
@@ -11,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "engine/backend/mamba_params.h"
 #include "engine/backend/segment.h"
 
 namespace seqboat {
@@ -61,6 +63,22 @@ struct GatedRmsNormParams {
   float eps = 0.0f;
   float* out = nullptr;  // [n, d], row stride ldo; may alias y
   int ldo = 0;
+};
+
+// The mixer between Mamba-2's projections as one op: the conv over xBC, the
+// scan over the conv's output and the gated norm of the scan's output, each
+// with its own params, equal to MambaConv(conv), Mamba2Scan(scan),
+// GatedRmsNorm(norm) in that order (the CPU backend's definition). The CUDA
+// backend runs a decode call (AllDecodeRows) in two kernels, the conv and the
+// scan of a head in one, so xBC never goes through memory; conv.out is then
+// left unwritten, and rows of zero-length segments in norm.out as they were.
+// Its layout: scan.x = conv.out, scan.b = scan.x + heads * head_dim,
+// scan.c = scan.b + groups * n_state, scan.ldxbc = conv.e, norm.y =
+// scan.out, norm.d = heads * head_dim (engine/layers/mamba2.cc's).
+struct Mamba2StepParams {
+  MambaConvParams conv;
+  Mamba2ScanParams scan;
+  GatedRmsNormParams norm;
 };
 
 }  // namespace seqboat

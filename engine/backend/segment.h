@@ -16,6 +16,16 @@ struct Segment {
   int32_t len = 0;
 };
 
+// Whether no segment of a call carries more than one token (decode rows and
+// padding only): the CUDA backend then takes its decode kernels, which spread
+// one token's work over more threads. `segs` is host memory.
+inline bool AllDecodeRows(const Segment* segs, int nsegs) {
+  for (int i = 0; i < nsegs; ++i) {
+    if (segs[i].len > 1) return false;
+  }
+  return true;
+}
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_BACKEND_SEGMENT_H_

@@ -119,7 +119,6 @@ class Mamba2 final : public Mixer {
     conv.e = cc;
     conv.k = static_cast<int>(c_.d_conv);
     conv.out = xbc;
-    be.MambaConv(conv);
     Mamba2ScanParams scan;
     scan.segs = ctx.segs();
     scan.nsegs = ctx.nsegs();
@@ -144,35 +143,44 @@ class Mamba2 final : public Mixer {
     scan.groups = static_cast<int>(c_.n_groups);
     scan.out = y;
     scan.ldo = e;
-    be.Mamba2Scan(scan);
-    Gate(be, n, zxbcdt, y);
+    if (c_.gate == Mamba2Config::Gate::kNormAfterGate) {
+      // The released models' gate: conv, scan and norm as one op, which the
+      // CUDA backend fuses for decode steps.
+      be.Mamba2Step(Mamba2StepParams{conv, scan, GatedNorm(n, zxbcdt, y)});
+    } else {
+      be.MambaConv(conv);
+      be.Mamba2Scan(scan);
+      Gate(be, n, zxbcdt, y);
+    }
     out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual),
              y + static_cast<int64_t>(n) * e);
     return absl::OkStatus();
   }
 
  private:
-  // y[n, E] ← y met with the gate z (rows of in_proj's output) as c_.gate
-  // says.
+  // norm_after_gate's norm of y in place with the gate z.
+  GatedRmsNormParams GatedNorm(int n, const float* z, float* y) const {
+    const int e = static_cast<int>(c_.d_inner());
+    GatedRmsNormParams norm;
+    norm.y = y;
+    norm.ldy = e;
+    norm.z = z;
+    norm.ldz = static_cast<int>(c_.in_proj_rows());
+    norm.w = gated_w_;
+    norm.n = n;
+    norm.d = e;
+    norm.groups = static_cast<int>(c_.n_groups);
+    norm.eps = static_cast<float>(c_.gated_norm_eps);
+    norm.out = y;
+    norm.ldo = e;
+    return norm;
+  }
+
+  // y[n, E] ← y met with the gate z as c_.gate says, for the gates other
+  // than norm_after_gate (Mamba2Step's).
   void Gate(Backend& be, int n, const float* z, float* y) const {
     const int e = static_cast<int>(c_.d_inner()),
               w = static_cast<int>(c_.in_proj_rows());
-    if (c_.gate == Mamba2Config::Gate::kNormAfterGate) {
-      GatedRmsNormParams norm;
-      norm.y = y;
-      norm.ldy = e;
-      norm.z = z;
-      norm.ldz = w;
-      norm.w = gated_w_;
-      norm.n = n;
-      norm.d = e;
-      norm.groups = static_cast<int>(c_.n_groups);
-      norm.eps = static_cast<float>(c_.gated_norm_eps);
-      norm.out = y;
-      norm.ldo = e;
-      be.GatedRmsNorm(norm);
-      return;
-    }
     if (c_.gate == Mamba2Config::Gate::kNormBeforeGate) {
       // Each group's E/G channels are one RmsNorm row with that group's
       // slice of the weight; G is small (1 or 2 in the released models).

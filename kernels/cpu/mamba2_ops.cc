@@ -1,6 +1,7 @@
 // Mamba-2's scan and gated norm on the CPU: one (segment, head) pair per loop
 // iteration for the scan, tokens of a segment in order, and one row per
-// iteration for the norm; the math from mamba2_math.h.
+// iteration for the norm; the math from mamba2_math.h. Mamba2Step is the
+// conv, the scan and the norm in turn.
 #include <cstdint>
 
 #include "engine/backend/mamba2_math.h"
@@ -61,6 +62,13 @@ void CpuBackend::GatedRmsNorm(const GatedRmsNormParams& p) {
       for (int j = lo; j < lo + gs; ++j) out[j] = out[j] * scale * p.w[j];
     }
   }
+}
+
+// The op's definition: its three ops in order (the CUDA backend fuses them).
+void CpuBackend::Mamba2Step(const Mamba2StepParams& p) {
+  MambaConv(p.conv);
+  Mamba2Scan(p.scan);
+  GatedRmsNorm(p.norm);
 }
 
 }  // namespace seqboat::cpu

@@ -127,6 +127,61 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// --- decode scan -------------------------------------------------------------
+
+// A decode step has one token per segment, so a thread per channel leaves
+// most SMs idle at small batch (e / 64 blocks) and reads its state row as N
+// strided floats. Here N lanes share a channel, one state entry each: a warp
+// reads 32 consecutive floats of the slot's [e, N] state at a time, a block of
+// kDecodeThreads covers kDecodeThreads / N channels, and C·h is a tree of
+// shuffles within the N lanes. Every lane computes the channel's scalars
+// (Δ, the gate) from the same loads, so no broadcast is needed. Tokens of a
+// longer segment are looped, so any call is computed correctly; the backend
+// takes this kernel for decode calls only (AllDecodeRows).
+constexpr int kDecodeThreads = 128;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <int N>
+__global__ void __launch_bounds__(kDecodeThreads)
+    MambaScanDecodeKernel(MambaScanParams p) {
+  const int i = threadIdx.x % N;
+  const int c = (blockIdx.x * kDecodeThreads + threadIdx.x) / N;
+  // Lanes of channels past e stay for the shuffles and write nothing; their
+  // loads read channel 0's row.
+  const bool valid = c < p.e;
+  const int cv = valid ? c : 0;
+  const float a = p.a[static_cast<int64_t>(cv) * N + i];
+  const float dt_bias = p.dt_bias[cv];
+  const float d = p.d[cv];
+  for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
+    const Segment seg = p.segs[s];
+    // Padding segments may share a real segment's slot: no state access
+    // (uniform over the block, which serves one segment).
+    if (seg.len <= 0) continue;
+    float* state =
+        p.state + seg.slot * p.state_stride + static_cast<int64_t>(cv) * N + i;
+    float h = *state;
+    const int64_t end = static_cast<int64_t>(seg.start) + seg.len;
+    for (int64_t t = seg.start; t < end; ++t) {
+      const float* b = p.bc + t * p.ldbc;
+      const int64_t at = t * p.e + cv;
+      const float x = p.x[at];
+      const float delta = op_math::ScanDelta(p.dt[at], dt_bias);
+      h = op_math::ScanEntry(h, a, b[i], delta * op_math::kLog2e, delta * x);
+      float ch = b[N + i] * h;
+#pragma unroll
+      for (int o = N / 2; o > 0; o >>= 1) {
+        ch += __shfl_xor_sync(kFullMask, ch, o, N);
+      }
+      if (valid && i == 0) {
+        p.out[at] = op_math::ScanOutput(
+            ch, d, x, op_math::SiluByExp(p.z[t * p.ldz + cv]));
+      }
+    }
+    if (valid) *state = h;
+  }
+}
+
 dim3 GridFor(int e, int nsegs) {
   return dim3((e + kThreads - 1) / kThreads,
               nsegs < kMaxGridY ? nsegs : kMaxGridY);
@@ -171,6 +226,36 @@ void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream) {
       break;
     default:
       SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanGlobalKernel)(p);
+      break;
+  }
+}
+
+void LaunchMambaScanDecode(const MambaScanParams& p, cudaStream_t stream) {
+  if (p.nsegs <= 0 || p.e <= 0 || p.n_state < 0) return;
+  const int n = p.n_state;
+  if (n != 4 && n != 8 && n != 16 && n != 32) {
+    LaunchMambaScan(p, stream);
+    return;
+  }
+  const int channels_per_block = kDecodeThreads / n;
+  const dim3 grid((p.e + channels_per_block - 1) / channels_per_block,
+                  p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
+  switch (n) {
+    case 4:
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<4>)
+      (p);
+      break;
+    case 8:
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<8>)
+      (p);
+      break;
+    case 16:
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<16>)
+      (p);
+      break;
+    default:
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<32>)
+      (p);
       break;
   }
 }

@@ -23,6 +23,14 @@ void LaunchMambaConv(const MambaConvParams& p, cudaStream_t stream);
 // global memory otherwise.
 void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream);
 
+// The scan for decode calls (AllDecodeRows): n_state lanes per channel, one
+// state entry each, so one token's state traffic is coalesced and spread over
+// e * n_state threads. Correct for any call (longer segments are looped);
+// n_state outside {4, 8, 16, 32} takes LaunchMambaScan. The conv is already
+// window shift + conv + SiLU in one kernel, and x_proj and dt_proj (GEMVs
+// over all channels) lie between it and the scan, so neither fuses with it.
+void LaunchMambaScanDecode(const MambaScanParams& p, cudaStream_t stream);
+
 }  // namespace seqboat::cuda
 
 #endif  // SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_

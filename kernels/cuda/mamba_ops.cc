@@ -18,7 +18,13 @@ void CudaBackend::MambaScan(const MambaScanParams& p) {
   MambaScanParams dev = p;
   dev.segs = Stage(p.segs, p.nsegs);
   if (!launching() || dev.segs == nullptr) return;
-  LaunchMambaScan(dev, stream_);
+  // A captured decode step keeps its kernel on replay: both kernels compute
+  // any call, so the choice is only about speed.
+  if (AllDecodeRows(p.segs, p.nsegs)) {
+    LaunchMambaScanDecode(dev, stream_);
+  } else {
+    LaunchMambaScan(dev, stream_);
+  }
   CheckLaunch("MambaScan");
 }
 

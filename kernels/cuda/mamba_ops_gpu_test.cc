@@ -1,8 +1,9 @@
 // Mamba-1's conv and scan on CUDA equal the CPU backend's: the outputs and the
 // whole state arena after each of several calls that mix decode, prefill and
 // zero-length padding segments (on a slot a real segment also uses), for the
-// register-resident sizes and the global-memory fallbacks; and a recorded
-// step replayed with new inputs and segments equals running it eagerly.
+// register-resident sizes and the global-memory fallbacks; decode after
+// prefill (the decode scan); and a recorded decode step replayed with new
+// inputs and segments equals running it eagerly.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +43,19 @@ TEST(MambaOpsGpuTest, MatchesCpuOverMixedSegments) {
         Dims{33, 3, 6, 0}, Dims{96, 64, 4, 0}}) {
     ExpectMatchOverCalls(*p.cpu, *p.cuda, dims, FixedMixedCalls(),
                          Bound::Below(kTol));
+  }
+}
+
+// Decode after prefill (the decode scan, mamba_ops.cc's choice for decode
+// calls) at the 130M and 1.4B models' d_inner and at odd sizes.
+TEST(MambaOpsGpuTest, DecodeScanMatchesCpuAfterPrefill) {
+  Pair p;
+  ASSERT_NE(p.cuda, nullptr);
+  for (const Dims& dims :
+       {Dims{1536, 16, 4, 0}, Dims{4096, 16, 4, 0}, Dims{37, 4, 4, 1},
+        Dims{45, 8, 3, 0}, Dims{23, 32, 4, 2}}) {
+    ExpectMatchOverCalls(*p.cpu, *p.cuda, dims,
+                         parity::PrefillThenDecodeCalls(), Bound::Below(kTol));
   }
 }
 

@@ -2,7 +2,9 @@
 // emulation, equal the CPU backend's ops: the outputs and the whole state
 // arena after each call, over calls that mix decode rows, prefill chunks and
 // zero-length padding on a slot a real segment also uses, for every register
-// specialisation and the global-memory fallbacks (k = 6; n = 3, 64).
+// specialisation and the global-memory fallbacks (k = 6; n = 3, 64); and the
+// decode scan, which the backend takes for calls of decode rows only, after
+// prefill and at the 130M and 1.4B models' sizes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,9 +37,18 @@ class MambaEmulation : public EmulatedBackend {
   void MambaConv(const MambaConvParams& p) override {
     cuda::LaunchMambaConv(p, nullptr);
   }
+  // The CUDA backend's choice (mamba_ops.cc), or the decode kernel for every
+  // call when `force_decode`.
   void MambaScan(const MambaScanParams& p) override {
-    cuda::LaunchMambaScan(p, nullptr);
+    if (force_decode || AllDecodeRows(p.segs, p.nsegs)) {
+      ++decode_launches;
+      cuda::LaunchMambaScanDecode(p, nullptr);
+    } else {
+      cuda::LaunchMambaScan(p, nullptr);
+    }
   }
+  bool force_decode = false;
+  int decode_launches = 0;
 };
 
 TEST(MambaKernelsEmuTest, MatchesCpuOverMixedSegments) {
@@ -56,6 +67,35 @@ TEST(MambaKernelsEmuTest, MatchesCpuOverMixedSegments) {
     // Conv and scan are kernels on every call.
     EXPECT_EQ(emu::State().launches - launches,
               2 * static_cast<int64_t>(calls.size()));
+  }
+}
+
+TEST(MambaKernelsEmuTest, DecodeScanMatchesCpuAfterPrefill) {
+  // The 130M and 1.4B models' d_inner (d_state 16, 4 taps), every lane count
+  // of the decode kernel with channels that leave its last block partial, and
+  // n = 3 (the thread-per-channel fallback).
+  for (const Dims& dims :
+       {Dims{1536, 16, 4, 0}, Dims{4096, 16, 4, 0}, Dims{37, 4, 4, 1},
+        Dims{45, 8, 3, 0}, Dims{23, 32, 4, 2}, Dims{33, 3, 4, 0}}) {
+    auto cpu = MakeCpuBackend(1);
+    MambaEmulation emu;
+    ExpectMatchOverCalls(*cpu, emu, dims, parity::PrefillThenDecodeCalls(),
+                         Bound::AtMost(kTol));
+    // The first two calls carry prefill chunks; the other three are decode.
+    EXPECT_EQ(emu.decode_launches, 3);
+  }
+}
+
+// Longer segments are looped, so the decode kernel computes any call: a
+// replayed recording could never compute a wrong step with it.
+TEST(MambaKernelsEmuTest, DecodeScanMatchesCpuOverMixedSegments) {
+  for (const Dims& dims :
+       {Dims{160, 16, 4, 0}, Dims{37, 5, 4, 0}, Dims{72, 8, 4, 3}}) {
+    auto cpu = MakeCpuBackend(1);
+    MambaEmulation emu;
+    emu.force_decode = true;
+    ExpectMatchOverCalls(*cpu, emu, dims, MixedCalls(dims.e, 6, 9),
+                         Bound::AtMost(kTol));
   }
 }
 

@@ -153,6 +153,19 @@ inline std::vector<std::vector<Segment>> PaddedDecodeCalls() {
   };
 }
 
+// Prefill chunks of different lengths on slots 0-3, then decode steps over
+// them in changing order, padded to buckets (slot 4 never used): decode after
+// prefill, each slot with a state of its own.
+inline std::vector<std::vector<Segment>> PrefillThenDecodeCalls() {
+  return {
+      {{0, 0, 5}, {2, 5, 3}, {1, 8, 7}},
+      {{3, 0, 2}, {0, 2, 1}, {2, 3, 1}},
+      {{1, 0, 1}, {3, 1, 1}, {0, 2, 1}, {2, 3, 1}},
+      {{2, 0, 1}, {0, 1, 1}, {0, 2, 0}, {0, 3, 0}},
+      {{3, 0, 1}, {1, 1, 1}, {2, 2, 1}, {0, 3, 1}},
+  };
+}
+
 // The state checks of a recurrent family's case over calls on 5 slots that
 // never use slot 4 (FixedMixedCalls, emu_test_util.h's MixedCalls), with
 // `stride` floats a slot, from the initial arena and the last arenas of the
