@@ -42,6 +42,7 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
   // matcher through each draft token and back.
   speculates_ = spec.method != SpeculativeMethod::kNone &&
                 spec.num_draft_tokens > 0 && matcher_ == nullptr;
+  draft_length_ = DraftLength(spec.num_draft_tokens, /*adaptive=*/false);
   if (speculates_ && spec.method == SpeculativeMethod::kPromptLookup) {
     lookup_ = std::make_unique<PromptLookup>(spec.ngram_min, spec.ngram_max);
     lookup_->Append(request_.prompt);

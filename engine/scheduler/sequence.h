@@ -127,7 +127,7 @@ class Sequence {
   // num_draft_tokens, DraftLength's figure when adaptive.
   int32_t DraftRoom() const;
   // Drafts follow their acceptance (DraftLength) instead of always being
-  // num_draft_tokens long; set before the first round.
+  // num_draft_tokens long (the default); set before the first round.
   void set_adaptive_draft_length(bool on) {
     draft_length_ = DraftLength(request_.speculative.num_draft_tokens, on);
   }
