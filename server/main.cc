@@ -582,7 +582,8 @@ int Run() {
     spdlog::info(
         "speculative decoding by default: prompt lookup, {} draft tokens, "
         "while at most {} sequences run",
-        speculative->num_draft_tokens, options.speculative_max_batch);
+        speculative->num_draft_tokens,
+        (*engine)->options().speculative_max_batch);
   }
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
