@@ -11,6 +11,9 @@
 //   bazel run -c opt //bench:speculative_bench -- [--model_dir=DIR |
 //   --shape=mamba130m] [--tokens=256] [--draft_tokens=2,4,6] [--repeats=3]
 //   [--batches=1,4,16] [--draft_model_dir=weights/models/mamba-baseline]
+//   [--draft_lengths=fixed,adaptive]
+//
+// Last, the threshold --speculative_max_batch=auto would find here.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +30,7 @@
 #include "bench/random_model.h"
 #include "engine/engine.h"
 #include "engine/model/model.h"
+#include "engine/round_threshold.h"
 #include "kernels/cpu/cpu_backend.h"
 
 ABSL_FLAG(std::string, model_dir, "weights/models/default",
@@ -43,6 +47,9 @@ ABSL_FLAG(std::string, draft_model_dir, "",
 ABSL_FLAG(std::string, batches, "1",
           "concurrent requests per run (speculation's gain shrinks as the "
           "batch grows and a step stops being bound by reading the weights)");
+ABSL_FLAG(std::string, draft_lengths, "fixed,adaptive",
+          "fixed: every round drafts the request's count; adaptive: each "
+          "sequence's draft length follows its acceptance");
 
 namespace seqboat::bench {
 namespace {
@@ -70,7 +77,7 @@ constexpr char kStory[] =
 struct Run {
   double tok_per_s = 0;         // all sequences together
   std::vector<int32_t> tokens;  // the first sequence's
-  int64_t drafted = 0, accepted = 0, steps = 0, generated = 0;
+  int64_t drafted = 0, accepted = 0, rounds = 0, steps = 0, generated = 0;
 };
 
 // `batch` copies of the request at once.
@@ -122,6 +129,7 @@ Run Generate(Engine& engine, const std::vector<int32_t>& prompt, int tokens,
       after.speculation.draft_tokens - before.speculation.draft_tokens;
   run.accepted =
       after.speculation.accepted_tokens - before.speculation.accepted_tokens;
+  run.rounds = after.speculation.drafts - before.speculation.drafts;
   run.steps = after.steps - before.steps;
   return run;
 }
@@ -178,15 +186,32 @@ int Main() {
   EngineOptions options;
   options.model_dir = dir;
   options.max_slots = 64;
-  options.speculative_max_batch = 64;  // the bench looks for the threshold
+  options.speculative_max_batch = 32;  // the bench looks for the threshold
   options.prefix_cache_bytes = 0;
   options.draft_model_dir = absl::GetFlag(FLAGS_draft_model_dir);
-  auto engine =
-      Engine::Create(options, MakeCpuBackend(absl::GetFlag(FLAGS_threads)));
-  if (!engine.ok()) {
-    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
-    return 1;
+  // One engine per draft-length rule, side by side (the machine's load
+  // drifts; runs interleave).
+  std::vector<std::string> modes;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (absl::string_view mode :
+       absl::StrSplit(absl::GetFlag(FLAGS_draft_lengths), ',')) {
+    if (mode != "fixed" && mode != "adaptive") {
+      std::fprintf(stderr, "--draft_lengths: fixed or adaptive, not %s\n",
+                   std::string(mode).c_str());
+      return 1;
+    }
+    options.adaptive_draft_length = mode == "adaptive";
+    auto engine =
+        Engine::Create(options, MakeCpuBackend(absl::GetFlag(FLAGS_threads)));
+    if (!engine.ok()) {
+      std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+      return 1;
+    }
+    modes.emplace_back(mode);
+    engines.push_back(*std::move(engine));
   }
+  if (engines.empty()) return 1;
+  Engine& first = *engines.front();
   std::vector<int> ks;
   for (absl::string_view k :
        absl::StrSplit(absl::GetFlag(FLAGS_draft_tokens), ',')) {
@@ -202,8 +227,8 @@ int Main() {
   std::printf(
       "model %s (%s), weights file %.1f MB; read bandwidth %.1f GB/s"
       " (a step that reads every weight once: %.0f tok/s at most)\n",
-      (*engine)->summary().name.c_str(), dir.c_str(), weight_bytes / 1e6,
-      bandwidth, bandwidth * 1e9 / weight_bytes);
+      first.summary().name.c_str(), dir.c_str(), weight_bytes / 1e6, bandwidth,
+      bandwidth * 1e9 / weight_bytes);
   if (!options.draft_model_dir.empty()) {
     std::printf("drafts by the model of %s\n", options.draft_model_dir.c_str());
   }
@@ -213,42 +238,52 @@ int Main() {
     int v = 0;
     if (absl::SimpleAtoi(b, &v) && v > 0 && v <= 32) batches.push_back(v);
   }
-  std::printf("%-16s %5s %6s %10s %8s %10s %12s %8s\n", "workload", "batch",
-              "draft", "tok/s", "ratio", "accepted", "tokens/step", "same");
+  std::printf("%-16s %5s %6s %9s %10s %8s %10s %12s %12s %8s\n", "workload",
+              "batch", "draft", "length", "tok/s", "ratio", "accepted",
+              "drafts/round", "tokens/step", "same");
   for (const auto& [name, text] :
        {std::pair<const char*, const char*>{"repetitive", kCode},
         {"non-repetitive", kStory}}) {
-    const std::vector<int32_t> prompt = (*engine)->tokenizer().Encode(text);
-    std::vector<int> settings = {0};
-    settings.insert(settings.end(), ks.begin(), ks.end());
+    const std::vector<int32_t> prompt = first.tokenizer().Encode(text);
+    // The plain baseline once (no rule drafts anything), then each draft
+    // count under each rule.
+    std::vector<std::pair<int, size_t>> settings = {{0, 0}};
+    for (int k : ks) {
+      for (size_t m = 0; m < engines.size(); ++m) settings.push_back({k, m});
+    }
     for (int batch : batches) {
-      double base = 0;
-      std::vector<int32_t> reference;
-      for (int k : settings) {
-        std::vector<double> rates;
-        Run last;
-        for (int i = 0; i < repeats; ++i) {
-          last = Generate(**engine, prompt, tokens, k, batch);
-          rates.push_back(last.tok_per_s);
+      // Repeats go round the settings, so a change in the machine's load
+      // falls on all of them alike.
+      std::vector<std::vector<double>> rates(settings.size());
+      std::vector<Run> lasts(settings.size());
+      for (int i = 0; i < repeats; ++i) {
+        for (size_t j = 0; j < settings.size(); ++j) {
+          const auto& [k, m] = settings[j];
+          lasts[j] = Generate(*engines[m], prompt, tokens, k, batch);
+          rates[j].push_back(lasts[j].tok_per_s);
         }
-        const double median = Median(rates);
-        if (k == 0) {
-          base = median;
-          reference = last.tokens;
-        }
+      }
+      const double base = Median(rates[0]);
+      const std::vector<int32_t>& reference = lasts[0].tokens;
+      for (size_t j = 0; j < settings.size(); ++j) {
+        const auto& [k, m] = settings[j];
+        const Run& last = lasts[j];
+        const double median = Median(rates[j]);
         // Tokens per step: of one sequence (the steps run all together).
         std::printf(
-            "%-16s %5d %6d %10.1f %8.2f %9.0f%% %12.2f %8s\n", name, batch, k,
-            median, median / base,
+            "%-16s %5d %6d %9s %10.1f %8.2f %9.0f%% %12.2f %12.2f %8s\n", name,
+            batch, k, k == 0 ? "-" : modes[m].c_str(), median, median / base,
             last.drafted > 0 ? 100.0 * last.accepted / last.drafted : 0.0,
+            last.rounds > 0 ? static_cast<double>(last.drafted) / last.rounds
+                            : 0.0,
             static_cast<double>(last.generated) / batch /
                 std::max<int64_t>(1, last.steps),
             last.tokens == reference ? "yes" : "NO");
       }
     }
   }
-  (*engine)->Shutdown();
-  engine->reset();
+  for (auto& engine : engines) engine->Shutdown();
+  engines.clear();
   // What a round costs against a plain step: the speedup is the tokens a
   // round yields over this ratio.
   auto backend = MakeCpuBackend(absl::GetFlag(FLAGS_threads));
@@ -265,6 +300,22 @@ int Main() {
                 round / plain);
   }
   std::printf("\n");
+  // What --speculative_max_batch=auto finds for this model on this machine
+  // (Engine::Create's probe: rounds of 4 drafts, 80 % acceptance).
+  model->reset();
+  ModelLimits limits;
+  limits.max_slots = options.max_slots;
+  limits.max_rows_per_step = 4 * kAutoSpeculativeMaxBatch * (2 + 4);
+  limits.max_logit_rows = kAutoSpeculativeMaxBatch * (1 + 4);
+  auto probed = Model::Load(dir, *backend, limits);
+  if (!probed.ok()) {
+    std::fprintf(stderr, "%s\n", probed.status().ToString().c_str());
+    return 1;
+  }
+  EngineOptions automatic;
+  automatic.max_slots = options.max_slots;
+  std::printf("auto: %s\n",
+              MeasureRoundThreshold(automatic, **probed).Describe().c_str());
   return 0;
 }
 

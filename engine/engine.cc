@@ -13,6 +13,7 @@
 #include "engine/backend/backend.h"
 #include "engine/grammar/grammar.h"
 #include "engine/model/model.h"
+#include "engine/round_threshold.h"
 #include "engine/scheduler/mask_filler.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/snapshot_exchange.h"
@@ -25,9 +26,12 @@ namespace seqboat {
 namespace {
 
 // Sequences that may speculate at once: never more than there are slots
-// (the model's buffers are sized by the same figure).
+// (the model's buffers are sized by the same figure; auto's by its ceiling).
 int32_t SpeculativeBatch(const EngineOptions& o) {
-  return std::min(o.speculative_max_batch, o.max_slots);
+  return std::min(o.speculative_max_batch == kSpeculativeMaxBatchAuto
+                      ? kAutoSpeculativeMaxBatch
+                      : o.speculative_max_batch,
+                  o.max_slots);
 }
 
 // The engine thread and its loop: wait for work, admit, drop the cancelled,
@@ -54,7 +58,8 @@ class EngineImpl final : public Engine {
             SchedulerOptions{
                 options_.max_queue, options_.step_token_budget,
                 SpeculativeBatch(options_),
-                SpeculativeBatch(options_) * options_.max_draft_tokens},
+                SpeculativeBatch(options_) * options_.max_draft_tokens,
+                options_.adaptive_draft_length},
             model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
             &snapshot_blocks_, disk_.get(), drafter_.get()) {
     if (disk_ != nullptr) {
@@ -245,6 +250,7 @@ class EngineImpl final : public Engine {
     stats.fault = c.fault;
     stats.speculation = c.speculation;
     stats.speculation_by_method = c.speculation_by_method;
+    stats.speculative_max_batch = SpeculativeBatch(options_);
     stats.prefix_cache = prefix_cache_.Stats();
     stats.peer_fetch = c.peer_fetch;
     stats.grammar_masks = mask_filler_.masks_filled();
@@ -657,10 +663,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
           {options.constraint_limits, options.grammar_cache_size,
            options.grammar_compile_threads});
   if (!grammars.ok()) spdlog::warn("{}", grammars.status().ToString());
+  EngineOptions resolved = options;
+  if (options.speculative_max_batch == kSpeculativeMaxBatchAuto) {
+    // Before the engine thread starts: the probe has the model to itself.
+    const RoundThreshold threshold = MeasureRoundThreshold(options, **model);
+    resolved.speculative_max_batch = threshold.max_batch;
+    spdlog::info("{}", threshold.Describe());
+  }
   std::unique_ptr<ModelDrafter> drafter;
   if (!options.draft_model_dir.empty()) {
     ModelDrafterOptions d;
-    d.max_sequences = std::max(1, SpeculativeBatch(options));
+    d.max_sequences = std::max(1, SpeculativeBatch(resolved));
     d.max_draft_tokens = std::max(1, options.max_draft_tokens);
     d.catch_up_rows = options.step_token_budget;
     auto loaded =
@@ -671,7 +684,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                  drafter->model().layers().size(), 2 * d.max_sequences);
   }
   return std::unique_ptr<Engine>(
-      new EngineImpl(options, std::move(backend), *std::move(tokenizer),
+      new EngineImpl(resolved, std::move(backend), *std::move(tokenizer),
                      *std::move(model), *std::move(blocks), std::move(disk),
                      std::move(drafter), std::move(grammars), identity));
 }

@@ -48,6 +48,9 @@ struct EngineStats {
   PrefixCacheStats prefix_cache;
   SpeculationCounts speculation;
   std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
+  // Rounds run while at most this many sequences run (measured at start-up
+  // for EngineOptions' auto; 0: never).
+  int32_t speculative_max_batch = 0;
   bool prefix_cache_disk = false;  // whether there is a disk tier
   SnapshotDiskStats prefix_cache_disk_stats;
   PeerFetchStats peer_fetch;  // snapshots asked of other replicas

@@ -19,10 +19,21 @@ absl::Status CheckEngineOptions(const EngineOptions& options) {
   if (options.prefix_cache_bytes < 0) {
     return absl::InvalidArgumentError("prefix_cache_bytes must be >= 0");
   }
-  if (options.max_draft_tokens < 0 || options.speculative_max_batch < 0 ||
-      options.max_draft_tokens > 64) {
+  if (options.max_draft_tokens < 0 || options.max_draft_tokens > 64 ||
+      (options.speculative_max_batch < 0 &&
+       options.speculative_max_batch != kSpeculativeMaxBatchAuto)) {
     return absl::InvalidArgumentError(
-        "max_draft_tokens must be in [0, 64] and speculative_max_batch >= 0");
+        "max_draft_tokens must be in [0, 64] and speculative_max_batch >= 0 "
+        "or auto");
+  }
+  if (options.speculative_auto_draft_tokens < 1 ||
+      !(options.speculative_auto_acceptance >= 0 &&
+        options.speculative_auto_acceptance <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculative_auto_draft_tokens must be >= 1 (got ",
+                     options.speculative_auto_draft_tokens,
+                     ") and speculative_auto_acceptance in [0, 1] (got ",
+                     options.speculative_auto_acceptance, ")"));
   }
   if (!options.prefix_cache_dir.empty() &&
       (options.prefix_cache_disk_bytes <= 0 ||

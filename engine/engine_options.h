@@ -13,6 +13,11 @@
 
 namespace seqboat {
 
+// EngineOptions::speculative_max_batch: measured at start-up, at most
+// kAutoSpeculativeMaxBatch.
+inline constexpr int32_t kSpeculativeMaxBatchAuto = -1;
+inline constexpr int32_t kAutoSpeculativeMaxBatch = 32;
+
 struct EngineOptions {
   std::string model_dir;    // config.json, model.safetensors, tokenizer.json
   int32_t max_slots = 64;   // concurrent sequences (state slots)
@@ -43,6 +48,18 @@ struct EngineOptions {
   // slot, which the model's buffers are sized for.
   int32_t max_draft_tokens = 8;
   int32_t speculative_max_batch = 8;
+  // speculative_max_batch = kSpeculativeMaxBatchAuto: measured by
+  // Engine::Create on the loaded model (engine/round_threshold.h) with
+  // rounds of speculative_auto_draft_tokens drafts, each taken with
+  // probability speculative_auto_acceptance, up to kAutoSpeculativeMaxBatch
+  // (which the buffers are sized for) and half the slots, then logged and
+  // published in EngineStats.
+  int32_t speculative_auto_draft_tokens = 4;
+  double speculative_auto_acceptance = 0.8;
+  // Each sequence drafts fewer tokens while its drafts are rejected and
+  // more while they are taken (engine/scheduler/draft_length.h), within
+  // its request's num_draft_tokens; off: always that many.
+  bool adaptive_draft_length = true;
   // A draft model's directory (SpeculativeMethod::kDraftModel): a smaller
   // model with the same tokenizer, loaded on the same backend with two
   // slots per sequence that may speculate. Empty: none.

@@ -49,6 +49,8 @@ struct Options {
   int slots = 6;
   // A draft model's directory: speculation by draft_model, not prompt lookup.
   std::string draft_model;
+  bool adaptive = true;   // EngineOptions::adaptive_draft_length
+  int32_t max_batch = 8;  // EngineOptions::speculative_max_batch
 };
 
 class Runner {
@@ -60,6 +62,8 @@ class Runner {
     eo.step_token_budget = o.budget;
     eo.prefix_cache_bytes = o.cache_bytes;
     if (o.draft_tokens > 0) eo.draft_model_dir = o.draft_model;
+    eo.adaptive_draft_length = o.adaptive;
+    eo.speculative_max_batch = o.max_batch;
     auto e = Engine::Create(eo, MakeCpuBackend(1));
     EXPECT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
@@ -209,6 +213,43 @@ TEST(SpeculativeDecodingTest, DraftModelUnderEveryBlockKind) {
     SCOPED_TRACE(kind);
     CheckSame(dir, {4, 7, int64_t{64} << 20, 6, kTinyMamba});
   }
+}
+
+// Drafts of the request's full length every round, and drafts that follow
+// their acceptance (on in every other test here): the output is decoding's
+// without speculation either way.
+TEST(SpeculativeDecodingTest, FixedAndAdaptiveDraftLengthsDecodeAlike) {
+  for (const char* model : {kTinyHybrid, kTinyMamba}) {
+    for (bool adaptive : {false, true}) {
+      Options o{4, 512, 0, 6};
+      o.adaptive = adaptive;
+      const SpeculationCounts c = CheckSame(model, o);
+      EXPECT_GT(c.drafts, 0) << model;
+      EXPECT_LE(c.draft_tokens, 4 * c.drafts);
+      std::printf("%s, %s: %.2f draft tokens a round, %.0f %% taken\n", model,
+                  adaptive ? "adaptive" : "fixed",
+                  static_cast<double>(c.draft_tokens) / c.drafts,
+                  100.0 * c.accepted_tokens / c.draft_tokens);
+    }
+  }
+}
+
+// speculative_max_batch = auto: Create measures it (at most half the slots:
+// a speculating sequence holds two) and the engine runs and publishes what
+// it found; rounds, if any, change nothing of the output.
+TEST(SpeculativeDecodingTest, AutoMaxBatchIsMeasuredAndPublished) {
+  Options o{4, 512, 0, 6};
+  o.max_batch = kSpeculativeMaxBatchAuto;
+  Options plain_o = o;
+  plain_o.draft_tokens = 0;
+  Runner spec(kTinyHybrid, o), plain(kTinyHybrid, plain_o);
+  const int32_t measured = spec.engine().Stats().speculative_max_batch;
+  EXPECT_GE(measured, 0);
+  EXPECT_LE(measured, 3);
+  EXPECT_EQ(spec.engine().options().speculative_max_batch, measured);
+  const std::vector<int32_t> p = RepetitivePrompt(1);
+  ExpectSame(spec.Run(p, 23), plain.Run(p, 23));
+  std::printf("auto: rounds while at most %d sequences run\n", measured);
 }
 
 TEST(SpeculativeDecodingTest, ChunkedPrefillAndNoCache) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -51,12 +52,34 @@ ABSL_FLAG(int32_t, num_speculative_tokens, 4,
           "request names no count.");
 ABSL_FLAG(int32_t, max_draft_tokens, 8,
           "Ceiling of a request's speculative num_draft_tokens.");
-ABSL_FLAG(int32_t, speculative_max_batch, 8,
+ABSL_FLAG(std::string, speculative_max_batch, "auto",
           "Speculative decoding runs while at most this many sequences run "
           "(beyond it a step is no longer bound by reading the weights); 0 "
-          "turns it off.");
+          "turns it off; auto measures it at start-up on the loaded model "
+          "(the largest batch, up to 32 and half of --max_slots, whose round "
+          "of --num_speculative_tokens drafts costs less than the tokens it "
+          "yields) and logs it.");
+ABSL_FLAG(bool, speculative_adaptive_draft_length, true,
+          "Each sequence drafts fewer tokens while its drafts are rejected "
+          "and more, up to its request's count, while they are taken; false: "
+          "always the request's count.");
 
 namespace seqboat {
+namespace {
+
+// --speculative_max_batch: a count >= 0, or auto (kSpeculativeMaxBatchAuto).
+absl::StatusOr<int32_t> SpeculativeMaxBatchFlag() {
+  const std::string flag = absl::GetFlag(FLAGS_speculative_max_batch);
+  if (flag == "auto") return kSpeculativeMaxBatchAuto;
+  int32_t n = 0;
+  if (!absl::SimpleAtoi(flag, &n) || n < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative_max_batch must be auto or a count >= 0, got ", flag));
+  }
+  return n;
+}
+
+}  // namespace
 
 absl::Status CheckEngineFlags() {
   auto positive = [](absl::string_view name, int32_t value) {
@@ -93,6 +116,7 @@ absl::Status CheckEngineFlags() {
         ") and --prefix_cache_bytes > 0 (got ",
         absl::GetFlag(FLAGS_prefix_cache_bytes), ")"));
   }
+  if (absl::Status s = SpeculativeMaxBatchFlag().status(); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_max_queue) < 0) {
     return absl::InvalidArgumentError("--max_queue must be >= 0");
   }
@@ -116,7 +140,13 @@ EngineOptions EngineOptionsFromFlags(const std::string& model_dir,
   options.max_new_tokens_limit = absl::GetFlag(FLAGS_max_new_tokens_limit);
   options.prefix_cache_bytes = absl::GetFlag(FLAGS_prefix_cache_bytes);
   options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
-  options.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
+  // Checked by CheckEngineFlags.
+  options.speculative_max_batch =
+      SpeculativeMaxBatchFlag().value_or(kSpeculativeMaxBatchAuto);
+  options.speculative_auto_draft_tokens =
+      std::max(1, absl::GetFlag(FLAGS_num_speculative_tokens));
+  options.adaptive_draft_length =
+      absl::GetFlag(FLAGS_speculative_adaptive_draft_length);
   options.draft_model_dir = absl::GetFlag(FLAGS_speculative_draft_model_dir);
   options.prefix_cache_dir = absl::GetFlag(FLAGS_prefix_cache_dir);
   options.prefix_cache_disk_bytes =

@@ -194,6 +194,13 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       "seqboat_spec_decode_num_accepted_tokens_total",
       "Draft tokens the model's own draws matched.", "counter", "method",
       per_method(&SpeculationCounts::accepted_tokens));
+  registry->AddGauge(
+      "seqboat_spec_decode_max_batch",
+      "Speculative rounds run while at most this many sequences run "
+      "(measured at start-up with --speculative_max_batch=auto).",
+      [engine] {
+        return static_cast<double>(engine->Stats().speculative_max_batch);
+      });
   registry->AddLabelledReadings(
       "seqboat_spec_decode_rounds_by_accepted_total",
       "Speculative rounds by the number of draft tokens they took.", "counter",

@@ -146,6 +146,18 @@ namespace {
 
 constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
 
+// The requests' default speculation, and the batch it runs up to (the
+// engine's, measured at start-up for auto).
+void LogSpeculativeDefault(const SpeculativeParams& spec,
+                           const Engine& engine) {
+  if (spec.method == SpeculativeMethod::kNone) return;
+  spdlog::info(
+      "speculative decoding by default: {} draft tokens by {}, while at most "
+      "{} sequences run",
+      spec.num_draft_tokens, SpeculativeMethodName(spec.method),
+      engine.options().speculative_max_batch);
+}
+
 absl::Status CheckFlags() {
   RETURN_IF_ERROR(CheckEngineFlags());
   RETURN_IF_ERROR(CheckPeerFlags());
@@ -578,12 +590,7 @@ int Run() {
 
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
-  if (speculative->method != SpeculativeMethod::kNone) {
-    spdlog::info(
-        "speculative decoding by default: prompt lookup, {} draft tokens, "
-        "while at most {} sequences run",
-        speculative->num_draft_tokens, options.speculative_max_batch);
-  }
+  LogSpeculativeDefault(*speculative, **engine);
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),

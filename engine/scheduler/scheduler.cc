@@ -170,6 +170,7 @@ void Scheduler::Admit(absl::Time now,
     const int64_t slots = SlotsOf(r);
     const int slot = *arena_.Acquire();  // counted free above
     auto seq = std::make_unique<Sequence>(std::move(r), slot, tokenizer_);
+    seq->set_adaptive_draft_length(options_.adaptive_draft_length);
     for (int64_t i = 1; i < slots; ++i) {
       seq->fork_slots().push_back(*arena_.Acquire());
     }
@@ -251,6 +252,7 @@ void Scheduler::Fork(Sequence& first,
     r.sampling.seed += static_cast<uint64_t>(index);
     auto seq =
         std::make_unique<Sequence>(std::move(r), slots[i], tokenizer_, index);
+    seq->set_adaptive_draft_length(options_.adaptive_draft_length);
     if (restoring) {
       seq->set_copy(arena_.RestoreAsync(slots[i], from->state.get()),
                     from->state);

@@ -51,6 +51,8 @@ struct SchedulerOptions {
   // tokens in one step (the model's logit rows beyond one per slot).
   int32_t speculative_max_batch = 0;
   int32_t max_draft_rows = 0;
+  // Each sequence's drafts follow its acceptance (DraftLength).
+  bool adaptive_draft_length = false;
 };
 
 // Speculative decoding's counts since start (vLLM's spec_decode metrics).
@@ -69,7 +71,7 @@ struct SchedulerCounts {
   int32_t waiting = 0;
   int32_t free_slots = 0;
   bool draining = false;
-  std::string fault;  // set once the device is lost
+  std::string fault;              // set once the device is lost
   SpeculationCounts speculation;  // every method's
   // Each method's, by SpeculativeMethodName (every method that drafts).
   std::map<std::string, SpeculationCounts, std::less<>> speculation_by_method;
@@ -281,7 +283,7 @@ class Scheduler {
   PrefixCache* const cache_;  // null or disabled: no prefix reuse
   EventOutbox* const outbox_;
   HostBlockPool* const blocks_;
-  SnapshotDisk* const disk_;  // null unless the cache has a disk tier
+  SnapshotDisk* const disk_;     // null unless the cache has a disk tier
   ModelDrafter* const drafter_;  // null: no draft model
 
   mutable std::mutex mu_;

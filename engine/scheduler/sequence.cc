@@ -42,6 +42,7 @@ Sequence::Sequence(Request request, int slot, const Tokenizer& tokenizer,
   // matcher through each draft token and back.
   speculates_ = spec.method != SpeculativeMethod::kNone &&
                 spec.num_draft_tokens > 0 && matcher_ == nullptr;
+  draft_length_ = DraftLength(spec.num_draft_tokens, /*adaptive=*/false);
   if (speculates_ && spec.method == SpeculativeMethod::kPromptLookup) {
     lookup_ = std::make_unique<PromptLookup>(spec.ngram_min, spec.ngram_max);
     lookup_->Append(request_.prompt);
@@ -237,7 +238,8 @@ int32_t Sequence::DraftRoom() const {
   if (!speculates_ || finished_) return 0;
   // Draws past max_new_tokens would be thrown away.
   const int32_t room = request_.stopping.max_new_tokens - generated_ - 1;
-  return std::min(request_.speculative.num_draft_tokens, std::max(0, room));
+  return std::min({request_.speculative.num_draft_tokens, draft_length_.next(),
+                   std::max(0, room)});
 }
 
 std::vector<int32_t> Sequence::Draft() const {
@@ -275,6 +277,7 @@ GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,
     if (finished_ || i == k || token != draft_[i]) break;
   }
   *accepted = static_cast<int32_t>(i);
+  draft_length_.Update(static_cast<int32_t>(k), *accepted);
   if (k > 0 && i == k) {
     // The spare consumed the unfed tokens and the whole draft: it is the
     // state, and the old slot the next round's spare.

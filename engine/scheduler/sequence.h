@@ -16,6 +16,7 @@
 #include "engine/backend/sampler.h"
 #include "engine/grammar/grammar.h"
 #include "engine/request.h"
+#include "engine/scheduler/draft_length.h"
 #include "engine/speculative/prompt_lookup.h"
 #include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/tokenizer/stop_checker.h"
@@ -122,8 +123,14 @@ class Sequence {
   // max_new_tokens); empty when the drafter has none. A draft model's
   // guesses come from the scheduler (set_proposed) before the round.
   std::vector<int32_t> Draft() const;
-  // The most tokens a draft may hold now (0: no round is worth it).
+  // The most tokens a draft may hold now (0: no round is worth it): within
+  // num_draft_tokens, DraftLength's figure when adaptive.
   int32_t DraftRoom() const;
+  // Drafts follow their acceptance (DraftLength) instead of always being
+  // num_draft_tokens long (the default); set before the first round.
+  void set_adaptive_draft_length(bool on) {
+    draft_length_ = DraftLength(request_.speculative.num_draft_tokens, on);
+  }
   void set_proposed(std::vector<int32_t> draft) {
     proposed_ = std::move(draft);
   }
@@ -218,6 +225,7 @@ class Sequence {
   const uint32_t* filled_mask_ = nullptr;
   int spare_slot_ = -1;
   std::vector<int32_t> draft_;
+  DraftLength draft_length_{0, false};
   int32_t last_token_ = -1;
   bool finished_ = false;
   int32_t pending_ = 0;  // tokens sampled by launched steps, not accepted

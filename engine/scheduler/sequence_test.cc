@@ -248,5 +248,49 @@ TEST(SequenceTest, WantsLogprobsFollowsTheRequest) {
   EXPECT_TRUE(Sequence(r, 0, *tokenizer).wants_logprobs());
 }
 
+// Greedy logits, one row per token: each row's argmax is its token.
+std::vector<float> RowsFor(const std::vector<int32_t>& tokens, int32_t n) {
+  std::vector<float> logits(tokens.size() * n, 0.0f);
+  for (size_t i = 0; i < tokens.size(); ++i) logits[i * n + tokens[i]] = 9.0f;
+  return logits;
+}
+
+// The draft length follows acceptance inside the sequence: a round whose
+// second draft token is rejected shrinks the next draft's room to two, one
+// taken whole grows it again; a sequence without it keeps its request's.
+TEST(SequenceTest, DraftRoomFollowsAcceptanceWhenAdaptive) {
+  auto tok = Tokenizer();
+  const int32_t n = tok->vocab_size();
+  Request r = MakeRequest(SamplingParams{}, 50);
+  r.speculative.method = SpeculativeMethod::kDraftModel;
+  r.speculative.num_draft_tokens = 4;
+  Sequence adaptive(r, 0, *tok), fixed(r, 1, *tok);
+  adaptive.set_adaptive_draft_length(true);
+  adaptive.set_spare_slot(2);
+  fixed.set_spare_slot(3);
+  for (Sequence* seq : {&adaptive, &fixed}) {
+    ASSERT_TRUE(seq->speculates());
+    EXPECT_EQ(seq->DraftRoom(), 4);
+    seq->Advance(RowsFor({'x'}, n).data(), n);
+    seq->set_proposed({'p', 'q', 'r', 's'});
+    seq->PlanRound(seq->Draft());
+    int32_t accepted = -1;
+    const GenerationEvent e = seq->AdvanceRound(
+        RowsFor({'p', 'z', 'r', 's', 't'}, n).data(), n, &accepted);
+    EXPECT_EQ(accepted, 1);
+    EXPECT_EQ(e.token_ids, (std::vector<int32_t>{'p', 'z'}));
+  }
+  EXPECT_EQ(adaptive.DraftRoom(), 2);
+  EXPECT_EQ(fixed.DraftRoom(), 4);
+  adaptive.set_proposed({'a', 'b', 'c', 'd'});
+  const std::vector<int32_t> draft = adaptive.Draft();
+  EXPECT_EQ(draft, (std::vector<int32_t>{'a', 'b'}));
+  adaptive.PlanRound(draft);
+  int32_t accepted = -1;
+  adaptive.AdvanceRound(RowsFor({'a', 'b', 'c'}, n).data(), n, &accepted);
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(adaptive.DraftRoom(), 3);
+}
+
 }  // namespace
 }  // namespace seqboat

@@ -5,6 +5,8 @@ it gives, greedy and seeded alike; the spec_decode metrics count the drafts
 per method; bad options are refused by name."""
 
 import json
+import re
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -22,9 +24,12 @@ OTHER = "Once upon a time, in a quiet village by the sea, there lived"
 
 @pytest.fixture(scope="module")
 def spec_server(tmp_path_factory):
+    # A fixed threshold: auto's measure on a loaded machine could turn
+    # rounds off for the bundled model, whose step is bound by compute.
     s = start_server(tmp_path_factory, "speculative",
                      ["--speculative_method=prompt_lookup",
-                      "--num_speculative_tokens=4", "--max_draft_tokens=6"])
+                      "--num_speculative_tokens=4", "--max_draft_tokens=6",
+                      "--speculative_max_batch=8"])
     yield s
     stop_server(s)
 
@@ -36,7 +41,7 @@ def draft_server(tmp_path_factory):
     s = start_server(tmp_path_factory, "draft_model",
                      ["--speculative_method=draft_model",
                       f"--speculative_draft_model_dir={ROOT / 'weights/models/mamba-baseline'}",
-                      "--num_speculative_tokens=3"])
+                      "--num_speculative_tokens=3", "--speculative_max_batch=8"])
     yield s
     stop_server(s)
 
@@ -185,3 +190,35 @@ def test_draft_model_needs_one(spec_server):
         complete(spec_server, {"speculative": {"method": "draft_model"}})
     assert err.value.code == 400
     assert "--speculative_draft_model_dir" in json.loads(err.value.read())["error"]["message"]
+
+
+def test_auto_max_batch_is_measured_logged_and_published(tmp_path_factory):
+    # The default, auto: measured at start-up on the loaded model, at most
+    # half the slots (a speculating sequence holds two).
+    s = start_server(tmp_path_factory, "speculative_auto",
+                     ["--log_level=info", "--max_slots=8",
+                      "--speculative_method=prompt_lookup"])
+    try:
+        log = s.log_path.read_text()
+        found = re.search(
+            r"speculation off above (\d+) running sequences: step at batch 1 = "
+            r"[0-9.]+ ms, round of 4 drafts = [0-9.]+ ms", log)
+        assert found, log
+        measured = int(found.group(1))
+        assert 0 <= measured <= 4
+        assert s.sample("seqboat_spec_decode_max_batch") == measured
+        # Whatever it found, the output is decoding's without speculation.
+        assert generate(s, PROMPT) == generate(
+            s, PROMPT, method=pb.SPECULATIVE_METHOD_NONE)
+    finally:
+        stop_server(s)
+
+
+def test_bad_max_batch_is_refused_by_name(tmp_path_factory):
+    binary = ROOT / "bazel-bin/server/seqboat_server"
+    out = subprocess.run([str(binary), "--model_dir=weights/models/default",
+                          "--speculative_max_batch=many"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "--speculative_max_batch must be auto or a count >= 0, got many" in (
+        out.stdout + out.stderr)
