@@ -37,7 +37,7 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/step_rows.h"
@@ -131,7 +131,8 @@ class MtpDrafter {
   DeviceBuffer hidden_, normed_e_, normed_h_, x_, scratch_, gathered_, out_,
       kept_, logits_dev_;
   std::vector<int> free_index_;
-  absl::flat_hash_map<const void*, Entry> seqs_;
+  // Nodes: Observe holds entries while it adds others.
+  absl::node_hash_map<const void*, Entry> seqs_;
   StepRows rows_;
   std::vector<float> logits_;  // host, [rows_.m(), vocab]
   int observed_ = 0;
