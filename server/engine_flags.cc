@@ -40,8 +40,9 @@ ABSL_FLAG(int32_t, max_prompt_bytes, 0,
 ABSL_FLAG(std::string, speculative_method, "none",
           "Speculative decoding for requests that name no method: none, "
           "prompt_lookup (drafts from n-gram matches against prompt and "
-          "output) or draft_model (--speculative_draft_model_dir's guesses); "
-          "the output is unchanged, only sooner.");
+          "output), draft_model (--speculative_draft_model_dir's guesses) or "
+          "mtp (the model's multi-token-prediction head, where its config "
+          "has one); the output is unchanged, only sooner.");
 ABSL_FLAG(std::string, speculative_draft_model_dir, "",
           "A smaller model with the served model's tokenizer, loaded beside "
           "it to draft for requests whose speculative method is draft_model "
@@ -140,10 +141,10 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
   const std::string method = absl::GetFlag(FLAGS_speculative_method);
   const int32_t k = absl::GetFlag(FLAGS_num_speculative_tokens);
   if (method == "none") return spec;
-  if (method != "prompt_lookup" && method != "draft_model") {
+  if (method != "prompt_lookup" && method != "draft_model" && method != "mtp") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--speculative_method must be none, prompt_lookup or "
-                     "draft_model, got ",
+        absl::StrCat("--speculative_method must be none, prompt_lookup, "
+                     "draft_model or mtp, got ",
                      method));
   }
   if (method == "draft_model" && options.draft_model_dir.empty()) {
@@ -158,6 +159,7 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
                      options.max_draft_tokens, "], got ", k));
   }
   spec.method = method == "draft_model" ? SpeculativeMethod::kDraftModel
+                : method == "mtp"       ? SpeculativeMethod::kMtp
                                         : SpeculativeMethod::kPromptLookup;
   spec.num_draft_tokens = k;
   return spec;
