@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "spdlog/spdlog.h"
 
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
@@ -180,6 +181,28 @@ ValidationLimits LimitsFromFlags(const EngineOptions& options) {
           : static_cast<int32_t>(std::min<int64_t>(
                 int64_t{16} * options.max_prompt_tokens, 1 << 30));
   return limits;
+}
+
+absl::Status LimitsForModel(const ModelSummary& summary,
+                            const EngineOptions& options,
+                            ValidationLimits& limits) {
+  limits.mtp_head = summary.mtp_head;
+  if (limits.speculative_default.method == SpeculativeMethod::kMtp &&
+      !summary.mtp_head) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--speculative_method=mtp: ", options.model_dir,
+                     " has no multi-token-prediction head (config.json "
+                     "\"mtp\")"));
+  }
+  const SpeculativeParams& spec = limits.speculative_default;
+  if (spec.method != SpeculativeMethod::kNone) {
+    spdlog::info(
+        "speculative decoding by default: {}, {} draft tokens, while at most "
+        "{} sequences run",
+        SpeculativeMethodName(spec.method), spec.num_draft_tokens,
+        options.speculative_max_batch);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace seqboat

@@ -578,21 +578,11 @@ int Run() {
 
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
-  limits.mtp_head = (*engine)->summary().mtp_head;
-  if (speculative->method == SpeculativeMethod::kMtp && !limits.mtp_head) {
-    spdlog::error(
-        "--speculative_method=mtp: {} has no multi-token-prediction head "
-        "(config.json \"mtp\")",
-        options.model_dir);
+  if (absl::Status s = LimitsForModel((*engine)->summary(), options, limits);
+      !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
     (*engine)->Shutdown();
     return 1;
-  }
-  if (speculative->method != SpeculativeMethod::kNone) {
-    spdlog::info(
-        "speculative decoding by default: {}, {} draft tokens, while at most "
-        "{} sequences run",
-        SpeculativeMethodName(speculative->method),
-        speculative->num_draft_tokens, options.speculative_max_batch);
   }
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
