@@ -17,7 +17,7 @@
 #include "engine/scheduler/mask_filler.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/snapshot_exchange.h"
-#include "engine/speculative/model_drafter.h"
+#include "engine/speculative/drafters.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/snapshot_file.h"
 #include "spdlog/spdlog.h"
@@ -41,14 +41,15 @@ class EngineImpl final : public Engine {
   EngineImpl(EngineOptions options, std::unique_ptr<Backend> backend,
              std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<Model> model,
              HostBlockPool snapshot_blocks, std::unique_ptr<SnapshotDisk> disk,
-             std::unique_ptr<ModelDrafter> drafter,
+             Drafters drafters,
              absl::StatusOr<std::unique_ptr<GrammarCompiler>> grammars,
              uint64_t snapshot_identity)
       : options_(std::move(options)),
         backend_(std::move(backend)),
         tokenizer_(std::move(tokenizer)),
         model_(std::move(model)),
-        drafter_(std::move(drafter)),
+        drafter_(std::move(drafters.model)),
+        mtp_(std::move(drafters.mtp)),
         snapshot_blocks_(std::move(snapshot_blocks)),
         disk_(std::move(disk)),
         grammars_(std::move(grammars)),
@@ -61,7 +62,7 @@ class EngineImpl final : public Engine {
                 SpeculativeBatch(options_) * options_.max_draft_tokens,
                 options_.adaptive_draft_length},
             model_->arena(), *tokenizer_, &prefix_cache_, &outbox_,
-            &snapshot_blocks_, disk_.get(), drafter_.get()) {
+            &snapshot_blocks_, disk_.get(), drafter_.get(), mtp_.get()) {
     if (disk_ != nullptr) {
       // Off the step path: the writer thread takes it from here (or drops
       // it when its queue is full).
@@ -84,6 +85,7 @@ class EngineImpl final : public Engine {
     summary_.eos_token_id = tokenizer_->eos_token_id();
     summary_.state_bytes_per_slot = model_->arena().bytes_per_slot();
     summary_.backend = backend_->name();
+    summary_.mtp_head = mtp_ != nullptr;
     summary_.snapshot_identity = snapshot_identity;
     summary_.prompt_rules.vocab_limit =
         std::min(tokenizer_->vocab_size(), model_->vocab_size());
@@ -126,6 +128,12 @@ class EngineImpl final : public Engine {
       return absl::InvalidArgumentError(
           "speculative method draft_model needs a server started with a "
           "draft model (--speculative_draft_model_dir)");
+    }
+    if (spec.method == SpeculativeMethod::kMtp && spec.num_draft_tokens > 0 &&
+        mtp_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "speculative method mtp needs a model with a multi-token-prediction "
+          "head (config.json \"mtp\"); the served model has none");
     }
     request.grammar = nullptr;
     if (request.constraint.has_value()) {
@@ -517,6 +525,7 @@ class EngineImpl final : public Engine {
                                         : seq.Advance(row, vocab));
       ++j;
     }
+    scheduler_.ObserveStep(batch);
     return true;
   }
 
@@ -540,6 +549,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ModelDrafter> drafter_;  // null: no draft model
+  std::unique_ptr<MtpDrafter> mtp_;        // null: the model has no head
   ModelSummary summary_;
   HostBlockPool snapshot_blocks_;  // the prefix cache's memory
   // The cache's disk tier, or null; declared before the cache and the
@@ -670,23 +680,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     resolved.speculative_max_batch = threshold.max_batch;
     spdlog::info("{}", threshold.Describe());
   }
-  std::unique_ptr<ModelDrafter> drafter;
-  if (!options.draft_model_dir.empty()) {
-    ModelDrafterOptions d;
-    d.max_sequences = std::max(1, SpeculativeBatch(resolved));
-    d.max_draft_tokens = std::max(1, options.max_draft_tokens);
-    d.catch_up_rows = options.step_token_budget;
-    auto loaded =
-        ModelDrafter::Open(options.draft_model_dir, *backend, **tokenizer, d);
-    if (!loaded.ok()) return loaded.status();
-    drafter = *std::move(loaded);
-    spdlog::info("draft model {}: {} layers, {} slots", options.draft_model_dir,
-                 drafter->model().layers().size(), 2 * d.max_sequences);
-  }
+  auto drafters =
+      LoadDrafters({options.draft_model_dir, SpeculativeBatch(resolved),
+                    options.max_draft_tokens, options.step_token_budget},
+                   dir, **model, **tokenizer);
+  if (!drafters.ok()) return drafters.status();
   return std::unique_ptr<Engine>(
       new EngineImpl(resolved, std::move(backend), *std::move(tokenizer),
                      *std::move(model), *std::move(blocks), std::move(disk),
-                     std::move(drafter), std::move(grammars), identity));
+                     *std::move(drafters), std::move(grammars), identity));
 }
 
 }  // namespace seqboat

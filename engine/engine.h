@@ -70,6 +70,9 @@ struct ModelSummary {
   int64_t state_bytes_per_slot = 0;
   std::string backend;
   PromptRules prompt_rules;  // what Submit accepts of a prompt's ids
+  // Whether the model carries a multi-token-prediction head (config.json
+  // "mtp"): speculative method mtp runs only then.
+  bool mtp_head = false;
   // What a snapshot (file or export) must have been taken under to be
   // restored here: the model, layer stack, state size and backend
   // (snapshot_file.h). 0 without a prefix cache.

@@ -12,6 +12,8 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
       return "prompt_lookup";
     case SpeculativeMethod::kDraftModel:
       return "draft_model";
+    case SpeculativeMethod::kMtp:
+      return "mtp";
   }
   return "none";
 }

@@ -45,9 +45,13 @@ enum class SpeculativeMethod {
   // A draft model's greedy guesses (the engine's EngineOptions::
   // draft_model_dir: a smaller model with the same tokenizer).
   kDraftModel,
+  // The served model's own multi-token-prediction head (Qwen3.5's, when the
+  // converted checkpoint carries one: config "mtp"), fed its hidden state.
+  kMtp,
 };
 
-// "none", "prompt_lookup", "draft_model": the names the APIs and metrics use.
+// "none", "prompt_lookup", "draft_model", "mtp": the names the APIs and
+// metrics use.
 std::string_view SpeculativeMethodName(SpeculativeMethod method);
 
 struct SpeculativeParams {

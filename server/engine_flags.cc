@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "spdlog/spdlog.h"
 
 ABSL_FLAG(int32_t, max_slots, 64, "Concurrent sequences (state slots).");
 ABSL_FLAG(int64_t, prefix_cache_bytes, int64_t{1} << 30,
@@ -41,8 +42,9 @@ ABSL_FLAG(int32_t, max_prompt_bytes, 0,
 ABSL_FLAG(std::string, speculative_method, "none",
           "Speculative decoding for requests that name no method: none, "
           "prompt_lookup (drafts from n-gram matches against prompt and "
-          "output) or draft_model (--speculative_draft_model_dir's guesses); "
-          "the output is unchanged, only sooner.");
+          "output), draft_model (--speculative_draft_model_dir's guesses) or "
+          "mtp (the model's multi-token-prediction head, where its config "
+          "has one); the output is unchanged, only sooner.");
 ABSL_FLAG(std::string, speculative_draft_model_dir, "",
           "A smaller model with the served model's tokenizer, loaded beside "
           "it to draft for requests whose speculative method is draft_model "
@@ -170,10 +172,10 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
   const std::string method = absl::GetFlag(FLAGS_speculative_method);
   const int32_t k = absl::GetFlag(FLAGS_num_speculative_tokens);
   if (method == "none") return spec;
-  if (method != "prompt_lookup" && method != "draft_model") {
+  if (method != "prompt_lookup" && method != "draft_model" && method != "mtp") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--speculative_method must be none, prompt_lookup or "
-                     "draft_model, got ",
+        absl::StrCat("--speculative_method must be none, prompt_lookup, "
+                     "draft_model or mtp, got ",
                      method));
   }
   if (method == "draft_model" && options.draft_model_dir.empty()) {
@@ -188,6 +190,7 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
                      options.max_draft_tokens, "], got ", k));
   }
   spec.method = method == "draft_model" ? SpeculativeMethod::kDraftModel
+                : method == "mtp"       ? SpeculativeMethod::kMtp
                                         : SpeculativeMethod::kPromptLookup;
   spec.num_draft_tokens = k;
   return spec;
@@ -208,6 +211,28 @@ ValidationLimits LimitsFromFlags(const EngineOptions& options) {
           : static_cast<int32_t>(std::min<int64_t>(
                 int64_t{16} * options.max_prompt_tokens, 1 << 30));
   return limits;
+}
+
+absl::Status LimitsForModel(const ModelSummary& summary,
+                            const EngineOptions& options,
+                            ValidationLimits& limits) {
+  limits.mtp_head = summary.mtp_head;
+  if (limits.speculative_default.method == SpeculativeMethod::kMtp &&
+      !summary.mtp_head) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--speculative_method=mtp: ", options.model_dir,
+                     " has no multi-token-prediction head (config.json "
+                     "\"mtp\")"));
+  }
+  const SpeculativeParams& spec = limits.speculative_default;
+  if (spec.method != SpeculativeMethod::kNone) {
+    spdlog::info(
+        "speculative decoding by default: {}, {} draft tokens, while at most "
+        "{} sequences run",
+        SpeculativeMethodName(spec.method), spec.num_draft_tokens,
+        options.speculative_max_batch);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace seqboat

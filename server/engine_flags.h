@@ -28,6 +28,12 @@ absl::StatusOr<SpeculativeParams> SpeculativeDefault(
     const EngineOptions& options);
 // What both front ends check requests against.
 ValidationLimits LimitsFromFlags(const EngineOptions& options);
+// What the loaded model adds to `limits` (whether it has an MTP head), and
+// the default speculation logged; FAILED_PRECONDITION, naming the flag, when
+// the default method is mtp and the model has no head.
+absl::Status LimitsForModel(const ModelSummary& summary,
+                            const EngineOptions& options,
+                            ValidationLimits& limits);
 
 }  // namespace seqboat
 

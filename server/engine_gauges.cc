@@ -172,7 +172,8 @@ void AddEngineGauges(MetricsRegistry* registry, const Engine* engine) {
       const EngineStats stats = engine->Stats();
       MetricsRegistry::LabelledReadings out;
       for (SpeculativeMethod m :
-           {SpeculativeMethod::kPromptLookup, SpeculativeMethod::kDraftModel}) {
+           {SpeculativeMethod::kPromptLookup, SpeculativeMethod::kDraftModel,
+            SpeculativeMethod::kMtp}) {
         const std::string name(SpeculativeMethodName(m));
         auto it = stats.speculation_by_method.find(name);
         out.push_back({name, it == stats.speculation_by_method.end()

@@ -148,16 +148,6 @@ constexpr char kServiceName[] = "seqboat.v1.TextGeneration";
 
 // The requests' default speculation, and the batch it runs up to (the
 // engine's, measured at start-up for auto).
-void LogSpeculativeDefault(const SpeculativeParams& spec,
-                           const Engine& engine) {
-  if (spec.method == SpeculativeMethod::kNone) return;
-  spdlog::info(
-      "speculative decoding by default: {} draft tokens by {}, while at most "
-      "{} sequences run",
-      spec.num_draft_tokens, SpeculativeMethodName(spec.method),
-      engine.options().speculative_max_batch);
-}
-
 absl::Status CheckFlags() {
   RETURN_IF_ERROR(CheckEngineFlags());
   RETURN_IF_ERROR(CheckPeerFlags());
@@ -590,7 +580,14 @@ int Run() {
 
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
-  LogSpeculativeDefault(*speculative, **engine);
+  // The engine's options: speculative_max_batch as auto resolved it.
+  if (absl::Status s =
+          LimitsForModel((*engine)->summary(), (*engine)->options(), limits);
+      !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    (*engine)->Shutdown();
+    return 1;
+  }
   TextGenerationService service(
       engine->get(), limits, &metrics, api_keys->get(),
       absl::GetFlag(FLAGS_share_prefix_cache_across_tenants),

@@ -318,8 +318,8 @@ std::optional<OpenAiError> ReadCacheSalt(const json& body,
 }
 
 // seqboat's speculative decoding options: {"method": "prompt_lookup" |
-// "draft_model" | "none", "num_draft_tokens", "ngram_min", "ngram_max"}; the
-// ranges are validation's.
+// "draft_model" | "mtp" | "none", "num_draft_tokens", "ngram_min",
+// "ngram_max"}; the ranges are validation's.
 std::optional<OpenAiError> ReadSpeculative(const json& body,
                                            v1::GenerateRequest* generate) {
   const json* spec = Field(body, "speculative");
@@ -336,12 +336,14 @@ std::optional<OpenAiError> ReadSpeculative(const json& body,
         out.set_method(v1::SPECULATIVE_METHOD_PROMPT_LOOKUP);
       } else if (method == "draft_model") {
         out.set_method(v1::SPECULATIVE_METHOD_DRAFT_MODEL);
+      } else if (method == "mtp") {
+        out.set_method(v1::SPECULATIVE_METHOD_MTP);
       } else if (method == "none") {
         out.set_method(v1::SPECULATIVE_METHOD_NONE);
       } else {
         return Invalid("speculative",
                        "speculative.method must be \"prompt_lookup\", "
-                       "\"draft_model\" or \"none\"");
+                       "\"draft_model\", \"mtp\" or \"none\"");
       }
       continue;
     }

@@ -242,14 +242,23 @@ absl::StatusOr<SpeculativeParams> SpeculativeFromProto(
       break;
     case v1::SPECULATIVE_METHOD_PROMPT_LOOKUP:
     case v1::SPECULATIVE_METHOD_DRAFT_MODEL:
+    case v1::SPECULATIVE_METHOD_MTP:
       if (proto.method() == v1::SPECULATIVE_METHOD_DRAFT_MODEL &&
           !limits.draft_model) {
         return Invalid("speculative.method",
                        "draft_model needs a server started with a draft "
                        "model (--speculative_draft_model_dir)");
       }
+      if (proto.method() == v1::SPECULATIVE_METHOD_MTP && !limits.mtp_head) {
+        return Invalid("speculative.method",
+                       "mtp needs a model with a multi-token-prediction "
+                       "head (config.json \"mtp\"); the served model has "
+                       "none");
+      }
       spec.method = proto.method() == v1::SPECULATIVE_METHOD_DRAFT_MODEL
                         ? SpeculativeMethod::kDraftModel
+                    : proto.method() == v1::SPECULATIVE_METHOD_MTP
+                        ? SpeculativeMethod::kMtp
                         : SpeculativeMethod::kPromptLookup;
       if (spec.num_draft_tokens == 0) {
         spec.num_draft_tokens = std::min(4, limits.max_draft_tokens);

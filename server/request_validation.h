@@ -48,6 +48,7 @@ struct ValidationLimits {
   SpeculativeParams speculative_default;
   int32_t max_draft_tokens = 8;
   bool draft_model = false;  // the server has one (method draft_model)
+  bool mtp_head = false;     // the model has one (method mtp)
   // A constraint's size and repetition counts (sampling's constraint oneof).
   ConstraintLimits constraint;
 };

@@ -248,6 +248,22 @@ TEST(RequestValidationTest, SpeculativeOptionsOverTheServersDefault) {
   EXPECT_THAT(r.status().message(), HasSubstr("speculative.method"));
 }
 
+TEST(RequestValidationTest, MtpNeedsAModelWithAHead) {
+  ValidationLimits limits = TestLimits();
+  v1::GenerateRequest proto = TextRequest();
+  proto.mutable_speculative()->set_method(v1::SPECULATIVE_METHOD_MTP);
+  absl::StatusOr<Request> r =
+      RequestFromProto(proto, TestVocabulary(), limits, TestFallbacks());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("multi-token-prediction head"));
+  limits.mtp_head = true;
+  r = RequestFromProto(proto, TestVocabulary(), limits, TestFallbacks());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->speculative.method, SpeculativeMethod::kMtp);
+  EXPECT_EQ(r->speculative.num_draft_tokens, 4);
+}
+
 TEST(RequestValidationTest, RejectsMissingOrEmptyPrompt) {
   ExpectInvalid(v1::GenerateRequest(), "prompt");
   ExpectInvalid(TextRequest(""), "text");

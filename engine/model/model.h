@@ -87,6 +87,17 @@ class Model {
   const ModelLimits& limits() const { return limits_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   int vocab_size() const { return static_cast<int>(config_.vocab_size); }
+  // What a drafter that reads the target's hidden state (MtpDrafter) shares
+  // with it: the last step's residual rows (device, [n, d_model], the rows of
+  // the StepRows it ran, in op order until the next step's blocks write
+  // them), the final norm that turns them into what the head reads, the
+  // embedding table and the head.
+  const float* step_residual() const {
+    return static_cast<const float*>(residual_.get());
+  }
+  PreNorm& final_norm() { return final_norm_; }
+  const Matrix& embed() const { return embed_; }
+  const Matrix& head() const { return head_; }
   // Decode buckets in use; empty when steps are never padded (the stack has a
   // block that reads back to the host mid-step, or the backend has none).
   const std::vector<int>& decode_buckets() const { return buckets_; }

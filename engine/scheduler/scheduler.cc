@@ -17,7 +17,7 @@ int64_t SlotsOf(const Request& r) { return std::max(r.n, 1); }
 Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
                      const Tokenizer& tokenizer, PrefixCache* cache,
                      EventOutbox* outbox, HostBlockPool* blocks,
-                     SnapshotDisk* disk, ModelDrafter* drafter)
+                     SnapshotDisk* disk, ModelDrafter* drafter, MtpDrafter* mtp)
     : options_(options),
       arena_(arena),
       tokenizer_(tokenizer),
@@ -26,6 +26,7 @@ Scheduler::Scheduler(SchedulerOptions options, SlotArena& arena,
       blocks_(blocks),
       disk_(cache_ != nullptr ? disk : nullptr),
       drafter_(drafter),
+      mtp_(mtp),
       free_slots_(arena.free_slots()) {}
 
 Scheduler::~Scheduler() { CancelAll(); }
@@ -319,6 +320,7 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
   StepRows& rows = batch.rows;
   rows.clear();
   batch.logit_seqs.clear();
+  batch.context_rows.clear();
   batch.sequences = static_cast<int32_t>(plan.runs.size());
   batch.step = planned_steps_++;
   // A step that does not pipeline is read before anything is planned after
@@ -332,6 +334,13 @@ void Scheduler::PlanStep(StepBatch& batch, bool pipelined) {
     }
     const int32_t start = rows.n();
     const bool ahead = seq.pending();
+    if (!pipelined) {
+      const int64_t pos =
+          run.decode
+              ? seq.prompt_len() + static_cast<int64_t>(seq.output().size()) - 1
+              : run.prompt_from;
+      NoteContextRows(seq, batch, start, pos, run.len);
+    }
     if (run.decode && ahead) {
       // The token is the step in flight's; the device feeds it in.
       rows.fed_rows.push_back(start);
@@ -526,6 +535,7 @@ void Scheduler::Release(Sequence& seq, GenerationEvent event) {
   if (cache_ != nullptr && ended_normally) seq.set_snapshot_when_freed();
   ForgetSequence(seq);
   if (drafter_ != nullptr) drafter_->Forget(&seq);
+  if (mtp_ != nullptr) mtp_->Forget(&seq);
   // A step not yet read may still write the slot: it goes back after it.
   if (seq.last_step() <= read_step_) FreeSlot(seq);
   // The first sequence of a request of n ended before the others forked

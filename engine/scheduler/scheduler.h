@@ -33,6 +33,7 @@
 #include "engine/scheduler/sequence.h"
 #include "engine/scheduler/step_plan.h"
 #include "engine/speculative/model_drafter.h"
+#include "engine/speculative/mtp_drafter.h"
 #include "engine/state/host_block_pool.h"
 #include "engine/state/prefix_cache.h"
 #include "engine/state/slot_arena.h"
@@ -78,12 +79,23 @@ struct SchedulerCounts {
   PeerFetchStats peer_fetch;
 };
 
+// Rows of a step that read context positions pos .. pos+len-1 of a sequence
+// drafting with the MTP head (into its slot, or a round's spare).
+struct ContextRows {
+  const Sequence* seq = nullptr;
+  int32_t row = 0;
+  int64_t pos = 0;
+  int32_t len = 0;
+};
+
 // One step: its rows as the model reads them, and whose they are.
+
 struct StepBatch {
   StepRows rows;
-  std::vector<Sequence*> logit_seqs;  // the sequence of each logit row
-  int32_t sequences = 0;              // sequences that run in the step
-  int64_t step = -1;                  // the scheduler's count of planned steps
+  std::vector<Sequence*> logit_seqs;      // the sequence of each logit row
+  std::vector<ContextRows> context_rows;  // only with an MTP head
+  int32_t sequences = 0;                  // sequences that run in the step
+  int64_t step = -1;  // the scheduler's count of planned steps
   // The engine's: the logit rows' tokens, and when the step was launched.
   std::vector<int32_t> tokens;
   absl::Time launched;
@@ -95,12 +107,13 @@ class Scheduler {
   // events go straight to their sinks, as tests that drive a scheduler by
   // hand want), `blocks` (the host blocks snapshots are copied into; null
   // only where a slot has no state bytes), `disk` (the cache's disk tier;
-  // null: none) and `drafter` (the draft model; null: none) must outlive
-  // the scheduler.
+  // null: none), `drafter` (the draft model; null: none) and `mtp` (the
+  // model's MTP head; null: none) must outlive the scheduler.
   Scheduler(SchedulerOptions options, SlotArena& arena,
             const Tokenizer& tokenizer, PrefixCache* cache = nullptr,
             EventOutbox* outbox = nullptr, HostBlockPool* blocks = nullptr,
-            SnapshotDisk* disk = nullptr, ModelDrafter* drafter = nullptr);
+            SnapshotDisk* disk = nullptr, ModelDrafter* drafter = nullptr,
+            MtpDrafter* mtp = nullptr);
   ~Scheduler();
 
   // Queues a request. The device fault once lost, UNAVAILABLE while draining
@@ -186,6 +199,10 @@ class Scheduler {
   // goes out; the slots of sequences that finished while a later step
   // held a row of theirs go back once that step is read.
   void Harvest(const StepBatch& batch, const int32_t* tokens);
+  // After a (non-pipelined) step's tokens are delivered and before the next
+  // step runs: the MTP head reads the step's rows of its sequences whose
+  // next token is now known (the model's residual still holds them).
+  void ObserveStep(const StepBatch& batch);
   // Sends a sequence's event; a final one releases its slot first (after a
   // snapshot of prompt and output when it finished normally). Call
   // EraseFinished after the step's events.
@@ -262,6 +279,11 @@ class Scheduler {
   // The draft model's guesses for the sequences that use it, before their
   // rounds are planned.
   void ProposeDrafts(const std::vector<SequenceView>& views);
+  // The MTP head's drafts for the sequences due a round that ask for them.
+  void ProposeMtp(const std::vector<SequenceView>& views);
+  // Notes rows of `seq` reading its context from `pos` for the MTP head.
+  void NoteContextRows(const Sequence& seq, StepBatch& batch, int32_t row,
+                       int64_t pos, int32_t len) const;
   // Whether this many running sequences still draft (speculative_max_batch).
   bool RoundsRun() const;
   // A decode of a speculating sequence: its round's segments (Sequence).
@@ -285,6 +307,7 @@ class Scheduler {
   HostBlockPool* const blocks_;
   SnapshotDisk* const disk_;     // null unless the cache has a disk tier
   ModelDrafter* const drafter_;  // null: no draft model
+  MtpDrafter* const mtp_;        // null: the model has no MTP head
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

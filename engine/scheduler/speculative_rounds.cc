@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "engine/scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
 
@@ -73,9 +74,74 @@ void Scheduler::ProposeDrafts(const std::vector<SequenceView>& views) {
     askers[i]->set_proposed(std::move(asks[i].draft));
 }
 
+void Scheduler::NoteContextRows(const Sequence& seq, StepBatch& batch,
+                                int32_t row, int64_t pos, int32_t len) const {
+  if (mtp_ != nullptr && seq.speculates() &&
+      seq.request().speculative.method == SpeculativeMethod::kMtp) {
+    batch.context_rows.push_back({&seq, row, pos, len});
+  }
+}
+
+void Scheduler::ProposeMtp(const std::vector<SequenceView>& views) {
+  std::vector<MtpDrafter::Ask> asks;
+  std::vector<Sequence*> askers;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& seq = *running_[i];
+    const int32_t room = seq.DraftRoom();
+    if (seq.request().speculative.method != SpeculativeMethod::kMtp ||
+        !RoundDue(seq, views[i]) || room == 0) {
+      continue;
+    }
+    const int64_t context =
+        seq.prompt_len() + static_cast<int64_t>(seq.output().size());
+    asks.push_back({&seq, context, room, {}});
+    askers.push_back(&seq);
+  }
+  if (asks.empty()) return;
+  if (absl::Status s = mtp_->Propose(asks); !s.ok()) {
+    spdlog::warn("MTP head step failed, drafting nothing: {}", s.ToString());
+    for (Sequence* seq : askers) seq->set_proposed({});
+    return;
+  }
+  for (size_t i = 0; i < asks.size(); ++i)
+    askers[i]->set_proposed(std::move(asks[i].draft));
+}
+
+void Scheduler::ObserveStep(const StepBatch& batch) {
+  if (mtp_ == nullptr || batch.context_rows.empty()) return;
+  // By the running sequences: one the step finished may be gone.
+  absl::flat_hash_map<const Sequence*, const Sequence*> live;
+  for (const auto& seq : running_) {
+    if (!seq->finished()) live[seq.get()] = seq.get();
+  }
+  std::vector<MtpDrafter::Feed> feeds;
+  for (const ContextRows& c : batch.context_rows) {
+    auto it = live.find(c.seq);
+    if (it == live.end()) continue;
+    const Sequence& seq = *it->second;
+    const std::vector<int32_t>& prompt = seq.request().prompt;
+    const std::vector<int32_t>& output = seq.output();
+    const int64_t p = static_cast<int64_t>(prompt.size());
+    const int64_t n = p + static_cast<int64_t>(output.size());
+    // Rows whose next token is known: a round's rejected drafts are not.
+    const int64_t len = std::min<int64_t>(c.len, n - 1 - c.pos);
+    if (len <= 0) continue;
+    MtpDrafter::Feed feed{&seq, c.row, c.pos, static_cast<int32_t>(len), {}};
+    for (int64_t i = c.pos + 1; i <= c.pos + len; ++i)
+      feed.next.push_back(i < p ? prompt[i] : output[i - p]);
+    feeds.push_back(std::move(feed));
+  }
+  if (feeds.empty()) return;
+  if (absl::Status s = mtp_->Observe(feeds); !s.ok()) {
+    // Its sequences draft nothing until the head has read them again.
+    spdlog::warn("MTP head step failed: {}", s.ToString());
+  }
+}
+
 int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
   const bool rounds = RoundsRun();
   if (rounds && drafter_ != nullptr) ProposeDrafts(views);
+  if (rounds && mtp_ != nullptr) ProposeMtp(views);
   int32_t draft_rows = options_.max_draft_rows;
   int32_t extra = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -116,6 +182,9 @@ void Scheduler::AppendRound(Sequence& seq, StepBatch& batch) {
   rows.ids.insert(rows.ids.end(), draft.begin(), draft.end());
   const int32_t len = rows.n() - start;
   rows.segs.push_back({target, start, len});
+  NoteContextRows(
+      seq, batch, start,
+      seq.prompt_len() + static_cast<int64_t>(seq.output().size()) - nu, len);
   for (int32_t r = nu - 1; r < len; ++r) {
     rows.logit_rows.push_back(start + r);
     batch.logit_seqs.push_back(&seq);

@@ -114,6 +114,15 @@ class ReferenceModel:
             new.append(s)
         return self._head(r), new
 
+    @torch.no_grad()
+    def hidden(self, tokens):
+        """The hidden state [T, D] the head reads (after the final norm)."""
+        cfg = self.config
+        r = self._embed(tokens)
+        for blk, p in zip(cfg["blocks"], self.blocks):
+            r = _scaled(r, BLOCK_FORWARD[blk["kind"]](r, p, blk, cfg), blk)
+        return apply_norm(r, self.t, cfg.get("final_norm"), prefix="final_norm.")
+
     def _embed(self, tokens):
         tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1)
         return self.t["embed.weight"][tokens] * self.config["embed"]["scale"]

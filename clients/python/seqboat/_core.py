@@ -31,11 +31,12 @@ def _set(message: Any, field: str, value: Any, param: str) -> None:
 
 _METHODS = {"prompt_lookup": pb.SPECULATIVE_METHOD_PROMPT_LOOKUP,
             "draft_model": pb.SPECULATIVE_METHOD_DRAFT_MODEL,
+            "mtp": pb.SPECULATIVE_METHOD_MTP,
             "none": pb.SPECULATIVE_METHOD_NONE}
 
 
 def _set_speculative(message: Any, options: Mapping[str, Any]) -> None:
-    """{"method": "prompt_lookup" | "draft_model" | "none", "num_draft_tokens", "ngram_min",
+    """{"method": "prompt_lookup" | "draft_model" | "mtp" | "none", "num_draft_tokens", "ngram_min",
     "ngram_max"} into SpeculativeOptions; unknown keys and methods are refused
     here, the ranges by the server."""
     if not isinstance(options, Mapping):

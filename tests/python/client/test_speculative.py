@@ -1,6 +1,6 @@
 """Speculative decoding on a real seqboat_server (the bundled model): on by
 flag for requests that name no method, off or on per request over gRPC and
-HTTP, by prompt lookup or a draft model; the output is what decoding without
+HTTP, by prompt lookup, a draft model or a model's MTP head; the output is what decoding without
 it gives, greedy and seeded alike; the spec_decode metrics count the drafts
 per method; bad options are refused by name."""
 
@@ -13,7 +13,7 @@ import urllib.request
 import grpc
 import pytest
 
-from live_server import ROOT, start_server, stop_server
+from live_server import MODEL, ROOT, start_server, stop_server
 from seqboat.v1 import generate_pb2 as pb
 from seqboat.v1 import generate_pb2_grpc as pb_grpc
 
@@ -222,3 +222,50 @@ def test_bad_max_batch_is_refused_by_name(tmp_path_factory):
     assert out.returncode != 0
     assert "--speculative_max_batch must be auto or a count >= 0, got many" in (
         out.stdout + out.stderr)
+
+
+MTP_MODEL = ROOT / "tests/data/tiny_qwen3_5_mtp"
+
+
+@pytest.fixture(scope="module")
+def mtp_server(tmp_path_factory):
+    # A tiny Qwen3.5 with a (random) multi-token-prediction head.
+    s = start_server(tmp_path_factory, "mtp",
+                     [f"--model_dir={MTP_MODEL}", "--speculative_method=mtp",
+                      "--num_speculative_tokens=3", "--speculative_max_batch=8"])
+    yield s
+    stop_server(s)
+
+
+def test_mtp_output_is_decodings_without_it(mtp_server):
+    def count():
+        return mtp_server.sample('seqboat_spec_decode_num_draft_tokens_total{method="mtp"}')
+    before = count()
+    for seed in (None, 5):
+        temperature = 0.0 if seed is None else 0.9
+        assert generate(mtp_server, OTHER, temperature=temperature, seed=seed) == \
+            generate(mtp_server, OTHER, method=pb.SPECULATIVE_METHOD_NONE,
+                     temperature=temperature, seed=seed)
+    assert count() > before
+    body = {"prompt": OTHER, "max_tokens": 16, "temperature": 0,
+            "speculative": {"method": "mtp", "num_draft_tokens": 2}}
+    plain = dict(body, speculative={"method": "none"})
+    assert complete(mtp_server, body) == complete(mtp_server, plain)
+
+
+def test_mtp_needs_a_head(spec_server):
+    with pytest.raises(grpc.RpcError) as err:
+        generate(spec_server, OTHER, method=pb.SPECULATIVE_METHOD_MTP)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "multi-token-prediction head" in err.value.details()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        complete(spec_server, {"speculative": {"method": "mtp"}})
+    assert err.value.code == 400
+    assert "multi-token-prediction head" in json.loads(err.value.read())["error"]["message"]
+    # Nor does such a server start with it on by flag.
+    proc = subprocess.run([str(ROOT / "bazel-bin/server/seqboat_server"), f"--model_dir={MODEL}",
+                           "--host=127.0.0.1", "--port=0", "--http_port=0", "--openai_port=0",
+                           "--speculative_method=mtp"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "no multi-token-prediction head" in proc.stderr
