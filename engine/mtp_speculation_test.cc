@@ -48,6 +48,9 @@ class MtpEngine {
     eo.max_slots = 6;
     eo.step_token_budget = budget;
     eo.prefix_cache_bytes = cache_bytes;
+    // Every round drafts its full room, as DraftsComeFromTheRightHiddenRows
+    // simulates.
+    eo.adaptive_draft_length = false;
     auto e = Engine::Create(eo, MakeCpuBackend(1));
     EXPECT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
