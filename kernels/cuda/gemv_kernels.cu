@@ -22,10 +22,6 @@ constexpr int kGemvRowsPerWarp = 4;
 // Enough warps in flight to keep every multiprocessor's loads queued (16 per
 // SM on a 132-SM H100/H200).
 constexpr int kGemvTargetWarps = 132 * 16;
-// Columns a split (of warps or blocks) is given at least; the column splits'
-// chunks are multiples of it times the warps' split, so every 16-byte load
-// of either width (8 or 16 columns a lane) stays whole.
-constexpr int kGemvPass = 32 * 16;
 constexpr int kGemvMaxColumnSplits = 32;
 
 // One weight, unscaled: fp8 codes come back divided by 256 (Fp8Over256).
@@ -281,12 +277,14 @@ int WarpSplit(int rows, int cols) {
 }
 
 // Columns per block: all of them, or, where the row groups' warps are still
-// short of kGemvTargetWarps, chunks of whole passes of the split warps.
-int ChunkColumns(int rows, int cols) {
+// short of kGemvTargetWarps, chunks of whole passes of the split warps (a
+// pass: 32 lanes x the columns of one 16-byte weight load), at least one
+// pass each.
+int ChunkColumns(int rows, int cols, Storage storage) {
   const int split = WarpSplit(rows, cols);
   const int64_t warps =
       (rows + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp * int64_t{split};
-  const int pass = kGemvPass * split;
+  const int pass = 32 * (storage == Storage::kFp8E4m3 ? 16 : 8) * split;
   int64_t want = (kGemvTargetWarps + warps - 1) / warps;
   want = std::min<int64_t>(want, std::min(kGemvMaxColumnSplits, cols / pass));
   if (want <= 1) return cols;
@@ -298,7 +296,7 @@ template <int N>
 void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
   constexpr int R = N <= 8 ? kGemvRowsPerWarp : 2;
   const int split = WarpSplit(p.rows, p.cols);
-  const int chunk = ChunkColumns(p.rows, p.cols);
+  const int chunk = ChunkColumns(p.rows, p.cols, p.storage);
   const int rows_per_block = kGemvWarps / split * R;
   const dim3 grid((p.rows + rows_per_block - 1) / rows_per_block,
                   (p.cols + chunk - 1) / chunk);
@@ -323,14 +321,14 @@ void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
 
 }  // namespace
 
-int GemvColumnSplits(int rows, int cols) {
+int GemvColumnSplits(int rows, int cols, Storage storage) {
   if (rows <= 0 || cols <= 0) return 1;
-  const int chunk = ChunkColumns(rows, cols);
+  const int chunk = ChunkColumns(rows, cols, storage);
   return (cols + chunk - 1) / chunk;
 }
 
 int64_t GemvPartialFloats(const GemvParams& p) {
-  const int splits = GemvColumnSplits(p.rows, p.cols);
+  const int splits = GemvColumnSplits(p.rows, p.cols, p.storage);
   return splits > 1 ? int64_t{splits} * p.n * p.rows : 0;
 }
 

@@ -8,8 +8,9 @@
 // rows are still too few the columns are split across blocks too
 // (GemvColumnSplits > 1), whose partial sums land in `partials` and are
 // added in a fixed order by a second kernel: no atomics. The order of every
-// sum depends on rows and cols only, never on n, so padding a batch does
-// not change its results and graph replays equal eager runs bit for bit.
+// sum depends on the matrix only (shape, storage), never on n, so padding a
+// batch does not change its results and graph replays equal eager runs bit for
+// bit.
 //
 // fp8 (Storage::kFp8E4m3) sums code values times x in fp32 and applies the
 // row's scale (dense_kernels.h Fp8RowScales) once, to the finished sum.
@@ -42,8 +43,9 @@ struct GemvParams {
   float* partials = nullptr;
 };
 
-// Blocks that split each row's columns: a function of the shape only.
-int GemvColumnSplits(int rows, int cols);
+// Blocks that split each row's columns: a function of the matrix alone
+// (its shape and storage), never of the batch.
+int GemvColumnSplits(int rows, int cols, Storage storage);
 
 // The floats `partials` must hold: splits x n x rows, or 0 for one split.
 int64_t GemvPartialFloats(const GemvParams& p);
