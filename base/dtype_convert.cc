@@ -2,7 +2,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace seqboat {
 namespace {
@@ -76,6 +79,44 @@ uint16_t F32ToBf16(float value) {
   // kept part is odd; a carry into the exponent is the correct rounding.
   const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(rounded >> 16);
+}
+
+float E4m3ToF32(uint8_t bits) {
+  const float sign = (bits & 0x80u) != 0 ? -1.0f : 1.0f;
+  const int exponent = (bits >> 3) & 0xf;
+  const int mantissa = bits & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) {
+    return std::copysign(std::numeric_limits<float>::quiet_NaN(), sign);
+  }
+  // Subnormals are mantissa * 2^-9; normals (8 + mantissa) * 2^(e - 10).
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+}
+
+uint8_t F32ToE4m3(float value) {
+  const uint8_t sign = std::signbit(value) ? 0x80u : 0x00u;
+  if (std::isnan(value)) return sign | 0x7fu;
+  const float a = std::fabs(value);
+  if (a >= 448.0f) return sign | 0x7eu;  // saturate, infinities included
+  if (a == 0.0f) return sign;            // frexp's exponent of 0 is 0
+  // a = q * 2^step with q in [8, 16) for normals (step = e - 3) and q in
+  // [0, 8) at the subnormals' fixed step 2^-9: the code's 3 mantissa bits
+  // are q's below its leading 8. Scaling by a power of two is exact.
+  int e = 0;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  const int step = std::max(e - 4, -9);
+  const float q = std::ldexp(a, -step);
+  float whole = std::floor(q);
+  const float frac = q - whole;  // exact: q < 16
+  if (frac > 0.5f || (frac == 0.5f && std::fmod(whole, 2.0f) != 0.0f)) {
+    whole += 1.0f;
+  }
+  // Normals are (8 + m) * 2^(E - 10), so code = E * 8 + m = (step + 9) * 8
+  // + q, and a subnormal's code is q = (-9 + 9) * 8 + q: one formula. A q
+  // rounded up to 16 (or a subnormal's up to 8) is the next exponent's 8,
+  // which the formula carries by itself.
+  const int code = (step + 9) * 8 + static_cast<int>(whole);
+  return sign | static_cast<uint8_t>(std::min(code, 0x7e));
 }
 
 void Bf16ToF32(const void* src, size_t count, float* dst) {

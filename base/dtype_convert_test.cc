@@ -161,5 +161,63 @@ TEST(DTypeConvertTest, BulkConversionReadsUnalignedSource) {
   EXPECT_EQ(out[3], 0.0f);
 }
 
+// e4m3 decoding of every code against the format's definition written
+// out (bias 7, 3 mantissa bits, S.1111.111 NaN, no infinities).
+TEST(DTypeConvertTest, E4m3DecodesEveryCode) {
+  int nans = 0;
+  for (int c = 0; c < 256; ++c) {
+    SCOPED_TRACE(c);
+    const float v = E4m3ToF32(static_cast<uint8_t>(c));
+    if ((c & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(v));
+      EXPECT_EQ(std::signbit(v), c >= 0x80);
+      ++nans;
+      continue;
+    }
+    const int e = (c >> 3) & 15, m = c & 7;
+    const double mag = e == 0 ? m / 8.0 * std::pow(2.0, -6)
+                              : (1.0 + m / 8.0) * std::pow(2.0, e - 7);
+    EXPECT_EQ(static_cast<double>(v), c >= 0x80 ? -mag : mag);
+    EXPECT_EQ(std::signbit(v), c >= 0x80);
+  }
+  EXPECT_EQ(nans, 2);
+  EXPECT_EQ(E4m3ToF32(0x7e), 448.0f);
+  EXPECT_EQ(E4m3ToF32(0x38), 1.0f);
+  EXPECT_EQ(E4m3ToF32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(E4m3ToF32(0x08), std::ldexp(1.0f, -6));
+}
+
+// Encoding: every finite code round-trips; between two neighbouring codes
+// the value goes to the nearer, a tie to the even code (mantissa bit 0
+// clear); past 448 it saturates; NaN stays NaN.
+TEST(DTypeConvertTest, F32ToE4m3RoundsToNearestEvenAndSaturates) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;
+    SCOPED_TRACE(c);
+    const float v = E4m3ToF32(static_cast<uint8_t>(c));
+    EXPECT_EQ(F32ToE4m3(v), c);
+    // Codes of one sign in order of magnitude are consecutive integers.
+    if ((c & 0x7f) == 0x7e) continue;
+    const float next = E4m3ToF32(static_cast<uint8_t>(c + 1));
+    const float mid = (v + next) / 2;  // exact: both have 4 significant bits
+    const int even = (c & 1) == 0 ? c : c + 1;
+    EXPECT_EQ(F32ToE4m3(mid), even);
+    EXPECT_EQ(F32ToE4m3(std::nextafter(mid, v)), c);
+    EXPECT_EQ(F32ToE4m3(std::nextafter(mid, next)), c + 1);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(F32ToE4m3(449.0f), 0x7e);
+  EXPECT_EQ(F32ToE4m3(464.0f), 0x7e);
+  EXPECT_EQ(F32ToE4m3(1e30f), 0x7e);
+  EXPECT_EQ(F32ToE4m3(inf), 0x7e);
+  EXPECT_EQ(F32ToE4m3(-inf), 0xfe);
+  EXPECT_EQ(F32ToE4m3(std::numeric_limits<float>::quiet_NaN()), 0x7f);
+  EXPECT_EQ(F32ToE4m3(-std::numeric_limits<float>::quiet_NaN()), 0xff);
+  // Below half the smallest subnormal: zero, with its sign.
+  EXPECT_EQ(F32ToE4m3(std::ldexp(1.0f, -11)), 0x00);
+  EXPECT_EQ(F32ToE4m3(-std::ldexp(1.0f, -11)), 0x80);
+  EXPECT_EQ(F32ToE4m3(std::ldexp(1.0f, -30)), 0x00);
+}
+
 }  // namespace
 }  // namespace seqboat

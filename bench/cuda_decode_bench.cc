@@ -30,7 +30,7 @@ ABSL_FLAG(std::string, model_dir, "", "canonical model directory");
 ABSL_FLAG(std::string, label, "", "name printed with the results");
 ABSL_FLAG(std::string, batches, "1,16,64,256", "decode batch sizes");
 ABSL_FLAG(int, steps, 30, "timed decode steps per figure (median)");
-ABSL_FLAG(std::string, weights, "bf16", "bf16, fp16 or fp32");
+ABSL_FLAG(std::string, weights, "bf16", "bf16, fp16, fp32 or fp8");
 ABSL_FLAG(bool, graphs, true, "record decode steps as CUDA graphs");
 
 namespace seqboat {

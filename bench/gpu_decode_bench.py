@@ -101,7 +101,9 @@ def write_models(out_dir, sizes=("130m",), only=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,16,64,256")
-    ap.add_argument("--weights", default="bf16")
+    ap.add_argument("--weights", default="bf16",
+                    help="comma-separated CUDA weight types, each run in turn: bf16, fp16, "
+                         "fp32, fp8 (e4m3, Ada/Hopper)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--binary", default=os.path.join(
         ROOT, "bazel-bin/bench/cuda_decode_bench"))
@@ -125,9 +127,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in write_models(tmp, sizes, only):
             print(f"== {label}: {params(path) / 1e6:.1f}M parameters", flush=True)
-            subprocess.run([a.binary, f"--model_dir={path}", f"--label={label}",
-                            f"--batches={a.batches}", f"--weights={a.weights}",
-                            f"--steps={a.steps}"], check=True)
+            for weights in [w for w in a.weights.split(",") if w]:
+                subprocess.run([a.binary, f"--model_dir={path}", f"--label={label}",
+                                f"--batches={a.batches}", f"--weights={weights}",
+                                f"--steps={a.steps}"], check=True)
 
 
 if __name__ == "__main__":

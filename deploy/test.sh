@@ -16,6 +16,7 @@ if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   flags=(--define=cuda=off)
   targets=(-- //... -//kernels/cuda/... -//tools/cuda_emu/... -//third_party:cuda
            -//tests/gpu/...
+           -//engine/model:cuda_fp8_emu_test
            -//bench:cuda_decode_bench)
 fi
 

@@ -338,8 +338,10 @@ done
 # The benchmark, through the wrapper that runs it with the packed libraries.
 s=$(slice 240 0)
 if ((s >= 30)); then
+  # bf16 and fp8 weights side by side (fp8's gain is at the GEMV's batches).
   PYTHONUNBUFFERED=1 timeout -k 5 "$s" python3 bench/gpu_decode_bench.py \
-    --binary "$here/cuda_decode_bench.sh" > "$out/bench.txt" 2>&1
+    --binary "$here/cuda_decode_bench.sh" --weights bf16,fp8 \
+    > "$out/bench.txt" 2>&1
   say "bench: exit $? ($((SECONDS - start)) s elapsed)"
 else
   say "bench: skipped (time budget)"

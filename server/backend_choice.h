@@ -19,7 +19,7 @@ struct BackendChoice {
   // usable, else the CPU, with the reason logged).
   std::string name = "cpu";
   int32_t cuda_device = 0;
-  std::string cuda_weights = "bf16";  // bf16, fp16 or fp32
+  std::string cuda_weights = "bf16";  // bf16, fp16, fp32 or fp8 (sm_89+)
   bool cuda_graphs = true;            // record decode steps as CUDA graphs
   bool cuda_pipeline = true;          // launch a step before reading the last
   int32_t cpu_threads = 0;            // 0: one per core

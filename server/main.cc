@@ -78,7 +78,10 @@ ABSL_FLAG(std::string, backend, "auto",
           "Compute backend: cpu, cuda, or auto (CUDA when a GPU is present).");
 ABSL_FLAG(int32_t, cuda_device, 0, "CUDA device ordinal.");
 ABSL_FLAG(std::string, cuda_weights, "bf16",
-          "Weight storage on the GPU: bf16, fp16 or fp32.");
+          "Weight storage on the GPU: bf16, fp16, fp32, or fp8 (e4m3 with "
+          "one scale per output row: half bf16's memory and bytes read per "
+          "decode step; Ada/Hopper only, refused on older devices; logit "
+          "error bounded as the CPU's int8).");
 ABSL_FLAG(bool, cuda_graphs, true,
           "Record decode steps as CUDA graphs per batch bucket.");
 ABSL_FLAG(bool, cuda_pipeline, true,

@@ -18,6 +18,7 @@
 
 #include "base/dtype_convert.h"
 #include "engine/backend/testing/forwarding_backend.h"
+#include "engine/model/logit_error.h"
 #include "engine/model/model.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -59,29 +60,7 @@ std::unique_ptr<Backend> Cpu(const std::string& weights,
   return *std::move(be);
 }
 
-// Logits of every position: a 16-token prefill chunk (the GEMM at n = 16),
-// then 24 single-token decode steps (n = 1).
-std::vector<float> Logits(const std::string& dir, Backend& backend) {
-  // 16 logit rows at once: max_slots bounds them.
-  auto model = Model::Load(dir, backend, {16, 32});
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  const int v = (*model)->vocab_size();
-  const int slot = *(*model)->arena().Acquire();
-  std::vector<int32_t> tokens(40);
-  for (int i = 0; i < 40; ++i) tokens[i] = (i * 37 + 11) % 256;
-  std::vector<float> out(tokens.size() * v);
-  StepRows prefill{{tokens.begin(), tokens.begin() + 16}, {{slot, 0, 16}}, {}};
-  prefill.logit_rows.resize(16);
-  std::iota(prefill.logit_rows.begin(), prefill.logit_rows.end(), 0);
-  EXPECT_TRUE((*model)->Forward(prefill, out.data()).ok());
-  for (int t = 16; t < 40; ++t) {
-    const StepRows one{{tokens[t]}, {{slot, 0, 1}}, {0}};
-    EXPECT_TRUE(
-        (*model)->Forward(one, out.data() + static_cast<size_t>(t) * v).ok());
-  }
-  return out;
-}
+using testing_logits::Logits;
 
 TEST(CpuWeightTypesTest, SixteenBitWeightsEqualTheFp32ModelOnRoundedMatrices) {
   for (const char* dir : kModels) {
@@ -115,38 +94,14 @@ TEST(CpuWeightTypesTest, SixteenBitMatricesTakeHalfTheMemory) {
   }
 }
 
-// Stated bounds for int8 on these models, relative to the largest fp32
-// logit: mean error under 2 %, max error under 15 % (a SeqBoat router whose
-// fp32 decision flips on a near tie moves a whole position's logits), and
-// the same argmax at >= 90 % of positions.
+// int8 within the stated bounds of logit_error.h on these models.
 TEST(CpuWeightTypesTest, Int8StaysCloseToFp32Logits) {
   for (const char* dir : kModels) {
     auto fp32 = Cpu("fp32");
     auto int8 = Cpu("int8");
-    const std::vector<float> want = Logits(dir, *fp32);
-    const std::vector<float> got = Logits(dir, *int8);
-    ASSERT_EQ(got.size(), want.size());
-    const size_t positions = 40, v = want.size() / positions;
-    double max_err = 0, max_abs = 0, sum_err = 0;
-    size_t agree = 0;
-    for (size_t t = 0; t < positions; ++t) {
-      const float* a = want.data() + t * v;
-      const float* q = got.data() + t * v;
-      for (size_t j = 0; j < v; ++j) {
-        max_err = std::max(max_err, double(std::fabs(a[j] - q[j])));
-        max_abs = std::max(max_abs, double(std::fabs(a[j])));
-        sum_err += std::fabs(a[j] - q[j]);
-      }
-      agree += std::max_element(a, a + v) - a == std::max_element(q, q + v) - q;
-    }
-    const double mean_err = sum_err / want.size();
-    std::printf(
-        "%s int8: logit error mean %.4g max %.4g (largest |logit| "
-        "%.3g), argmax agrees at %zu/%zu positions\n",
-        dir, mean_err, max_err, max_abs, agree, positions);
-    EXPECT_LT(mean_err, 0.02 * max_abs) << dir;
-    EXPECT_LT(max_err, 0.15 * max_abs) << dir;
-    EXPECT_GE(agree, positions * 9 / 10) << dir;
+    testing_logits::ExpectWithinQuantisedBounds(
+        std::string(dir) + " int8",
+        testing_logits::Compare(Logits(dir, *fp32), Logits(dir, *int8)));
   }
 }
 

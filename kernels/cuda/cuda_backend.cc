@@ -13,6 +13,8 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dense_params.h"
+#include "kernels/cuda/fp8_weights.h"
+#include "kernels/cuda/gemv_kernels.h"
 #include "spdlog/spdlog.h"
 
 namespace seqboat {
@@ -44,6 +46,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     case CudaWeights::kF32:
       storage_ = Storage::kF32;
       break;
+    case CudaWeights::kFp8:
+      storage_ = Storage::kFp8E4m3;
+      break;
   }
 }
 
@@ -64,6 +69,20 @@ absl::Status CudaBackend::Init() {
                                   " does not exist (", count, " found)"));
   }
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  if (options_.weights == CudaWeights::kFp8) {
+    // e4m3 is the format of Ada's and Hopper's fp8 units: on older devices
+    // its byte a weight would be decoded by the same kernels, but nothing
+    // of theirs is tuned or tested there.
+    cudaDeviceProp prop{};
+    RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, options_.device),
+                               "cudaGetDeviceProperties"));
+    if (prop.major * 10 + prop.minor < 89) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--cuda_weights=fp8 needs compute capability 8.9 or newer (Ada, "
+          "Hopper); ",
+          DeviceName(), " is ", prop.major, ".", prop.minor));
+    }
+  }
   RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                  "cudaStreamCreate"));
@@ -248,10 +267,16 @@ absl::StatusOr<Matrix> CudaBackend::UploadMatrixFp32(const float* host,
 absl::StatusOr<Matrix> CudaBackend::UploadAs(const float* host, int64_t rows,
                                              int64_t cols, Storage storage) {
   const int64_t count = rows * cols;
-  const size_t elem = storage == Storage::kF32 ? 4 : 2;
-  auto buf = Alloc(static_cast<size_t>(count) * elem);
+  const int64_t bytes = StoredMatrixBytes(storage, rows, cols);
+  std::vector<uint8_t> fp8;
+  if (storage == Storage::kFp8E4m3) {
+    RETURN_IF_ERROR(QuantizeFp8Matrix(host, rows, cols, &fp8));
+  }
+  auto buf = Alloc(static_cast<size_t>(bytes));
   if (!buf.ok()) return buf.status();
-  if (storage == Storage::kF32) {
+  if (storage == Storage::kFp8E4m3) {
+    CopyToDevice(buf->get(), fp8.data(), fp8.size());
+  } else if (storage == Storage::kF32) {
     CopyToDevice(buf->get(), host, static_cast<size_t>(count) * 4);
   } else {
     // Round on the host in chunks (round to nearest even, as torch's .to()).
@@ -273,7 +298,7 @@ absl::StatusOr<Matrix> CudaBackend::UploadAs(const float* host, int64_t rows,
     }
   }
   owned_.push_back(*buf);
-  weight_bytes_ += count * static_cast<int64_t>(elem);
+  weight_bytes_ += bytes;
   RETURN_IF_ERROR(TakeError());
   return Matrix{buf->get(), rows, cols, storage == Storage::kF32};
 }
@@ -373,7 +398,13 @@ void CudaBackend::Gemm(const GemmParams& p) {
   if (n <= kGemvMaxRows) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
-    LaunchGemv(GemvParamsFor(p, storage), stream_);
+    GemvParams g = GemvParamsFor(p, storage);
+    if (const int64_t floats = GemvPartialFloats(g); floats > 0) {
+      g.partials = static_cast<float*>(
+          Scratch(kGemvPartials, static_cast<size_t>(floats) * 4, "GEMV"));
+      if (g.partials == nullptr) return;
+    }
+    LaunchGemv(g, stream_);
     CheckLaunch("Gemv");
     return;
   }
@@ -381,23 +412,38 @@ void CudaBackend::Gemm(const GemmParams& p) {
   // terms, y (rows x n) = op(W) (rows x cols) · x (cols x n) with W read
   // transposed from its row-major [rows, cols] storage.
   const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
+  const void* a = w.data;
+  Storage as = storage;
+  if (storage == Storage::kFp8E4m3) {
+    // cuBLASLt's fp8 GEMM would take the activations in fp8 too, adding
+    // their rounding error (3 mantissa bits) to the weights'; instead the
+    // matrix is widened to bf16 (code x row scale) and the bf16 GEMM runs.
+    // At these batch sizes the GEMM is far less bound by reading the
+    // weights, and the result is plainly the bf16 GEMM of the fp8 matrix.
+    void* wide = Scratch(kGemmWeights, static_cast<size_t>(rows) * cols * 2,
+                         "fp8 GEMM weights");
+    if (wide == nullptr) return;
+    LaunchDequantizeFp8(w.data, rows, cols, wide, stream_);
+    a = wide;
+    as = Storage::kBf16;
+  }
   const void* b = p.x;
   int ldb = p.ldx;
   cudaDataType type = CUDA_R_32F;
-  if (storage != Storage::kF32) {
-    type = storage == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (as != Storage::kF32) {
+    type = as == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
     void* ws =
         Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
     if (ws == nullptr) return;
-    LaunchConvertRows(p.x, p.ldx, n, cols, ws, storage, stream_);
+    LaunchConvertRows(p.x, p.ldx, n, cols, ws, as, stream_);
     b = ws;
     ldb = cols;
   }
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   const cublasStatus_t st =
-      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha,
-                   w.data, type, cols, b, type, ldb, &beta, p.y, CUDA_R_32F,
-                   p.ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, cols, &alpha, a,
+                   type, cols, b, type, ldb, &beta, p.y, CUDA_R_32F, p.ldy,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS && error_.ok()) {
     error_ = CublasStatus(st, "cublasGemmEx");
   }
@@ -522,8 +568,9 @@ absl::StatusOr<CudaWeights> ParseCudaWeights(const std::string& name) {
   if (name == "bf16") return CudaWeights::kBf16;
   if (name == "fp16" || name == "f16") return CudaWeights::kF16;
   if (name == "fp32" || name == "f32") return CudaWeights::kF32;
+  if (name == "fp8") return CudaWeights::kFp8;
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown CUDA weight dtype '", name, "' (bf16, fp16 or fp32)"));
+      "unknown CUDA weight dtype '", name, "' (bf16, fp16, fp32 or fp8)"));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(

@@ -1,5 +1,6 @@
 // The CUDA backend: every Backend op as a GPU kernel, projections through
-// cuBLAS with bf16 (or fp16, or fp32) weights and fp32 accumulation, decode
+// cuBLAS with bf16 (or fp16, or fp32, or fp8 widened to bf16) weights and
+// fp32 accumulation, small batches through our own GEMV, decode
 // steps recorded as CUDA graphs per batch bucket. Built everywhere nvcc is
 // installed; needs a GPU only to run.
 #ifndef SEQBOAT_KERNELS_CUDA_BACKEND_H_
@@ -13,7 +14,8 @@
 
 namespace seqboat {
 
-enum class CudaWeights { kBf16, kF16, kF32 };
+// kFp8: e4m3 with one fp32 scale per output row (Ada and Hopper only).
+enum class CudaWeights { kBf16, kF16, kF32, kFp8 };
 
 struct CudaBackendOptions {
   int device = 0;
@@ -30,7 +32,7 @@ struct CudaBackendOptions {
 // a driver older than the runtime...).
 int CudaDeviceCount(std::string* why);
 
-// "bf16", "fp16"/"f16" or "fp32"/"f32".
+// "bf16", "fp16"/"f16", "fp32"/"f32" or "fp8".
 absl::StatusOr<CudaWeights> ParseCudaWeights(const std::string& name);
 
 // Fails with a message naming the device and the CUDA error when the device

@@ -111,7 +111,13 @@ class CudaBackend final : public Backend {
   // ScratchId). It never moves under a recording: growing keeps the old
   // buffer alive with the backend, since graphs recorded with it may still
   // replay. Null on failure, which is recorded for TakeError.
-  enum ScratchId { kGemmInput = 0, kSinkAttentionSplits, kScratchIds };
+  enum ScratchId {
+    kGemmInput = 0,
+    kGemmWeights,   // an fp8 matrix widened to bf16 for cuBLAS
+    kGemvPartials,  // the GEMV's column splits
+    kSinkAttentionSplits,
+    kScratchIds
+  };
   void* Scratch(ScratchId id, size_t bytes, const char* what);
 
   // Makes options_.device current on the calling thread: the CUDA runtime's

@@ -1,9 +1,9 @@
 // Launchers of the dense kernels (dense_kernels.cu): embedding gather, norms,
 // row gather/scatter, activations, bias, weight-dtype conversion and the MoE
-// router. They take the ops' own params (engine/backend/dense_params.h), with
-// every pointer device memory (the backend stages the ops' host
-// descriptors first); each launcher enqueues on `stream` and returns at
-// once. n == 0 launches nothing.
+// router (the GEMV: gemv_kernels.h). They take the ops' own params
+// (engine/backend/dense_params.h), with every pointer device memory (the
+// backend stages the ops' host descriptors first); each launcher enqueues on
+// `stream` and returns at once. n == 0 launches nothing.
 #ifndef SEQBOAT_KERNELS_CUDA_DENSE_KERNELS_H_
 #define SEQBOAT_KERNELS_CUDA_DENSE_KERNELS_H_
 
@@ -11,11 +11,36 @@
 #include <stdint.h>
 
 #include "engine/backend/dense_params.h"
+#include "engine/backend/hd.h"
 
 namespace seqboat::cuda {
 
-// How a weight matrix is stored on the device.
-enum class Storage : int32_t { kF32, kBf16, kF16 };
+// How a weight matrix is stored on the device. kFp8E4m3: one e4m3 code a
+// weight (base/dtype_convert.h), then one fp32 scale per row (max |w| /
+// 448) from Fp8ScalesOffset on, in the same allocation, so that a Matrix
+// handle stays a single pointer.
+enum class Storage : int32_t { kF32, kBf16, kF16, kFp8E4m3 };
+
+// Where an fp8 matrix's scales start: its codes rounded up to 16 bytes.
+SEQBOAT_HD int64_t Fp8ScalesOffset(int64_t rows, int64_t cols) {
+  return (rows * cols + 15) / 16 * 16;
+}
+SEQBOAT_HD const float* Fp8RowScales(const void* w, int64_t rows,
+                                     int64_t cols) {
+  return reinterpret_cast<const float*>(static_cast<const uint8_t*>(w) +
+                                        Fp8ScalesOffset(rows, cols));
+}
+// Device bytes of a [rows, cols] matrix stored as `s`.
+SEQBOAT_HD int64_t StoredMatrixBytes(Storage s, int64_t rows, int64_t cols) {
+  switch (s) {
+    case Storage::kFp8E4m3:
+      return Fp8ScalesOffset(rows, cols) + rows * 4;
+    case Storage::kF32:
+      return rows * cols * 4;
+    default:
+      return rows * cols * 2;
+  }
+}
 
 // The table's rows in fp32; `storage` is how p.table is stored. fed_map
 // (device, [n], from FedMapFor) says which rows take their id from
@@ -34,27 +59,10 @@ void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream);
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream);
 
-// y[i, r] (+)= x[i, :] · W[r, :] + bias[r] for n <= kGemvMaxRows rows of x:
-// one warp per output r (or up to 8 splitting its columns, when there are
-// too few rows to fill the device) reads W's row once for all n inputs,
-// straight from its storage type (no conversion pass), so small decode
-// batches run at the speed of reading the weights. Each x row's sum has the
-// same order whatever n is, so padding a batch does not change its results.
-inline constexpr int kGemvMaxRows = 8;
-struct GemvParams {
-  const float* x = nullptr;
-  int ldx = 0;
-  int n = 0;
-  const void* w = nullptr;
-  Storage storage = Storage::kF32;
-  int rows = 0;
-  int cols = 0;
-  const float* bias = nullptr;  // [rows] or null
-  float* y = nullptr;
-  int ldy = 0;
-  bool accumulate = false;
-};
-void LaunchGemv(const GemvParams& p, cudaStream_t stream);
+// The cuBLAS path of an fp8 matrix: out [rows, cols] bf16 = each code
+// times its row's scale, rounded to nearest even.
+void LaunchDequantizeFp8(const void* w, int rows, int cols, void* out,
+                         cudaStream_t stream);
 
 void LaunchAddBias(const AddBiasParams& p, cudaStream_t stream);
 

@@ -1,11 +1,15 @@
 // Dense ops on CUDA equal the CPU backend's; GEMMs within 1e-4 with fp32
-// weights and within bf16 rounding with bf16 weights; a recorded step replays
-// with fresh descriptors. The cases the emulation test runs too are
-// kernels/cuda/testing/dense_cases.h.
+// weights, within bf16 rounding with bf16 weights, and fp8 weights against
+// the CPU on the same quantised values; the GEMV batch invariant and equal
+// under replay; a recorded step replays with fresh descriptors. The cases the
+// emulation test runs too are kernels/cuda/testing/dense_cases.h.
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "base/dtype_convert.h"
+#include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/fp8_weights.h"
 #include "kernels/cuda/testing/dense_cases.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
 
@@ -34,11 +38,12 @@ TEST(DenseOpsGpuTest, NormsMatch) {
 // product carries the rounding of W and of x (2^-9 relative each), so the
 // error of a k-term dot product of unit-scale terms grows like 2^-8 sqrt(k).
 TEST(DenseOpsGpuTest, GemmWithinTheStatedTolerance) {
-  // cols 768 takes the vector GEMV path for n <= 8; 77 the scalar one.
+  // cols 768 takes the vector GEMV path for n <= 16; 77 the scalar one;
+  // 17 and 64 rows take cuBLAS.
   for (const int cols : {768, 77}) {
     const int rows = 300, ld = 800;
     const std::vector<float> w = Random(rows * cols, 5), bias = Random(rows, 6);
-    for (int n : {1, 3, 8, 9, 64}) {
+    for (int n : {1, 3, 8, 9, 16, 17, 64}) {
       const std::vector<float> x = Random(n * ld, 7 + n),
                                y0 = Random(n * rows, 8);
       std::vector<std::vector<float>> got;
@@ -65,21 +70,97 @@ TEST(DenseOpsGpuTest, GemmWithinTheStatedTolerance) {
   }
 }
 
+// What the fp8 upload makes of w: each code times its row's scale.
+std::vector<float> Fp8Values(const std::vector<float>& w, int rows, int cols) {
+  std::vector<uint8_t> image;
+  EXPECT_TRUE(cuda::QuantizeFp8Matrix(w.data(), rows, cols, &image).ok());
+  const float* scales = cuda::Fp8RowScales(image.data(), rows, cols);
+  std::vector<float> v(w.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = E4m3ToF32(image[i]) * scales[i / cols];
+  }
+  return v;
+}
+
+// fp8 weights against the CPU on the same quantised values: the GEMV (n <=
+// 16: 768 columns vector, 77 scalar, 16384 over 5 rows split across blocks)
+// multiplies the same products in fp32, so only the order of sums differs;
+// cuBLAS (n = 17, 64) widens the matrix to bf16 (the quantised value times
+// its scale, rounded) and the inputs too: bf16's bound above.
+TEST(DenseOpsGpuTest, Fp8GemmMatchesTheQuantisedMatrix) {
+  for (const auto& [rows, cols] :
+       {std::pair{300, 768}, std::pair{300, 77}, std::pair{5, 16384}}) {
+    const int ld = cols + 32;
+    const std::vector<float> w = Random(rows * cols, 31),
+                             bias = Random(rows, 32),
+                             wq = Fp8Values(w, rows, cols);
+    auto cpu = MakeCpuBackend(1);
+    auto fp8 = MakeCuda(CudaWeights::kFp8);
+    ASSERT_NE(fp8, nullptr);
+    auto cm = cpu->UploadMatrix(wq.data(), rows, cols);
+    auto gm = fp8->UploadMatrix(w.data(), rows, cols);
+    ASSERT_TRUE(cm.ok() && gm.ok());
+    for (int n : {1, 9, 16, 17, 64}) {
+      const std::vector<float> x = Random(n * ld, 33 + n),
+                               y0 = Random(n * rows, 34);
+      const std::vector<float> want =
+          dense::GemmOn(*cpu, *cm, x, ld, n, y0, rows, &bias, true);
+      const std::vector<float> got =
+          dense::GemmOn(*fp8, *gm, x, ld, n, y0, rows, &bias, true);
+      ASSERT_TRUE(fp8->TakeError().ok());
+      const float tol = n <= 16
+                            ? 1e-4f * std::sqrt(float(cols))
+                            : std::ldexp(1.0f, -8) * std::sqrt(float(cols)) * 4;
+      EXPECT_LT(MaxAbsDiff(want, got), tol) << "n=" << n << " cols=" << cols;
+    }
+  }
+}
+
+TEST(DenseOpsGpuTest, Fp8EmbedGathersQuantisedRows) {
+  auto cpu = MakeCpuBackend(1);
+  auto fp8 = MakeCuda(CudaWeights::kFp8);
+  ASSERT_NE(fp8, nullptr);
+  const int d = 70;
+  const std::vector<float> table = Random(dense::kEmbedRows * d, 1);
+  dense::ExpectEmbedMatches(*cpu, *fp8, Fp8Values(table, dense::kEmbedRows, d),
+                            table, d);
+}
+
 // The GEMV path sums each input row in an order that does not depend on how
-// many rows are in the batch, so padding a decode batch changes nothing.
+// many rows are in the batch, so padding a decode batch changes nothing; a
+// recorded step replays to the same bits. For every weight type, with
+// columns split across blocks (5 rows) or not (513).
 TEST(DenseOpsGpuTest, SmallBatchGemmIsBatchInvariant) {
-  auto be = MakeCuda(CudaWeights::kBf16);
-  ASSERT_NE(be, nullptr);
-  const int rows = 513, cols = 1024;
-  const std::vector<float> w = Random(rows * cols, 21),
-                           x = Random(8 * cols, 22);
-  auto m = be->UploadMatrix(w.data(), rows, cols);
-  ASSERT_TRUE(m.ok());
-  Array xa(*be, x), one(*be, rows), eight(*be, 8 * rows);
-  be->Gemm(dense::GemmOf(xa.get(), cols, 1, *m, one.get(), rows));
-  be->Gemm(dense::GemmOf(xa.get(), cols, 8, *m, eight.get(), rows));
-  const std::vector<float> a = one.Read(), b = eight.Read();
-  EXPECT_EQ(a, std::vector<float>(b.begin(), b.begin() + rows));
+  for (const CudaWeights wt : {CudaWeights::kBf16, CudaWeights::kFp8}) {
+    for (const auto& [rows, cols] :
+         {std::pair{513, 1024}, std::pair{5, 16384}}) {
+      auto be = MakeCuda(wt, /*graphs=*/true);
+      ASSERT_NE(be, nullptr);
+      const int top = 16;
+      const std::vector<float> w = Random(rows * cols, 21),
+                               x = Random(top * cols, 22);
+      auto m = be->UploadMatrix(w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      Array xa(*be, x), one(*be, rows), all(*be, top * rows),
+          replayed(*be, top * rows);
+      be->Gemm(dense::GemmOf(xa.get(), cols, 1, *m, one.get(), rows));
+      be->Gemm(dense::GemmOf(xa.get(), cols, top, *m, all.get(), rows));
+      // A recording per staging half, then replays, the last into zeros.
+      for (int pass = 0; pass < 4; ++pass) {
+        if (pass == 3) be->Zero(replayed.get(), top * rows * sizeof(float));
+        ASSERT_TRUE(be->RunCaptured(top, [&] {
+                        be->Gemm(dense::GemmOf(xa.get(), cols, top, *m,
+                                               replayed.get(), rows));
+                        return absl::OkStatus();
+                      }).ok());
+      }
+      ASSERT_TRUE(be->TakeError().ok());
+      const std::vector<float> a = one.Read(), b = all.Read();
+      EXPECT_EQ(a, std::vector<float>(b.begin(), b.begin() + rows))
+          << rows << "x" << cols;
+      EXPECT_EQ(b, replayed.Read()) << rows << "x" << cols;
+    }
+  }
 }
 
 // A router kept in fp32 on a bf16 backend multiplies like the fp32 backend,

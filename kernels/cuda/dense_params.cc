@@ -4,7 +4,8 @@
 
 namespace seqboat::cuda {
 
-GemvParams GemvParamsFor(const GemmParams& p, Storage storage) {
+GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
+                         float* partials) {
   GemvParams g;
   g.x = p.x;
   g.ldx = p.ldx;
@@ -17,6 +18,7 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage) {
   g.y = p.y;
   g.ldy = p.ldy;
   g.accumulate = p.accumulate;
+  g.partials = partials;
   return g;
 }
 

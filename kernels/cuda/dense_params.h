@@ -10,12 +10,15 @@
 
 #include "engine/backend/dense_params.h"
 #include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/gemv_kernels.h"
 
 namespace seqboat::cuda {
 
 // For p.n <= kGemvMaxRows; storage: how p.w is stored
-// (CudaBackend::StorageOf).
-GemvParams GemvParamsFor(const GemmParams& p, Storage storage);
+// (CudaBackend::StorageOf); partials: the caller's scratch of
+// GemvPartialFloats floats (null when that is 0).
+GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
+                         float* partials = nullptr);
 
 // The embedding's per-row map of fed ids (EmbedParams::fed_*), as the
 // kernel reads it: -(from + 2) for a row fed from fed_tokens[from], -1 for

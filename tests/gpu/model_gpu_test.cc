@@ -1,6 +1,7 @@
 // Whole models on CUDA against the CPU backend: every layer kind (tiny_hybrid
 // holds all seven), greedy decoding of the bundled models, bf16 weights within
-// their stated tolerance, and recorded decode steps equal to eager ones.
+// their stated tolerance, fp8 weights within int8's logit bounds, and recorded
+// decode steps equal to eager ones.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/logit_error.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
@@ -142,6 +144,22 @@ TEST(ModelGpuTest, Bf16WeightsStayWithinRoundingOfTheCpu) {
       EXPECT_LT(MaxAbsDiff(ra[i], rb[i]), 0.05f * RowScale(ra[i]))
           << dir << " row " << i;
     }
+  }
+}
+
+// fp8 weights (e4m3, a scale per output row) against the fp32 CPU: the
+// bounds the CPU's int8 and the emulated fp8 (engine/model cuda_fp8_emu_test)
+// meet, with the figures printed. The 16-token prefill runs the GEMV at its
+// largest batch, the decode steps at 1.
+TEST(ModelGpuTest, Fp8WeightsStayCloseToFp32Logits) {
+  for (const char* dir : {kDefault, kMambaBaseline, kTinyHybrid}) {
+    auto cpu = MakeCpuBackend(1);
+    auto fp8 = MakeCuda(CudaWeights::kFp8);
+    ASSERT_NE(fp8, nullptr);
+    testing_logits::ExpectWithinQuantisedBounds(
+        std::string(dir) + " cuda fp8 vs cpu fp32",
+        testing_logits::Compare(testing_logits::Logits(dir, *cpu),
+                                testing_logits::Logits(dir, *fp8)));
   }
 }
 

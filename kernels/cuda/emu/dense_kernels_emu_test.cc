@@ -1,17 +1,20 @@
-// The dense kernels (kernels/dense_kernels.cu), run on the CUDA emulation,
-// equal the CPU backend's ops: Embed from fp32 / bf16 / fp16 tables, the
-// norms (RmsNorm, the strided in-place slice, LayerNorm with and without
-// weight and bias), the small-batch GEMV (n = 1..8, every storage type, the
-// vector path and the scalar one for odd columns or a misaligned matrix,
-// bias, accumulate, row strides) against the CPU GEMM on weights rounded to
-// the same storage, and batch invariance of the GEMV bit for bit; the input
-// conversion of the cuBLAS path, AddBias, GatherRows / ScatterAddScaled,
-// ActivateMul for every activation, and MoeRoute. The cases the GPU test
+// The dense kernels (kernels/cuda/dense_kernels.cu) and the GEMV
+// (gemv_kernels.cu), run on the CUDA emulation, equal the CPU backend's ops:
+// Embed from fp32 / bf16 / fp16 / fp8 tables, the norms (RmsNorm, the
+// strided in-place slice, LayerNorm with and without weight and bias), the
+// small-batch GEMV (n = 1..16, every storage type, the vector path and the
+// scalar one for odd columns or a misaligned matrix, bias, accumulate, row
+// strides, columns split across blocks) against the CPU GEMM on weights
+// stored the same way, and batch invariance of the GEMV bit for bit; the
+// host's e4m3 conversions against the toolkit's; the input conversion of
+// the cuBLAS path, AddBias, GatherRows / ScatterAddScaled, ActivateMul for
+// every activation, and MoeRoute. The cases the GPU test
 // (kernels/cuda/dense_ops_gpu_test.cc) runs too are
 // kernels/cuda/testing/dense_cases.h, here on more shapes; the GEMV's follow
 // the GPU test's, with fewer weight rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <cstring>
@@ -23,6 +26,7 @@
 #include "engine/backend/ffn_math.h"
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/dense_params.h"
+#include "kernels/cuda/emu/dense_emulation.h"
 #include "kernels/cuda/emu/emu_test_util.h"
 #include "kernels/cuda/testing/dense_cases.h"
 
@@ -34,136 +38,36 @@ using cuda::Storage;
 using parity::Bound;
 using parity::ExpectNoError;
 
-// What a weight becomes in `s`: the CUDA backend rounds on the host to
-// nearest even (kernels/cuda_backend.cc UploadAs), so the same functions here.
-float RoundTo(Storage s, float v) {
+const char* Name(Storage s) {
   switch (s) {
     case Storage::kBf16:
-      return __bfloat162float(__float2bfloat16_rn(v));
+      return "bf16";
     case Storage::kF16:
-      return __half2float(__float2half_rn(v));
+      return "fp16";
+    case Storage::kFp8E4m3:
+      return "fp8";
     default:
-      return v;
+      return "fp32";
   }
 }
 
-std::vector<float> RoundAll(Storage s, std::vector<float> v) {
-  for (float& x : v) x = RoundTo(s, x);
-  return v;
-}
-
-uint16_t Bits16(Storage s, float v) {
-  uint16_t u = 0;
-  if (s == Storage::kBf16) {
-    const __nv_bfloat16 b = __float2bfloat16_rn(v);
-    std::memcpy(&u, &b, 2);
-  } else {
-    const __half h = __float2half_rn(v);
-    std::memcpy(&u, &h, 2);
-  }
-  return u;
-}
-
-const char* Name(Storage s) {
-  return s == Storage::kBf16 ? "bf16" : s == Storage::kF16 ? "fp16" : "fp32";
-}
+constexpr Storage kStorages[] = {Storage::kF32, Storage::kBf16, Storage::kF16,
+                                 Storage::kFp8E4m3};
 
 bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() &&
          s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// kernels/dense_ops.cc's launches and cuda_backend.cc's matrix storage and
-// GEMV dispatch, on host memory. Matrices are stored as the CUDA backend
-// stores them (rounded to `storage` unless uploaded as fp32).
-class DenseEmulation : public EmulatedBackend {
- public:
-  explicit DenseEmulation(Storage storage) : storage_(storage) {}
-
-  absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
-                                      int64_t cols) override {
-    return UploadAt(host, rows, cols, storage_, 0);
-  }
-  absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
-                                          int64_t cols) override {
-    return UploadAt(host, rows, cols, Storage::kF32, 0);
-  }
-  // The matrix starts `offset` elements into a 64-byte aligned buffer, so an
-  // odd offset misaligns it for the GEMV's 16-byte loads.
-  Matrix UploadAt(const float* host, int64_t rows, int64_t cols,
-                  Storage storage, int offset) {
-    const size_t elem = storage == Storage::kF32 ? 4 : 2;
-    const int64_t count = rows * cols;
-    auto buf = Alloc((count + offset) * elem);
-    EXPECT_TRUE(buf.ok()) << buf.status();
-    owned_.push_back(*buf);
-    uint8_t* at = static_cast<uint8_t*>(buf->get()) + offset * elem;
-    for (int64_t i = 0; i < count; ++i) {
-      if (storage == Storage::kF32) {
-        std::memcpy(at + i * 4, &host[i], 4);
-      } else {
-        const uint16_t u = Bits16(storage, host[i]);
-        std::memcpy(at + i * 2, &u, 2);
-      }
-    }
-    return Matrix{at, rows, cols, storage == Storage::kF32};
-  }
-
-  // Host memory is device memory here: the ids and row lists need no
-  // staging.
-  void Embed(const EmbedParams& p) override {
-    std::vector<int32_t> map;
-    cuda::FedMapFor(p, &map);
-    cuda::LaunchEmbed(p, StorageOf(p.table), map.data(), nullptr);
-  }
-  void RmsNorm(const NormParams& p) override {
-    cuda::LaunchRmsNorm(p, nullptr);
-  }
-  void LayerNorm(const NormParams& p) override {
-    cuda::LaunchLayerNorm(p, nullptr);
-  }
-  // The GEMV branch of CudaBackend::Gemm; larger batches go to cuBLAS there,
-  // which has no emulation.
-  void Gemm(const GemmParams& p) override {
-    if (p.n > cuda::kGemvMaxRows) {
-      ADD_FAILURE() << "n = " << p.n << " takes cuBLAS, not the GEMV";
-      return;
-    }
-    cuda::LaunchGemv(cuda::GemvParamsFor(p, StorageOf(p.w)), nullptr);
-  }
-  void GatherRows(const GatherRowsParams& p) override {
-    cuda::LaunchGatherRows(p, nullptr);
-  }
-  void ActivateMul(const ActivateMulParams& p) override {
-    cuda::LaunchActivateMul(p, nullptr);
-  }
-  void AddBias(const AddBiasParams& p) override {
-    cuda::LaunchAddBias(p, nullptr);
-  }
-  void MoeRoute(const MoeRouteParams& p) override {
-    cuda::LaunchMoeRoute(p, nullptr);
-  }
-  void ScatterAddScaled(const ScatterAddParams& p) override {
-    cuda::LaunchScatterAddScaled(p, nullptr);
-  }
-
- private:
-  Storage StorageOf(const Matrix& w) const {
-    return w.fp32 ? Storage::kF32 : storage_;
-  }
-
-  Storage storage_;
-  std::vector<DeviceBuffer> owned_;
-};
-
 TEST(DenseKernelsEmuTest, EmbedGathersScaledRowsOfEveryStorage) {
   // d = 70: 96 threads, the last warp partly idle; 300: two passes.
   for (const int d : {70, 300}) {
     const std::vector<float> table =
         Random(dense::kEmbedRows * d, 1 + d, -3.0f, 3.0f);
-    for (const Storage s : {Storage::kF32, Storage::kBf16, Storage::kF16}) {
+    for (const Storage s : kStorages) {
       SCOPED_TRACE(testing::Message() << Name(s) << " d=" << d);
-      const std::vector<float> rounded = RoundAll(s, table);
+      const std::vector<float> rounded =
+          StoredValues(s, table, dense::kEmbedRows, d);
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(s);
       dense::ExpectEmbedMatches(*cpu, emu, rounded, table, d);
@@ -190,8 +94,45 @@ TEST(DenseKernelsEmuTest, NormsMatch) {
   }
 }
 
-// The GEMV against the CPU GEMM on the same rounded weights: the same fp32
-// products, summed in another order.
+// The GEMV's results for n = 1..16 on `emu` (uploaded `em`) against the CPU
+// GEMM on the stored values (`cm`), within `tol`; row i of every batch is
+// the same bits as in the batch of 16 (batch invariance). Returns the
+// batch of 16's output.
+std::vector<float> ExpectGemvMatches(
+    Backend& cpu, const Matrix& cm, DenseEmulation& emu, const Matrix& em,
+    const std::vector<float>& x, int ldx, const std::vector<float>& y0, int ldy,
+    const std::vector<float>* bias, bool accumulate, const std::vector<int>& ns,
+    float tol, const char* kernel_tail) {
+  const int rows = static_cast<int>(cm.rows);
+  std::vector<std::vector<float>> results(cuda::kGemvMaxRows + 1);
+  for (const int n : ns) {
+    const std::vector<float> want =
+        dense::GemmOn(cpu, cm, x, ldx, n, y0, ldy, bias, accumulate);
+    results[n] = dense::GemmOn(emu, em, x, ldx, n, y0, ldy, bias, accumulate);
+    ExpectNoError(emu);
+    if (kernel_tail != nullptr) {
+      EXPECT_TRUE(EndsWith(emu::State().last_kernel, kernel_tail))
+          << emu::State().last_kernel;
+    }
+    EXPECT_LE(MaxAbsDiff(want, results[n]), tol) << "n=" << n;
+  }
+  const int top = ns.back();
+  for (const int n : ns) {
+    for (int i = 0; i < n; ++i) {
+      const auto row = [&](int batch) {
+        return std::vector<float>(results[batch].begin() + i * ldy,
+                                  results[batch].begin() + i * ldy + rows);
+      };
+      EXPECT_TRUE(SameBits(row(n), row(top)))
+          << "row " << i << " of n=" << n << " vs n=" << top;
+    }
+  }
+  return results[top];
+}
+
+// The GEMV against the CPU GEMM on the same stored weights: the same fp32
+// products (fp8: the code's value times x, scaled once at the end, against
+// the CPU's dequantised weight times x), summed in another order.
 TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
   struct Shape {
     int cols;
@@ -202,16 +143,15 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
     int ldx_pad;
     // The same products summed per lane and then across the warp, against
     // the CPU's FMA chains over blocks of 256 columns: a few ulp of outputs
-    // ~10 (seen, over the three storages: 1.1e-5 at 768 columns, 7.6e-6 at
-    // 256). A wrong
-    // row, column, stride or weight is off by O(1).
+    // ~10 (seen, over the four storages: 1.1e-5 at 768 columns, 7.6e-6 at
+    // 256). A wrong row, column, stride or weight is off by O(1).
     float tol;
   };
   // 768: the vector path, each row split over two warps of 1.5 strides,
-  // with unaligned and aligned activations; 40: vector, most lanes idle; 77:
-  // odd columns, scalar; 256 at an odd offset: a misaligned matrix falls back
-  // to the scalar path; 2048: vector, eight warps a row; 1031: scalar, four
-  // warps a row.
+  // with unaligned and aligned activations; 40: vector, most lanes idle
+  // (fp8: scalar, 40 is no multiple of 16); 77: odd columns, scalar; 256 at
+  // an odd offset: a misaligned matrix falls back to the scalar path; 2048:
+  // vector, eight warps a row; 1031: scalar, four warps a row.
   const Shape shapes[] = {
       {768, 0, true, 9, 2e-5f},    {768, 0, true, 4, 2e-5f},
       {40, 0, true, 4, 3e-6f},     {77, 0, false, 9, 4e-6f},
@@ -219,14 +159,21 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
       {1031, 0, false, 9, 3e-5f}};
   // 67 rows: the last block has warps past the last row, which exit (one
   // warp a row) or still meet the block's barrier (split rows).
-  const int rows = 67, ldy = rows + 5;
-  for (const Storage s : {Storage::kF32, Storage::kBf16, Storage::kF16}) {
+  const int rows = 67, ldy = rows + 5, nmax = cuda::kGemvMaxRows;
+  // Each batch size is its own kernel instance; these cover both rows per
+  // warp (4 up to 8, 2 beyond) at both ends and between.
+  const std::vector<int> ns = {1, 2, 3, 4, 6, 8, 9, 11, 14, nmax};
+  for (const Storage s : kStorages) {
     for (const Shape& shape : shapes) {
       const int cols = shape.cols, ldx = cols + shape.ldx_pad;
+      const bool vector =
+          shape.vector && (s != Storage::kFp8E4m3 || cols % 16 == 0);
       const std::vector<float> w = Random(rows * cols, 5 + cols),
-                               wr = RoundAll(s, w), bias = Random(rows, 6),
-                               x = Random(8 * ldx, 7 + cols),
-                               y0 = Random(8 * ldy, 8);
+                               wr = StoredValues(s, w, rows, cols),
+                               bias = Random(rows, 6),
+                               x = Random(nmax * ldx, 7 + cols),
+                               y0 = Random(nmax * ldy, 8);
+      ASSERT_EQ(cuda::GemvColumnSplits(rows, cols, s), 1);
       auto cpu = MakeCpuBackend(1);
       DenseEmulation emu(s);
       auto cm = cpu->UploadMatrix(wr.data(), rows, cols);
@@ -240,42 +187,87 @@ TEST(DenseKernelsEmuTest, GemvMatchesCpuGemmOnRoundedWeights) {
                      << " offset=" << shape.offset << " bias=" << with_bias
                      << " accumulate=" << accumulate);
         const std::vector<float>* b = with_bias ? &bias : nullptr;
-        std::vector<std::vector<float>> results(9);
-        for (int n = 1; n <= 8; ++n) {
-          const std::vector<float> want =
-              dense::GemmOn(*cpu, *cm, x, ldx, n, y0, ldy, b, accumulate);
-          results[n] =
-              dense::GemmOn(emu, em, x, ldx, n, y0, ldy, b, accumulate);
-          ExpectNoError(emu);
-          EXPECT_TRUE(EndsWith(emu::State().last_kernel,
-                               shape.vector ? "true>" : "false>"))
-              << emu::State().last_kernel;
-          EXPECT_LE(MaxAbsDiff(want, results[n]), shape.tol) << "n=" << n;
-        }
+        const std::vector<float> top = ExpectGemvMatches(
+            *cpu, *cm, emu, em, x, ldx, y0, ldy, b, accumulate, ns, shape.tol,
+            vector ? "true>" : "false>");
         if (s != Storage::kF32 && cols == 768) {
-          // The kernel did read the rounded weights: the CPU on the fp32
+          // The kernel did read the stored weights: the CPU on the fp32
           // ones is measurably further off.
           auto plain = cpu->UploadMatrix(w.data(), rows, cols);
           ASSERT_TRUE(plain.ok());
-          EXPECT_GT(MaxAbsDiff(dense::GemmOn(*cpu, *plain, x, ldx, 8, y0, ldy,
-                                             b, accumulate),
-                               results[8]),
+          EXPECT_GT(MaxAbsDiff(dense::GemmOn(*cpu, *plain, x, ldx, nmax, y0,
+                                             ldy, b, accumulate),
+                               top),
                     1e-3f);
-        }
-        // Batch invariance: row i is the same bits in every batch of n > i.
-        for (int n = 1; n < 8; ++n) {
-          for (int i = 0; i < n; ++i) {
-            const auto row = [&](int batch) {
-              return std::vector<float>(
-                  results[batch].begin() + i * ldy,
-                  results[batch].begin() + i * ldy + rows);
-            };
-            EXPECT_TRUE(SameBits(row(n), row(8)))
-                << "row " << i << " of n=" << n << " vs n=8";
-          }
         }
       }
     }
+  }
+}
+
+// Few rows over many columns (a [D, 2D]-ish projection's transpose, a small
+// vocabulary): blocks split the columns too, and the reduction kernel adds
+// their partial sums in a fixed order. 5 rows: batches up to 8 take 4 rows
+// a warp, 9 to 16 take 2, over the same column splits; 16384 columns: the
+// vector path in chunks of 2048 columns (fp8's 16-column loads: 4096),
+// 16387: the scalar path, the last chunk short.
+TEST(DenseKernelsEmuTest, GemvSplitsColumnsAcrossBlocksWhereRowsAreFew) {
+  const int rows = 5, ldy = 7, nmax = cuda::kGemvMaxRows;
+  const std::vector<int> ns = {1, 4, 8, 9, 13, 16};
+  for (const auto& [cols, splits, fp8_splits] :
+       {std::tuple{16384, 8, 4}, std::tuple{16387, 5, 3}}) {
+    const int ldx = cols + 4;
+    const std::vector<float> w = Random(rows * cols, 11 + cols),
+                             bias = Random(rows, 12),
+                             x = Random(nmax * ldx, 13 + cols),
+                             y0 = Random(nmax * ldy, 14);
+    for (const Storage s : kStorages) {
+      SCOPED_TRACE(testing::Message() << Name(s) << " cols=" << cols);
+      ASSERT_EQ(cuda::GemvColumnSplits(rows, cols, s),
+                s == Storage::kFp8E4m3 ? fp8_splits : splits);
+      const std::vector<float> wr = StoredValues(s, w, rows, cols);
+      auto cpu = MakeCpuBackend(1);
+      DenseEmulation emu(s);
+      auto cm = cpu->UploadMatrix(wr.data(), rows, cols);
+      ASSERT_TRUE(cm.ok());
+      const Matrix em = emu.UploadAt(w.data(), rows, cols, s, 0);
+      const int64_t launches = emu::State().launches;
+      // The same products as the unsplit GEMV, summed over ~16k columns
+      // (outputs ~40) in another order than the CPU's (seen: 5.3e-5). The
+      // reduction is the last launch; it finishes bias and accumulate.
+      const std::vector<float> first =
+          ExpectGemvMatches(*cpu, *cm, emu, em, x, ldx, y0, ldy, &bias,
+                            /*accumulate=*/true, ns, 2e-4f, "GemvReduceKernel");
+      EXPECT_EQ(emu::State().launches - launches, 2 * int64_t(ns.size()));
+      // Run again: the same bits (no order depends on scheduling).
+      const std::vector<float> again =
+          dense::GemmOn(emu, em, x, ldx, nmax, y0, ldy, &bias, true);
+      EXPECT_TRUE(SameBits(first, again));
+    }
+  }
+}
+
+// The host's e4m3 conversions (base/dtype_convert, which the upload uses)
+// against the CUDA toolkit's own: every code decoded, and values across the
+// range, the midpoints between codes and past the saturation point encoded.
+TEST(DenseKernelsEmuTest, E4m3ConversionsMatchTheToolkits) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;  // NaN
+    const __half_raw h =
+        __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(c), __NV_E4M3);
+    EXPECT_EQ(E4m3ToF32(static_cast<uint8_t>(c)), __half2float(__half(h))) << c;
+  }
+  std::vector<float> values = Random(20000, 21, -500.0f, 500.0f);
+  for (float& v : Random(20000, 22, -1.0f, 1.0f)) values.push_back(v / 64);
+  for (int c = 0; c < 0x7e; ++c) {
+    const float a = E4m3ToF32(static_cast<uint8_t>(c)),
+                b = E4m3ToF32(static_cast<uint8_t>(c + 1));
+    values.push_back((a + b) / 2);
+    values.push_back(-(a + b) / 2);
+  }
+  for (const float v : values) {
+    EXPECT_EQ(F32ToE4m3(v), __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3))
+        << v;
   }
 }
 

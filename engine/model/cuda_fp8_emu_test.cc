@@ -1,0 +1,50 @@
+// The CUDA backend's fp8 weights (--cuda_weights=fp8) on whole models, on
+// the CPU: its GEMV and Embed kernels run on the CUDA emulation with the
+// matrices quantised as its upload quantises them (kernels/cuda/emu
+// dense_emulation.h), every other op on the CPU backend. Their logits are
+// measured against the fp32 CPU backend and bounded as the CPU's int8 are
+// (logit_error.h); the error against bf16 weights is printed beside them.
+#include <string>
+
+#include "engine/model/logit_error.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/emu/dense_emulation.h"
+
+namespace seqboat {
+namespace {
+
+constexpr const char* kModels[] = {"weights/models/default",
+                                   "weights/models/mamba-baseline",
+                                   "tests/data/tiny_hybrid"};
+
+std::unique_ptr<Backend> Cpu(const std::string& weights) {
+  CpuBackendOptions o;
+  o.threads = 1;
+  o.weights = weights;
+  auto be = MakeCpuBackend(o);
+  EXPECT_TRUE(be.ok()) << be.status();
+  return *std::move(be);
+}
+
+TEST(CudaFp8EmuTest, Fp8WeightsStayCloseToFp32Logits) {
+  for (const char* dir : kModels) {
+    auto fp32 = Cpu("fp32");
+    auto bf16 = Cpu("bf16");
+    emu_test::DenseEmulation fp8(cuda::Storage::kFp8E4m3);
+    const std::vector<float> want = testing_logits::Logits(dir, *fp32);
+    const std::vector<float> got = testing_logits::Logits(dir, fp8);
+    EXPECT_TRUE(fp8.TakeError().ok());
+    testing_logits::ExpectWithinQuantisedBounds(
+        std::string(dir) + " fp8 vs fp32", testing_logits::Compare(want, got));
+    const testing_logits::LogitError against_bf16 =
+        testing_logits::Compare(testing_logits::Logits(dir, *bf16), got);
+    std::printf("%s fp8 vs bf16: logit error mean %.4g max %.4g\n", dir,
+                against_bf16.mean, against_bf16.max);
+    // The emulated matrices are fp8 indeed: not the fp32 logits' bits.
+    EXPECT_GT(testing_logits::Compare(want, got).max, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace seqboat

@@ -1,0 +1,369 @@
+// The small-batch GEMV (gemv_kernels.h): warps over output rows, lanes over
+// columns, 16 bytes of weights a load, every input row of the batch served
+// by each weight loaded.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/gemv_kernels.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace seqboat::cuda {
+namespace {
+
+constexpr int kGemvWarps = 8;  // warps per block
+// Output rows per warp: each activation loaded serves this many weight rows,
+// since L1 traffic for the activations (fp32, re-read for every row group)
+// would otherwise exceed the weights' own. Batches over 8 take 2, so that a
+// lane still writes each output (rows x n <= 32).
+constexpr int kGemvRowsPerWarp = 4;
+// Enough warps in flight to keep every multiprocessor's loads queued (16 per
+// SM on a 132-SM H100/H200).
+constexpr int kGemvTargetWarps = 132 * 16;
+constexpr int kGemvMaxColumnSplits = 32;
+
+// One weight, unscaled: fp8 codes come back divided by 256 (Fp8Over256).
+__device__ __forceinline__ float LoadRaw(const void* p, Storage s, int64_t i) {
+  switch (s) {
+    case Storage::kBf16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case Storage::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case Storage::kFp8E4m3:
+      return Fp8Over256(static_cast<const uint8_t*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+
+// C consecutive weights of one row as floats from 16-byte loads: 8 from one
+// (bf16/fp16) or two (fp32) loads, 16 fp8 codes from one. `at` is a
+// multiple of C.
+template <int C>
+__device__ __forceinline__ void LoadW(const void* w, Storage s, int64_t at,
+                                      float (&out)[C]) {
+  if constexpr (C == 16) {  // fp8
+    const uint4 raw = __ldg(
+        reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + at));
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        out[4 * i + b] = Fp8Over256(words[i] >> (8 * b));
+    }
+  } else {
+    if (s == Storage::kF32) {
+      const float4* p =
+          reinterpret_cast<const float4*>(static_cast<const float*>(w) + at);
+      const float4 a = __ldg(p), b = __ldg(p + 1);
+      out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+      out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+      return;
+    }
+    const uint4 raw = __ldg(
+        reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w) + at));
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t u = words[i];
+      if (s == Storage::kBf16) {
+        // A bf16 is the top half of a float: widening is a shift.
+        out[2 * i] = __uint_as_float(u << 16);
+        out[2 * i + 1] = __uint_as_float(u & 0xffff0000u);
+      } else {
+        out[2 * i] =
+            __half2float(__ushort_as_half(static_cast<unsigned short>(u)));
+        out[2 * i + 1] = __half2float(
+            __ushort_as_half(static_cast<unsigned short>(u >> 16)));
+      }
+    }
+  }
+}
+
+// C consecutive activations, as 16-byte loads when `vector` (the caller
+// checked alignment) and one at a time otherwise.
+template <int C>
+__device__ __forceinline__ void LoadX(const float* x, bool vector,
+                                      float (&out)[C]) {
+  if (vector) {
+#pragma unroll
+    for (int k = 0; k < C / 4; ++k) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(x) + k);
+      out[4 * k] = a.x, out[4 * k + 1] = a.y, out[4 * k + 2] = a.z,
+              out[4 * k + 3] = a.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < C; ++j) out[j] = __ldg(x + j);
+}
+
+// What multiplies row r's finished sum: fp8's row scale (times the 256
+// that Fp8Over256 left out), 1 otherwise.
+__device__ __forceinline__ float RowFactor(const GemvParams& p, int r) {
+  if (p.storage != Storage::kFp8E4m3) return 1.0f;
+  return Fp8RowScales(p.w, p.rows, p.cols)[r] * 256.0f;
+}
+
+// The output of row r, input i: the finished sum scaled, biased and stored.
+__device__ __forceinline__ void Finish(const GemvParams& p, int i, int r,
+                                       float sum) {
+  float v = sum * RowFactor(p, r);
+  if (p.bias != nullptr) v += p.bias[r];
+  float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
+  *y = p.accumulate ? *y + v : v;
+}
+
+// A warp computes R consecutive output rows over the columns of its block's
+// chunk (blockIdx.y of `chunk` columns), or its share of them when `split`
+// (1, 2, 4 or 8) warps divide them: its lanes stride over the columns C at
+// a time, the weights of U passes loaded before their sums, each lane
+// keeping R x N partial sums; a butterfly reduction finishes a warp, and the
+// split warps' sums are added in warp order through shared memory. One
+// chunk: the result is written; several: the chunk's sum goes to
+// p.partials for GemvReduceKernel. Each sum's order depends on the lane's
+// columns, split and chunk only, never on n or R. The vector path needs
+// cols % C == 0 and 16-byte aligned rows (checked on the host).
+template <int N, int R, int C, bool kVector>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    GemvKernel(GemvParams p, int split, int chunk) {
+  static_assert(R * N <= 32, "a lane writes each output");
+  constexpr int U = C == 16 ? 1 : 2;  // passes whose loads are issued first
+  __shared__ float partial[kGemvWarps][R][N];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int r0 = (blockIdx.x * (kGemvWarps / split) + warp / split) * R;
+  const int part = warp % split;
+  const int c_begin = blockIdx.y * chunk;
+  const int c_end = min(p.cols, c_begin + chunk);
+  float acc[R][N];
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[q][i] = 0.0f;
+  }
+  if (r0 < p.rows) {
+    // Rows past the last re-read the last (valid memory) and are not written.
+    int64_t row[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      row[q] = static_cast<int64_t>(min(r0 + q, p.rows - 1)) * p.cols;
+    }
+    if constexpr (kVector) {
+      // x rows whose every C-column group is 16-byte aligned are read 16
+      // bytes at a time: 4-byte loads 32 or 64 bytes apart across a warp
+      // cost L1 that many times the wavefronts (seen on an H200).
+      const bool x_vector =
+          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (p.ldx & 3) == 0;
+      const int stride = 32 * C * split;
+      for (int c = c_begin + (part * 32 + lane) * C; c < c_end;
+           c += U * stride) {
+        float w[U][R][C];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (c + u * stride < c_end) {
+#pragma unroll
+            for (int q = 0; q < R; ++q) {
+              LoadW<C>(p.w, p.storage, row[q] + c + u * stride, w[u][q]);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (c + u * stride < c_end) {
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+              float xs[C];
+              LoadX<C>(p.x + static_cast<int64_t>(i) * p.ldx + c + u * stride,
+                       x_vector, xs);
+#pragma unroll
+              for (int q = 0; q < R; ++q) {
+#pragma unroll
+                for (int j = 0; j < C; ++j) {
+                  acc[q][i] = fmaf(w[u][q][j], xs[j], acc[q][i]);
+                }
+              }
+            }
+          }
+        }
+      }
+    } else {
+      for (int c = c_begin + part * 32 + lane; c < c_end; c += 32 * split) {
+        float w[R];
+#pragma unroll
+        for (int q = 0; q < R; ++q) w[q] = LoadRaw(p.w, p.storage, row[q] + c);
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const float x = __ldg(p.x + static_cast<int64_t>(i) * p.ldx + c);
+#pragma unroll
+          for (int q = 0; q < R; ++q) acc[q][i] = fmaf(w[q], x, acc[q][i]);
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        float v = acc[q][i];
+        for (int o = 16; o > 0; o >>= 1) {
+          v += __shfl_xor_sync(0xffffffffu, v, o);
+        }
+        acc[q][i] = v;
+      }
+    }
+  }
+  if (split > 1) {  // uniform over the block: every thread meets the barrier
+    if (lane == 0) {
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) partial[warp][q][i] = acc[q][i];
+      }
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        float v = partial[warp][q][i];
+        for (int s = 1; s < split; ++s) v += partial[warp + s][q][i];
+        acc[q][i] = v;
+      }
+    }
+  }
+  // Lane q * N + i writes row r0 + q of input i (static register indices
+  // per unrolled branch).
+#pragma unroll
+  for (int q = 0; q < R; ++q) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (lane == q * N + i && r0 + q < p.rows) {
+        const int r = r0 + q;
+        if (gridDim.y == 1) {
+          Finish(p, i, r, acc[q][i]);
+        } else {
+          p.partials[(static_cast<int64_t>(blockIdx.y) * p.n + i) * p.rows +
+                     r] = acc[q][i];
+        }
+      }
+    }
+  }
+}
+
+// Adds the column splits' partial sums of each output in split order.
+__global__ void GemvReduceKernel(GemvParams p, int splits) {
+  const int64_t at =
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t outputs = static_cast<int64_t>(p.n) * p.rows;
+  if (at >= outputs) return;
+  float v = 0.0f;
+  for (int s = 0; s < splits; ++s) v += p.partials[s * outputs + at];
+  Finish(p, static_cast<int>(at / p.rows), static_cast<int>(at % p.rows), v);
+}
+
+// Warps per row group: the fewest that reach kGemvTargetWarps, as long as
+// each still has two passes of 32 lanes x 8 columns to read.
+int WarpSplit(int rows, int cols) {
+  const int64_t groups = (rows + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp;
+  int split = 1;
+  while (split < kGemvWarps && groups * split < kGemvTargetWarps &&
+         cols >= 2 * 32 * 8 * split) {
+    split *= 2;
+  }
+  return split;
+}
+
+// Columns per block: all of them, or, where the row groups' warps are still
+// short of kGemvTargetWarps, chunks of whole passes of the split warps (a
+// pass: 32 lanes x the columns of one 16-byte weight load), at least one
+// pass each.
+int ChunkColumns(int rows, int cols, Storage storage) {
+  const int split = WarpSplit(rows, cols);
+  const int64_t warps =
+      (rows + kGemvRowsPerWarp - 1) / kGemvRowsPerWarp * int64_t{split};
+  const int pass = 32 * (storage == Storage::kFp8E4m3 ? 16 : 8) * split;
+  int64_t want = (kGemvTargetWarps + warps - 1) / warps;
+  want = std::min<int64_t>(want, std::min(kGemvMaxColumnSplits, cols / pass));
+  if (want <= 1) return cols;
+  const int64_t per = (cols + want - 1) / want;
+  return static_cast<int>((per + pass - 1) / pass * pass);
+}
+
+template <int N>
+void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
+  constexpr int R = N <= 8 ? kGemvRowsPerWarp : 2;
+  const int split = WarpSplit(p.rows, p.cols);
+  const int chunk = ChunkColumns(p.rows, p.cols, p.storage);
+  const int rows_per_block = kGemvWarps / split * R;
+  const dim3 grid((p.rows + rows_per_block - 1) / rows_per_block,
+                  (p.cols + chunk - 1) / chunk);
+  const bool fp8 = p.storage == Storage::kFp8E4m3;
+  if (vector && fp8) {
+    SEQBOAT_LAUNCH(grid, kGemvWarps * 32, 0, stream, GemvKernel<N, R, 16, true>)
+    (p, split, chunk);
+  } else if (vector) {
+    SEQBOAT_LAUNCH(grid, kGemvWarps * 32, 0, stream, GemvKernel<N, R, 8, true>)
+    (p, split, chunk);
+  } else {
+    SEQBOAT_LAUNCH(grid, kGemvWarps * 32, 0, stream, GemvKernel<N, R, 8, false>)
+    (p, split, chunk);
+  }
+  if (grid.y > 1) {
+    const int64_t outputs = static_cast<int64_t>(p.n) * p.rows;
+    SEQBOAT_LAUNCH(static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream,
+                   GemvReduceKernel)
+    (p, static_cast<int>(grid.y));
+  }
+}
+
+}  // namespace
+
+int GemvColumnSplits(int rows, int cols, Storage storage) {
+  if (rows <= 0 || cols <= 0) return 1;
+  const int chunk = ChunkColumns(rows, cols, storage);
+  return (cols + chunk - 1) / chunk;
+}
+
+int64_t GemvPartialFloats(const GemvParams& p) {
+  const int splits = GemvColumnSplits(p.rows, p.cols, p.storage);
+  return splits > 1 ? int64_t{splits} * p.n * p.rows : 0;
+}
+
+void LaunchGemv(const GemvParams& p, cudaStream_t stream) {
+  if (p.n <= 0 || p.rows <= 0) return;
+  // 16-byte weight loads need every row start aligned: cols a multiple of
+  // the columns one load holds (8, or 16 fp8 codes) keeps row starts
+  // 16-byte multiples apart (2 x 16 for fp32), and x rows must allow the
+  // same column offsets as 4-byte loads (any ldx).
+  const int per_load = p.storage == Storage::kFp8E4m3 ? 16 : 8;
+  const bool vector =
+      p.cols % per_load == 0 && (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+  switch (p.n) {
+#define SEQBOAT_GEMV_CASE(n) \
+  case n:                    \
+    return LaunchGemvN<n>(p, vector, stream);
+    SEQBOAT_GEMV_CASE(1)
+    SEQBOAT_GEMV_CASE(2)
+    SEQBOAT_GEMV_CASE(3)
+    SEQBOAT_GEMV_CASE(4)
+    SEQBOAT_GEMV_CASE(5)
+    SEQBOAT_GEMV_CASE(6)
+    SEQBOAT_GEMV_CASE(7)
+    SEQBOAT_GEMV_CASE(8)
+    SEQBOAT_GEMV_CASE(9)
+    SEQBOAT_GEMV_CASE(10)
+    SEQBOAT_GEMV_CASE(11)
+    SEQBOAT_GEMV_CASE(12)
+    SEQBOAT_GEMV_CASE(13)
+    SEQBOAT_GEMV_CASE(14)
+    SEQBOAT_GEMV_CASE(15)
+#undef SEQBOAT_GEMV_CASE
+    default:
+      return LaunchGemvN<16>(p, vector, stream);
+  }
+}
+
+}  // namespace seqboat::cuda
