@@ -53,6 +53,8 @@ std::string RoundThreshold::Describe() const {
                           t.step_ms > 0 ? t.round_ms / t.step_ms : 0.0);
   }
   absl::StrAppendFormat(&out, "; a round pays below %.2fx", expected_tokens);
+  if (!cut_short.empty())
+    absl::StrAppend(&out, "; not timed further: ", cut_short);
   return out;
 }
 
@@ -65,7 +67,10 @@ RoundThreshold FindRoundThreshold(
   if (drafts <= 0) return result;
   for (int32_t b = 1; b <= max_batch; b *= 2) {
     absl::StatusOr<RoundTiming> t = time(b);
-    if (!t.ok()) break;
+    if (!t.ok()) {
+      result.cut_short = std::string(t.status().message());
+      break;
+    }
     result.timings.push_back(*t);
     if (t->round_ms >= result.expected_tokens * t->step_ms) break;
     result.max_batch = b;
@@ -128,9 +133,19 @@ RoundThreshold MeasureRoundThreshold(const EngineOptions& options,
       std::min(options.speculative_auto_draft_tokens, options.max_draft_tokens);
   const int32_t most =
       std::min(kAutoSpeculativeMaxBatch, model.arena().free_slots() / 2);
+  const auto start = std::chrono::steady_clock::now();
   return FindRoundThreshold(
       most, drafts, options.speculative_auto_acceptance,
-      [&](int32_t batch) { return TimeRounds(model, batch, drafts, 5); });
+      [&](int32_t batch) -> absl::StatusOr<RoundTiming> {
+        const std::chrono::duration<double, std::milli> spent =
+            std::chrono::steady_clock::now() - start;
+        if (spent.count() > kRoundProbeBudgetMs) {
+          return absl::DeadlineExceededError(
+              absl::StrFormat("batch %d, the probe's %.0f s spent", batch,
+                              kRoundProbeBudgetMs / 1000));
+        }
+        return TimeRounds(model, batch, drafts, 5);
+      });
 }
 
 }  // namespace seqboat

@@ -32,6 +32,7 @@ struct RoundThreshold {
   int32_t drafts = 0;                // the round probed
   double expected_tokens = 0;        // what it yields at the assumed acceptance
   std::vector<RoundTiming> timings;  // each batch measured, in order
+  std::string cut_short;  // why a batch could not be timed ("": none was)
   // "speculation off above N running sequences: step at batch b = x ms,
   // round of k = y ms (r x) ..." for the log.
   std::string Describe() const;
@@ -56,6 +57,11 @@ RoundThreshold FindRoundThreshold(
 // nothing else may use the model meanwhile.
 absl::StatusOr<RoundTiming> TimeRounds(Model& model, int32_t batch,
                                        int32_t drafts, int reps);
+
+// What the auto probe may spend at start-up: batches past it are not timed
+// (a large model on the CPU takes seconds a batch), and the threshold is the
+// largest batch timed that paid.
+inline constexpr double kRoundProbeBudgetMs = 5000;
 
 // The threshold for speculative_max_batch = auto: FindRoundThreshold over
 // TimeRounds (five of each) with the options' auto draft tokens (at most

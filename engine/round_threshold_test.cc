@@ -73,6 +73,9 @@ TEST(RoundThresholdTest, ABatchThatCannotBeTimedEndsTheSearch) {
       });
   EXPECT_EQ(t.max_batch, 2);
   EXPECT_EQ(t.timings.size(), 2u);
+  EXPECT_EQ(t.cut_short, "no slots");
+  EXPECT_NE(t.Describe().find("not timed further: no slots"), std::string::npos)
+      << t.Describe();
 }
 
 TEST(RoundThresholdTest, NoDraftsMeasuresNothing) {
