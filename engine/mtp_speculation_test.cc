@@ -231,5 +231,25 @@ TEST(MtpSpeculationTest, AModelWithoutAHeadRefusesTheMethod) {
   EXPECT_NE(s.message().find("speculative method mtp"), std::string::npos) << s;
 }
 
+// A checkpoint that ships part of a head (tensors missing) still serves;
+// only the method is refused.
+TEST(MtpSpeculationTest, AHeadThatCannotLoadLeavesTheModelServingWithoutIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) / "partial_mtp";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    fs::copy_file(fs::path(kMtpModel) / f, dir / f,
+                  fs::copy_options::overwrite_existing);
+  std::map<std::string, F32Tensor> t;
+  t["mtp.norm.weight"] = F32Tensor{{64}, std::vector<float>(64, 0.0f)};
+  ASSERT_TRUE(WriteF32Safetensors((dir / "mtp.safetensors").string(), t).ok());
+  MtpEngine e(512, 0, dir.string());
+  EXPECT_FALSE(e.engine().summary().mtp_head);
+  EventCollector c;
+  const absl::Status s = e.engine().Submit(e.Make(Prompt(1), {2}, c));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.Generate({Prompt(1)}, {})[0].size(), 40u);
+}
+
 }  // namespace
 }  // namespace seqboat

@@ -497,14 +497,10 @@ int ServeUntilSignalOrFault(const sigset_t& signals, Engine& engine,
 }
 
 int Run() {
-  absl::Status flags = CheckFlags();
-  if (!flags.ok()) {
-    std::cerr << "seqboat_server: " << flags.message() << "\n";
-    return 1;
-  }
-  absl::Status logging = SetUpLogging();
-  if (!logging.ok()) {
-    std::cerr << "seqboat_server: " << logging.message() << "\n";
+  absl::Status start = CheckFlags();
+  if (start.ok()) start = SetUpLogging();
+  if (!start.ok()) {
+    std::cerr << "seqboat_server: " << start.message() << "\n";
     return 1;
   }
   const sigset_t signals = BlockShutdownSignals();
@@ -583,9 +579,9 @@ int Run() {
 
   ValidationLimits limits = LimitsFromFlags(options);
   limits.speculative_default = *speculative;
-  // The engine's options: speculative_max_batch as auto resolved it.
+  const Engine& served = **engine;  // its options as auto resolved them
   if (absl::Status s =
-          LimitsForModel((*engine)->summary(), (*engine)->options(), limits);
+          LimitsForModel(served.summary(), served.options(), limits);
       !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
     (*engine)->Shutdown();

@@ -31,8 +31,18 @@ absl::StatusOr<Drafters> LoadDrafters(const DrafterOptions& options,
     m.max_sequences = sequences;
     m.max_draft_tokens = tokens;
     m.vocab_limit = tokenizer.vocab_size();
-    ASSIGN_OR_RETURN(out.mtp, MtpDrafter::Load(dir, target, m));
-    spdlog::info("multi-token-prediction head: {} slots", 2 * m.max_sequences);
+    // The model serves without a head it cannot use (a checkpoint that ships
+    // part of one): only the mtp method is refused then, by name.
+    absl::StatusOr<std::unique_ptr<MtpDrafter>> mtp =
+        MtpDrafter::Load(dir, target, m);
+    if (mtp.ok()) {
+      out.mtp = *std::move(mtp);
+      spdlog::info("multi-token-prediction head: {} slots",
+                   2 * m.max_sequences);
+    } else {
+      spdlog::warn("multi-token-prediction head not loaded, method mtp off: {}",
+                   mtp.status().ToString());
+    }
   }
   return out;
 }

@@ -16,6 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "engine/engine.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, model, "", "canonical model directory");
 ABSL_FLAG(std::string, tokens, "", "comma-separated prompt token ids");
@@ -25,6 +27,8 @@ ABSL_FLAG(int, budget, 16, "engine step token budget (prefill chunk size)");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // stdout carries the ids alone.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("engine_generate"));
   seqboat::EngineOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model);
   options.max_slots = 2;
