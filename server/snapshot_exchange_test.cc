@@ -8,12 +8,12 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_text.h"
 #include "clients/common/api_key.h"
 #include "engine/engine.h"
 #include "engine/testing/event_collector.h"
@@ -175,8 +175,9 @@ TEST(SnapshotExchangeServiceTest, OnlyThePeersTenantMayExport) {
 }
 
 std::string FileText(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  absl::StatusOr<std::string> text = ReadFileText(path, 1 << 16);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.value_or("");
 }
 
 // Replicas on mutual TLS that share one certificate, issued for their
