@@ -59,6 +59,9 @@ absl::StatusOr<ChatRunResult> RunChat(
   std::vector<int32_t> turn_of(static_cast<size_t>(spec.conversations), 0);
 
   Shared shared;
+  // After `shared` and the stubs, so that it waits for the streams before
+  // they go.
+  StreamTracker tracker;
   const Clock::time_point origin = Clock::now();
   auto start_turn = [&](int32_t c) {
     const int32_t turn = turn_of[static_cast<size_t>(c)];
@@ -90,7 +93,7 @@ absl::StatusOr<ChatRunResult> RunChat(
     }
     StartGenerateStream(stubs[static_cast<size_t>(c) % stubs.size()].get(),
                         std::move(r), origin, options.request_timeout_s,
-                        /*keep_token_ids=*/true, std::move(callbacks),
+                        /*keep_token_ids=*/true, std::move(callbacks), tracker,
                         options.session_ids
                             ? absl::StrCat(options.request_id_prefix, "-c", c)
                             : "");
@@ -171,6 +174,7 @@ absl::StatusOr<ChatRunResult> RunChat(
       on_progress(progress);
     }
   }
+  tracker.Wait();
   return result;
 }
 

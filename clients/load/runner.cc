@@ -92,6 +92,9 @@ absl::StatusOr<RunResult> RunLoad(
   }
 
   Shared shared;
+  // After `shared` and the stubs, so that it waits for the streams before
+  // they go.
+  StreamTracker tracker;
   const bool closed = options.concurrency > 0;
   const int64_t limit =
       closed ? options.concurrency
@@ -165,7 +168,7 @@ absl::StatusOr<RunResult> RunLoad(
     StartGenerateStream(stubs[static_cast<size_t>(i) % stubs.size()].get(),
                         MakeRequest(options, prompts(i), i), origin,
                         options.request_timeout_s, /*keep_token_ids=*/false,
-                        std::move(callbacks));
+                        std::move(callbacks), tracker);
     lock.lock();
     report(lock);
   }
@@ -174,6 +177,9 @@ absl::StatusOr<RunResult> RunLoad(
     shared.cv.wait_until(lock, next_progress);
     report(lock);
   }
+  lock.unlock();
+  tracker.Wait();
+  lock.lock();
   RunResult result;
   result.records = std::move(shared.records);
   result.duration_s = shared.last_end_s;

@@ -17,8 +17,10 @@ class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   Call(v1::TextGeneration::Stub* stub, v1::GenerateRequest request,
        Clock::time_point origin, double timeout_s, bool keep_token_ids,
-       StreamCallbacks callbacks, const std::string& session_id)
-      : request_(std::move(request)),
+       StreamCallbacks callbacks, StreamTracker& tracker,
+       const std::string& session_id)
+      : registration_(tracker),
+        request_(std::move(request)),
         origin_(origin),
         keep_token_ids_(keep_token_ids),
         callbacks_(std::move(callbacks)) {
@@ -75,6 +77,8 @@ class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
   }
 
  private:
+  // First, so that it is freed last: after context_.
+  StreamTracker::Registration registration_;
   grpc::ClientContext context_;
   v1::GenerateRequest request_;
   v1::GenerateResponse message_;
@@ -87,6 +91,22 @@ class Call final : public grpc::ClientReadReactor<v1::GenerateResponse> {
 };
 
 }  // namespace
+
+StreamTracker::Registration::Registration(StreamTracker& tracker)
+    : state_(tracker.state_) {
+  std::lock_guard<std::mutex> guard(state_->mu);
+  ++state_->live;
+}
+
+StreamTracker::Registration::~Registration() {
+  std::lock_guard<std::mutex> guard(state_->mu);
+  if (--state_->live == 0) state_->cv.notify_all();
+}
+
+void StreamTracker::Wait() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [this] { return state_->live == 0; });
+}
 
 std::string StatusCodeName(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {"OK",
@@ -113,10 +133,10 @@ std::string StatusCodeName(grpc::StatusCode code) {
 void StartGenerateStream(v1::TextGeneration::Stub* stub,
                          v1::GenerateRequest request, Clock::time_point origin,
                          double timeout_s, bool keep_token_ids,
-                         StreamCallbacks callbacks,
+                         StreamCallbacks callbacks, StreamTracker& tracker,
                          const std::string& session_id) {
   new Call(stub, std::move(request), origin, timeout_s, keep_token_ids,
-           std::move(callbacks), session_id);
+           std::move(callbacks), tracker, session_id);
 }
 
 }  // namespace load
