@@ -5,6 +5,7 @@
 // keep the host path.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -245,6 +246,11 @@ TEST(EngineDeviceSamplingTest, LongPenalisedGenerationsWriteOnlyWhatChanged) {
   int64_t prompts = 0;
   for (const Spec& s : specs) prompts += s.prompt_len;
   const int64_t tokens = TokenCount(device);
+  std::printf(
+      "%lld prompt ids, %lld tokens: %lld table writes, %lld ids in "
+      "whole lists\n",
+      static_cast<long long>(prompts), static_cast<long long>(tokens),
+      static_cast<long long>(writes), static_cast<long long>(listed));
   EXPECT_GT(tokens, 1000);
   EXPECT_LE(writes, 2 * prompts + 3 * tokens + 64 * 9);
   EXPECT_LT(writes * 10, listed) << writes << " writes, " << listed;
