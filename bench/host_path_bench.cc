@@ -52,6 +52,11 @@ ABSL_FLAG(int32_t, input_len, 16, "prompt tokens per request");
 ABSL_FLAG(int32_t, output_len, 256, "tokens generated per request");
 ABSL_FLAG(int32_t, num_channels, 0,
           "HTTP/2 connections of the load client (0: its default)");
+ABSL_FLAG(double, repetition_penalty, 1.0,
+          "each request's repetition penalty (1: off); with the frequency "
+          "penalty, its penalised ids are the sample rows' to carry");
+ABSL_FLAG(double, frequency_penalty, 0.0,
+          "each request's frequency penalty (0: off)");
 ABSL_FLAG(bool, pipeline, true,
           "the device pipelines steps, as CUDA's stream does (false: the "
           "engine's synchronous loop)");
@@ -140,6 +145,10 @@ double RunDirect(Engine& engine, int slots, double duration_s) {
     for (int i = 0; i < absl::GetFlag(FLAGS_input_len); ++i)
       r.prompt.push_back('a' + (next_id * 7 + i) % 26);
     r.sampling.temperature = 0;
+    r.sampling.repetition_penalty =
+        static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+    r.sampling.frequency_penalty =
+        static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty));
     r.stopping.max_new_tokens = absl::GetFlag(FLAGS_output_len);
     r.stopping.ignore_eos = true;
     r.sink = [&](GenerationEvent e) {

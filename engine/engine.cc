@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/penalty_table.h"
 #include "engine/grammar/grammar.h"
 #include "engine/model/model.h"
 #include "engine/round_threshold.h"
@@ -386,12 +387,14 @@ class EngineImpl final : public Engine {
 
   // The rows each logit row samples with, for the backend; a constrained
   // row's mask is the next of StartMasks' (the same order).
+  // Penalised ids go to the backend's penalty table, only what changed
+  // since each sequence's last row.
   void DescribeSampling(const StepBatch& batch) {
     sample_rows_.clear();
-    seen_ids_.clear();
+    penalty_tables_.BeginLaunch();
     int32_t masked = 0;
     for (Sequence* seq : batch.logit_seqs) {
-      sample_rows_.push_back(seq->NextSampleRow(&seen_ids_));
+      sample_rows_.push_back(seq->NextSampleRow(&penalty_tables_));
       if (seq->constrained()) sample_rows_.back().mask_row = masked++;
     }
   }
@@ -423,8 +426,9 @@ class EngineImpl final : public Engine {
     DescribeSampling(batch);
     batch.tokens.resize(static_cast<size_t>(batch.rows.m()));
     batch.launched = absl::Now();
-    const absl::Status s = model_->LaunchStep(
-        batch.rows, sample_rows_.data(), seen_ids_.data(), batch.tokens.data());
+    const absl::Status s =
+        model_->LaunchStep(batch.rows, sample_rows_.data(), nullptr,
+                           batch.tokens.data(), penalty_tables_.update());
     if (s.ok()) return true;
     // What is in flight is waited for and dropped with the failed step.
     if (in_flight_) {
@@ -496,9 +500,9 @@ class EngineImpl final : public Engine {
       DescribeSampling(batch);
       batch.tokens.resize(static_cast<size_t>(m));
       s = model_->ForwardSample(
-          batch.rows, sample_rows_.data(), seen_ids_.data(),
-          batch.tokens.data(),
-          {masks_.data(), mask_words_, [this] { FinishMasks(); }});
+          batch.rows, sample_rows_.data(), nullptr, batch.tokens.data(),
+          {masks_.data(), mask_words_, [this] { FinishMasks(); }},
+          penalty_tables_.update());
     } else {
       logits_.resize(static_cast<size_t>(m) * vocab);
       s = model_->Forward(batch.rows, logits_.data());
@@ -566,6 +570,9 @@ class EngineImpl final : public Engine {
   // The peers the scheduler asks (SetSnapshotPeers), guarded by mu_; before
   // the scheduler, whose last fetches they answer.
   std::vector<std::shared_ptr<SnapshotPeers>> peers_;
+  // The book of the backend's penalty table (engine thread); before the
+  // scheduler, whose sequences' samplers hold rooms in it.
+  PenaltyTables penalty_tables_;
   Scheduler scheduler_;
 
   mutable std::mutex mu_;
@@ -578,9 +585,8 @@ class EngineImpl final : public Engine {
   StepBatch current_, next_;
   bool in_flight_ = false;
   std::vector<float> logits_;
-  // Device sampling: one row per logit row and their penalised ids.
+  // Device sampling: one row per logit row.
   std::vector<SampleRow> sample_rows_;
-  std::vector<int32_t> seen_ids_;
   // Constrained decoding: the step's constrained sequences, in logit-row
   // order, and their masks, mask_words_ words each, which mask_filler_
   // fills while the step runs (engine thread's, but the filler's between

@@ -5,6 +5,7 @@
 // keep the host path.
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,8 +36,15 @@ constexpr char kTinyHybrid[] = "tests/data/tiny_hybrid";
 // so decode steps are padded as on a GPU.
 class DeviceSamplingCpu final : public ForwardingBackend {
  public:
-  explicit DeviceSamplingCpu(std::atomic<int64_t>* rows_sampled)
-      : ForwardingBackend(MakeCpuBackend(1)), rows_sampled_(rows_sampled) {}
+  // Penalty table writes, and the ids whole lists would have carried.
+  struct TableCounts {
+    std::atomic<int64_t> writes{0}, listed{0};
+  };
+  explicit DeviceSamplingCpu(std::atomic<int64_t>* rows_sampled,
+                             TableCounts* table = nullptr)
+      : ForwardingBackend(MakeCpuBackend(1)),
+        rows_sampled_(rows_sampled),
+        table_(table) {}
 
   std::string name() const override { return "cpu-device-sampling"; }
   std::vector<int> CaptureBuckets(int max_slots) const override {
@@ -47,11 +55,21 @@ class DeviceSamplingCpu final : public ForwardingBackend {
   bool SamplesOnDevice() const override { return true; }
   absl::Status SampleRows(const SampleRowsParams& p) override {
     *rows_sampled_ += p.m;
+    // The engine's rows index the penalty table: what it takes each call
+    // against what whole lists would carry.
+    if (table_ != nullptr) {
+      table_->writes += p.table.write_count;
+      for (int j = 0; j < p.m; ++j) {
+        table_->listed += p.rows[j].seen_count + 2 * p.rows[j].counted_count +
+                          p.rows[j].suppressed_count;
+      }
+    }
     return inner().SampleRows(p);
   }
 
  private:
   std::atomic<int64_t>* rows_sampled_;
+  TableCounts* table_;
 };
 
 struct Spec {
@@ -60,6 +78,8 @@ struct Spec {
   bool ignore_eos = true;
   int32_t min_new_tokens = 0;
   std::vector<int32_t> stop_token_ids;
+  int32_t max_new_tokens = 30;
+  int32_t prompt_len = 0;  // 0: 3 + 7 * its index
 };
 
 // Greedy and seeded requests covering every filter and the penalties, alone
@@ -128,11 +148,13 @@ std::vector<Outcome> Generate(const std::string& model_dir,
   for (size_t i = 0; i < specs.size(); ++i) {
     collectors.push_back(std::make_unique<EventCollector>());
     Request r;
-    r.prompt = Prompt(3 + 7 * static_cast<int>(i), static_cast<int>(i));
+    r.prompt = Prompt(specs[i].prompt_len > 0 ? specs[i].prompt_len
+                                              : 3 + 7 * static_cast<int>(i),
+                      static_cast<int>(i));
     r.sampling = specs[i].sampling;
     r.logprobs = specs[i].logprobs;
     r.top_logprobs = specs[i].logprobs ? 3 : 0;
-    r.stopping.max_new_tokens = 30;
+    r.stopping.max_new_tokens = specs[i].max_new_tokens;
     r.stopping.ignore_eos = specs[i].ignore_eos;
     r.stopping.min_new_tokens = specs[i].min_new_tokens;
     r.stopping.stop_token_ids = specs[i].stop_token_ids;
@@ -187,6 +209,51 @@ TEST(EngineDeviceSamplingTest, GenerationsEqualTheHostPath) {
     // Every token came from SampleRows.
     EXPECT_EQ(rows.load(), TokenCount(device));
   }
+}
+
+// Long penalised generations (every penalty, greedy and seeded, stop ids
+// held back by min_new_tokens, more requests than slots so that slots are
+// reused) draw from the backend's penalty table as the host path draws from
+// its own lists, and the table takes only what changed: about the prompt's
+// ids once and a few ints a token, where whole lists would carry every id
+// again at every step.
+TEST(EngineDeviceSamplingTest, LongPenalisedGenerationsWriteOnlyWhatChanged) {
+  std::vector<Spec> specs;
+  for (int i = 0; i < 9; ++i) {
+    Spec s;
+    s.sampling.temperature = i % 3 == 0 ? 0.0f : 0.9f;
+    s.sampling.seed = 100 + i;
+    s.sampling.repetition_penalty = i % 2 == 0 ? 1.3f : 1.0f;
+    s.sampling.presence_penalty = i % 3 == 1 ? 0.4f : 0.0f;
+    s.sampling.frequency_penalty = i % 3 == 2 ? 0.6f : 0.0f;
+    if (i == 4) s.sampling.repetition_penalty = 1.0f;  // none at all
+    if (i % 4 == 1) {  // stops held back for 20 tokens, then live
+      s.min_new_tokens = 20;
+      s.stop_token_ids = {7, 9};
+    }
+    s.max_new_tokens = 150 + 20 * i;
+    s.prompt_len = 60 + 25 * i;
+    specs.push_back(s);
+  }
+  const std::string model = FlatCopy(kTinyMamba);
+  const std::vector<Outcome> host = Generate(model, specs, nullptr);
+  std::atomic<int64_t> rows{0};
+  DeviceSamplingCpu::TableCounts table;
+  const std::vector<Outcome> device = Generate(
+      model, specs, std::make_unique<DeviceSamplingCpu>(&rows, &table));
+  const int64_t writes = table.writes.load(), listed = table.listed.load();
+  ExpectSameGenerations(host, device);
+  int64_t prompts = 0;
+  for (const Spec& s : specs) prompts += s.prompt_len;
+  const int64_t tokens = TokenCount(device);
+  std::printf(
+      "%lld prompt ids, %lld tokens: %lld table writes, %lld ids in "
+      "whole lists\n",
+      static_cast<long long>(prompts), static_cast<long long>(tokens),
+      static_cast<long long>(writes), static_cast<long long>(listed));
+  EXPECT_GT(tokens, 1000);
+  EXPECT_LE(writes, 2 * prompts + 3 * tokens + 64 * 9);
+  EXPECT_LT(writes * 10, listed) << writes << " writes, " << listed;
 }
 
 // The flat copies make the comparison above mean something: seeded requests

@@ -206,7 +206,10 @@ class Backend {
   // are exact (ties to the lower id); softmax weights and their sums may
   // differ from the host's in the last bits, so a row gets another token
   // only when a top-p, min-p or draw boundary lies within that rounding. Not
-  // inside RunCaptured. The default is UNIMPLEMENTED.
+  // inside RunCaptured. The default is UNIMPLEMENTED. A backend that samples
+  // keeps a penalty table (SampleRowsParams::table, penalty_table.h) from
+  // call to call: a call grows it and applies its writes, in call order,
+  // before its rows read it, after every earlier call's rows read it.
   virtual absl::Status SampleRows(const SampleRowsParams& /*p*/) {
     return absl::UnimplementedError(name() + " backend has no SampleRows");
   }

@@ -1,9 +1,9 @@
 // One row of a batched sampling op (Backend::SampleRows): a request's sampling
 // parameters as its Sampler normalised them, the counter of the draw, and
 // where the row's penalised ids (and the generated ids with their counts)
-// lie in the batch's flat id array, and which allowed-id bitmask (if any)
-// limits its draw. Plain data with the same layout on the
-// host and in CUDA kernels.
+// lie in the batch's flat id array or the backend's penalty table, and which
+// allowed-id bitmask (if any) limits its draw. Plain data with the same layout
+// on the host and in CUDA kernels.
 #ifndef SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 #define SEQBOAT_ENGINE_BACKEND_SAMPLE_ROW_H_
 
@@ -53,6 +53,20 @@ struct SampleRow {
 
 static_assert(sizeof(SampleRow) == 80, "SampleRow is copied to the device");
 
+// The penalty table's part in a SampleRows call (engine/backend/
+// penalty_table.h). With size > 0 the rows' seen, counted and suppressed
+// offsets index the backend's penalty table, its memory kept from call to
+// call, instead of SampleRowsParams::seen_ids: the table first grows to
+// `size` ints (keeping what it holds), then takes the writes, write_count
+// pairs (index, value) of host memory, before any row reads it. An index
+// repeats within one update only with the same value, so the writes may
+// land in any order (a device applies them at once).
+struct PenaltyTableUpdate {
+  int32_t size = 0;
+  const int32_t* writes = nullptr;
+  int32_t write_count = 0;
+};
+
 // Backend::SampleRows: tokens[j] = the token the host Sampler picks, with
 // rows[j]'s parameters, penalised ids and step, from row j of
 // logit_scale * logits. rows, seen_ids (the flat id array the rows index) and
@@ -73,6 +87,8 @@ struct SampleRowsParams {
   // them; read only by rows with mask_row >= 0.
   const uint32_t* masks = nullptr;
   int32_t mask_words = 0;
+  // size 0: the rows index seen_ids, as above.
+  PenaltyTableUpdate table;
 };
 
 }  // namespace seqboat

@@ -27,7 +27,10 @@ Sampler::Sampler(const SamplingParams& params, int32_t valid_vocab,
   count_penalize_ =
       params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (penalize_) seen_.assign(static_cast<size_t>(valid_vocab_), 0);
-  if (count_penalize_) counts_.assign(static_cast<size_t>(valid_vocab_), 0);
+  if (count_penalize_) {
+    counts_.assign(static_cast<size_t>(valid_vocab_), 0);
+    counted_at_.assign(static_cast<size_t>(valid_vocab_), 0);
+  }
 }
 
 void Sampler::Observe(int32_t token) {
@@ -38,6 +41,7 @@ void Sampler::Observe(int32_t token) {
 }
 
 void Sampler::Suppress(const std::vector<int32_t>& ids) {
+  lease_.suppressed_changed = true;
   for (int32_t id : suppressed_ids_) suppressed_[static_cast<size_t>(id)] = 0;
   suppressed_ids_.clear();
   for (int32_t id : ids) {
@@ -55,11 +59,17 @@ void Sampler::ObserveGenerated(int32_t token) {
   Observe(token);
   if (!count_penalize_ || token < 0 || token >= valid_vocab_) return;
   int32_t& count = counts_[static_cast<size_t>(token)];
-  if (count == 0) counted_ids_.push_back(token);
+  int32_t& at = counted_at_[static_cast<size_t>(token)];
+  if (count == 0) {
+    at = static_cast<int32_t>(counted_ids_.size());
+    counted_ids_.push_back(token);
+  } else if (at < lease_.counted_written) {
+    lease_.recounted.push_back(at);
+  }
   ++count;
 }
 
-SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
+SampleRow Sampler::DescribeParams() const {
   SampleRow row;
   row.temperature = greedy_ ? 0.0f : params_.temperature;
   row.top_k = params_.top_k;
@@ -71,6 +81,11 @@ SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
   row.valid_vocab = valid_vocab_;
   row.seed = params_.seed;
   row.step = step_;
+  return row;
+}
+
+SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
+  SampleRow row = DescribeParams();
   row.seen_offset = static_cast<int32_t>(seen_ids->size());
   row.seen_count = static_cast<int32_t>(seen_ids_.size());
   seen_ids->insert(seen_ids->end(), seen_ids_.begin(), seen_ids_.end());
@@ -84,6 +99,75 @@ SampleRow Sampler::DescribeNext(std::vector<int32_t>* seen_ids) const {
   row.suppressed_count = static_cast<int32_t>(suppressed_ids_.size());
   seen_ids->insert(seen_ids->end(), suppressed_ids_.begin(),
                    suppressed_ids_.end());
+  return row;
+}
+
+namespace {
+
+// Makes `room` hold n ints: a larger room when it is too small (everything
+// in it is then written anew: *written drops to 0).
+void Fit(PenaltyTables* tables, int32_t n, PenaltyTables::Room* room,
+         int32_t* written) {
+  if (n <= room->capacity) return;
+  tables->Free(*room);
+  *room = tables->Allocate(n);
+  *written = 0;
+}
+
+}  // namespace
+
+SampleRow Sampler::DescribeNext(PenaltyTables* tables) {
+  SampleRow row = DescribeParams();
+  if (lease_.tables != tables) {
+    if (!penalize_ && !count_penalize_ && suppressed_ids_.empty()) return row;
+    lease_.Release();
+    lease_.tables = tables;
+    lease_.suppressed_changed = true;
+  }
+  if (penalize_) {
+    const int32_t n = static_cast<int32_t>(seen_ids_.size());
+    Fit(tables, n, &lease_.seen, &lease_.seen_written);
+    for (int32_t i = lease_.seen_written; i < n; ++i)
+      tables->Write(lease_.seen.offset + i, seen_ids_[static_cast<size_t>(i)]);
+    lease_.seen_written = n;
+    row.seen_offset = lease_.seen.offset;
+    row.seen_count = n;
+  }
+  if (count_penalize_) {
+    const int32_t n = static_cast<int32_t>(counted_ids_.size());
+    Fit(tables, 2 * n, &lease_.counted, &lease_.counted_written);
+    const int32_t base = lease_.counted.offset;
+    // Pairs written before: only their counts moved. A position repeats
+    // when its id came again, with the same count now (sample_row.h).
+    for (int32_t at : lease_.recounted) {
+      if (at >= lease_.counted_written) continue;
+      const int32_t id = counted_ids_[static_cast<size_t>(at)];
+      tables->Write(base + 2 * at + 1, counts_[static_cast<size_t>(id)]);
+    }
+    lease_.recounted.clear();
+    for (int32_t i = lease_.counted_written; i < n; ++i) {
+      const int32_t id = counted_ids_[static_cast<size_t>(i)];
+      tables->Write(base + 2 * i, id);
+      tables->Write(base + 2 * i + 1, counts_[static_cast<size_t>(id)]);
+    }
+    lease_.counted_written = n;
+    row.counted_offset = base;
+    row.counted_count = n;
+  }
+  const int32_t suppressed = static_cast<int32_t>(suppressed_ids_.size());
+  if (lease_.suppressed_changed && suppressed > 0) {
+    int32_t unused = 0;
+    Fit(tables, suppressed, &lease_.suppressed, &unused);
+    for (int32_t i = 0; i < suppressed; ++i) {
+      tables->Write(lease_.suppressed.offset + i,
+                    suppressed_ids_[static_cast<size_t>(i)]);
+    }
+  }
+  lease_.suppressed_changed = false;
+  if (suppressed > 0) {
+    row.suppressed_offset = lease_.suppressed.offset;
+    row.suppressed_count = suppressed;
+  }
   return row;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/backend/penalty_table.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampling_params.h"
 
@@ -71,6 +72,14 @@ class Sampler {
   // suppressed ids, appended to *seen_ids (the row's seen_offset,
   // counted_offset and suppressed_offset index that array).
   SampleRow DescribeNext(std::vector<int32_t>* seen_ids) const;
+  // The same row with its lists in `tables` (penalty_table.h): the first
+  // call writes them whole, later calls only what changed since the last
+  // (new ids, changed counts, the suppressed ids after Suppress), so the
+  // work per draw does not grow with the history; a sampler without
+  // penalties or suppressed ids writes nothing. The rooms are the
+  // sampler's until it is destroyed, and `tables` must outlive it. A call
+  // with other tables than the last starts over in them.
+  SampleRow DescribeNext(PenaltyTables* tables);
   // Counts a draw made elsewhere from DescribeNext's row, as Sample() counts
   // its own; the caller still Observe()s the token.
   void CountDraw() { ++step_; }
@@ -81,6 +90,7 @@ class Sampler {
     int32_t id;
   };
 
+  SampleRow DescribeParams() const;
   float PenalizedLogit(const float* logits, int32_t id) const;
   int32_t ArgMax(const float* logits, int32_t v) const;
   int32_t Draw(const float* logits, int32_t v, double uniform);
@@ -98,10 +108,12 @@ class Sampler {
   std::vector<int32_t> seen_ids_;        // the same ids, each once
   std::vector<int32_t> counts_;          // times each id was generated
   std::vector<int32_t> counted_ids_;     // ids with a count, each once
+  std::vector<int32_t> counted_at_;      // each id's place in counted_ids_
   std::vector<uint8_t> suppressed_;      // 1 for ids that may not be drawn
   std::vector<int32_t> suppressed_ids_;  // the same ids, each once
   const uint32_t* allowed_ = nullptr;    // SetAllowedMask's, not owned
   uint64_t step_ = 0;
+  PenaltyTableLease lease_;  // DescribeNext(tables)'s lists
   // Scratch reused across steps so the per-token path does not allocate.
   std::vector<Candidate> candidates_;
   std::vector<Candidate> top_heap_;

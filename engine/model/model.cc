@@ -180,7 +180,8 @@ absl::Status Model::Forward(const StepRows& rows, float* logits) {
 absl::Status Model::ForwardSample(const StepRows& rows,
                                   const SampleRow* sample_rows,
                                   const int32_t* seen_ids, int32_t* tokens,
-                                  const SampleMasks& masks) {
+                                  const SampleMasks& masks,
+                                  const PenaltyTableUpdate& table) {
   absl::Status s = Run(rows);
   if (masks.fill) masks.fill();  // even after a failure: the filler joins
   if (s.ok() && rows.m() > 0) {
@@ -192,6 +193,7 @@ absl::Status Model::ForwardSample(const StepRows& rows,
     p.logit_scale = static_cast<float>(config_.logit_scale);
     p.rows = sample_rows;
     p.seen_ids = seen_ids;
+    p.table = table;
     p.tokens = tokens;
     p.masks = masks.words;
     p.mask_words = masks.words_per_row;
@@ -203,7 +205,8 @@ absl::Status Model::ForwardSample(const StepRows& rows,
 
 absl::Status Model::LaunchStep(const StepRows& rows,
                                const SampleRow* sample_rows,
-                               const int32_t* seen_ids, int32_t* tokens) {
+                               const int32_t* seen_ids, int32_t* tokens,
+                               const PenaltyTableUpdate& table) {
   absl::Status s = Run(rows);
   if (s.ok()) {
     SampleRowsParams p;
@@ -213,6 +216,7 @@ absl::Status Model::LaunchStep(const StepRows& rows,
     p.logit_scale = static_cast<float>(config_.logit_scale);
     p.rows = sample_rows;
     p.seen_ids = seen_ids;
+    p.table = table;
     p.pending_tokens = backend_->SampledTokens();
     p.tokens = tokens;
     s = backend_->LaunchSampleRows(p);

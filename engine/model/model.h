@@ -62,7 +62,8 @@ class Model {
   // Forward's step, then the backend samples the m logit rows itself
   // (Backend::SampleRows with sample_rows and seen_ids, host) instead of
   // copying them out: tokens[j] (host) is logit row j's token. For backends
-  // whose SamplesOnDevice() is true.
+  // whose SamplesOnDevice() is true. With a penalty `table` update (size >
+  // 0) the rows index the backend's penalty table instead of seen_ids.
   //
   // Constrained rows (SampleRow::mask_row) read their bitmasks from
   // `masks`; its `fill` (when set) runs after the step's layers are
@@ -70,7 +71,8 @@ class Model {
   // asynchronously the host computes the masks while the device runs.
   absl::Status ForwardSample(const StepRows& rows, const SampleRow* sample_rows,
                              const int32_t* seen_ids, int32_t* tokens,
-                             const SampleMasks& masks = {});
+                             const SampleMasks& masks = {},
+                             const PenaltyTableUpdate& table = {});
   // ForwardSample in two halves, for backends that pipeline steps
   // (Backend::PipelinesSteps): LaunchStep enqueues the step and its
   // sampling and returns; the matching WaitStep (in launch order, at most
@@ -78,7 +80,8 @@ class Model {
   // Rows may take their ids from the previous launch's tokens
   // (StepRows::fed_rows).
   absl::Status LaunchStep(const StepRows& rows, const SampleRow* sample_rows,
-                          const int32_t* seen_ids, int32_t* tokens);
+                          const int32_t* seen_ids, int32_t* tokens,
+                          const PenaltyTableUpdate& table = {});
   absl::Status WaitStep();
 
   const ModelConfig& config() const { return config_; }

@@ -127,6 +127,15 @@ GenerationEvent Sequence::Accept(int32_t token) {
 
 SampleRow Sequence::NextSampleRow(std::vector<int32_t>* seen_ids) const {
   SampleRow row = sampler_.DescribeNext(seen_ids);
+  if (ahead_) {
+    ++row.step;
+    if (sampler_.CountsTokens()) row.pending_from = ahead_from_;
+  }
+  return row;
+}
+
+SampleRow Sequence::NextSampleRow(PenaltyTables* tables) {
+  SampleRow row = sampler_.DescribeNext(tables);
   // CanRunAhead held: the pending draw changes the counter and, with
   // penalties, the counts, which the device adds the pending token to.
   if (ahead_) {

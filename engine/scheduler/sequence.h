@@ -41,6 +41,9 @@ class Sequence {
   bool wants_logprobs() const { return request_.logprobs; }
   // With a token pending (below), the row of the draw after it.
   SampleRow NextSampleRow(std::vector<int32_t>* seen_ids) const;
+  // The same row with its penalised ids in `tables` (Sampler::DescribeNext):
+  // only what changed since the last row is written.
+  SampleRow NextSampleRow(PenaltyTables* tables);
   GenerationEvent Accept(int32_t token);
 
   // Constrained decoding (Request::grammar): the sequence's own matcher

@@ -44,6 +44,7 @@ class CpuBackend final : public Backend {
   // The host Sampler over rows already in host memory (sampling_ops.cc).
   // SamplesOnDevice stays false: the engine samples these logits itself,
   // with logprobs when asked; this is the reference the GPU is held to.
+  // Its penalty table (SampleRowsParams::table) is host memory.
   absl::Status SampleRows(const SampleRowsParams& p) override;
 
  private:
@@ -56,7 +57,8 @@ class CpuBackend final : public Backend {
 
   const WeightType weights_;
   const Isa isa_;
-  std::vector<DeviceBuffer> owned_;  // uploaded vectors
+  std::vector<DeviceBuffer> owned_;     // uploaded vectors
+  std::vector<int32_t> penalty_table_;  // SampleRows' persistent lists
   std::vector<std::unique_ptr<PackedMatrix>> matrices_;
   int64_t weight_bytes_ = 0;
 };

@@ -220,6 +220,16 @@ class CudaBackend final : public Backend {
   DeviceBuffer sample_scratch_, sample_seen_, sample_masks_;
   size_t sample_scratch_bytes_ = 0, sample_seen_bytes_ = 0,
          sample_masks_bytes_ = 0;
+  // The penalty table (SampleRowsParams::table): the engine's samplers'
+  // lists, kept from launch to launch and patched in stream order.
+  DeviceBuffer penalty_table_;
+  int32_t penalty_table_ints_ = 0;
+  // The ids (or table writes) of a SampleRows call on the device: staged,
+  // or in sample_seen_ when too many; null on failure (error_ set).
+  const int32_t* UploadSampleIds(const int32_t* host, size_t count);
+  // Grows the penalty table to `size` ints, keeping what it holds, and
+  // enqueues the update's writes.
+  absl::Status UpdatePenaltyTable(const PenaltyTableUpdate& update);
 };
 
 }  // namespace seqboat::cuda

@@ -499,7 +499,25 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) p.tokens[row] = token;
 }
 
+// One thread per write: an update repeats an index only with its value
+// (sample_row.h), so the writes may land in any order.
+__global__ void __launch_bounds__(kThreads)
+    TableWritesKernel(int32_t* table, const int32_t* writes, int32_t count) {
+  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
+  if (i >= count) return;
+  table[writes[2 * i]] = writes[2 * i + 1];
+}
+
 }  // namespace
+
+cudaError_t LaunchPenaltyTableWrites(int32_t* table, const int32_t* writes,
+                                     int32_t count, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  const int blocks = (count + kThreads - 1) / kThreads;
+  SEQBOAT_LAUNCH(blocks, kThreads, 0, stream, TableWritesKernel)
+  (table, writes, count);
+  return cudaGetLastError();
+}
 
 bool SampleRowMayRank(const SampleRow& row) { return MayRank(row); }
 

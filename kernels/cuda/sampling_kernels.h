@@ -51,6 +51,13 @@ size_t SampleRowsWorkspaceBytes(int m, int vocab);
 // Returns the first launch or CUB error.
 cudaError_t LaunchSampleRows(const SampleLaunchParams& p, cudaStream_t stream);
 
+// The penalty table's update (sample_row.h, PenaltyTableUpdate): for each of
+// the `count` pairs writes[2i] = index, writes[2i + 1] = value (device
+// memory, indices within the table), table[index] = value. Enqueued on
+// `stream` before the rows that read it.
+cudaError_t LaunchPenaltyTableWrites(int32_t* table, const int32_t* writes,
+                                     int32_t count, cudaStream_t stream);
+
 }  // namespace seqboat::cuda
 
 #endif  // SEQBOAT_KERNELS_CUDA_SAMPLING_KERNELS_H_

@@ -1,8 +1,11 @@
-// Sampling on the GPU: stage the rows and their penalised ids, launch the
-// sampling kernels on the step's logits, read back one token per row. The
+// Sampling on the GPU: stage the rows and their penalised ids (or patch the
+// penalty table the rows index), launch the sampling kernels on the step's
+// logits, read back one token per row. The
 // rows' checks, the scratch's sizes and the launcher parameters come from
 // sampling_params, which the emulation tests share.
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -50,23 +53,20 @@ absl::Status CudaBackend::LaunchSampleRows(const SampleRowsParams& op) {
     sample_scratch_bytes_ = want;
   }
 
-  // The ids of long contexts can outgrow the staging buffer; they then take
-  // a buffer of their own.
+  // Penalised ids: the call's own flat array, or the backend's penalty
+  // table after this call's writes.
   const int32_t* dev_seen = nullptr;
-  const size_t seen_bytes = seen * sizeof(int32_t);
-  if (seen_bytes > 0 && seen_bytes <= staging().capacity() / 4) {
-    dev_seen = Stage(op.seen_ids, seen);
-  } else if (seen_bytes > 0) {
-    if (seen_bytes > sample_seen_bytes_) {
-      sample_seen_.reset();
-      sample_seen_bytes_ = 0;
-      auto buf = Alloc(seen_bytes * 2);
-      if (!buf.ok()) return buf.status();
-      sample_seen_ = *buf;
-      sample_seen_bytes_ = seen_bytes * 2;
+  if (op.table.size > 0) {
+    if (seen > static_cast<size_t>(op.table.size)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample rows reach ", seen,
+                       " ints of a penalty table of ", op.table.size));
     }
-    CopyToDevice(sample_seen_.get(), op.seen_ids, seen_bytes);
-    dev_seen = static_cast<const int32_t*>(sample_seen_.get());
+    RETURN_IF_ERROR(UpdatePenaltyTable(op.table));
+    dev_seen = static_cast<const int32_t*>(penalty_table_.get());
+  } else if (seen > 0) {
+    dev_seen = UploadSampleIds(op.seen_ids, seen);
+    if (dev_seen == nullptr) return TakeError();
   }
 
   // Constrained rows' masks (4 KiB a row at 32k ids, 31 KiB at 248k) go
@@ -110,6 +110,59 @@ absl::Status CudaBackend::LaunchSampleRows(const SampleRowsParams& op) {
   Check(cudaEventRecord(sampled_done_[buffer], stream_), "cudaEventRecord");
   CloseEpoch();
   outstanding_.push_back({buffer, op.tokens, m});
+  return TakeError();
+}
+
+const int32_t* CudaBackend::UploadSampleIds(const int32_t* host, size_t count) {
+  // The ids of long contexts can outgrow the staging buffer; they then take
+  // a buffer of their own.
+  const size_t bytes = count * sizeof(int32_t);
+  if (bytes <= staging().capacity() / 4) return Stage(host, count);
+  if (bytes > sample_seen_bytes_) {
+    sample_seen_.reset();
+    sample_seen_bytes_ = 0;
+    auto buf = Alloc(bytes * 2);
+    if (!buf.ok()) {
+      if (error_.ok()) error_ = buf.status();
+      return nullptr;
+    }
+    sample_seen_ = *std::move(buf);
+    sample_seen_bytes_ = bytes * 2;
+  }
+  CopyToDevice(sample_seen_.get(), host, bytes);
+  return static_cast<const int32_t*>(sample_seen_.get());
+}
+
+absl::Status CudaBackend::UpdatePenaltyTable(const PenaltyTableUpdate& update) {
+  if (update.write_count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(update.write_count, " penalty table writes"));
+  }
+  if (update.size > penalty_table_ints_) {
+    // Doubling keeps regrowth rare; the old table's values come along in
+    // stream order, and freeing it waits for the launches that read it.
+    const int64_t ints = std::max<int64_t>(
+        update.size, std::min<int64_t>(2 * int64_t{penalty_table_ints_},
+                                       std::numeric_limits<int32_t>::max()));
+    auto buf = Alloc(static_cast<size_t>(ints) * sizeof(int32_t));
+    if (!buf.ok()) return buf.status();
+    if (penalty_table_ints_ > 0) {
+      Check(cudaMemcpyAsync(
+                buf->get(), penalty_table_.get(),
+                static_cast<size_t>(penalty_table_ints_) * sizeof(int32_t),
+                cudaMemcpyDeviceToDevice, stream_),
+            "cudaMemcpyAsync (penalty table)");
+    }
+    penalty_table_ = *std::move(buf);
+    penalty_table_ints_ = static_cast<int32_t>(ints);
+  }
+  if (update.write_count == 0) return TakeError();
+  const int32_t* writes = UploadSampleIds(
+      update.writes, 2 * static_cast<size_t>(update.write_count));
+  if (writes == nullptr) return TakeError();
+  Check(LaunchPenaltyTableWrites(static_cast<int32_t*>(penalty_table_.get()),
+                                 writes, update.write_count, stream_),
+        "penalty table writes");
   return TakeError();
 }
 

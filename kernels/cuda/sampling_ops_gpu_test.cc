@@ -16,6 +16,7 @@
 #include "engine/backend/sampler.h"
 #include "engine/backend/sampling_math.h"
 #include "engine/backend/sampling_params.h"
+#include "engine/backend/testing/penalty_generation.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
 #include "kernels/cuda/testing/sampling_cases.h"
 
@@ -115,6 +116,35 @@ TEST(SamplingOpsGpuTest, ManyPenalisedIdsMatch) {
       *p.cpu, *p.cuda, 50280, 24, 120000,
       [](const SamplingParams& s) { return s.repetition_penalty != 1.0f; },
       /*skip_near_boundary=*/true));
+}
+
+// The device penalty table: long penalised generations whose rows read it,
+// patched each step in stream order with only what changed (the table grows
+// and keeps its values; rooms freed by a cancel are reused at once), draw as
+// the host Sampler does from the full lists, greedy and seeded, with rows
+// run ahead of their pending token and forks. A small vocabulary and a
+// large one (whose lists move to larger rooms many times).
+TEST(SamplingOpsGpuTest, PenaltyTableGenerationsMatchTheFullLists) {
+  Pair p;
+  ASSERT_NE(p.cuda, nullptr);
+  for (int vocab : {1000, 50280}) {
+    penalty_generation::Options o;
+    o.vocab = vocab;
+    o.slots = 12;
+    o.steps = 300;
+    o.seed = static_cast<uint32_t>(vocab);
+    o.near_boundary = [](const float* raw, int v, const SampleRow& row,
+                         const int32_t* ids) {
+      return NearBoundary(raw, v, 1.0f, row, ids);
+    };
+    const penalty_generation::Tally t =
+        penalty_generation::Run(*p.cpu, *p.cuda, o);
+    EXPECT_EQ(t.mismatched, 0) << "vocab " << vocab;
+    EXPECT_LE(t.skipped * 10, t.compared + t.skipped);
+    EXPECT_GT(t.ahead_rows, 0);
+    EXPECT_GT(t.restarts, 0);
+    EXPECT_LT(t.table_writes * 10, t.flat_ids);
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "engine/backend/sample_row.h"
 #include "engine/backend/sampler.h"
 #include "engine/backend/sampling_params.h"
+#include "engine/backend/testing/penalty_generation.h"
 #include "engine/backend/token_bitmask.h"
 #include "kernels/cuda/emu/emu_test_util.h"
 #include "kernels/cuda/sampling_kernels.h"
@@ -63,6 +64,22 @@ class SamplingEmulation : public EmulatedBackend {
     std::memset(scratch_.get(), 0xff, scratch_bytes_);
     SampleRowsParams dev = op;
     if (plan->seen == 0) dev.seen_ids = nullptr;
+    if (op.table.size > 0) {
+      // The penalty table grows keeping its values, then takes the writes
+      // through the kernel the CUDA op launches.
+      if (plan->seen > static_cast<size_t>(op.table.size)) {
+        return absl::InvalidArgumentError("rows reach past the penalty table");
+      }
+      if (table_.size() < static_cast<size_t>(op.table.size)) {
+        table_.resize(static_cast<size_t>(op.table.size), -7);
+      }
+      const std::vector<int32_t> writes(
+          op.table.writes, op.table.writes + 2 * op.table.write_count);
+      const cudaError_t e = cuda::LaunchPenaltyTableWrites(
+          table_.data(), writes.data(), op.table.write_count, nullptr);
+      if (e != cudaSuccess) return absl::InternalError("table writes");
+      dev.seen_ids = table_.data();
+    }
     const cuda::SampleLaunchParams p =
         cuda::SampleLaunchFor(dev, *plan, scratch_.get(), scratch_bytes_);
     const cudaError_t e = cuda::LaunchSampleRows(p, nullptr);
@@ -77,6 +94,7 @@ class SamplingEmulation : public EmulatedBackend {
  private:
   std::unique_ptr<std::max_align_t[]> scratch_;
   size_t scratch_bytes_ = 0;
+  std::vector<int32_t> table_;  // the penalty table (SampleRowsParams::table)
 };
 
 struct Backends {
@@ -211,6 +229,23 @@ Batch EdgeBatch(std::mt19937& rng, int vocab) {
     }
   }
   return b;
+}
+
+// Long penalised generations whose rows read the penalty table, patched
+// each step by the table-writes kernel with only what changed, draw as the
+// host Sampler does from the full lists: greedy and seeded, rows run ahead
+// of their pending token, forks, restarts after a cancel.
+TEST(SamplingKernelsEmuTest, PenaltyTableGenerationsMatchTheFullLists) {
+  Backends b;
+  penalty_generation::Options o;
+  o.vocab = 1000;
+  o.steps = 250;
+  const penalty_generation::Tally t = penalty_generation::Run(*b.cpu, b.emu, o);
+  EXPECT_EQ(t.mismatched, 0);
+  EXPECT_EQ(t.compared, o.steps * o.slots);
+  EXPECT_GT(t.ahead_rows, 0);
+  EXPECT_GT(t.restarts, 0);
+  EXPECT_LT(t.table_writes * 10, t.flat_ids);
 }
 
 TEST(SamplingKernelsEmuTest, EdgeRowsMatchTheHostSampler) {
