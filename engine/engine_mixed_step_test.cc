@@ -3,7 +3,8 @@
 // one-row segments of steps that also carry prefill chunks go through
 // RunCaptured; greedy and seeded generations must equal those of the same
 // backend without buckets, token for token, on the synchronous loop (host
-// sampling) and the overlapped one (device sampling, fed rows).
+// sampling, speculative rounds) and the overlapped one (device sampling, fed
+// rows).
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -64,7 +65,9 @@ using Tokens = std::vector<std::vector<int32_t>>;
 // Twelve requests on 8 slots with a 12-token step budget: prompts of 2 to
 // 35 tokens are chunked beside other sequences' decode rows; half greedy,
 // half seeded, one of n = 2.
-Tokens Generate(const std::string& model, std::unique_ptr<Backend> backend) {
+// `rounds` (when set): the MTP rounds the engine counted.
+Tokens Generate(const std::string& model, std::unique_ptr<Backend> backend,
+                bool speculate = false, int64_t* rounds = nullptr) {
   EngineOptions o;
   o.model_dir = model;
   o.max_slots = 8;
@@ -85,10 +88,15 @@ Tokens Generate(const std::string& model, std::unique_ptr<Backend> backend) {
     }
     r.stopping.max_new_tokens = 6 + (i * 5) % 13;
     r.stopping.ignore_eos = true;
+    if (speculate) {
+      r.speculative.method = SpeculativeMethod::kMtp;
+      r.speculative.num_draft_tokens = 2;
+    }
     collectors.push_back(std::make_unique<EventCollector>());
     collectors.back()->n = r.n;
     r.sink = collectors.back()->Sink();
-    EXPECT_TRUE((*engine)->Submit(std::move(r)).ok());
+    const absl::Status submitted = (*engine)->Submit(std::move(r));
+    EXPECT_TRUE(submitted.ok()) << submitted;
   }
   Tokens out;
   for (auto& c : collectors) {
@@ -96,6 +104,11 @@ Tokens Generate(const std::string& model, std::unique_ptr<Backend> backend) {
     EXPECT_TRUE(last.status.ok()) << last.status;
     std::lock_guard<std::mutex> lock(c->mu);
     for (const auto& t : c->tokens_of) out.push_back(t);
+  }
+  if (rounds != nullptr) {
+    const EngineStats stats = (*engine)->Stats();
+    auto it = stats.speculation_by_method.find("mtp");
+    *rounds = it == stats.speculation_by_method.end() ? 0 : it->second.drafts;
   }
   (*engine)->Shutdown();
   return out;
@@ -140,6 +153,23 @@ TEST(EngineMixedStepTest, SplitStepsWithFedRowsGiveTheTokensOfOnePass) {
     EXPECT_GT(counts.split.load(), 0);
     EXPECT_GT(counts.decode.load(), 0);
   }
+}
+
+// Rounds of the model's MTP head: a round's slot row beside its spare's
+// drafted rows, and the head fed the target's residual rows, which a split
+// step must leave in step order.
+TEST(EngineMixedStepTest, SplitStepsKeepSpeculativeRoundsExact) {
+  const std::string dir = kTinyQwenMtp;  // its head is a file of its own
+  CaptureCounts counts;
+  const Tokens want = Generate(dir, MakeCpuBackend(1), true);
+  ASSERT_EQ(want.size(), 13u);
+  EXPECT_EQ(Generate(dir, MakeCpuBackend(1)), want);
+  int64_t rounds = 0;
+  EXPECT_EQ(Generate(dir, std::make_unique<Graphed<PlainCpu>>(&counts), true,
+                     &rounds),
+            want);
+  EXPECT_GT(counts.split.load(), 0);
+  EXPECT_GT(rounds, 0);
 }
 
 }  // namespace
