@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace seqboat::bench {
 
@@ -108,6 +109,49 @@ double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
       std::exit(1);
     }
     if (s >= 2) t.push_back(Seconds(a, Clock::now()));  // two warm-up steps
+  }
+  return Median(t);
+}
+
+double MixedStepSeconds(Model& model, const std::vector<int>& slots, int chunk,
+                        int steps) {
+  const int b = static_cast<int>(slots.size());
+  const bool on_device = model.backend().SamplesOnDevice();
+  std::vector<float> logits(
+      on_device ? 0 : static_cast<size_t>(b + 1) * model.vocab_size());
+  std::vector<SampleRow> greedy(b + 1);
+  for (SampleRow& r : greedy) r.valid_vocab = model.vocab_size();
+  std::vector<int32_t> tokens(b + 1);
+  std::vector<double> t;
+  for (int s = 0; s < steps + 2; ++s) {
+    const std::optional<int> fresh = model.arena().Acquire();
+    if (!fresh.has_value()) {
+      std::fprintf(stderr, "no free slot for the mixed step's chunk\n");
+      std::exit(1);
+    }
+    StepRows step;
+    for (int i = 0; i < b; ++i) {
+      if (i == b / 2) {
+        const int start = step.n();
+        for (int j = 0; j < chunk; ++j) step.ids.push_back((j * 13 + 7) % 256);
+        step.segs.push_back({*fresh, start, chunk});
+        step.logit_rows.push_back(step.n() - 1);
+      }
+      step.segs.push_back({slots[i], step.n(), 1});
+      step.logit_rows.push_back(step.n());
+      step.ids.push_back((s * 7 + i * 13 + 1) % 256);
+    }
+    const auto a = Clock::now();
+    const absl::Status st =
+        on_device
+            ? model.ForwardSample(step, greedy.data(), nullptr, tokens.data())
+            : model.Forward(step, logits.data());
+    if (!st.ok()) {
+      std::fprintf(stderr, "forward failed: %s\n", st.ToString().c_str());
+      std::exit(1);
+    }
+    if (s >= 2) t.push_back(Seconds(a, Clock::now()));
+    model.arena().Release(*fresh);
   }
   return Median(t);
 }

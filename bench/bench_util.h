@@ -22,6 +22,11 @@ double MeasureUpdateBandwidth();
 // Median seconds of one decode step of every slot in `slots` (after warm-up).
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
                          int steps);
+// Median seconds of one mixed step: a decode row of every slot in `slots`,
+// with a prompt chunk of `chunk` tokens between the first half and the
+// second on a slot of its own (acquired afresh before each step, untimed).
+double MixedStepSeconds(Model& model, const std::vector<int>& slots, int chunk,
+                        int steps);
 // Seconds to prefill `tokens` tokens into `slot` in chunks of `chunk`.
 double Prefill(Model& model, int slot, int tokens, int chunk);
 

@@ -95,6 +95,10 @@ class Backend {
   virtual std::vector<int> CaptureBuckets(int /*max_slots*/) const {
     return {};
   }
+  // The fewest one-row segments of a mixed step (one that also carries
+  // longer segments) worth a padded, captured pass of their own beside an
+  // eager pass for the rest (engine/model/step_split.h); 0: never split.
+  virtual int MixedStepGraphRows() const { return 0; }
   // Runs `step`: op calls whose shapes and descriptor sizes depend only on
   // `key`, with no copy to the host inside. A backend may record the calls
   // the first time and replay the recording afterwards (host descriptors are

@@ -126,6 +126,19 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
       }
     }
   }
+  if (!model->buckets_.empty()) {
+    model->split_rows_ = limits.mixed_step_graph_rows.has_value()
+                             ? *limits.mixed_step_graph_rows
+                             : backend.MixedStepGraphRows();
+    if (model->split_rows_ < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mixed_step_graph_rows must be >= 0; got ", model->split_rows_));
+    }
+  }
+  if (model->split_rows_ > 0) {
+    RETURN_IF_ERROR(
+        alloc((model->buckets_.back() + rows) * d, &model->split_residual_));
+  }
   return model;
 }
 
@@ -137,7 +150,12 @@ absl::Status Model::Run(const StepRows& rows, float* head_out) {
                      " logit rows exceeds the model's limits"));
   }
   const int bucket = DecodeBucket(rows);
-  if (bucket == 0) return Step(rows, head_out);
+  if (bucket == 0) {
+    if (split_rows_ > 0 && PlanStepSplit(rows, buckets_, split_rows_, split_)) {
+      return RunSplit(rows, head_out);
+    }
+    return Step(rows, head_out);
+  }
   // Padded rows are zero-length segments on slot 0: every recurrent op
   // skips them, so they read and write no state.
   padded_.ids.assign(rows.ids.begin(), rows.ids.end());
@@ -243,11 +261,38 @@ int Model::DecodeBucket(const StepRows& rows) const {
   return PickDecodeBucket(buckets_, n);
 }
 
+absl::Status Model::RunSplit(const StepRows& rows, float* head_out) {
+  // Both passes read the weights, where one pass would read them once; in
+  // exchange the one-row segments keep their recording (no launches of
+  // their own, the decode kernels) and the host enqueues the eager pass
+  // while the device replays it.
+  const int64_t d = config_.d_model;
+  auto* base = static_cast<float*>(split_residual_.get());
+  RETURN_IF_ERROR(backend_->RunCaptured(SplitPassKey(split_.bucket), [&] {
+    return Blocks(split_.decode, base);
+  }));
+  if (split_.rest.n() > 0) {
+    RETURN_IF_ERROR(Blocks(split_.rest, base + split_.bucket * d));
+  }
+  // residual_ in step order, as a one-pass step leaves it (step_residual).
+  GatherRowsParams gather;
+  gather.x = base;
+  gather.d = static_cast<int>(d);
+  gather.rows = split_.order.data();
+  gather.m = rows.n();
+  gather.out = static_cast<float*>(residual_.get());
+  backend_->GatherRows(gather);
+  return Head(rows, head_out);
+}
+
 absl::Status Model::Step(const StepRows& rows, float* head_out) {
+  RETURN_IF_ERROR(Blocks(rows, static_cast<float*>(residual_.get())));
+  return Head(rows, head_out);
+}
+
+absl::Status Model::Blocks(const StepRows& rows, float* r) {
   Backend& be = *backend_;
-  const int n = rows.n(), m = rows.m();
-  const int d = static_cast<int>(config_.d_model);
-  auto* r = static_cast<float*>(residual_.get());
+  const int n = rows.n();
   EmbedParams embed;
   embed.ids = rows.ids.data();
   embed.n = n;
@@ -263,7 +308,15 @@ absl::Status Model::Step(const StepRows& rows, float* head_out) {
   for (auto& layer : layers_) {
     RETURN_IF_ERROR(layer->Forward(ctx, r));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Model::Head(const StepRows& rows, float* head_out) {
+  Backend& be = *backend_;
+  const int m = rows.m();
   if (m == 0) return absl::OkStatus();
+  const int d = static_cast<int>(config_.d_model);
+  auto* r = static_cast<float*>(residual_.get());
   auto* g = static_cast<float*>(gathered_.get());
   auto* u = static_cast<float*>(normed_.get());
   GatherRowsParams gather;

@@ -16,6 +16,7 @@
 #include "engine/layers/layer.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/model/config.h"
+#include "engine/model/step_split.h"
 #include "engine/model_dir/model_dir.h"
 #include "engine/state/slot_arena.h"
 
@@ -30,6 +31,11 @@ struct ModelLimits {
   // Rows whose logits one step computes (0: max_slots); more than max_slots
   // where a sequence verifies a speculative draft.
   int max_logit_rows = 0;
+  // The fewest one-row segments for which a mixed step (one that also
+  // carries longer segments) runs them as a pass of their own padded to
+  // their decode bucket (engine/model/step_split.h); nullopt asks the
+  // backend (Backend::MixedStepGraphRows), 0 never splits.
+  std::optional<int> mixed_step_graph_rows;
 };
 
 // The allowed-id bitmasks of a step's constrained sample rows
@@ -57,8 +63,15 @@ class Model {
   // listed in logit_rows. Requires n <= max_rows_per_step and
   // m <= max_slots. A decode-only step (every segment one row that wants
   // logits) of a stack that needs no host round trip mid-step runs padded to
-  // a decode bucket through Backend::RunCaptured.
+  // a decode bucket through Backend::RunCaptured, under the bucket's key. A
+  // mixed step with at least mixed_step_graph_rows one-row segments runs
+  // them so too, blocks only, under SplitPassKey(bucket), and its other
+  // segments eagerly after; the head then runs over the rows in step order,
+  // so the logits are those of one pass.
   absl::Status Forward(const StepRows& rows, float* logits);
+  // The RunCaptured key of a mixed step's one-row pass: apart from the
+  // decode-only step's, since that recording also runs the head.
+  static int64_t SplitPassKey(int bucket) { return -int64_t{bucket}; }
   // Forward's step, then the backend samples the m logit rows itself
   // (Backend::SampleRows with sample_rows and seen_ids, host) instead of
   // copying them out: tokens[j] (host) is logit row j's token. For backends
@@ -108,13 +121,20 @@ class Model {
  private:
   Model() = default;
   // Checks the limits and runs Step, padded and captured when DecodeBucket
-  // allows; leaves the m logit rows first in logits_, or in `head_out` (m
-  // rows, only where the backend's memory is the host's and no step is
-  // padded).
+  // allows, or split in two passes when PlanStepSplit does; leaves the m
+  // logit rows first in logits_, or in `head_out` (m rows, only where the
+  // backend's memory is the host's and no step is padded).
   absl::Status Run(const StepRows& rows, float* head_out = nullptr);
-  // Embedding, blocks, final norm and head for the rows; leaves the m logit
-  // rows in head_out, or in logits_ (device) when it is null.
+  // Blocks, then Head, over residual_.
   absl::Status Step(const StepRows& rows, float* head_out = nullptr);
+  // Embedding and blocks for the rows, into residual [n, d_model].
+  absl::Status Blocks(const StepRows& rows, float* residual);
+  // Final norm and head for the rows' logit rows of residual_; leaves them
+  // in head_out, or in logits_ (device) when it is null.
+  absl::Status Head(const StepRows& rows, float* head_out);
+  // The two passes split_ planned, their rows gathered back into residual_
+  // in step order, then Head.
+  absl::Status RunSplit(const StepRows& rows, float* head_out);
   // The bucket a decode-only step pads to, or 0 to run it as it is.
   int DecodeBucket(const StepRows& rows) const;
 
@@ -130,6 +150,12 @@ class Model {
   std::vector<int> buckets_;
   // The rows of a padded step; fixed addresses reused every step.
   StepRows padded_;
+  // Mixed steps: the least one-row segments worth a pass (0: never), the
+  // passes' rows and their residual rows ([largest bucket + rows, d_model],
+  // allocated only with buckets).
+  int split_rows_ = 0;
+  StepSplit split_;
+  DeviceBuffer split_residual_;
 };
 
 }  // namespace seqboat

@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
 
   // Step capture (cuda_backend.cc).
   std::vector<int> CaptureBuckets(int max_slots) const override;
+  int MixedStepGraphRows() const override;
   absl::Status RunCaptured(int64_t key,
                            const std::function<absl::Status()>& step) override;
 

@@ -1,7 +1,7 @@
 // Whole models on CUDA against the CPU backend: every layer kind (tiny_hybrid
 // holds all seven), greedy decoding of the bundled models, bf16 weights within
 // their stated tolerance, fp8 weights within int8's logit bounds, and recorded
-// decode steps equal to eager ones.
+// decode steps and split mixed steps equal to eager ones.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,6 +11,7 @@
 
 #include "engine/model/logit_error.h"
 #include "engine/model/model.h"
+#include "engine/testing/block_slices.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
 
@@ -23,11 +24,13 @@ constexpr char kDefault[] = "weights/models/default";
 constexpr char kMambaBaseline[] = "weights/models/mamba-baseline";
 
 std::unique_ptr<Model> Load(const std::string& dir, Backend& be,
-                            std::optional<std::vector<int>> buckets = {}) {
+                            std::optional<std::vector<int>> buckets = {},
+                            std::optional<int> mixed_step_graph_rows = {}) {
   ModelLimits limits;
   limits.max_slots = 8;
   limits.max_rows_per_step = 64;
   limits.decode_buckets = std::move(buckets);
+  limits.mixed_step_graph_rows = mixed_step_graph_rows;
   auto m = Model::Load(dir, be, limits);
   EXPECT_TRUE(m.ok()) << dir << ": " << m.status();
   return m.ok() ? *std::move(m) : nullptr;
@@ -215,6 +218,114 @@ TEST(ModelGpuTest, RecordedDecodeStepsEqualEagerOnes) {
       ASSERT_EQ(ra[i], rb[i]) << dir << " row " << i;
       ASSERT_LT(MaxAbsDiff(ra[i], rc[i]),
                 1e-5f * std::max(1.0f, RowScale(rc[i])))
+          << dir << " row " << i;
+    }
+  }
+}
+
+// Six sequences (prompts of 2 to 27 tokens) fed in chunks of 4 while those
+// done with their prompt decode: steps with prefill chunks beside one-row
+// segments, in sequence order on even steps and reversed on odd ones; then
+// two launched steps, the second's one-row segments fed from the first's
+// draw, beside a seventh sequence's prompt. Returns the logits rows, then
+// the launched steps' tokens as one row.
+std::vector<std::vector<float>> DriveMixed(Model& model) {
+  const int v = model.vocab_size();
+  constexpr int kSeqs = 7;
+  std::vector<int> slots;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int s = 0; s < kSeqs; ++s) {
+    slots.push_back(*model.arena().Acquire());
+    prompts.push_back(Prompt(s == 6 ? 10 : 2 + s * (s + 3) / 2, s + 4, v));
+  }
+  std::vector<size_t> fed(kSeqs, 0);
+  std::vector<int32_t> last(kSeqs, 0);
+  std::vector<std::vector<float>> out;
+  for (int step = 0; step < 14; ++step) {
+    StepRows rows;
+    std::vector<int> who;
+    for (int k = 0; k < kSeqs - 1; ++k) {
+      const int s = step % 2 == 0 ? k : kSeqs - 2 - k;
+      const int32_t start = rows.n();
+      int len = 1;
+      if (fed[s] < prompts[s].size()) {
+        len = std::min<int>(4, static_cast<int>(prompts[s].size() - fed[s]));
+        rows.ids.insert(rows.ids.end(), prompts[s].begin() + fed[s],
+                        prompts[s].begin() + fed[s] + len);
+        fed[s] += len;
+      } else {
+        rows.ids.push_back(last[s]);
+      }
+      rows.segs.push_back({slots[s], start, len});
+      rows.logit_rows.push_back(rows.n() - 1);
+      who.push_back(s);
+    }
+    std::vector<float> logits(rows.logit_rows.size() * v);
+    EXPECT_TRUE(model.Forward(rows, logits.data()).ok()) << step;
+    for (size_t j = 0; j < who.size(); ++j) {
+      out.emplace_back(logits.begin() + j * v, logits.begin() + (j + 1) * v);
+      last[who[j]] = static_cast<int32_t>(
+          std::max_element(out.back().begin(), out.back().end()) -
+          out.back().begin());
+    }
+  }
+  // Two launched steps: six one-row segments and a chunk of the seventh
+  // prompt, then the same fed from the first's tokens.
+  std::vector<int32_t> tokens(2 * kSeqs, -1);
+  std::vector<SampleRow> greedy(kSeqs);
+  for (SampleRow& r : greedy) r.valid_vocab = v;
+  for (int launch = 0; launch < 2; ++launch) {
+    StepRows rows;
+    for (int s = 0; s < kSeqs - 1; ++s) {
+      rows.segs.push_back({slots[s], rows.n(), 1});
+      rows.ids.push_back(launch == 0 ? last[s] : 0);
+      if (launch == 1) {
+        rows.fed_rows.push_back(rows.n() - 1);
+        rows.fed_from.push_back(s);
+      }
+      rows.logit_rows.push_back(rows.n() - 1);
+      if (s == 2) {  // the chunk between one-row segments
+        rows.segs.push_back({slots[6], rows.n(), 5});
+        rows.ids.insert(rows.ids.end(), prompts[6].begin() + 5 * launch,
+                        prompts[6].begin() + 5 * launch + 5);
+      }
+    }
+    EXPECT_TRUE(model
+                    .LaunchStep(rows, greedy.data(), nullptr,
+                                tokens.data() + launch * kSeqs)
+                    .ok());
+  }
+  EXPECT_TRUE(model.WaitStep().ok());
+  EXPECT_TRUE(model.WaitStep().ok());
+  out.emplace_back(tokens.begin(), tokens.end());
+  return out;
+}
+
+// A mixed step's one-row segments replayed from their bucket's recording
+// (blocks only) and its chunks run eagerly give the same bits as the same
+// two passes run eagerly; against one eager pass (prefill kernels for every
+// row, other GEMM shapes) they stay within parity.
+TEST(ModelGpuTest, RecordedMixedStepsEqualEagerOnes) {
+  for (const std::string& dir :
+       {std::string(kMambaBaseline), std::string(kTinyMamba),
+        SliceBlock(7, kTinyHybrid) /* mamba2 */,
+        SliceBlock(2, kTinyHybrid) /* attention */}) {
+    auto graphs = MakeCuda(CudaWeights::kF32, /*graphs=*/true);
+    auto eager = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
+    auto one_pass = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
+    ASSERT_TRUE(graphs && eager && one_pass);
+    const std::vector<int> buckets = {1, 2, 4, 8};
+    auto a = Load(dir, *graphs, buckets, 1), b = Load(dir, *eager, buckets, 1),
+         c = Load(dir, *one_pass, std::vector<int>{});
+    ASSERT_TRUE(a && b && c);
+    ASSERT_EQ(a->decode_buckets(), buckets) << dir;
+    const auto ra = DriveMixed(*a), rb = DriveMixed(*b), rc = DriveMixed(*c);
+    ASSERT_EQ(ra.size(), rc.size());
+    for (size_t i = 0; i < ra.size(); ++i) {
+      ASSERT_EQ(ra[i], rb[i]) << dir << " row " << i;
+      if (i + 1 == ra.size()) continue;  // tokens: a near-tie may flip
+      ASSERT_LT(MaxAbsDiff(ra[i], rc[i]),
+                1e-4f * std::max(1.0f, RowScale(rc[i])))
           << dir << " row " << i;
     }
   }

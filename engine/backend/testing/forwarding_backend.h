@@ -27,6 +27,9 @@ class ForwardingBackend : public Backend {
   std::vector<int> CaptureBuckets(int max_slots) const override {
     return inner_->CaptureBuckets(max_slots);
   }
+  int MixedStepGraphRows() const override {
+    return inner_->MixedStepGraphRows();
+  }
   absl::Status RunCaptured(int64_t key,
                            const std::function<absl::Status()>& step) override {
     return inner_->RunCaptured(key, step);
