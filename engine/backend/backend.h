@@ -107,6 +107,12 @@ class Backend {
                                    const std::function<absl::Status()>& step) {
     return step();
   }
+  // RunCaptured keys are per model: a draft model runs on its target's
+  // backend, and a recording replayed for the other model would run on the
+  // first one's weights and slots. Each model takes a base of its own and
+  // keys base + k, |k| < kCaptureScopeKeys / 2.
+  static constexpr int64_t kCaptureScopeKeys = int64_t{1} << 32;
+  int64_t NewCaptureScope() { return kCaptureScopeKeys * capture_scopes_++; }
 
   // The first asynchronous failure since the last call (a kernel fault, a
   // failed launch), then cleared. Ops return nothing; the model checks this
@@ -238,6 +244,9 @@ class Backend {
   }
   // The last launch's tokens, the backend's memory; null before the first.
   virtual const int32_t* SampledTokens() const { return nullptr; }
+
+ private:
+  int64_t capture_scopes_ = 0;
 };
 
 }  // namespace seqboat

@@ -200,6 +200,26 @@ TEST(MixedStepTest, FewOneRowSegmentsStayInOnePass) {
   EXPECT_EQ(be.keys, (std::vector<int64_t>{-4, -4, -8, -4, -4}));
 }
 
+// A draft model runs on its target's backend: two models there must not
+// share recordings, whose replays would run on the first one's weights.
+TEST(MixedStepTest, TwoModelsOnOneBackendKeepTheirRecordingsApart) {
+  CaptureLog be;
+  ModelLimits limits{8, 64, std::vector<int>{1, 2, 4, 8}};
+  limits.mixed_step_graph_rows = 4;
+  auto first = Model::Load("tests/data/tiny_mamba", be, limits);
+  auto second = Model::Load("tests/data/tiny_mamba", be, limits);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  Drive(**first, be);
+  const std::vector<int64_t> first_keys = be.keys;
+  be.keys.clear();
+  Drive(**second, be);
+  ASSERT_EQ(be.keys.size(), first_keys.size());
+  for (size_t i = 0; i < first_keys.size(); ++i) {
+    EXPECT_EQ(be.keys[i] - first_keys[i], Backend::kCaptureScopeKeys);
+  }
+}
+
 TEST(MixedStepTest, NegativeThresholdIsRejected) {
   CaptureLog be;
   ModelLimits limits{8, 64, std::vector<int>{1, 2, 4, 8}};

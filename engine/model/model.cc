@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
     host_round_trip |= b.kind->host_round_trip;
   }
   if (!host_round_trip) {
+    model->capture_base_ = backend.NewCaptureScope();
     model->buckets_ = limits.decode_buckets.has_value()
                           ? *limits.decode_buckets
                           : backend.CaptureBuckets(limits.max_slots);
@@ -168,7 +169,8 @@ absl::Status Model::Run(const StepRows& rows, float* head_out) {
     padded_.segs.push_back({0, i, 0});
     padded_.logit_rows.push_back(i);
   }
-  return backend_->RunCaptured(bucket, [&] { return Step(padded_); });
+  return backend_->RunCaptured(capture_base_ + bucket,
+                               [&] { return Step(padded_); });
 }
 
 absl::Status Model::Forward(const StepRows& rows, float* logits) {
@@ -268,9 +270,9 @@ absl::Status Model::RunSplit(const StepRows& rows, float* head_out) {
   // while the device replays it.
   const int64_t d = config_.d_model;
   auto* base = static_cast<float*>(split_residual_.get());
-  RETURN_IF_ERROR(backend_->RunCaptured(SplitPassKey(split_.bucket), [&] {
-    return Blocks(split_.decode, base);
-  }));
+  RETURN_IF_ERROR(
+      backend_->RunCaptured(capture_base_ + SplitPassKey(split_.bucket),
+                            [&] { return Blocks(split_.decode, base); }));
   if (split_.rest.n() > 0) {
     RETURN_IF_ERROR(Blocks(split_.rest, base + split_.bucket * d));
   }

@@ -148,6 +148,7 @@ class Model {
   Matrix head_;
   DeviceBuffer residual_, scratch_, gathered_, normed_, logits_;
   std::vector<int> buckets_;
+  int64_t capture_base_ = 0;  // Backend::NewCaptureScope: our RunCaptured keys
   // The rows of a padded step; fixed addresses reused every step.
   StepRows padded_;
   // Mixed steps: the least one-row segments worth a pass (0: never), the

@@ -492,7 +492,10 @@ absl::Status CudaBackend::RunCaptured(
   // copies read the addresses a replay writes: a recording per half.
   CloseEpoch();
   OpenEpoch();
-  const int64_t bucket = key;
+  // The model's own key (Backend::NewCaptureScope), for messages.
+  int64_t bucket = key % kCaptureScopeKeys;
+  if (bucket > kCaptureScopeKeys / 2) bucket -= kCaptureScopeKeys;
+  if (bucket < -kCaptureScopeKeys / 2) bucket += kCaptureScopeKeys;
   key = 2 * key + half_;
   if (auto f = capture_failures_.find(key);
       f != capture_failures_.end() && f->second >= kMaxCaptureFailures) {
