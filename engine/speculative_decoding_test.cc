@@ -395,7 +395,9 @@ TEST(SpeculativeDecodingTest, SampledTokensFollowTheModelsDistribution) {
 // The model-level round: the draft in a spare copy of the slot, the unfed
 // tokens in the slot. After a partly rejected draft the slot holds what a
 // token-by-token decode of the accepted tokens leaves, byte for byte; after a
-// draft taken whole the spare does.
+// draft taken whole the spare does; after a round that skipped the catch-up
+// and was partly rejected, the next round's catch-up over all the unfed
+// tokens does.
 TEST(SpeculativeDecodingTest, StateAfterARoundIsAFreshDecodesBitwise) {
   std::vector<std::pair<std::string, std::string>> models =
       EachBlockKind({kTinyHybrid, kTinyGdn});
@@ -446,6 +448,25 @@ TEST(SpeculativeDecodingTest, StateAfterARoundIsAFreshDecodesBitwise) {
         m.Forward(StepRows{{5, 5, 6}, {{slot, 0, 1}, {spare, 1, 2}}, {1, 2}},
                   logits.data())
             .ok());
+    EXPECT_EQ(arena.Snapshot(spare), arena.Snapshot(fresh));
+    // Round 4, after one taken whole, skips the catch-up (the state is in
+    // `spare` now, `slot` the spare): unfed [3], draft [4, 41] rejected at
+    // 41, the model's own token 2.
+    arena.CopySlot(slot, spare);
+    ASSERT_TRUE(m.Forward(StepRows{{3, 4, 41}, {{slot, 0, 3}}, {0, 1, 2}},
+                          logits.data())
+                    .ok());
+    // Round 5: unfed [3, 4, 2], caught up on in three rows beside a draft.
+    for (int32_t t : {3, 4, 2}) {
+      ASSERT_TRUE(
+          m.Forward(StepRows{{t}, {{fresh, 0, 1}}, {0}}, logits.data()).ok());
+    }
+    arena.CopySlot(slot, spare);
+    ASSERT_TRUE(m.Forward(StepRows{{3, 4, 2, 3, 4, 2, 11},
+                                   {{spare, 0, 3}, {slot, 3, 4}},
+                                   {5, 6}},
+                          logits.data())
+                    .ok());
     EXPECT_EQ(arena.Snapshot(spare), arena.Snapshot(fresh));
   }
 }

@@ -287,14 +287,17 @@ GenerationEvent Sequence::AdvanceRound(const float* logits, int32_t n,
   }
   *accepted = static_cast<int32_t>(i);
   draft_length_.Update(static_cast<int32_t>(k), *accepted);
+  if (k > 0) last_round_whole_ = i == k;
   if (k > 0 && i == k) {
     // The spare consumed the unfed tokens and the whole draft: it is the
     // state, and the old slot the next round's spare.
     std::swap(slot_, spare_slot_);
   } else {
-    fed_ = fed_before + unfed_before;
+    // The slot consumed the unfed tokens if it caught up, else nothing.
+    fed_ = catch_up_ ? fed_before + unfed_before : fed_before;
   }
   draft_.clear();
+  catch_up_ = true;
   return merged;
 }
 

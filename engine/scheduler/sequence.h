@@ -117,8 +117,10 @@ class Sequence {
   // decode feeds; after a partly rejected draft, the round's accepted
   // tokens too. A round runs the unfed tokens and a draft as one segment in
   // the spare slot (a copy of the slot made in op order before the step)
-  // and the unfed tokens alone in the slot; a draft taken whole makes the
-  // spare the slot, anything less leaves the slot as the committed state.
+  // and, when it catches up, the unfed tokens alone in the slot; a draft
+  // taken whole makes the spare the slot, anything less leaves the slot as
+  // the committed state (lagging by the round's tokens, and by its unfed
+  // ones too when it did not catch up).
   bool speculates() const { return speculates_; }
   std::vector<int32_t> UnfedTokens() const;
   int32_t unfed() const { return generated_ - fed_; }
@@ -142,12 +144,20 @@ class Sequence {
   int spare_slot() const { return spare_slot_; }
   void set_spare_slot(int slot) { spare_slot_ = slot; }
   // The round planned: `draft` runs after the unfed tokens in the spare slot
-  // (empty: they run in the slot itself, a plain decode).
+  // (empty: they run in the slot itself, a plain decode). The slot catches
+  // up on the unfed tokens in the same step unless the previous round was
+  // taken whole: then this one is likely to be too, and the catch-up
+  // would be thrown away with the slot; if it is not, the next round feeds
+  // this one's unfed tokens again (twice: in the slot and in the spare).
   void PlanRound(std::vector<int32_t> draft) {
     draft_ = std::move(draft);
     proposed_.clear();
+    catch_up_ = draft_.empty() || !last_round_whole_;
   }
   const std::vector<int32_t>& round_draft() const { return draft_; }
+  // Whether the round planned runs the unfed tokens in the slot (always
+  // when it has no draft: that is a plain decode).
+  bool round_catches_up() const { return catch_up_; }
   // Takes the round's logits, draft.size() + 1 rows of n: draws at each
   // position in turn as Advance does, each draw the model's own, and stops
   // after the first draw that differs from the draft (or ends the
@@ -228,6 +238,8 @@ class Sequence {
   const uint32_t* filled_mask_ = nullptr;
   int spare_slot_ = -1;
   std::vector<int32_t> draft_;
+  bool catch_up_ = true;
+  bool last_round_whole_ = false;  // the latest round with a draft
   DraftLength draft_length_{0, false};
   int32_t last_token_ = -1;
   bool finished_ = false;

@@ -292,5 +292,48 @@ TEST(SequenceTest, DraftRoomFollowsAcceptanceWhenAdaptive) {
   EXPECT_EQ(adaptive.DraftRoom(), 3);
 }
 
+// The slot catches up on the unfed tokens in a round unless the previous
+// round was taken whole; a round without that catch-up and partly rejected
+// leaves its unfed token unfed as well, so the next round (which catches
+// up) feeds it, the accepted tokens and the model's own.
+TEST(SequenceTest, RoundAfterOneTakenWholeSkipsTheCatchUp) {
+  auto tok = Tokenizer();
+  const int32_t n = tok->vocab_size();
+  Request r = MakeRequest(SamplingParams{}, 50);
+  r.speculative.method = SpeculativeMethod::kDraftModel;
+  r.speculative.num_draft_tokens = 3;
+  Sequence seq(r, 0, *tok);
+  seq.set_spare_slot(1);
+  seq.Advance(RowsFor({'x'}, n).data(), n);
+  int32_t accepted = -1;
+  // The first round catches up; taken whole, the spare is the slot.
+  seq.set_proposed({'p', 'q'});
+  seq.PlanRound(seq.Draft());
+  EXPECT_TRUE(seq.round_catches_up());
+  seq.AdvanceRound(RowsFor({'p', 'q', 'r'}, n).data(), n, &accepted);
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(seq.slot(), 1);
+  EXPECT_EQ(seq.unfed(), 1);
+  // The next one does not; rejected at its second token, the slot still
+  // lacks its unfed 'r', then 'a' and the model's 'z'.
+  seq.set_proposed({'a', 'b', 'c'});
+  seq.PlanRound(seq.Draft());
+  EXPECT_FALSE(seq.round_catches_up());
+  seq.AdvanceRound(RowsFor({'a', 'z', 'c', 'd'}, n).data(), n, &accepted);
+  EXPECT_EQ(accepted, 1);
+  EXPECT_EQ(seq.slot(), 1);
+  EXPECT_EQ(seq.UnfedTokens(), (std::vector<int32_t>{'r', 'a', 'z'}));
+  // After a partly rejected round the slot catches up again, and a round
+  // without a draft (a plain decode of the unfed tokens) always does.
+  seq.set_proposed({'e'});
+  seq.PlanRound(seq.Draft());
+  EXPECT_TRUE(seq.round_catches_up());
+  seq.AdvanceRound(RowsFor({'y', 'w'}, n).data(), n, &accepted);
+  EXPECT_EQ(accepted, 0);
+  EXPECT_EQ(seq.UnfedTokens(), (std::vector<int32_t>{'y'}));
+  seq.PlanRound({});
+  EXPECT_TRUE(seq.round_catches_up());
+}
+
 }  // namespace
 }  // namespace seqboat

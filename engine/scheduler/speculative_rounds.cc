@@ -156,10 +156,11 @@ int32_t Scheduler::PlanRounds(const std::vector<SequenceView>& views) {
     }
     const int32_t unfed = seq.unfed();
     const int32_t k = static_cast<int32_t>(draft.size());
-    // The slot's catch-up (when drafting) and the spare's unfed + draft.
-    extra += (k > 0 ? unfed + unfed + k : unfed) - 1;
-    draft_rows -= k;
     seq.PlanRound(std::move(draft));
+    // The slot's catch-up (if any) and the spare's unfed + draft.
+    const int32_t catch_up = k > 0 && seq.round_catches_up() ? unfed : 0;
+    extra += catch_up + unfed + k - 1;
+    draft_rows -= k;
   }
   return extra;
 }
@@ -173,8 +174,10 @@ void Scheduler::AppendRound(Sequence& seq, StepBatch& batch) {
   if (!draft.empty()) {
     // In op order, before this step: the spare starts from the slot's state.
     arena_.CopySlot(seq.spare_slot(), seq.slot());
-    rows.segs.push_back({seq.slot(), rows.n(), nu});
-    rows.ids.insert(rows.ids.end(), unfed.begin(), unfed.end());
+    if (seq.round_catches_up()) {
+      rows.segs.push_back({seq.slot(), rows.n(), nu});
+      rows.ids.insert(rows.ids.end(), unfed.begin(), unfed.end());
+    }
     target = seq.spare_slot();
   }
   const int32_t start = rows.n();

@@ -38,29 +38,54 @@ TEST(PromptLookupTest, DraftStopsAtTheContextsEnd) {
   EXPECT_THAT(single.Draft(5), IsEmpty());
 }
 
+TEST(PromptLookupTest, PrefersTheLongestContinuationThenTheLatest) {
+  PromptLookup lookup(2, 2);
+  lookup.Append({1, 2, 9, 9, 1, 2, 5, 1, 2});
+  // "1 2" ends at 2 (7 tokens follow) and at 6 (3 follow): both hold a
+  // draft of 3, so the latest wins; only the older holds one of 4.
+  EXPECT_THAT(lookup.Draft(3), ElementsAre(5, 1, 2));
+  EXPECT_THAT(lookup.Draft(4), ElementsAre(9, 9, 1, 2));
+  // A loop of one token: its latest occurrence offers one token, the
+  // oldest all that was asked.
+  PromptLookup loop(2, 3);
+  loop.Append({3, 7, 7, 7, 7, 7, 7, 7});
+  EXPECT_THAT(loop.Draft(4), ElementsAre(7, 7, 7, 7));
+  EXPECT_THAT(loop.Draft(1), ElementsAre(7));
+}
+
 // Against a brute-force search on random short-alphabet contexts: the longest
-// n, then the latest occurrence, then its successors.
+// n, then of its occurrences the one with the most tokens after it (up to
+// the draft's length), then the latest, then its successors.
 TEST(PromptLookupTest, MatchesBruteForce) {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 300; ++trial) {
     PromptLookup lookup(2, 4);
     std::vector<int32_t> ctx;
-    const int len = 1 + static_cast<int>(rng() % 60);
+    const int len = 1 + static_cast<int>(rng() % 80);
+    const int alphabet = 2 + trial % 3;
     for (int i = 0; i < len; ++i) {
-      ctx.push_back(static_cast<int32_t>(rng() % 3));
+      ctx.push_back(static_cast<int32_t>(rng() % alphabet));
       lookup.Append(ctx.back());
-      std::vector<int32_t> want;
       const int l = static_cast<int>(ctx.size());
-      for (int n = std::min(4, l); n >= 2 && want.empty(); --n) {
-        for (int end = l - 1; end >= n; --end) {
-          if (std::equal(ctx.begin() + end - n, ctx.begin() + end,
-                         ctx.begin() + l - n)) {
-            want.assign(ctx.begin() + end, ctx.begin() + std::min(l, end + 3));
-            break;
+      for (int k = 0; k <= 6; ++k) {
+        std::vector<int32_t> want;
+        for (int n = std::min(4, l); n >= 2 && want.empty() && k > 0; --n) {
+          int best = -1;
+          for (int end = n; end < l; ++end) {
+            if (!std::equal(ctx.begin() + end - n, ctx.begin() + end,
+                            ctx.begin() + l - n)) {
+              continue;
+            }
+            if (best < 0 || std::min(k, l - end) >= std::min(k, l - best))
+              best = end;
           }
+          if (best >= 0)
+            want.assign(ctx.begin() + best,
+                        ctx.begin() + std::min(l, best + k));
         }
+        ASSERT_EQ(lookup.Draft(k), want)
+            << "trial " << trial << " len " << l << " k " << k;
       }
-      ASSERT_EQ(lookup.Draft(3), want) << "trial " << trial << " len " << l;
     }
   }
 }
