@@ -9,6 +9,7 @@
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 
 namespace seqboat::cuda {
 namespace {
@@ -117,27 +118,140 @@ __device__ __forceinline__ void Finish(const GemvParams& p, int i, int r,
   *y = p.accumulate ? *y + v : v;
 }
 
+// The folded pre-norm (GemvParams::norm) as a warp applies it: the
+// statistics of each input row, reduced by the whole block before its warps
+// start, and whether this warp also stores the normalised activations.
+template <int N>
+struct FoldedNorm {
+  NormKind kind = NormKind::kNone;
+  float scale[N];
+  float mean[N];
+  bool writer = false;
+};
+
+// Normalises C activations of input i from column c on in place, exactly as
+// the norm kernel would have written them (norm_rows.cuh), and stores them
+// in p.norm.out when this warp is the writer.
+template <int N, int C>
+__device__ __forceinline__ void Normalize(const GemvParams& p,
+                                          const FoldedNorm<N>& fn, int i, int c,
+                                          float (&xs)[C]) {
+  const float *w = p.norm.w, *b = p.norm.b;
+#pragma unroll
+  for (int j = 0; j < C; ++j) {
+    xs[j] = NormedValue(fn.kind, xs[j], fn.scale[i], fn.mean[i], w != nullptr,
+                        w != nullptr ? __ldg(w + c + j) : 0.0f, b != nullptr,
+                        b != nullptr ? __ldg(b + c + j) : 0.0f);
+  }
+  if (fn.writer) {
+    float* out = p.norm.out + static_cast<int64_t>(i) * p.norm.ldo + c;
+#pragma unroll
+    for (int j = 0; j < C; ++j) out[j] = xs[j];
+  }
+}
+
+// The vector path's sums: a lane's columns from c_first on, `stride` apart,
+// C at a time, the weights of U passes loaded before their products.
+template <int N, int R, int C>
+__device__ __forceinline__ void SumVector(const GemvParams& p,
+                                          const int64_t (&row)[R], int c_first,
+                                          int c_end, int stride,
+                                          const FoldedNorm<N>& fn,
+                                          float (&acc)[R][N]) {
+  constexpr int U = C == 16 ? 1 : 2;  // passes whose loads are issued first
+  // x rows whose every C-column group is 16-byte aligned are read 16 bytes at
+  // a time: 4-byte loads 32 or 64 bytes apart across a warp cost L1 that
+  // many times the wavefronts (seen on an H200).
+  const bool x_vector =
+      (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (p.ldx & 3) == 0;
+  for (int c = c_first; c < c_end; c += U * stride) {
+    float w[U][R][C];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c + u * stride < c_end) {
+#pragma unroll
+        for (int q = 0; q < R; ++q) {
+          LoadW<C>(p.w, p.storage, row[q] + c + u * stride, w[u][q]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int at = c + u * stride;
+      if (at < c_end) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          float xs[C];
+          LoadX<C>(p.x + static_cast<int64_t>(i) * p.ldx + at, x_vector, xs);
+          if (fn.kind != NormKind::kNone) Normalize<N, C>(p, fn, i, at, xs);
+#pragma unroll
+          for (int q = 0; q < R; ++q) {
+#pragma unroll
+            for (int j = 0; j < C; ++j) {
+              acc[q][i] = fmaf(w[u][q][j], xs[j], acc[q][i]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The scalar path's sums: one column at a time, `step` apart.
+template <int N, int R>
+__device__ __forceinline__ void SumScalar(const GemvParams& p,
+                                          const int64_t (&row)[R], int c_first,
+                                          int c_end, int step,
+                                          const FoldedNorm<N>& fn,
+                                          float (&acc)[R][N]) {
+  for (int c = c_first; c < c_end; c += step) {
+    float w[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) w[q] = LoadRaw(p.w, p.storage, row[q] + c);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float x[1] = {__ldg(p.x + static_cast<int64_t>(i) * p.ldx + c)};
+      if (fn.kind != NormKind::kNone) Normalize<N, 1>(p, fn, i, c, x);
+#pragma unroll
+      for (int q = 0; q < R; ++q) acc[q][i] = fmaf(w[q], x[0], acc[q][i]);
+    }
+  }
+}
+
 // A warp computes R consecutive output rows over the columns of its block's
 // chunk (blockIdx.y of `chunk` columns), or its share of them when `split`
 // (1, 2, 4 or 8) warps divide them: its lanes stride over the columns C at
-// a time, the weights of U passes loaded before their sums, each lane
-// keeping R x N partial sums; a butterfly reduction finishes a warp, and the
-// split warps' sums are added in warp order through shared memory. One
-// chunk: the result is written; several: the chunk's sum goes to
-// p.partials for GemvReduceKernel. Each sum's order depends on the lane's
-// columns, split and chunk only, never on n or R. The vector path needs
-// cols % C == 0 and 16-byte aligned rows (checked on the host).
+// a time, each lane keeping R x N partial sums; a butterfly reduction
+// finishes a warp, and the split warps' sums are added in warp order
+// through shared memory. One chunk: the result is written; several: the
+// chunk's sum goes to p.partials for GemvReduceKernel. Each sum's order
+// depends on the lane's columns, split and chunk only, never on n or R. The
+// vector path needs cols % C == 0 and 16-byte aligned rows (checked on the
+// host).
+//
+// A folded pre-norm first has every block reduce the N input rows itself
+// (N x cols floats, mostly from L2: an eighth of what its warps then read
+// for the products), with the norm kernel's very arithmetic, so that the
+// products see the same floats as after a separate norm launch and the
+// result is bit for bit the unfused one's. The warps of block row 0 that
+// own output row 0 read every column once between them and store the
+// normalised rows.
 template <int N, int R, int C, bool kVector>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvKernel(GemvParams p, int split, int chunk) {
   static_assert(R * N <= 32, "a lane writes each output");
-  constexpr int U = C == 16 ? 1 : 2;  // passes whose loads are issued first
   __shared__ float partial[kGemvWarps][R][N];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r0 = (blockIdx.x * (kGemvWarps / split) + warp / split) * R;
   const int part = warp % split;
   const int c_begin = blockIdx.y * chunk;
   const int c_end = min(p.cols, c_begin + chunk);
+  FoldedNorm<N> fn;
+  if (p.norm.kind != NormKind::kNone) {  // uniform: all threads reduce
+    fn.kind = p.norm.kind;
+    RowNormStats<N>(fn.kind, p.x, p.ldx, p.cols, p.norm.eps, fn.scale, fn.mean);
+    fn.writer = blockIdx.x == 0 && warp / split == 0;
+  }
   float acc[R][N];
 #pragma unroll
   for (int q = 0; q < R; ++q) {
@@ -152,55 +266,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       row[q] = static_cast<int64_t>(min(r0 + q, p.rows - 1)) * p.cols;
     }
     if constexpr (kVector) {
-      // x rows whose every C-column group is 16-byte aligned are read 16
-      // bytes at a time: 4-byte loads 32 or 64 bytes apart across a warp
-      // cost L1 that many times the wavefronts (seen on an H200).
-      const bool x_vector =
-          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && (p.ldx & 3) == 0;
-      const int stride = 32 * C * split;
-      for (int c = c_begin + (part * 32 + lane) * C; c < c_end;
-           c += U * stride) {
-        float w[U][R][C];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (c + u * stride < c_end) {
-#pragma unroll
-            for (int q = 0; q < R; ++q) {
-              LoadW<C>(p.w, p.storage, row[q] + c + u * stride, w[u][q]);
-            }
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (c + u * stride < c_end) {
-#pragma unroll
-            for (int i = 0; i < N; ++i) {
-              float xs[C];
-              LoadX<C>(p.x + static_cast<int64_t>(i) * p.ldx + c + u * stride,
-                       x_vector, xs);
-#pragma unroll
-              for (int q = 0; q < R; ++q) {
-#pragma unroll
-                for (int j = 0; j < C; ++j) {
-                  acc[q][i] = fmaf(w[u][q][j], xs[j], acc[q][i]);
-                }
-              }
-            }
-          }
-        }
-      }
+      SumVector<N, R, C>(p, row, c_begin + (part * 32 + lane) * C, c_end,
+                         32 * C * split, fn, acc);
     } else {
-      for (int c = c_begin + part * 32 + lane; c < c_end; c += 32 * split) {
-        float w[R];
-#pragma unroll
-        for (int q = 0; q < R; ++q) w[q] = LoadRaw(p.w, p.storage, row[q] + c);
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float x = __ldg(p.x + static_cast<int64_t>(i) * p.ldx + c);
-#pragma unroll
-          for (int q = 0; q < R; ++q) acc[q][i] = fmaf(w[q], x, acc[q][i]);
-        }
-      }
+      SumScalar<N, R>(p, row, c_begin + part * 32 + lane, c_end, 32 * split, fn,
+                      acc);
     }
 #pragma unroll
     for (int q = 0; q < R; ++q) {

@@ -41,6 +41,11 @@ struct GemvParams {
   // Device scratch of GemvPartialFloats(*this) floats when that is > 0;
   // unused (may be null) otherwise.
   float* partials = nullptr;
+  // A pre-norm folded into the prologue (dense_params.h GemmNorm): x is
+  // normalised over its cols columns as it is loaded, with the norm
+  // kernels' arithmetic (norm_rows.cuh), so the result is bit for bit the
+  // norm kernel's then the plain GEMV's; norm.out receives Norm(x) too.
+  GemmNorm norm;
 };
 
 // Blocks that split each row's columns: a function of the matrix alone
