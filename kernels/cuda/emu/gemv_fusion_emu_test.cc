@@ -5,7 +5,9 @@
 // the two ops in turn and so is unchanged by the fold (checked bit for bit
 // too). At the decode input projections of Mamba 130M and 1.4B and Mamba-2
 // 130M, batches 1..16, fp32 / bf16 / fp8 weights; LayerNorm with weight and
-// bias on the vector path, the scalar path and a column-split shape.
+// bias on the vector path, the scalar path and a column-split shape. The
+// out projection's residual add, already the GEMV's epilogue, is checked
+// to be exactly the separate add.
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -81,15 +83,18 @@ std::vector<int> AllBatches() {
   return ns;
 }
 
-// The first 64 rows of a projection: its columns (the norm's width, the
-// lanes' column passes) and so its sums are the full shape's, on every
-// storage and batch size, at a cost the emulation can afford.
+// The first 64 rows of a projection: the norm over the full shape's
+// columns, on every storage and batch size, at a cost the emulation can
+// afford (fewer row groups: the warps split the columns more finely than
+// for the whole matrix, whose own plan the bf16 runs below check).
 fusion::FoldShape FirstRows(const fusion::FoldShape& s) {
   return {s.name, 64, s.cols};
 }
 
-// Normalised inputs ~1 against weights ~1: outputs up to ~30 (768 columns)
-// or ~50 (2048), the CPU's sums in another order (seen: see each bound).
+// Normalised inputs (up to ~3 times the norm weight) against weights ~1:
+// outputs a few times those of dense_kernels_emu_test's GEMV cases, whose
+// bounds against the CPU's other summation order (2e-5 at 768 columns, 5e-5
+// at 2048) are scaled by that much.
 // Then the whole projection (every row group, the full shape's warp split)
 // with bf16 weights, at both ends of the batch: 1 and 16 (the other kernel
 // instances are the first test's).
@@ -126,6 +131,56 @@ TEST(GemvFusionEmuTest, FoldedLayerNormOnEveryPath) {
   ASSERT_GT(cuda::GemvColumnSplits(5, 16384, Storage::kBf16), 1);
   ExpectFoldMatches({"layernorm 5x16384 (column splits)", 5, 16384},
                     NormKind::kLayer, true, {1, 7, 9, 16}, 4e-4f);
+}
+
+// The out projection's residual add is the GEMV's epilogue: a Gemm with
+// accumulate (what Mamba-1's out_proj and ResidualOut at scale 1 issue) is
+// one GEMV launch, no add kernel, and its result is exactly residual +
+// (x wᵀ + bias) added after the fact (one fp32 addition either way, so the
+// same bits), at the Mamba 130M / 1.4B out_proj shapes (Mamba-2 130M's is
+// 130M's: 768 x 1536).
+void ExpectResidualEpilogue(int rows, int cols, Storage s,
+                            const std::vector<int>& ns) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " " << Name(s));
+  const int top = ns.back();
+  const std::vector<float> w = Random(int64_t{rows} * cols, 71 + cols),
+                           x = Random(int64_t{top} * cols, 72),
+                           r = Random(int64_t{top} * rows, 73, -4, 4),
+                           bias = Random(rows, 74);
+  DenseEmulation emu(s);
+  const Matrix em = emu.UploadAt(w.data(), rows, cols, s, 0);
+  Array xa(emu, x), ba(emu, bias);
+  ASSERT_EQ(cuda::GemvColumnSplits(rows, cols, s), 1);
+  for (const int n : ns) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    Array added(emu, r), plain(emu, int64_t{n} * rows);
+    GemmParams g;
+    g.x = xa.get();
+    g.ldx = cols;
+    g.n = n;
+    g.w = em;
+    g.bias = ba.get();
+    g.ldy = rows;
+    g.y = plain.get();
+    emu.Gemm(g);
+    const int64_t before = emu::State().launches;
+    g.y = added.get();
+    g.accumulate = true;
+    emu.Gemm(g);
+    EXPECT_EQ(emu::State().launches - before, 1);
+    std::vector<float> want = plain.Read();
+    for (size_t i = 0; i < want.size(); ++i) want[i] = r[i] + want[i];
+    const std::vector<float> got = added.Read();
+    EXPECT_TRUE(SameBits(
+        want, std::vector<float>(got.begin(), got.begin() + want.size())));
+  }
+}
+
+TEST(GemvFusionEmuTest, ResidualAddIsTheOutProjectionsEpilogue) {
+  for (const Storage s : kStorages) {
+    ExpectResidualEpilogue(768, 1536, s, {1, 5, 9, 16});
+  }
+  ExpectResidualEpilogue(2048, 4096, Storage::kBf16, {1, 16});
 }
 
 }  // namespace
