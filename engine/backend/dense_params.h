@@ -61,8 +61,27 @@ struct NormParams {
   int ldo = 0;
 };
 
+// A block's pre-norm folded into its input projection (GemmParams::norm):
+// with kind != kNone the GEMM's input is Norm(x) over x's w.cols columns,
+// exactly the NormParams of NormOfGemm below, and every backend also leaves
+// Norm(x) in `out` (n rows of stride ldo, which must not overlap x or y),
+// so that later ops of the block may read it. The CPU runs the norm op and
+// then the GEMM; CUDA's small-batch GEMV normalises the activations as it
+// loads them (gemv_kernels.h).
+enum class NormKind : int8_t { kNone, kRms, kLayer };
+struct GemmNorm {
+  NormKind kind = NormKind::kNone;
+  const float* w = nullptr;  // may be null
+  const float* b = nullptr;  // kLayer only; may be null
+  float eps = 0.0f;
+  float* out = nullptr;
+  int ldo = 0;
+};
+
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
-// residual add of a block).
+// residual add of a block: on CUDA's GEMV the add is the GEMV's epilogue,
+// y + (sum + bias), no separate kernel). With norm.kind != kNone, x is
+// replaced by Norm(x) (GemmNorm).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -72,7 +91,23 @@ struct GemmParams {
   float* y = nullptr;
   int ldy = 0;
   bool accumulate = false;
+  GemmNorm norm;
 };
+
+// The norm op a GEMM's folded pre-norm stands for.
+inline NormParams NormOfGemm(const GemmParams& p) {
+  NormParams n;
+  n.x = p.x;
+  n.ldx = p.ldx;
+  n.n = p.n;
+  n.d = static_cast<int>(p.w.cols);
+  n.w = p.norm.w;
+  n.b = p.norm.kind == NormKind::kLayer ? p.norm.b : nullptr;
+  n.eps = p.norm.eps;
+  n.out = p.norm.out;
+  n.ldo = p.norm.ldo;
+  return n;
+}
 
 // out[j, :] = x[rows[j], :] for j < m; x and out rows are d wide.
 struct GatherRowsParams {

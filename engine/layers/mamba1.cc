@@ -84,17 +84,16 @@ class Mamba1 final : public Layer {
     float* dt = xdbl + static_cast<int64_t>(n) * xc;
     float* y = dt + static_cast<int64_t>(n) * e;
 
-    NormParams norm;
-    norm.x = residual;
-    norm.ldx = d;
-    norm.n = n;
-    norm.d = d;
-    norm.w = norm_w_;
-    norm.eps = norm_eps_;
-    norm.out = u;
-    norm.ldo = d;
-    be.RmsNorm(norm);
-    be.Gemm(Projection(u, n, in_proj_, in_bias_, xz));
+    // The pre-norm folded into in_proj (GemmNorm): the CPU runs the two
+    // ops, CUDA's decode GEMV normalises as it loads (the same bits); u
+    // holds the normed rows either way.
+    GemmParams in_proj = Projection(residual, n, in_proj_, in_bias_, xz);
+    in_proj.norm.kind = NormKind::kRms;
+    in_proj.norm.w = norm_w_;
+    in_proj.norm.eps = norm_eps_;
+    in_proj.norm.out = u;
+    in_proj.norm.ldo = d;
+    be.Gemm(in_proj);
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = slot_floats_;

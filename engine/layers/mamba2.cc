@@ -77,23 +77,27 @@ class Mamba2 final : public Mixer {
       return absl::FailedPreconditionError(
           "mamba2 built without its pre-norm runs only through Mix");
     }
-    const int n = ctx.n(), d = d_model_;
-    float* u = ctx.scratch;
-    NormParams pre_norm;
-    pre_norm.x = residual;
-    pre_norm.ldx = d;
-    pre_norm.n = n;
-    pre_norm.d = d;
-    pre_norm.w = norm_w_;
-    pre_norm.eps = *norm_eps_;
-    pre_norm.out = u;
-    pre_norm.ldo = d;
-    ctx.backend->RmsNorm(pre_norm);
-    return Mix(ctx, u, residual);
+    // The pre-norm folded into in_proj (GemmNorm): the CPU runs the two
+    // ops, CUDA's decode GEMV normalises as it loads (the same bits). The
+    // first n * d floats of scratch receive the normed rows.
+    GemmNorm norm;
+    norm.kind = NormKind::kRms;
+    norm.w = norm_w_;
+    norm.eps = *norm_eps_;
+    norm.out = ctx.scratch;
+    norm.ldo = d_model_;
+    return MixFrom(ctx, residual, norm, residual);
   }
 
   absl::Status Mix(const StepContext& ctx, const float* u,
                    float* residual) override {
+    return MixFrom(ctx, u, GemmNorm(), residual);
+  }
+
+ private:
+  // Mix on u, or on Norm(u) where `norm` is set (Forward's pre-norm).
+  absl::Status MixFrom(const StepContext& ctx, const float* u,
+                       const GemmNorm& norm, float* residual) {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
               cc = static_cast<int>(c_.conv_channels()),
@@ -104,7 +108,9 @@ class Mamba2 final : public Mixer {
     float* xbc = zxbcdt + static_cast<int64_t>(n) * w;
     float* y = xbc + static_cast<int64_t>(n) * cc;
 
-    be.Gemm(Projection(u, n, in_proj_, in_bias_, zxbcdt));
+    GemmParams in_proj = Projection(u, n, in_proj_, in_bias_, zxbcdt);
+    in_proj.norm = norm;
+    be.Gemm(in_proj);
     // A slot is [conv window | ssm state], one contiguous region (cheap reset
     // and snapshot). The conv and its SiLU are Mamba-1's, over all of xBC.
     MambaConvParams conv;
@@ -157,7 +163,6 @@ class Mamba2 final : public Mixer {
     return absl::OkStatus();
   }
 
- private:
   // norm_after_gate's norm of y in place with the gate z.
   GatedRmsNormParams GatedNorm(int n, const float* z, float* y) const {
     const int e = static_cast<int>(c_.d_inner());

@@ -143,8 +143,21 @@ void CpuBackend::LayerNorm(const NormParams& p) {
 }
 
 void CpuBackend::Gemm(const GemmParams& p) {
-  PackedGemm(isa_, p.x, p.ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy,
-             p.accumulate);
+  // A folded pre-norm is the two ops in turn: the same results as a block
+  // that calls them itself.
+  const float* x = p.x;
+  int ldx = p.ldx;
+  if (p.norm.kind != NormKind::kNone) {
+    const NormParams norm = NormOfGemm(p);
+    if (p.norm.kind == NormKind::kLayer) {
+      LayerNorm(norm);
+    } else {
+      RmsNorm(norm);
+    }
+    x = p.norm.out;
+    ldx = p.norm.ldo;
+  }
+  PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy, p.accumulate);
 }
 
 void CpuBackend::GatherRows(const GatherRowsParams& p) {

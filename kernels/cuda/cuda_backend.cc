@@ -408,6 +408,22 @@ void CudaBackend::Gemm(const GemmParams& p) {
     CheckLaunch("Gemv");
     return;
   }
+  if (p.norm.kind != NormKind::kNone) {
+    // Larger batches are not bound by reading the weights: the norm runs
+    // as its own launch and cuBLAS reads its output.
+    const NormParams norm = NormOfGemm(p);
+    if (p.norm.kind == NormKind::kLayer) {
+      LaunchLayerNorm(norm, stream_);
+    } else {
+      LaunchRmsNorm(norm, stream_);
+    }
+    GemmParams plain = p;
+    plain.x = p.norm.out;
+    plain.ldx = p.norm.ldo;
+    plain.norm = GemmNorm();
+    Gemm(plain);
+    return;
+  }
   // Row-major y[n, rows] = x[n, cols] · Wᵀ is, in cuBLAS's column-major
   // terms, y (rows x n) = op(W) (rows x cols) · x (cols x n) with W read
   // transposed from its row-major [rows, cols] storage.

@@ -8,6 +8,7 @@
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 
 namespace seqboat::cuda {
 namespace {
@@ -25,20 +26,6 @@ __device__ __forceinline__ float Load(const void* p, Storage s, int64_t i) {
     default:
       return static_cast<const float*>(p)[i];
   }
-}
-
-// Sum over the block; every thread gets the result.
-__device__ float BlockSum(float v) {
-  __shared__ float partial[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();  // partial[] may still be read by a previous call
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) >> 5;
-  v = lane < warps ? partial[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 __global__ void EmbedKernel(EmbedParams p, Storage storage,
@@ -59,39 +46,19 @@ __global__ void EmbedKernel(EmbedParams p, Storage storage,
   }
 }
 
-__global__ void RmsNormKernel(NormParams p) {
+// One block per row; the arithmetic is norm_rows.cuh's, which the GEMV's
+// folded pre-norm shares.
+template <NormKind kKind>
+__global__ void NormKernel(NormParams p) {
   const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
   float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
-  const int d = p.d;
-  const float* w = p.w;
-  float sq = 0.0f;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) sq += xi[j] * xi[j];
-  const float s = op_math::RmsScale(BlockSum(sq), d, p.eps);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    oi[j] = w != nullptr ? xi[j] * s * w[j] : xi[j] * s;
-  }
-}
-
-__global__ void LayerNormKernel(NormParams p) {
-  const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
-  float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
-  const int d = p.d;
-  const float *w = p.w, *b = p.b;
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) sum += xi[j];
-  const float mean = BlockSum(sum) / static_cast<float>(d);
-  float var = 0.0f;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    const float c = xi[j] - mean;
-    var += c * c;
-  }
-  // The CPU's RmsScale (1 / sqrtf), not rsqrtf, which is up to 2 ulp off.
-  const float inv = op_math::RmsScale(BlockSum(var), d, p.eps);
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float v = (xi[j] - mean) * inv;
-    if (w != nullptr) v *= w[j];
-    if (b != nullptr) v += b[j];
-    oi[j] = v;
+  float scale[1], mean[1];
+  RowNormStats<1>(kKind, xi, p.ldx, p.d, p.eps, scale, mean);
+  const float* b = kKind == NormKind::kLayer ? p.b : nullptr;
+  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
+    oi[j] = NormedValue(kKind, xi[j], scale[0], mean[0], p.w != nullptr,
+                        p.w != nullptr ? p.w[j] : 0.0f, b != nullptr,
+                        b != nullptr ? b[j] : 0.0f);
   }
 }
 
@@ -180,12 +147,14 @@ void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
 
 void LaunchRmsNorm(const NormParams& p, cudaStream_t stream) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, RmsNormKernel)(p);
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kRms>)
+  (p);
 }
 
 void LaunchLayerNorm(const NormParams& p, cudaStream_t stream) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, LayerNormKernel)(p);
+  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kLayer>)
+  (p);
 }
 
 void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {

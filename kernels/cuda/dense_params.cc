@@ -19,6 +19,7 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
   g.ldy = p.ldy;
   g.accumulate = p.accumulate;
   g.partials = partials;
+  g.norm = p.norm;
   return g;
 }
 

@@ -7,7 +7,9 @@
 // output rows, up to 8 warps of a block split a row's columns, and where
 // rows are still too few the columns are split across blocks too
 // (GemvColumnSplits > 1), whose partial sums land in `partials` and are
-// added in a fixed order by a second kernel: no atomics. The order of every
+// added in a fixed order by a second kernel: no atomics. A matrix too narrow
+// to fill the SMs even so (few rows, few column passes) takes one output row
+// a warp instead of four. The order of every
 // sum depends on the matrix only (shape, storage), never on n, so padding a
 // batch does not change its results and graph replays equal eager runs bit for
 // bit.
@@ -41,6 +43,11 @@ struct GemvParams {
   // Device scratch of GemvPartialFloats(*this) floats when that is > 0;
   // unused (may be null) otherwise.
   float* partials = nullptr;
+  // A pre-norm folded into the prologue (dense_params.h GemmNorm): x is
+  // normalised over its cols columns as it is loaded, with the norm
+  // kernels' arithmetic (norm_rows.cuh), so the result is bit for bit the
+  // norm kernel's then the plain GEMV's; norm.out receives Norm(x) too.
+  GemmNorm norm;
 };
 
 // Blocks that split each row's columns: a function of the matrix alone
@@ -49,6 +56,9 @@ int GemvColumnSplits(int rows, int cols, Storage storage);
 
 // The floats `partials` must hold: splits x n x rows, or 0 for one split.
 int64_t GemvPartialFloats(const GemvParams& p);
+
+// Blocks of the GEMV's main kernel for p (for tests and figures).
+int64_t GemvBlocks(const GemvParams& p);
 
 void LaunchGemv(const GemvParams& p, cudaStream_t stream);
 

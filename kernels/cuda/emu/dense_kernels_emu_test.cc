@@ -247,6 +247,38 @@ TEST(DenseKernelsEmuTest, GemvSplitsColumnsAcrossBlocksWhereRowsAreFew) {
   }
 }
 
+// A narrow matrix fills the SMs: Mamba-1.4B's x_proj (160 x 4096) ran 40
+// blocks (fp8) or 80 (bf16) at four rows a warp, short of 132 SMs, and
+// takes one row a warp, for every batch (the plan is the shape's), with
+// results within the GEMV's tolerance of the CPU and batch invariant.
+TEST(DenseKernelsEmuTest, GemvFillsTheSmsOnANarrowMatrix) {
+  const int rows = 160, cols = 4096, ldy = rows, nmax = cuda::kGemvMaxRows;
+  const std::vector<float> w = Random(rows * cols, 61),
+                           x = Random(nmax * cols, 62),
+                           y0 = Random(nmax * ldy, 63), bias = Random(rows, 64);
+  for (const Storage s : kStorages) {
+    SCOPED_TRACE(Name(s));
+    for (int n = 1; n <= nmax; ++n) {
+      cuda::GemvParams p;
+      p.n = n;
+      p.rows = rows;
+      p.cols = cols;
+      p.storage = s;
+      EXPECT_GE(cuda::GemvBlocks(p), 160) << "n=" << n;
+    }
+    const std::vector<float> wr = StoredValues(s, w, rows, cols);
+    auto cpu = MakeCpuBackend(1);
+    DenseEmulation emu(s);
+    auto cm = cpu->UploadMatrix(wr.data(), rows, cols);
+    ASSERT_TRUE(cm.ok());
+    const Matrix em = emu.UploadAt(w.data(), rows, cols, s, 0);
+    // 4096 products of unit-scale terms (outputs ~40) in another order than
+    // the CPU's, as at 2048 columns above.
+    ExpectGemvMatches(*cpu, *cm, emu, em, x, cols, y0, ldy, &bias,
+                      /*accumulate=*/true, {1, 2, 8, 9, 16}, 1e-4f, nullptr);
+  }
+}
+
 // The host's e4m3 conversions (base/dtype_convert, which the upload uses)
 // against the CUDA toolkit's own: every code decoded, and values across the
 // range, the midpoints between codes and past the saturation point encoded.

@@ -1,0 +1,114 @@
+// The fused decode GEMMs on a GPU (the cases of
+// kernels/cuda/testing/gemv_fusion_cases.h, which the emulation test runs
+// too): a pre-norm folded into the GEMV equals the norm kernel then the
+// GEMV bit for bit, normed rows included, at the Mamba 130M / 1.4B and
+// Mamba-2 130M input projections, batches 1..16 and 17 / 40 (the norm
+// kernel then cuBLAS), fp32 / bf16 / fp8 weights; fp32 weights within
+// the GEMV's tolerance of the CPU backend; a recorded step with the fold
+// replays to the eager bits.
+#include <vector>
+
+#include "kernels/cuda/testing/gemv_fusion_cases.h"
+#include "kernels/cuda/testing/gpu_test_util.h"
+
+namespace seqboat::gpu_test {
+namespace {
+
+namespace fusion = parity::fusion;
+using parity::SameBits;
+
+// 1..16 take the GEMV, 17 and 40 the norm kernel then cuBLAS.
+std::vector<int> Batches() {
+  std::vector<int> ns;
+  for (int n = 1; n <= 17; ++n) ns.push_back(n);
+  ns.push_back(40);
+  return ns;
+}
+
+TEST(GemvFusionGpuTest, FoldedNormEqualsNormThenGemm) {
+  for (const fusion::FoldShape& shape :
+       {fusion::kMamba130m, fusion::kMamba1b4, fusion::kMamba2_130m}) {
+    const int rows = shape.rows, cols = shape.cols;
+    const std::vector<float> w = Random(int64_t{rows} * cols, 41),
+                             x = Random(40 * cols, 42, -3, 3),
+                             nw = Random(cols, 43, 0.5f, 1.5f),
+                             nb = Random(cols, 44);
+    auto cpu = MakeCpuBackend(1);
+    auto cm = cpu->UploadMatrix(w.data(), rows, cols);
+    ASSERT_TRUE(cm.ok());
+    Array cw(*cpu, nw), cb(*cpu, nb);
+    for (const CudaWeights wt :
+         {CudaWeights::kF32, CudaWeights::kBf16, CudaWeights::kFp8}) {
+      auto be = MakeCuda(wt);
+      ASSERT_NE(be, nullptr);
+      auto m = be->UploadMatrix(w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      Array gw(*be, nw), gb(*be, nb);
+      for (const NormKind kind : {NormKind::kRms, NormKind::kLayer}) {
+        fusion::FoldNorm norm{kind, gw.get(), gb.get(), 1e-5f};
+        fusion::FoldNorm cpu_norm{kind, cw.get(), cb.get(), 1e-5f};
+        for (const int batch : Batches()) {
+          SCOPED_TRACE(testing::Message()
+                       << shape.name << " weights=" << int(wt)
+                       << " kind=" << int(kind) << " n=" << batch);
+          const fusion::FoldRun got =
+              fusion::RunFold(*be, *m, norm, x, batch, nullptr);
+          EXPECT_TRUE(SameBits(got.y_unfused, got.y_fused));
+          EXPECT_TRUE(SameBits(got.u_unfused, got.u_fused));
+          if (wt == CudaWeights::kF32) {
+            const fusion::FoldRun want =
+                fusion::RunFold(*cpu, *cm, cpu_norm, x, batch, nullptr);
+            EXPECT_LT(MaxAbsDiff(want.y_fused, got.y_fused), 5e-4f);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A recorded decode step holding the folded GEMV replays to the eager
+// result, a batch of 16 to the same bits as a batch of 1 in its first row.
+TEST(GemvFusionGpuTest, FoldedGemvReplaysToTheEagerBits) {
+  const fusion::FoldShape shape = fusion::kMamba1b4;
+  const int rows = shape.rows, cols = shape.cols, top = 16;
+  auto be = MakeCuda(CudaWeights::kBf16, /*graphs=*/true);
+  ASSERT_NE(be, nullptr);
+  const std::vector<float> w = Random(int64_t{rows} * cols, 51),
+                           x = Random(top * cols, 52, -3, 3),
+                           nw = Random(cols, 53, 0.5f, 1.5f);
+  auto m = be->UploadMatrix(w.data(), rows, cols);
+  ASSERT_TRUE(m.ok());
+  Array xa(*be, x), gw(*be, nw), u(*be, top * cols), eager(*be, top * rows),
+      one(*be, rows), replayed(*be, top * rows);
+  auto gemm = [&](int n, float* y) {
+    GemmParams g;
+    g.x = xa.get();
+    g.ldx = cols;
+    g.n = n;
+    g.w = *m;
+    g.y = y;
+    g.ldy = rows;
+    g.norm.kind = NormKind::kRms;
+    g.norm.w = gw.get();
+    g.norm.eps = 1e-5f;
+    g.norm.out = u.get();
+    g.norm.ldo = cols;
+    be->Gemm(g);
+  };
+  gemm(top, eager.get());
+  gemm(1, one.get());
+  for (int pass = 0; pass < 4; ++pass) {
+    if (pass == 3) be->Zero(replayed.get(), top * rows * sizeof(float));
+    ASSERT_TRUE(be->RunCaptured(top, [&] {
+                    gemm(top, replayed.get());
+                    return absl::OkStatus();
+                  }).ok());
+  }
+  ASSERT_TRUE(be->TakeError().ok());
+  const std::vector<float> e = eager.Read();
+  EXPECT_TRUE(SameBits(e, replayed.Read()));
+  EXPECT_TRUE(SameBits(one.Read(), fusion::Head(e, 1, rows)));
+}
+
+}  // namespace
+}  // namespace seqboat::gpu_test
