@@ -76,6 +76,26 @@ double MeasureUpdateBandwidth() {
   return 2.0 * n * sizeof(float) / *std::min_element(t.begin(), t.end()) / 1e9;
 }
 
+namespace {
+// One step, sampled on the device where the backend can, else logits to the
+// host; exits on failure. Its wall seconds.
+double TimedForward(Model& model, const StepRows& step, bool on_device,
+                    const std::vector<SampleRow>& greedy,
+                    std::vector<int32_t>& tokens, std::vector<float>& logits) {
+  const auto a = Clock::now();
+  const absl::Status st =
+      on_device
+          ? model.ForwardSample(step, greedy.data(), nullptr, tokens.data())
+          : model.Forward(step, logits.data());
+  if (!st.ok()) {
+    std::fprintf(stderr, "forward failed: %s\n", st.ToString().c_str());
+    std::exit(1);
+  }
+  return Seconds(a, Clock::now());
+}
+
+}  // namespace
+
 // Fills `slots` with a prompt, then times decode steps of all of them.
 double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
                          int steps) {
@@ -99,16 +119,9 @@ double DecodeStepSeconds(Model& model, const std::vector<int>& slots,
     // Tokens vary over steps and sequences, so blocks whose work depends on
     // the token (a SeqBoat router) see a realistic mix.
     for (int i = 0; i < b; ++i) step.ids[i] = (s * 7 + i * 13 + 1) % 256;
-    const auto a = Clock::now();
-    const absl::Status st =
-        on_device
-            ? model.ForwardSample(step, greedy.data(), nullptr, tokens.data())
-            : model.Forward(step, logits.data());
-    if (!st.ok()) {
-      std::fprintf(stderr, "forward failed: %s\n", st.ToString().c_str());
-      std::exit(1);
-    }
-    if (s >= 2) t.push_back(Seconds(a, Clock::now()));  // two warm-up steps
+    const double seconds =
+        TimedForward(model, step, on_device, greedy, tokens, logits);
+    if (s >= 2) t.push_back(seconds);  // two warm-up steps
   }
   return Median(t);
 }
@@ -141,16 +154,9 @@ double MixedStepSeconds(Model& model, const std::vector<int>& slots, int chunk,
       step.logit_rows.push_back(step.n());
       step.ids.push_back((s * 7 + i * 13 + 1) % 256);
     }
-    const auto a = Clock::now();
-    const absl::Status st =
-        on_device
-            ? model.ForwardSample(step, greedy.data(), nullptr, tokens.data())
-            : model.Forward(step, logits.data());
-    if (!st.ok()) {
-      std::fprintf(stderr, "forward failed: %s\n", st.ToString().c_str());
-      std::exit(1);
-    }
-    if (s >= 2) t.push_back(Seconds(a, Clock::now()));
+    const double seconds =
+        TimedForward(model, step, on_device, greedy, tokens, logits);
+    if (s >= 2) t.push_back(seconds);
     model.arena().Release(*fresh);
   }
   return Median(t);
