@@ -104,7 +104,7 @@ cat > "$out/extra.sh" <<'EXTRA'
 #!/usr/bin/env bash
 # The checks beyond run.sh, each a phase named on the command line:
 #   racecheck  compute-sanitizer's shared-memory race check on the SeqBoat
-#              GAU and the split-key attention tests
+#              GAU and the split-key attention tests, and the folded-norm GEMV
 #   profile    ncu over the decode steps (130M Mamba at batch 1 and 256, the
 #              hybrid at batch 1, Mamba 1.4B at batch 1 when SIZES has 1b;
 #              graphs off so that every kernel is listed): each kernel
@@ -162,10 +162,14 @@ for phase in "$@"; do
   case "$phase" in
     racecheck)
       [[ -n "$sanitizer" ]] || { say "racecheck: no compute-sanitizer"; status=1; continue; }
-      for t in seqboat_ops_gpu_test attention_ops_gpu_test; do
+      # test:filter; the folded-norm GEMV's one recorded case, since its full
+      # sweep is hundreds of launches at 1.4B shapes.
+      for tf in 'seqboat_ops_gpu_test:-*LargeWindow*' 'attention_ops_gpu_test:-*LargeWindow*' \
+                'gemv_fusion_gpu_test:*FoldedGemvReplaysToTheEagerBits*'; do
+        t="${tf%%:*}"
         timeout -k 5 240 "$sanitizer" --tool racecheck --racecheck-report all \
           --error-exitcode 9 --print-limit 20 "$loader" --library-path "$libs" \
-          "$here/bin/$t" --gtest_filter='-*LargeWindow*' > /tmp/race.log 2>&1
+          "$here/bin/$t" --gtest_filter="${tf#*:}" > /tmp/race.log 2>&1
         rc=$?
         say "racecheck $t: exit $rc"
         grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" /tmp/race.log | tail -4 | tee -a "$report"
