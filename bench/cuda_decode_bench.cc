@@ -5,6 +5,7 @@
 //
 //   bazel run //bench:cuda_decode_bench -- --model_dir=DIR
 //       [--batches=1,16,64,256] [--weights=bf16] [--graphs=true]
+//       [--early_launch=true]
 //       [--mixed_chunk=64]
 // With --mixed_chunk, each row also gives a mixed step's time (the batch's
 // decode rows and a prompt chunk): split into a replayed pass of the decode
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, batches, "1,16,64,256", "decode batch sizes");
 ABSL_FLAG(int, steps, 30, "timed decode steps per figure (median)");
 ABSL_FLAG(std::string, weights, "bf16", "bf16, fp16, fp32 or fp8");
 ABSL_FLAG(bool, graphs, true, "record decode steps as CUDA graphs");
+ABSL_FLAG(bool, early_launch, true,
+          "launch the small-batch GEMVs early (programmatic dependent "
+          "launch)");
 ABSL_FLAG(int, mixed_chunk, 64,
           "also time a mixed step (the batch's decode rows and a prompt chunk "
           "of this many tokens), split and in one pass; 0: no");
@@ -85,6 +89,7 @@ Loaded Load(CudaWeights weights, int b, int chunk, int split_rows) {
   CudaBackendOptions o;
   o.weights = weights;
   o.graphs = absl::GetFlag(FLAGS_graphs);
+  o.early_launch = absl::GetFlag(FLAGS_early_launch);
   auto backend = MakeCudaBackend(o);
   if (!backend.ok()) {
     std::fprintf(stderr, "%s\n", backend.status().ToString().c_str());
@@ -122,9 +127,12 @@ int Run() {
   }
   const double bw = CopyBandwidth();
   const std::string label = absl::GetFlag(FLAGS_label);
-  std::printf("%s: copy bandwidth %.0f GB/s, weights %s, graphs %s\n",
-              label.c_str(), bw, absl::GetFlag(FLAGS_weights).c_str(),
-              absl::GetFlag(FLAGS_graphs) ? "on" : "off");
+  std::printf(
+      "%s: copy bandwidth %.0f GB/s, weights %s, graphs %s, early launches "
+      "%s\n",
+      label.c_str(), bw, absl::GetFlag(FLAGS_weights).c_str(),
+      absl::GetFlag(FLAGS_graphs) ? "on" : "off",
+      absl::GetFlag(FLAGS_early_launch) ? "on" : "off");
   const int chunk = std::max(0, absl::GetFlag(FLAGS_mixed_chunk));
   std::printf("%6s %10s %9s %12s %12s %9s", "batch", "tok/s", "step ms",
               "MB/step", "roofline ms", "of roof");

@@ -117,7 +117,8 @@ cat > "$out/extra.sh" <<'EXTRA'
 #   sizes      cuda_decode_bench at batch 1, 16, 64, 256 on every model of
 #              SIZES (default "130m,1b": the 130M shapes, Mamba 1.4B and 2.8B,
 #              Mamba-2 2.7B and a ~1B hybrid; the large ones take ~30-60 s
-#              each to write)
+#              each to write), then at batch 1 and 16 with the GEMVs' early
+#              launches off
 #   sweep      deploy/bench_sweep.sh on the 130M Mamba shape: the server on
 #              the CUDA backend (concurrency 1-256), then on the CPU backend
 # Usage: [SIZES=130m,1b] bash .gpu_bundle/extra.sh OUT_DIR PHASE...
@@ -225,6 +226,12 @@ for phase in "$@"; do
         run "$here/bin/cuda_decode_bench" --model_dir="$path" --label="$label" \
           --batches=1,16,64,256 --steps=20 > /tmp/sizes.log 2>&1
         say "exit $?"
+        tee -a "$report" < /tmp/sizes.log
+        # The GEMVs' early launches off, at the batches they serve.
+        run "$here/bin/cuda_decode_bench" --model_dir="$path" --label="$label" \
+          --batches=1,16 --steps=20 --early_launch=false --mixed_chunk=0 \
+          > /tmp/sizes.log 2>&1
+        say "exit $? (early launches off)"
         tee -a "$report" < /tmp/sizes.log
       done < <(python3 bench/gpu_decode_bench.py --write_models "$models" \
                  --sizes "${SIZES:-130m,1b}" 2>> "$full" | sed 's/: / /')

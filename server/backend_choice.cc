@@ -49,14 +49,16 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(
     cuda.weights = *weights;
     cuda.graphs = choice.cuda_graphs;
     cuda.pipeline = choice.cuda_pipeline;
+    cuda.early_launch = choice.cuda_early_launch;
     auto be = MakeCudaBackend(cuda);
     if (be.ok()) {
       spdlog::info(
           "backend {}: CUDA device {} of {}, {} weights, graphs {}, pipelined "
-          "steps {}",
+          "steps {}, early launches {}",
           want, choice.cuda_device, devices, choice.cuda_weights,
           choice.cuda_graphs ? "on" : "off",
-          choice.cuda_pipeline ? "on" : "off");
+          choice.cuda_pipeline ? "on" : "off",
+          choice.cuda_early_launch ? "on" : "off");
       return be;
     }
     if (want == "cuda") return be.status();

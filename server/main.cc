@@ -87,6 +87,10 @@ ABSL_FLAG(bool, cuda_graphs, true,
 ABSL_FLAG(bool, cuda_pipeline, true,
           "Launch each step before reading the last one's tokens, so the "
           "host's work between steps overlaps the device's.");
+ABSL_FLAG(bool, cuda_early_launch, true,
+          "Launch the small-batch GEMVs as programmatic dependents of the "
+          "kernel before them (Hopper), so that they stream their weights "
+          "into L2 while it finishes.");
 ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = one per core.");
 ABSL_FLAG(std::string, cpu_weights, "auto",
           "How the CPU backend keeps matrices: fp32, bf16, fp16, int8 "
@@ -338,6 +342,7 @@ absl::StatusOr<std::unique_ptr<Backend>> BuildBackend(const ModelDir& model) {
   choice.cuda_weights = absl::GetFlag(FLAGS_cuda_weights);
   choice.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   choice.cuda_pipeline = absl::GetFlag(FLAGS_cuda_pipeline);
+  choice.cuda_early_launch = absl::GetFlag(FLAGS_cuda_early_launch);
   choice.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   choice.cpu_weights = absl::GetFlag(FLAGS_cpu_weights);
   choice.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);

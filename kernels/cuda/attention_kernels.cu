@@ -87,6 +87,7 @@ __device__ __forceinline__ int SlotElement(int q, int lane, int d, int hd2) {
 template <int kP>
 __global__ void __launch_bounds__(kThreads)
     SinkAttentionKernel(SinkAttentionParams p, SinkWork work) {
+  LetDependentsLaunch();
   constexpr int kE = 2 * kP;
   constexpr int kH = HeadsPerBlock(kP);
   __shared__ float s_m[kWarps][kH];
@@ -222,6 +223,7 @@ __global__ void __launch_bounds__(kThreads)
 // query's key count hold l = 0 and drop out of the merge.
 __global__ void __launch_bounds__(kCombineThreads)
     SinkCombineKernel(SinkAttentionParams p, SinkWork work) {
+  LetDependentsLaunch();
   const SinkRow item = work.items[blockIdx.x];
   const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
@@ -249,6 +251,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 // segment's end; rows a later row of the chunk evicts are never stored).
 __global__ void __launch_bounds__(kAppendThreads)
     SinkStoreKernel(SinkAppendParams p, SinkWork work) {
+  LetDependentsLaunch();
   const SinkRow item = work.items[blockIdx.x];
   const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
@@ -277,6 +280,7 @@ __global__ void __launch_bounds__(kAppendThreads)
 // Runs after SinkStoreKernel, which reads the counts this moves.
 __global__ void __launch_bounds__(kCountThreads)
     SinkCountKernel(SinkAppendParams p) {
+  LetDependentsLaunch();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= p.nsegs) return;
   const Segment seg = p.segs[s];

@@ -399,6 +399,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
     GemvParams g = GemvParamsFor(p, storage);
+    g.early = options_.early_launch;
     if (const int64_t floats = GemvPartialFloats(g); floats > 0) {
       g.partials = static_cast<float*>(
           Scratch(kGemvPartials, static_cast<size_t>(floats) * 4, "GEMV"));

@@ -26,6 +26,10 @@ struct CudaBackendOptions {
   // Let the engine launch a step before it reads the last one
   // (Backend::PipelinesSteps).
   bool pipeline = true;
+  // Launch the small-batch GEMVs early behind the kernel before them
+  // (Hopper's programmatic dependent launch, kernels/cuda/launch.cuh): they
+  // stream their weights into L2 while it finishes.
+  bool early_launch = true;
 };
 
 // Usable CUDA devices; 0 with `why` saying why not (no driver, no device,

@@ -30,6 +30,7 @@ __device__ __forceinline__ float Load(const void* p, Storage s, int64_t i) {
 
 __global__ void EmbedKernel(EmbedParams p, Storage storage,
                             const int32_t* fed_map) {
+  LetDependentsLaunch();
   const int i = blockIdx.x;
   const int d = static_cast<int>(p.table.cols);
   int32_t id = p.ids[i];
@@ -50,6 +51,7 @@ __global__ void EmbedKernel(EmbedParams p, Storage storage,
 // folded pre-norm shares.
 template <NormKind kKind>
 __global__ void NormKernel(NormParams p) {
+  LetDependentsLaunch();
   const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
   float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
   float scale[1], mean[1];
@@ -63,6 +65,7 @@ __global__ void NormKernel(NormParams p) {
 }
 
 __global__ void GatherRowsKernel(GatherRowsParams p) {
+  LetDependentsLaunch();
   const float* src = p.x + static_cast<int64_t>(p.rows[blockIdx.x]) * p.d;
   float* dst = p.out + static_cast<int64_t>(blockIdx.x) * p.d;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) dst[j] = src[j];
@@ -70,6 +73,7 @@ __global__ void GatherRowsKernel(GatherRowsParams p) {
 
 __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
                                   Storage s) {
+  LetDependentsLaunch();
   const float* xi = x + static_cast<int64_t>(blockIdx.x) * ldx;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * d;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
@@ -85,6 +89,7 @@ __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
 
 __global__ void DequantizeFp8Kernel(const void* w, int rows, int cols,
                                     void* out) {
+  LetDependentsLaunch();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
   const float scale = Fp8RowScales(w, rows, cols)[blockIdx.x];
   auto* o = static_cast<__nv_bfloat16*>(out);
@@ -94,11 +99,13 @@ __global__ void DequantizeFp8Kernel(const void* w, int rows, int cols,
 }
 
 __global__ void AddBiasKernel(AddBiasParams p) {
+  LetDependentsLaunch();
   float* yi = p.y + static_cast<int64_t>(blockIdx.x) * p.ldy;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) yi[j] += p.v[j];
 }
 
 __global__ void ActivateMulKernel(ActivateMulParams p) {
+  LetDependentsLaunch();
   const int64_t i = blockIdx.x;
   const float* a = p.a + i * p.lda;
   const float* b = p.b != nullptr ? p.b + i * p.ldb : nullptr;
@@ -111,6 +118,7 @@ __global__ void ActivateMulKernel(ActivateMulParams p) {
 }
 
 __global__ void ScatterAddScaledKernel(ScatterAddParams p) {
+  LetDependentsLaunch();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.d) return;
   for (int j = 0; j < p.m; ++j) {
@@ -120,6 +128,7 @@ __global__ void ScatterAddScaledKernel(ScatterAddParams p) {
 }
 
 __global__ void MoeRouteKernel(MoeRouteParams p) {
+  LetDependentsLaunch();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.n) return;
   const int slots = p.routing == MoeRouting::kReluDynamic ? p.x : p.top_k;

@@ -30,6 +30,10 @@ SEQBOAT_HD const float* Fp8RowScales(const void* w, int64_t rows,
   return reinterpret_cast<const float*>(static_cast<const uint8_t*>(w) +
                                         Fp8ScalesOffset(rows, cols));
 }
+// Bytes of one weight stored as `s` (an fp8 matrix's row scales apart).
+SEQBOAT_HD int64_t WeightBytes(Storage s) {
+  return s == Storage::kF32 ? 4 : s == Storage::kFp8E4m3 ? 1 : 2;
+}
 // Device bytes of a [rows, cols] matrix stored as `s`.
 SEQBOAT_HD int64_t StoredMatrixBytes(Storage s, int64_t rows, int64_t cols) {
   switch (s) {

@@ -22,6 +22,7 @@ constexpr int kMaxGridY = 65535;
 enum Scalar { kInvQ = 0, kInvK, kBeta, kDecay, kRms, kScalars };
 
 __global__ void GdnScanKernel(GdnScanParams p) {
+  LetDependentsLaunch();
   SEQBOAT_DYNAMIC_SHARED(float, smem);
   const int dk = p.k_dim, dv = p.v_dim, h = blockIdx.x, j = threadIdx.x;
   float* q = smem;

@@ -5,7 +5,9 @@
 // Mamba-2 130M input projections, batches 1..16 and 17 / 40 (the norm
 // kernel then cuBLAS), fp32 / bf16 / fp8 weights; fp32 weights within
 // the GEMV's tolerance of the CPU backend; a recorded step with the fold
-// replays to the eager bits.
+// replays to the eager bits. GEMVs launched early (launch.cuh) wait for the
+// kernel before them: a chain of dependent GEMVs gives the bits of ordinary
+// launches, eager and recorded.
 #include <vector>
 
 #include "kernels/cuda/testing/gemv_fusion_cases.h"
@@ -108,6 +110,74 @@ TEST(GemvFusionGpuTest, FoldedGemvReplaysToTheEagerBits) {
   const std::vector<float> e = eager.Read();
   EXPECT_TRUE(SameBits(e, replayed.Read()));
   EXPECT_TRUE(SameBits(one.Read(), fusion::Head(e, 1, rows)));
+}
+
+// Each GEMV reads what the one before wrote (an in_proj-like 8192 x 2048
+// matrix with its norm folded, then a 2048 x 8192 one adding into the
+// residual it read), twelve times over: an early GEMV that read its input
+// before the kernel before it finished would see a stale residual. Early
+// launches on and off, eager and recorded, give the same bits.
+TEST(GemvFusionGpuTest, EarlyGemvChainsEqualOrdinaryLaunches) {
+  const int d = 2048, e = 8192, top = 16;
+  const std::vector<float> w_in = Random(int64_t{e} * d, 61),
+                           w_out = Random(int64_t{d} * e, 62, -0.02f, 0.02f),
+                           r0 = Random(top * d, 63, -3, 3),
+                           nw = Random(d, 64, 0.5f, 1.5f);
+  std::vector<std::vector<float>> results;
+  for (const bool early : {false, true}) {
+    auto be = MakeCuda(CudaWeights::kBf16, /*graphs=*/true, early);
+    ASSERT_NE(be, nullptr);
+    auto a = be->UploadMatrix(w_in.data(), e, d);
+    auto b = be->UploadMatrix(w_out.data(), d, e);
+    ASSERT_TRUE(a.ok() && b.ok());
+    Array r(*be, r0), gw(*be, nw), u(*be, top * d), h(*be, top * e);
+    auto chain = [&](int n) {
+      for (int layer = 0; layer < 12; ++layer) {
+        GemmParams in;
+        in.x = r.get();
+        in.ldx = d;
+        in.n = n;
+        in.w = *a;
+        in.y = h.get();
+        in.ldy = e;
+        in.norm.kind = NormKind::kRms;
+        in.norm.w = gw.get();
+        in.norm.eps = 1e-5f;
+        in.norm.out = u.get();
+        in.norm.ldo = d;
+        be->Gemm(in);
+        GemmParams out;
+        out.x = h.get();
+        out.ldx = e;
+        out.n = n;
+        out.w = *b;
+        out.y = r.get();
+        out.ldy = d;
+        out.accumulate = true;
+        be->Gemm(out);
+      }
+    };
+    for (const int n : {1, top}) {
+      SCOPED_TRACE(testing::Message() << "early=" << early << " n=" << n);
+      const size_t bytes = r0.size() * sizeof(float);
+      be->CopyToDevice(r.get(), r0.data(), bytes);
+      chain(n);
+      results.push_back(r.Read());
+      // The recording, then replays from each staging half.
+      for (int pass = 0; pass < 3; ++pass) {
+        be->CopyToDevice(r.get(), r0.data(), bytes);
+        ASSERT_TRUE(be->RunCaptured(n, [&] {
+                        chain(n);
+                        return absl::OkStatus();
+                      }).ok());
+        EXPECT_TRUE(SameBits(results.back(), r.Read())) << "pass " << pass;
+      }
+      ASSERT_TRUE(be->TakeError().ok());
+    }
+  }
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_TRUE(SameBits(results[0], results[2])) << "n=1, early vs ordinary";
+  EXPECT_TRUE(SameBits(results[1], results[3])) << "n=16, early vs ordinary";
 }
 
 }  // namespace

@@ -249,6 +249,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const int part = warp % split;
   const int c_begin = blockIdx.y * chunk;
   const int c_end = min(p.cols, c_begin + chunk);
+  if constexpr (kVector) {
+    // Launched early, the block may run beside the kernel before, and reads
+    // nothing but weights until it waits: the first warp of each row group
+    // has lane q stream row r0 + q's chunk into L2. Vector rows start
+    // 16-byte aligned and chunks are whole loads, so the sizes are
+    // multiples of 16.
+    if (p.early && part == 0 && lane < R && r0 + lane < p.rows) {
+      const int64_t bytes = WeightBytes(p.storage);
+      PrefetchL2(
+          static_cast<const char*>(p.w) +
+              (static_cast<int64_t>(r0 + lane) * p.cols + c_begin) * bytes,
+          static_cast<uint32_t>((c_end - c_begin) * bytes));
+    }
+  }
+  WaitForPriorGrids();
+  LetDependentsLaunch();
   FoldedNorm<N> fn;
   if (p.norm.kind != NormKind::kNone) {  // uniform: all threads reduce
     fn.kind = p.norm.kind;
@@ -331,6 +347,8 @@ __global__ void GemvReduceKernel(GemvParams p, int splits) {
   const int64_t at =
       static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t outputs = static_cast<int64_t>(p.n) * p.rows;
+  WaitForPriorGrids();
+  LetDependentsLaunch();
   if (at >= outputs) return;
   float v = 0.0f;
   for (int s = 0; s < splits; ++s) v += p.partials[s * outputs + at];
@@ -416,16 +434,16 @@ void LaunchGemvNR(const GemvParams& p, bool vector, const Geometry& g,
                   cudaStream_t stream) {
   const bool fp8 = p.storage == Storage::kFp8E4m3;
   if (vector && fp8) {
-    SEQBOAT_LAUNCH(g.grid, kGemvWarps * 32, 0, stream,
-                   GemvKernel<N, R, 16, true>)
+    SEQBOAT_LAUNCH_EARLY(g.grid, kGemvWarps * 32, 0, stream, p.early,
+                         GemvKernel<N, R, 16, true>)
     (p, g.split, g.chunk);
   } else if (vector) {
-    SEQBOAT_LAUNCH(g.grid, kGemvWarps * 32, 0, stream,
-                   GemvKernel<N, R, 8, true>)
+    SEQBOAT_LAUNCH_EARLY(g.grid, kGemvWarps * 32, 0, stream, p.early,
+                         GemvKernel<N, R, 8, true>)
     (p, g.split, g.chunk);
   } else if constexpr (R != 1) {  // the scalar path has no R = 1 instance
-    SEQBOAT_LAUNCH(g.grid, kGemvWarps * 32, 0, stream,
-                   GemvKernel<N, R, 8, false>)
+    SEQBOAT_LAUNCH_EARLY(g.grid, kGemvWarps * 32, 0, stream, p.early,
+                         GemvKernel<N, R, 8, false>)
     (p, g.split, g.chunk);
   }
 }
@@ -442,8 +460,8 @@ void LaunchGemvN(const GemvParams& p, bool vector, cudaStream_t stream) {
   }
   if (g.grid.y > 1) {
     const int64_t outputs = static_cast<int64_t>(p.n) * p.rows;
-    SEQBOAT_LAUNCH(static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream,
-                   GemvReduceKernel)
+    SEQBOAT_LAUNCH_EARLY(static_cast<unsigned>((outputs + 255) / 256), 256, 0,
+                         stream, p.early, GemvReduceKernel)
     (p, static_cast<int>(g.grid.y));
   }
 }

@@ -48,6 +48,9 @@ struct GemvParams {
   // kernels' arithmetic (norm_rows.cuh), so the result is bit for bit the
   // norm kernel's then the plain GEMV's; norm.out receives Norm(x) too.
   GemmNorm norm;
+  // Launched early behind the kernel before (launch.cuh): the blocks stream
+  // their slice of W into L2 while that one finishes, then wait for it.
+  bool early = false;
 };
 
 // Blocks that split each row's columns: a function of the matrix alone

@@ -51,6 +51,7 @@ __device__ __forceinline__ WarpRows RowsOfWarp(const Mamba2ScanParams& p) {
 template <int R>
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2ScanRegKernel(Mamba2ScanParams p) {
+  LetDependentsLaunch();
   const WarpRows w = RowsOfWarp(p);
   // Whole warps leave together, so the shuffles below always see 32 lanes.
   if (w.rows == 0) return;
@@ -119,6 +120,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // Any n_state: the state is updated in place in global memory.
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2ScanGlobalKernel(Mamba2ScanParams p) {
+  LetDependentsLaunch();
   const WarpRows w = RowsOfWarp(p);
   if (w.rows == 0) return;
   const int lane = threadIdx.x & 31;
@@ -178,6 +180,7 @@ __device__ float BlockSum(float v) {
 // and writes only them, so out may alias y.
 __global__ void __launch_bounds__(kNormThreads)
     GatedRmsNormKernel(GatedRmsNormParams p) {
+  LetDependentsLaunch();
   const int gs = p.d / p.groups;
   const int64_t lo = static_cast<int64_t>(blockIdx.y) * gs;
   const float* y = p.y + static_cast<int64_t>(blockIdx.x) * p.ldy + lo;
@@ -256,6 +259,7 @@ __device__ __forceinline__ void MoveWindow(const MambaConvParams& p,
 template <int R>
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2StepKernel(Mamba2StepParams p) {
+  LetDependentsLaunch();
   __shared__ float xs[kRowsPerBlock];
   __shared__ float bcs[2 * kMaxStepState];
   const Mamba2ScanParams& q = p.scan;
@@ -346,6 +350,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // windows on.
 __global__ void __launch_bounds__(kNormThreads)
     Mamba2StepNormKernel(Mamba2StepParams p) {
+  LetDependentsLaunch();
   const GatedRmsNormParams& q = p.norm;
   const int gs = q.d / q.groups;
   const int64_t lo = static_cast<int64_t>(blockIdx.y) * gs;

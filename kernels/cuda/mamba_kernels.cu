@@ -25,6 +25,7 @@ constexpr int kMaxGridY = 65535;
 template <int K>
 __global__ void __launch_bounds__(kThreads)
     MambaConvRegKernel(MambaConvParams p) {
+  LetDependentsLaunch();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   float w[K];
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(kThreads)
 // Any k: the window is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     MambaConvGlobalKernel(MambaConvParams p) {
+  LetDependentsLaunch();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   const float* w = p.w + static_cast<int64_t>(c) * p.k;
@@ -78,6 +80,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int N>
 __global__ void __launch_bounds__(kThreads)
     MambaScanRegKernel(MambaScanParams p) {
+  LetDependentsLaunch();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   float a[N];
@@ -106,6 +109,7 @@ __global__ void __launch_bounds__(kThreads)
 // Any n_state: the state is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     MambaScanGlobalKernel(MambaScanParams p) {
+  LetDependentsLaunch();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   const int n = p.n_state;
@@ -144,6 +148,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <int N>
 __global__ void __launch_bounds__(kDecodeThreads)
     MambaScanDecodeKernel(MambaScanParams p) {
+  LetDependentsLaunch();
   const int i = threadIdx.x % N;
   const int c = (blockIdx.x * kDecodeThreads + threadIdx.x) / N;
   // Lanes of channels past e stay for the shuffles and write nothing; their

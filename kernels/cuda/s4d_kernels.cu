@@ -22,6 +22,7 @@ constexpr int kMaxGridY = 65535;
 // state alone is 128 registers and ptxas spills.
 template <int M>
 __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
+  LetDependentsLaunch();
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= p.h) return;
   const float* da_row = p.da + static_cast<int64_t>(k) * 2 * M;
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
 // Any m: zeta is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     S4dScanGlobalKernel(S4dScanParams p) {
+  LetDependentsLaunch();
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= p.h) return;
   const int m = p.m;

@@ -56,6 +56,7 @@ __device__ __forceinline__ op_math::SeqBoatSlot SlotOf(void* state,
 template <int NE>
 __global__ void __launch_bounds__(kEmaThreads)
     SeqBoatEmaRegKernel(SeqBoatEmaParams p) {
+  LetDependentsLaunch();
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(kEmaThreads)
 // Any ne: the state stays in the slot (L1-resident for the segment).
 __global__ void __launch_bounds__(kEmaThreads)
     SeqBoatEmaAnyKernel(SeqBoatEmaParams p) {
+  LetDependentsLaunch();
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
@@ -119,6 +121,7 @@ __global__ void __launch_bounds__(kEmaThreads)
 // Rows in chunks of blockDim.x (a multiple of 32); `carry` counts the active
 // rows of earlier chunks, so the order is the CPU's running count.
 __global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
+  LetDependentsLaunch();
   __shared__ int warp_count[kRouteMaxThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = blockDim.x >> 5;
@@ -170,6 +173,7 @@ __global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
 __global__ void __launch_bounds__(kAttendThreads)
     SeqBoatAttendKernel(SeqBoatAttendParams p, const double* rope_inv_freq,
                         float scale) {
+  LetDependentsLaunch();
   const Segment seg = p.segs[blockIdx.x];
   if (seg.len <= 0) return;  // padding: no state read or written
   const SeqBoatShape& sh = p.shape;
@@ -282,6 +286,7 @@ __global__ void __launch_bounds__(kAttendThreads)
 // --- output ------------------------------------------------------------------
 
 __global__ void SeqBoatMixKernel(SeqBoatMixParams p) {
+  LetDependentsLaunch();
   const int64_t i = blockIdx.x;
   const int d = p.d;
   const int64_t r = i * d;

@@ -93,20 +93,23 @@ template <class... Params>
 class KernelLaunch {
  public:
   KernelLaunch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-               void (*kernel)(Params...))
+               void (*kernel)(Params...), bool early = false)
       : name_(name),
         grid_(grid),
         block_(block),
         shared_(shared_bytes),
-        kernel_(kernel) {}
+        kernel_(kernel),
+        early_(early) {}
 
   template <class... Args>
   void operator()(Args&&... args) const {
     const std::tuple<std::decay_t<Params>...> params(
         std::forward<Args>(args)...);
     const std::function<void()> body = [&] { std::apply(kernel_, params); };
+    State().early = early_;
     RunGrid(reinterpret_cast<const void*>(kernel_), name_, grid_, block_,
             shared_, body);
+    State().early = false;
   }
 
  private:
@@ -114,13 +117,17 @@ class KernelLaunch {
   dim3 grid_, block_;
   size_t shared_;
   void (*kernel_)(Params...);
+  bool early_;
 };
 
+// `early`: launch.cuh's SEQBOAT_LAUNCH_EARLY. Launches run one after another
+// here, so an early one only has its waits checked and is counted.
 template <class... Params>
 KernelLaunch<Params...> Launch(const char* name, dim3 grid, dim3 block,
                                size_t shared_bytes, cudaStream_t /*stream*/,
-                               void (*kernel)(Params...)) {
-  return KernelLaunch<Params...>(name, grid, block, shared_bytes, kernel);
+                               void (*kernel)(Params...), bool early = false) {
+  return KernelLaunch<Params...>(name, grid, block, shared_bytes, kernel,
+                                 early);
 }
 
 template <class T>

@@ -119,6 +119,9 @@ void ThreadEntry() {
   Emulation& s = State();
   (*s.body)();
   const int t = s.current;
+  if (s.early && !s.threads[t].waited_for_prior_grids) {
+    Fatal("a thread of an early launch returned without WaitForPriorGrids");
+  }
   s.threads[t].done = true;
   --s.live;
   --s.warp_live[WarpOf(t)];
@@ -155,6 +158,7 @@ void RunBlock(Emulation& s) {
   for (int t = 0; t < n; ++t) {
     EmulatedThread& th = s.threads[t];
     th.done = false;
+    th.waited_for_prior_grids = false;
     th.waiting_on = nullptr;
     MakeContext(th.context, s.stacks[t].get(), kStackBytes, ThreadEntry);
   }
@@ -198,6 +202,7 @@ void RunGrid(const void* kernel, const char* name, dim3 grid, dim3 block,
   Emulation& s = State();
   if (s.body != nullptr) Fatal("a kernel launched another kernel");
   ++s.launches;
+  if (s.early) ++s.early_launches;
   s.last_kernel = name;
   const int64_t threads = static_cast<int64_t>(block.x) * block.y * block.z;
   if (threads < 1 || threads > kMaxBlockThreads || block.z > 64) {
@@ -267,6 +272,22 @@ void SyncBlock() {
     return;
   }
   WaitFor(b, gen);
+}
+
+void WaitForPriorGrids() {
+  Emulation& s = State();
+  s.threads[s.current].waited_for_prior_grids = true;
+}
+
+void PrefetchL2(const void* p, uint32_t bytes) {
+  if ((reinterpret_cast<uintptr_t>(p) & 15) != 0 || bytes % 16 != 0 ||
+      bytes == 0) {
+    Fatal("PrefetchL2 of " + std::to_string(bytes) + " bytes at an address " +
+          std::to_string(reinterpret_cast<uintptr_t>(p) % 16) +
+          " bytes past 16-byte alignment: the size must be a positive "
+          "multiple of 16 and the address aligned");
+  }
+  State().prefetches.push_back(Emulation::Prefetch{p, bytes});
 }
 
 const uint64_t* WarpExchange(unsigned mask, uint64_t mine, const char* what) {

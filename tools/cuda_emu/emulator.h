@@ -9,6 +9,8 @@
 // 0xff bytes, a NaN pattern, at every block start); launch limits (block
 // size, grid size, dynamic shared memory above 48 KiB only after
 // cudaFuncSetAttribute raised the kernel's limit, at most an H100's 227 KiB).
+// Early launches (launch.cuh) run in order like the rest; every thread of one
+// must call WaitForPriorGrids, and L2 prefetches are checked and recorded.
 // Misuse that would hang or be undefined on a GPU aborts with a message: a
 // barrier some threads never reach (deadlock), a full-mask warp operation in
 // a partial warp or after a lane of the warp exited.
@@ -60,6 +62,7 @@ struct Context {
 struct EmulatedThread {
   Context context;
   bool done = false;
+  bool waited_for_prior_grids = false;
   const Barrier* waiting_on = nullptr;  // null: runnable
   int64_t waiting_gen = 0;
 };
@@ -93,6 +96,16 @@ struct Emulation {
   cudaError_t last_error = cudaSuccess;
   std::string failures;  // launch errors, for tests (TakeFailures)
   int64_t launches = 0;
+  // Launches made early (launch.cuh SEQBOAT_LAUNCH_EARLY with early true);
+  // `early` while one runs.
+  int64_t early_launches = 0;
+  bool early = false;
+  // Every PrefetchL2 since a test cleared them: where and how many bytes.
+  struct Prefetch {
+    const void* at;
+    uint32_t bytes;
+  };
+  std::vector<Prefetch> prefetches;
   // The kernel expression of the last launch as written in the .cu file
   // (e.g. "GemvKernel<N, true>"): tests check which variant a launcher took.
   std::string last_kernel;
@@ -111,6 +124,12 @@ void* DynamicSharedMemory();
 
 // __syncthreads.
 void SyncBlock();
+
+// launch.cuh's device calls of an early launch: the wait, which every thread
+// of an early launch must make (a thread returning without it aborts), and
+// the L2 prefetch, checked for its alignment and size and recorded.
+void WaitForPriorGrids();
+void PrefetchL2(const void* p, uint32_t bytes);
 // Every lane's value of one full-mask warp exchange; valid until the calling
 // lane's next warp operation.
 const uint64_t* WarpExchange(unsigned mask, uint64_t mine, const char* what);

@@ -218,6 +218,65 @@ TEST(EmulatorDeathTest, ShuffleAfterALaneReturned) {
       "block \\(1, 0, 0\\), thread \\(7, 0, 0\\)");
 }
 
+// --- early launches -------------------------------------------------------
+
+// Streams its row of `w` into L2 before waiting, as an early GEMV does.
+__global__ void EarlyRowKernel(const float* w, int cols, float* out) {
+  if (threadIdx.x == 0) {
+    PrefetchL2(w + blockIdx.x * cols, static_cast<uint32_t>(cols * 4));
+  }
+  WaitForPriorGrids();
+  LetDependentsLaunch();
+  out[blockIdx.x * blockDim.x + threadIdx.x] =
+      w[blockIdx.x * cols + threadIdx.x];
+}
+
+__global__ void EarlyWithoutWaitKernel(float* out) {
+  if (threadIdx.x != 3) WaitForPriorGrids();
+  out[threadIdx.x] = 1.0f;
+}
+
+__global__ void MisalignedPrefetchKernel(const float* w) {
+  PrefetchL2(w + 1, 16);
+  WaitForPriorGrids();
+}
+
+TEST(EmulatorTest, EarlyLaunchesAreCountedAndTheirPrefetchesRecorded) {
+  alignas(16) float w[4 * 8];
+  std::iota(w, w + 32, 0.0f);
+  std::vector<float> out(4 * 8);
+  Emulation& s = State();
+  s.prefetches.clear();
+  const int64_t early = s.early_launches;
+  SEQBOAT_LAUNCH_EARLY(4, 8, 0, nullptr, true, EarlyRowKernel)
+  (w, 8, out.data());
+  EXPECT_EQ(s.early_launches, early + 1);
+  EXPECT_EQ(out, std::vector<float>(w, w + 32));
+  ASSERT_EQ(s.prefetches.size(), 4u);
+  for (int b = 0; b < 4; ++b) {
+    EXPECT_EQ(s.prefetches[b].at, w + 8 * b);
+    EXPECT_EQ(s.prefetches[b].bytes, 32u);
+  }
+  // Not early: the same kernel is an ordinary launch.
+  SEQBOAT_LAUNCH_EARLY(4, 8, 0, nullptr, false, EarlyRowKernel)
+  (w, 8, out.data());
+  EXPECT_EQ(s.early_launches, early + 1);
+}
+
+TEST(EmulatorDeathTest, EarlyLaunchWithoutWaitingAborts) {
+  std::vector<float> out(32);
+  EXPECT_DEATH(SEQBOAT_LAUNCH_EARLY(1, 32, 0, nullptr, true,
+                                    EarlyWithoutWaitKernel)(out.data()),
+               "early launch returned without WaitForPriorGrids.*"
+               "thread \\(3, 0, 0\\)");
+}
+
+TEST(EmulatorDeathTest, MisalignedPrefetchAborts) {
+  alignas(16) float w[8] = {};
+  EXPECT_DEATH(SEQBOAT_LAUNCH(1, 1, 0, nullptr, MisalignedPrefetchKernel)(w),
+               "PrefetchL2 of 16 bytes at an address 4 bytes past");
+}
+
 // --- refused launches -------------------------------------------------------
 
 __global__ void MarkKernel(int* ran) { atomicAdd(ran, 1); }

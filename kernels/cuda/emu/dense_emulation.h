@@ -63,6 +63,9 @@ class DenseEmulation : public EmulatedBackend {
  public:
   explicit DenseEmulation(cuda::Storage storage) : storage_(storage) {}
 
+  // GEMVs launched early, as CudaBackendOptions::early_launch (on by default).
+  void set_early_launch(bool early) { early_ = early; }
+
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
     return UploadAt(host, rows, cols, storage_, 0);
@@ -121,6 +124,7 @@ class DenseEmulation : public EmulatedBackend {
       return;
     }
     cuda::GemvParams g = cuda::GemvParamsFor(p, StorageOf(p.w));
+    g.early = early_;
     partials_.assign(static_cast<size_t>(cuda::GemvPartialFloats(g)), 0.0f);
     g.partials = partials_.empty() ? nullptr : partials_.data();
     cuda::LaunchGemv(g, nullptr);
@@ -147,6 +151,7 @@ class DenseEmulation : public EmulatedBackend {
   }
 
   cuda::Storage storage_;
+  bool early_ = true;
   std::vector<DeviceBuffer> owned_;
   std::vector<float> partials_;
 };

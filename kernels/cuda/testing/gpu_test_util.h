@@ -16,10 +16,12 @@ namespace seqboat::gpu_test {
 
 // fp32 weights unless a test asks otherwise: the 1e-4 parity mode.
 inline std::unique_ptr<Backend> MakeCuda(
-    CudaWeights weights = CudaWeights::kF32, bool graphs = true) {
+    CudaWeights weights = CudaWeights::kF32, bool graphs = true,
+    bool early_launch = true) {
   CudaBackendOptions o;
   o.weights = weights;
   o.graphs = graphs;
+  o.early_launch = early_launch;
   auto be = MakeCudaBackend(o);
   EXPECT_TRUE(be.ok()) << be.status();
   return be.ok() ? *std::move(be) : nullptr;
