@@ -21,7 +21,6 @@ class Mamba2 final : public Mixer {
       : c_(config),
         d_model_(d_model),
         norm_eps_(norm_eps),
-        residual_scale_(residual_scale),
         out_(residual_scale) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
@@ -62,9 +61,7 @@ class Mamba2 final : public Mixer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    // A scaled residual add needs d_model spare floats a row (ResidualOut).
-    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner() +
-           (residual_scale_ != 1.0f ? d_model_ : 0);
+    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner();
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -158,8 +155,7 @@ class Mamba2 final : public Mixer {
       be.Mamba2Scan(scan);
       Gate(be, n, zxbcdt, y);
     }
-    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual),
-             y + static_cast<int64_t>(n) * e);
+    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual));
     return absl::OkStatus();
   }
 
@@ -223,7 +219,6 @@ class Mamba2 final : public Mixer {
   const Mamba2Config c_;
   const int d_model_;
   const std::optional<float> norm_eps_;
-  const float residual_scale_;
   ResidualOut out_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, out_proj_;
