@@ -159,7 +159,7 @@ class Attention final : public Mixer {
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
-      return MixFrom(ctx, residual, GemmNorm(), residual);
+      return MixNormed(ctx, residual, GemmNorm(), residual);
     }
     // The pre-norm folded into the q projection (GemmNorm): the CPU runs the
     // two ops, CUDA's decode GEMV normalises as it loads (the same bits).
@@ -173,18 +173,16 @@ class Attention final : public Mixer {
     norm.eps = static_cast<float>(norm_->eps);
     norm.out = ctx.scratch;
     norm.ldo = d_model_;
-    return MixFrom(ctx, residual, norm, residual);
+    return MixNormed(ctx, residual, norm, residual);
   }
 
   absl::Status Mix(const StepContext& ctx, const float* x,
                    float* residual) override {
-    return MixFrom(ctx, x, GemmNorm(), residual);
+    return MixNormed(ctx, x, GemmNorm(), residual);
   }
 
- private:
-  // Mix on x, or on Norm(x) where `norm` is set (Forward's pre-norm).
-  absl::Status MixFrom(const StepContext& ctx, const float* x,
-                       const GemmNorm& norm, float* residual) {
+  absl::Status MixNormed(const StepContext& ctx, const float* x,
+                         const GemmNorm& norm, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), qd = QDim(), kd = KvDim();
     // The first n * d floats of scratch hold Forward's normed rows.
@@ -249,6 +247,7 @@ class Attention final : public Mixer {
     return absl::OkStatus();
   }
 
+ private:
   int QDim() const { return cache_.n_heads * cache_.head_dim; }
   int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
   bool PartialRotary() const { return rope_ && rotary_dim_ < cache_.head_dim; }

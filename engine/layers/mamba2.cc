@@ -83,18 +83,16 @@ class Mamba2 final : public Mixer {
     norm.eps = *norm_eps_;
     norm.out = ctx.scratch;
     norm.ldo = d_model_;
-    return MixFrom(ctx, residual, norm, residual);
+    return MixNormed(ctx, residual, norm, residual);
   }
 
   absl::Status Mix(const StepContext& ctx, const float* u,
                    float* residual) override {
-    return MixFrom(ctx, u, GemmNorm(), residual);
+    return MixNormed(ctx, u, GemmNorm(), residual);
   }
 
- private:
-  // Mix on u, or on Norm(u) where `norm` is set (Forward's pre-norm).
-  absl::Status MixFrom(const StepContext& ctx, const float* u,
-                       const GemmNorm& norm, float* residual) {
+  absl::Status MixNormed(const StepContext& ctx, const float* u,
+                         const GemmNorm& norm, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
               cc = static_cast<int>(c_.conv_channels()),
@@ -159,6 +157,7 @@ class Mamba2 final : public Mixer {
     return absl::OkStatus();
   }
 
+ private:
   // norm_after_gate's norm of y in place with the gate z.
   GatedRmsNormParams GatedNorm(int n, const float* z, float* y) const {
     const int e = static_cast<int>(c_.d_inner());

@@ -35,6 +35,10 @@ class PreNorm {
   // loads x; with no norm, Apply's copy runs here and the GEMM reads out.
   void Fold(Backend& be, const float* x, int n, float* out, GemmParams* first);
 
+  // The norm as a GEMM's folded pre-norm writing out (d_model-wide rows);
+  // false with no norm, which has nothing to fold.
+  bool Folded(float* out, GemmNorm* fold) const;
+
  private:
   std::optional<NormConfig> norm_;
   int d_ = 0;
