@@ -12,9 +12,11 @@
 #ifndef SEQBOAT_ENGINE_BACKEND_DENSE_PARAMS_H_
 #define SEQBOAT_ENGINE_BACKEND_DENSE_PARAMS_H_
 
+#include <math.h>
 #include <stdint.h>
 
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/hd.h"
 
 namespace seqboat {
 
@@ -80,8 +82,11 @@ struct GemmNorm {
 
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
 // residual add of a block: on CUDA's GEMV the add is the GEMV's epilogue,
-// y + (sum + bias), no separate kernel). With norm.kind != kNone, x is
-// replaced by Norm(x) (GemmNorm).
+// no separate kernel), scaled by residual_scale: y = fma(s, f, y) with f =
+// x · wᵀ + bias rounded to float first, one rounding for the add, exactly
+// ScatterAddScaled of f (ScaledResidualAdd below); at s = 1 that is y + f.
+// residual_scale is ignored without accumulate. With norm.kind != kNone, x
+// is replaced by Norm(x) (GemmNorm).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -91,8 +96,17 @@ struct GemmParams {
   float* y = nullptr;
   int ldy = 0;
   bool accumulate = false;
+  float residual_scale = 1.0f;
   GemmNorm norm;
 };
+
+// The scaled residual add's one rounding, shared by every backend's GEMM
+// epilogue and ScatterAddScaled: written as an fma so that no compiler's
+// contraction choice (nvcc contracts by default, a host build may not)
+// changes the bits.
+SEQBOAT_HD float ScaledResidualAdd(float y, float s, float f) {
+  return fmaf(s, f, y);
+}
 
 // The norm op a GEMM's folded pre-norm stands for.
 inline NormParams NormOfGemm(const GemmParams& p) {

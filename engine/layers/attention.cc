@@ -157,47 +157,47 @@ class Attention final : public Mixer {
   }
 
   absl::Status Forward(const StepContext& ctx, float* residual) override {
-    Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_model_;
-    float* u = ctx.scratch;
-    const float* x = u;
     if (!norm_.has_value()) {
       // The residual is only written by the last GEMM, after q/k/v.
-      x = residual;
-    } else {
-      NormParams norm;
-      norm.x = residual;
-      norm.ldx = d;
-      norm.n = n;
-      norm.d = d;
-      norm.w = norm_w_;
-      norm.b = norm_b_;
-      norm.eps = static_cast<float>(norm_->eps);
-      norm.out = u;
-      norm.ldo = d;
-      if (norm_->type == NormType::kLayerNorm) {
-        be.LayerNorm(norm);
-      } else {
-        be.RmsNorm(norm);
-      }
+      return MixNormed(ctx, residual, GemmNorm(), residual);
     }
-    return Mix(ctx, x, residual);
+    // The pre-norm folded into the q projection (GemmNorm): the CPU runs the
+    // two ops, CUDA's decode GEMV normalises as it loads (the same bits).
+    // The first n * d floats of scratch receive the normed rows, which the
+    // k, v (and gate) projections read.
+    GemmNorm norm;
+    norm.kind =
+        norm_->type == NormType::kLayerNorm ? NormKind::kLayer : NormKind::kRms;
+    norm.w = norm_w_;
+    norm.b = norm_b_;
+    norm.eps = static_cast<float>(norm_->eps);
+    norm.out = ctx.scratch;
+    norm.ldo = d_model_;
+    return MixNormed(ctx, residual, norm, residual);
   }
 
   absl::Status Mix(const StepContext& ctx, const float* x,
                    float* residual) override {
+    return MixNormed(ctx, x, GemmNorm(), residual);
+  }
+
+  absl::Status MixNormed(const StepContext& ctx, const float* x,
+                         const GemmNorm& norm, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_model_, qd = QDim(), kd = KvDim();
+    const int n = ctx.n(), qd = QDim(), kd = KvDim();
     // The first n * d floats of scratch hold Forward's normed rows.
-    float* q = ctx.scratch + static_cast<int64_t>(n) * d;
+    float* q = ctx.scratch + static_cast<int64_t>(n) * d_model_;
     float* k = q + static_cast<int64_t>(n) * qd;
     float* v = k + static_cast<int64_t>(n) * kd;
     float* o = v + static_cast<int64_t>(n) * kd;
     float* gate = o + static_cast<int64_t>(n) * qd;  // out_gate only
-    be.Gemm(Projection(x, n, wq_, bq_, q));
-    be.Gemm(Projection(x, n, wk_, bk_, k));
-    be.Gemm(Projection(x, n, wv_, bv_, v));
-    if (c_.out_gate) be.Gemm(Projection(x, n, wgate_, bgate_, gate));
+    GemmParams q_proj = Projection(x, n, wq_, bq_, q);
+    q_proj.norm = norm;
+    be.Gemm(q_proj);
+    const float* u = norm.kind != NormKind::kNone ? norm.out : x;
+    be.Gemm(Projection(u, n, wk_, bk_, k));
+    be.Gemm(Projection(u, n, wv_, bv_, v));
+    if (c_.out_gate) be.Gemm(Projection(u, n, wgate_, bgate_, gate));
     if (c_.qk_norm) {
       NormPerHead(be, q, n * cache_.n_heads, q_norm_w_);
       NormPerHead(be, k, n * cache_.n_kv_heads, k_norm_w_);
@@ -243,9 +243,7 @@ class Attention final : public Mixer {
       gated.ldo = qd;
       be.ActivateMul(gated);
     }
-    // The first n * d floats of scratch (Forward's normed rows, dead since
-    // q/k/v) are the spare rows of a scaled add; a Mixer is built unscaled.
-    out_.Add(be, Projection(o, n, wo_, bo_, residual), ctx.scratch);
+    out_.Add(be, Projection(o, n, wo_, bo_, residual));
     return absl::OkStatus();
   }
 

@@ -73,17 +73,16 @@ class Gdn final : public Layer {
     float* qkv = proj + static_cast<int64_t>(n) * w;
     float* y = qkv + static_cast<int64_t>(n) * cc;
 
-    NormParams pre_norm;
-    pre_norm.x = residual;
-    pre_norm.ldx = d;
-    pre_norm.n = n;
-    pre_norm.d = d;
-    pre_norm.w = norm_w_;
-    pre_norm.eps = norm_eps_;
-    pre_norm.out = u;
-    pre_norm.ldo = d;
-    be.RmsNorm(pre_norm);
-    be.Gemm(Projection(u, n, in_proj_, nullptr, proj));
+    // The pre-norm folded into the stacked input projection (GemmNorm): the
+    // CPU runs the two ops, CUDA's decode GEMV normalises as it loads (the
+    // same bits); u holds the normed rows either way.
+    GemmParams in_proj = Projection(residual, n, in_proj_, nullptr, proj);
+    in_proj.norm.kind = NormKind::kRms;
+    in_proj.norm.w = norm_w_;
+    in_proj.norm.eps = norm_eps_;
+    in_proj.norm.out = u;
+    in_proj.norm.ldo = d;
+    be.Gemm(in_proj);
     // A slot is [conv window | delta-rule state], one contiguous region.
     MambaConvParams conv;
     conv.segs = ctx.segs();

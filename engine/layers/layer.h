@@ -57,6 +57,13 @@ class Mixer : public Layer {
   // Forward does.
   virtual absl::Status Mix(const StepContext& ctx, const float* x,
                            float* residual) = 0;
+  // Mix on Norm(x) (norm.kind != kNone): the norm folds into the mixer's
+  // first GEMM (GemmParams::norm), which leaves Norm(x) in norm.out for the
+  // mixer's later readers and the caller's. The mixer's own scratch starts
+  // n * d_model floats into ctx.scratch, where norm.out may lie. kNone is
+  // Mix(x).
+  virtual absl::Status MixNormed(const StepContext& ctx, const float* x,
+                                 const GemmNorm& norm, float* residual) = 0;
 };
 
 // The GEMM most blocks make, y[n, w.rows] = x[n, w.cols] · wᵀ + bias over

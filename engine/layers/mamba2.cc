@@ -21,7 +21,6 @@ class Mamba2 final : public Mixer {
       : c_(config),
         d_model_(d_model),
         norm_eps_(norm_eps),
-        residual_scale_(residual_scale),
         out_(residual_scale) {}
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
@@ -62,9 +61,7 @@ class Mamba2 final : public Mixer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    // A scaled residual add needs d_model spare floats a row (ResidualOut).
-    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner() +
-           (residual_scale_ != 1.0f ? d_model_ : 0);
+    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner();
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -86,18 +83,16 @@ class Mamba2 final : public Mixer {
     norm.eps = *norm_eps_;
     norm.out = ctx.scratch;
     norm.ldo = d_model_;
-    return MixFrom(ctx, residual, norm, residual);
+    return MixNormed(ctx, residual, norm, residual);
   }
 
   absl::Status Mix(const StepContext& ctx, const float* u,
                    float* residual) override {
-    return MixFrom(ctx, u, GemmNorm(), residual);
+    return MixNormed(ctx, u, GemmNorm(), residual);
   }
 
- private:
-  // Mix on u, or on Norm(u) where `norm` is set (Forward's pre-norm).
-  absl::Status MixFrom(const StepContext& ctx, const float* u,
-                       const GemmNorm& norm, float* residual) {
+  absl::Status MixNormed(const StepContext& ctx, const float* u,
+                         const GemmNorm& norm, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), d = d_model_, e = static_cast<int>(c_.d_inner()),
               cc = static_cast<int>(c_.conv_channels()),
@@ -158,11 +153,11 @@ class Mamba2 final : public Mixer {
       be.Mamba2Scan(scan);
       Gate(be, n, zxbcdt, y);
     }
-    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual),
-             y + static_cast<int64_t>(n) * e);
+    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual));
     return absl::OkStatus();
   }
 
+ private:
   // norm_after_gate's norm of y in place with the gate z.
   GatedRmsNormParams GatedNorm(int n, const float* z, float* y) const {
     const int e = static_cast<int>(c_.d_inner());
@@ -223,7 +218,6 @@ class Mamba2 final : public Mixer {
   const Mamba2Config c_;
   const int d_model_;
   const std::optional<float> norm_eps_;
-  const float residual_scale_;
   ResidualOut out_;
   const float* norm_w_ = nullptr;
   Matrix in_proj_, out_proj_;

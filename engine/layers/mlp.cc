@@ -44,8 +44,11 @@ class Mlp final : public Layer {
     float* h = u + static_cast<int64_t>(n) * d;
     float* g = h + static_cast<int64_t>(n) * f;
     const Activation act = c_.act;
-    norm_.Apply(be, residual, n, u);
-    be.Gemm(Projection(u, n, up_, up_b_, h));
+    // The pre-norm folds into the up GEMM, which leaves the normed rows in
+    // u for the gate GEMM.
+    GemmParams up = Projection(u, n, up_, up_b_, h);
+    norm_.Fold(be, residual, n, u, &up);
+    be.Gemm(up);
     if (c_.gated) {
       // The activation goes on the gate branch (HF Llama: act(gate) * up).
       be.Gemm(Projection(u, n, gate_, gate_b_, g));
@@ -71,8 +74,7 @@ class Mlp final : public Layer {
       activate.ldo = f;
       be.ActivateMul(activate);
     }
-    // u, the normed input, is dead since the up (and gate) GEMMs.
-    out_.Add(be, Projection(h, n, down_, down_b_, residual), u);
+    out_.Add(be, Projection(h, n, down_, down_b_, residual));
     return absl::OkStatus();
   }
 

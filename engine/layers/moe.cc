@@ -107,8 +107,7 @@ class Moe final : public MoeLayer {
     Backend& be = *ctx.backend;
     const int n = ctx.n();
     const Scratch s = Carve(ctx.scratch, n);
-    norm_.Apply(be, residual, n, s.u);
-    Route(be, s, n);
+    Route(be, s, n, residual);
     GroupByExpert(be, s, n);
     stats_ = StepStats();
     // Without a latent space the experts add into the residual; with one,
@@ -183,8 +182,10 @@ class Moe final : public MoeLayer {
   }
 
   // Router logits (through the ReLU router's hidden layer when it has one),
-  // then each row's (expert, gate) slots.
-  void Route(Backend& be, const Scratch& s, int n) {
+  // then each row's (expert, gate) slots. The pre-norm of the residual folds
+  // into the router's first GEMM, which leaves the normed rows in s.u for
+  // the experts.
+  void Route(Backend& be, const Scratch& s, int n, const float* residual) {
     const int d = d_, x = static_cast<int>(c_.n_experts),
               hid = static_cast<int>(c_.router_hidden);
     GemmParams router;
@@ -196,7 +197,9 @@ class Moe final : public MoeLayer {
     router.y = s.logits;
     router.ldy = x;
     if (Relu()) {
-      be.Gemm(Projection(s.u, n, router_in_, router_in_b_, s.hr));
+      GemmParams hidden = Projection(s.u, n, router_in_, router_in_b_, s.hr);
+      norm_.Fold(be, residual, n, s.u, &hidden);
+      be.Gemm(hidden);
       ActivateMulParams silu;
       silu.a = s.hr;
       silu.lda = hid;
@@ -208,6 +211,8 @@ class Moe final : public MoeLayer {
       be.ActivateMul(silu);
       router.x = s.hr;
       router.ldx = hid;
+    } else {
+      norm_.Fold(be, residual, n, s.u, &router);
     }
     be.Gemm(router);
     MoeRouteParams route;
@@ -313,8 +318,7 @@ class Moe final : public MoeLayer {
     if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
     Activate(be, s.hs, s.gs, n, f);
     if (!c_.shared_gate) {
-      shared_out_.Add(be, Projection(s.hs, n, shared_down_, nullptr, residual),
-                      s.yg);
+      shared_out_.Add(be, Projection(s.hs, n, shared_down_, nullptr, residual));
       return;
     }
     be.Gemm(Projection(s.hs, n, shared_down_, nullptr, s.yg));

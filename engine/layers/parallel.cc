@@ -42,12 +42,19 @@ class ParallelMamba2Attention final : public Layer {
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     const int n = ctx.n();
     float* u = ctx.scratch;
-    norm_.Apply(*ctx.backend, residual, n, u);
     StepContext inner = ctx;
     inner.scratch = u + static_cast<int64_t>(n) * d_model_;
     // Both read u, never the residual they add to, so the order of the two
-    // adds is the only difference from summing the outputs first.
-    RETURN_IF_ERROR(mamba_->Mix(inner, u, residual));
+    // adds is the only difference from summing the outputs first. The norm
+    // folds into the Mamba-2 mixer's in_proj, which reads the residual
+    // before its out_proj adds to it and leaves the normed rows in u.
+    GemmNorm fold;
+    if (norm_.Folded(u, &fold)) {
+      RETURN_IF_ERROR(mamba_->MixNormed(inner, residual, fold, residual));
+    } else {
+      norm_.Apply(*ctx.backend, residual, n, u);
+      RETURN_IF_ERROR(mamba_->Mix(inner, u, residual));
+    }
     return attention_->Mix(inner, u, residual);
   }
 

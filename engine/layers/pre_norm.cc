@@ -71,4 +71,29 @@ void PreNorm::Apply(Backend& be, const float* x, int n, float* out) {
   }
 }
 
+void PreNorm::Fold(Backend& be, const float* x, int n, float* out,
+                   GemmParams* first) {
+  if (!Folded(out, &first->norm)) {
+    Apply(be, x, n, out);
+    first->x = out;
+    first->ldx = d_;
+    return;
+  }
+  first->x = x;
+  first->ldx = d_;
+}
+
+bool PreNorm::Folded(float* out, GemmNorm* fold) const {
+  if (!norm_.has_value()) return false;
+  // The same op as Apply's: rmsnorm, rmsnorm_t5 and scalenorm are RmsNorm.
+  fold->kind =
+      norm_->type == NormType::kLayerNorm ? NormKind::kLayer : NormKind::kRms;
+  fold->w = weight_;
+  fold->b = bias_;
+  fold->eps = static_cast<float>(norm_->eps);
+  fold->out = out;
+  fold->ldo = d_;
+  return true;
+}
+
 }  // namespace seqboat

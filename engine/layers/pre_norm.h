@@ -28,6 +28,17 @@ class PreNorm {
   // residual while still reading their input.
   void Apply(Backend& be, const float* x, int n, float* out);
 
+  // Readies `first`, the block's first GEMM over Norm(x) (its x, ldx and
+  // norm are set here), so that once it has run, out holds Norm(x) as after
+  // Apply: a norm folds into the GEMM (GemmParams::norm; scalenorm is the
+  // RMS norm of its repeated gain), which CUDA's decode GEMV applies as it
+  // loads x; with no norm, Apply's copy runs here and the GEMM reads out.
+  void Fold(Backend& be, const float* x, int n, float* out, GemmParams* first);
+
+  // The norm as a GEMM's folded pre-norm writing out (d_model-wide rows);
+  // false with no norm, which has nothing to fold.
+  bool Folded(float* out, GemmNorm* fold) const;
+
  private:
   std::optional<NormConfig> norm_;
   int d_ = 0;

@@ -157,7 +157,23 @@ void CpuBackend::Gemm(const GemmParams& p) {
     x = p.norm.out;
     ldx = p.norm.ldo;
   }
-  PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy, p.accumulate);
+  if (!p.accumulate || p.residual_scale == 1.0f) {
+    PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy,
+               p.accumulate);
+    return;
+  }
+  // A scaled residual add: the GEMM's rows, then ScatterAddScaled's
+  // arithmetic on them (one fma an element), the same bits as the two ops.
+  const int rows = static_cast<int>(p.w.rows);
+  scaled_rows_.resize(static_cast<size_t>(p.n) * rows);
+  PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, scaled_rows_.data(), rows,
+             false);
+  const float s = p.residual_scale;
+  for (int i = 0; i < p.n; ++i) {
+    const float* f = scaled_rows_.data() + static_cast<int64_t>(i) * rows;
+    float* y = p.y + static_cast<int64_t>(i) * p.ldy;
+    for (int k = 0; k < rows; ++k) y[k] = ScaledResidualAdd(y[k], s, f[k]);
+  }
 }
 
 void CpuBackend::GatherRows(const GatherRowsParams& p) {

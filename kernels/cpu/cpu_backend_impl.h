@@ -59,6 +59,7 @@ class CpuBackend final : public Backend {
   const Isa isa_;
   std::vector<DeviceBuffer> owned_;     // uploaded vectors
   std::vector<int32_t> penalty_table_;  // SampleRows' persistent lists
+  std::vector<float> scaled_rows_;      // Gemm's x wᵀ + b before a scaled add
   std::vector<std::unique_ptr<PackedMatrix>> matrices_;
   int64_t weight_bytes_ = 0;
 };

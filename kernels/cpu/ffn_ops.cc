@@ -66,7 +66,7 @@ void CpuBackend::ScatterAddScaled(const ScatterAddParams& p) {
     const float* sj = src + static_cast<int64_t>(j) * d;
     float* dj = dst + static_cast<int64_t>(rows[j]) * lddst;
     const float s = scales[j];
-    for (int k = 0; k < d; ++k) dj[k] += s * sj[k];
+    for (int k = 0; k < d; ++k) dj[k] = ScaledResidualAdd(dj[k], s, sj[k]);
   }
 }
 

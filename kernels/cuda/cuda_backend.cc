@@ -392,6 +392,10 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 
 void CudaBackend::Gemm(const GemmParams& p) {
   const int n = p.n;
+  if (n > kGemvMaxRows && p.accumulate && p.residual_scale != 1.0f) {
+    ScaledGemm(p);  // stages its add's rows, replaying or not
+    return;
+  }
   if (!launching() || n <= 0) return;
   const Matrix& w = p.w;
   const Storage storage = StorageOf(w);
@@ -474,6 +478,39 @@ void CudaBackend::Gemm(const GemmParams& p) {
     LaunchAddBias(add, stream_);
   }
   CheckLaunch("Gemm");
+}
+
+void CudaBackend::ScaledGemm(const GemmParams& p) {
+  // cuBLAS's alpha would scale the sum before the bias and round
+  // differently from the GEMV's epilogue: the GEMM writes its rows into
+  // scratch and ScatterAddScaled adds them, as two ops would.
+  const int n = p.n, rows = static_cast<int>(p.w.rows);
+  float* spare = nullptr;
+  if (launching()) {
+    spare = static_cast<float*>(
+        Scratch(kScaledRows, static_cast<size_t>(n) * rows * 4, "scaled add"));
+    if (spare == nullptr) return;
+  }
+  if (static_cast<int>(scaled_rows_.size()) < n) {
+    scaled_rows_.resize(n);
+    for (int i = 0; i < n; ++i) scaled_rows_[i] = i;
+  }
+  scaled_by_.assign(n, p.residual_scale);
+  GemmParams plain = p;
+  plain.y = spare;
+  plain.ldy = rows;
+  plain.accumulate = false;
+  plain.residual_scale = 1.0f;
+  Gemm(plain);
+  ScatterAddParams add;
+  add.src = spare;
+  add.d = rows;
+  add.rows = scaled_rows_.data();
+  add.scales = scaled_by_.data();
+  add.m = n;
+  add.dst = p.y;
+  add.lddst = p.ldy;
+  ScatterAddScaled(add);
 }
 
 // --- step capture

@@ -116,6 +116,7 @@ class CudaBackend final : public Backend {
     kGemmInput = 0,
     kGemmWeights,   // an fp8 matrix widened to bf16 for cuBLAS
     kGemvPartials,  // the GEMV's column splits
+    kScaledRows,    // a GEMM's rows before a scaled residual add
     kSinkAttentionSplits,
     kScratchIds
   };
@@ -131,6 +132,9 @@ class CudaBackend final : public Backend {
 
  private:
   explicit CudaBackend(const CudaBackendOptions& options);
+  // Gemm past the GEMV's batches with a residual scale != 1: cuBLAS into
+  // scratch, then ScatterAddScaled (cuda_backend.cc says why).
+  void ScaledGemm(const GemmParams& p);
   absl::Status Init();
   absl::StatusOr<Matrix> UploadAs(const float* host, int64_t rows, int64_t cols,
                                   Storage storage);
@@ -174,6 +178,10 @@ class CudaBackend final : public Backend {
   cudaEvent_t half_done_[2] = {nullptr, nullptr};
   bool half_pending_[2] = {false, false};  // an event was recorded
   std::vector<int32_t> fed_map_;           // Embed's, reused
+  // A scaled residual add past the GEMV's batches: rows 0.. and the scale
+  // per row, staged for ScatterAddScaled.
+  std::vector<int32_t> scaled_rows_;
+  std::vector<float> scaled_by_;
   // Pipelined sampling: the last launch's tokens on the device (the next
   // step's fed ids), and two pinned host copies, one per launch
   // outstanding, each with its event.

@@ -122,8 +122,9 @@ __global__ void ScatterAddScaledKernel(ScatterAddParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.d) return;
   for (int j = 0; j < p.m; ++j) {
-    p.dst[static_cast<int64_t>(p.rows[j]) * p.lddst + c] +=
-        p.scales[j] * p.src[static_cast<int64_t>(j) * p.d + c];
+    float* dst = p.dst + static_cast<int64_t>(p.rows[j]) * p.lddst + c;
+    *dst = ScaledResidualAdd(*dst, p.scales[j],
+                             p.src[static_cast<int64_t>(j) * p.d + c]);
   }
 }
 

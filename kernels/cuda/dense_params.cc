@@ -18,6 +18,7 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
   g.y = p.y;
   g.ldy = p.ldy;
   g.accumulate = p.accumulate;
+  g.residual_scale = p.residual_scale;
   g.partials = partials;
   g.norm = p.norm;
   return g;

@@ -4,10 +4,13 @@
 // GEMV bit for bit, normed rows included, at the Mamba 130M / 1.4B and
 // Mamba-2 130M input projections, batches 1..16 and 17 / 40 (the norm
 // kernel then cuBLAS), fp32 / bf16 / fp8 weights; fp32 weights within
-// the GEMV's tolerance of the CPU backend; a recorded step with the fold
-// replays to the eager bits. GEMVs launched early (launch.cuh) wait for the
-// kernel before them: a chain of dependent GEMVs gives the bits of ordinary
-// launches, eager and recorded.
+// the GEMV's tolerance of the CPU backend; the same at the other block
+// kinds' first projections (attention, GDN, MLP, MoE router); a scaled
+// residual add equals the GEMM then ScatterAddScaled bit for bit; recorded
+// steps with the fold or the scaled add replay to the eager bits. GEMVs
+// launched early (launch.cuh) wait for the kernel before them: a chain of
+// dependent GEMVs gives the bits of ordinary launches, eager and recorded.
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/testing/gemv_fusion_cases.h"
@@ -27,9 +30,11 @@ std::vector<int> Batches() {
   return ns;
 }
 
-TEST(GemvFusionGpuTest, FoldedNormEqualsNormThenGemm) {
-  for (const fusion::FoldShape& shape :
-       {fusion::kMamba130m, fusion::kMamba1b4, fusion::kMamba2_130m}) {
+// The fold's bits against the two ops, and fp32 weights against the CPU, at
+// each projection shape in `shapes`.
+void ExpectFoldedNormEqualsNormThenGemm(
+    const std::vector<fusion::FoldShape>& shapes) {
+  for (const fusion::FoldShape& shape : shapes) {
     const int rows = shape.rows, cols = shape.cols;
     const std::vector<float> w = Random(int64_t{rows} * cols, 41),
                              x = Random(40 * cols, 42, -3, 3),
@@ -62,6 +67,59 @@ TEST(GemvFusionGpuTest, FoldedNormEqualsNormThenGemm) {
                 fusion::RunFold(*cpu, *cm, cpu_norm, x, batch, nullptr);
             EXPECT_LT(MaxAbsDiff(want.y_fused, got.y_fused), 5e-4f);
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemvFusionGpuTest, FoldedNormEqualsNormThenGemm) {
+  ExpectFoldedNormEqualsNormThenGemm(
+      {fusion::kMamba130m, fusion::kMamba1b4, fusion::kMamba2_130m});
+}
+
+// The other block kinds' first projections: attention's q, GDN's in_proj,
+// an MLP's up and a MoE router at a Qwen3.5-like layer's sizes.
+TEST(GemvFusionGpuTest, FoldedNormAtTheOtherBlocksShapes) {
+  ExpectFoldedNormEqualsNormThenGemm({fusion::kQwenAttentionQ,
+                                      fusion::kQwenGdnInProj, fusion::kMlpUp,
+                                      fusion::kMoeRouter});
+}
+
+// A scaled residual add (GemmParams::residual_scale, Granite-4.0-H's 0.22)
+// equals the GEMM into rows of its own then ScatterAddScaled bit for bit:
+// the GEMV's epilogue at batches 1..16 (a column-split shape through the
+// reduction kernel too), cuBLAS then ScatterAddScaled at 17 and 40; fp32
+// weights within the GEMV's tolerance of the CPU backend.
+TEST(GemvFusionGpuTest, ScaledResidualAddEqualsGemmThenScatterAdd) {
+  constexpr float kScale = 0.22f;
+  for (const auto& [rows, cols] :
+       {std::pair{768, 1536}, std::pair{2048, 4096}, std::pair{5, 16384}}) {
+    const std::vector<float> w = Random(int64_t{rows} * cols, 91),
+                             x = Random(40 * cols, 92),
+                             r = Random(40 * rows, 93, -4, 4),
+                             bias = Random(rows, 94);
+    auto cpu = MakeCpuBackend(1);
+    auto cm = cpu->UploadMatrix(w.data(), rows, cols);
+    ASSERT_TRUE(cm.ok());
+    Array cb(*cpu, bias);
+    for (const CudaWeights wt :
+         {CudaWeights::kF32, CudaWeights::kBf16, CudaWeights::kFp8}) {
+      auto be = MakeCuda(wt);
+      ASSERT_NE(be, nullptr);
+      auto m = be->UploadMatrix(w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      Array gb(*be, bias);
+      for (const int batch : Batches()) {
+        SCOPED_TRACE(testing::Message() << rows << "x" << cols << " weights="
+                                        << int(wt) << " n=" << batch);
+        const fusion::ScaledRun got =
+            fusion::RunScaledAdd(*be, *m, x, r, batch, gb.get(), kScale);
+        EXPECT_TRUE(SameBits(got.unfused, got.fused));
+        if (wt == CudaWeights::kF32) {
+          const fusion::ScaledRun want =
+              fusion::RunScaledAdd(*cpu, *cm, x, r, batch, cb.get(), kScale);
+          EXPECT_LT(MaxAbsDiff(want.fused, got.fused), 5e-4f);
         }
       }
     }
@@ -178,6 +236,46 @@ TEST(GemvFusionGpuTest, EarlyGemvChainsEqualOrdinaryLaunches) {
   ASSERT_EQ(results.size(), 4u);
   EXPECT_TRUE(SameBits(results[0], results[2])) << "n=1, early vs ordinary";
   EXPECT_TRUE(SameBits(results[1], results[3])) << "n=16, early vs ordinary";
+}
+
+// Recorded steps with a scaled residual add replay to the eager bits: the
+// GEMV's epilogue at 16 rows, and at 40 cuBLAS then ScatterAddScaled, whose
+// rows and scales are staged again on every replay.
+TEST(GemvFusionGpuTest, ScaledResidualAddReplaysToTheEagerBits) {
+  const int rows = 2048, cols = 4096;
+  auto be = MakeCuda(CudaWeights::kBf16, /*graphs=*/true);
+  ASSERT_NE(be, nullptr);
+  const std::vector<float> w = Random(int64_t{rows} * cols, 95),
+                           x = Random(40 * cols, 96),
+                           r = Random(40 * rows, 97, -4, 4);
+  auto m = be->UploadMatrix(w.data(), rows, cols);
+  ASSERT_TRUE(m.ok());
+  for (const int n : {16, 40}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    Array xa(*be, x), eager(*be, r), replayed(*be, r);
+    auto gemm = [&](float* y) {
+      GemmParams g;
+      g.x = xa.get();
+      g.ldx = cols;
+      g.n = n;
+      g.w = *m;
+      g.y = y;
+      g.ldy = rows;
+      g.accumulate = true;
+      g.residual_scale = 0.22f;
+      be->Gemm(g);
+    };
+    // Eager and recorded alike add three times into their residual.
+    for (int pass = 0; pass < 3; ++pass) gemm(eager.get());
+    for (int pass = 0; pass < 3; ++pass) {
+      ASSERT_TRUE(be->RunCaptured(100 + n, [&] {
+                      gemm(replayed.get());
+                      return absl::OkStatus();
+                    }).ok());
+    }
+    ASSERT_TRUE(be->TakeError().ok());
+    EXPECT_TRUE(SameBits(eager.Read(), replayed.Read()));
+  }
 }
 
 }  // namespace

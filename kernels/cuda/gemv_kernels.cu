@@ -112,13 +112,15 @@ __device__ __forceinline__ float RowFactor(const GemvParams& p, int r) {
   return Fp8RowScales(p.w, p.rows, p.cols)[r] * 256.0f;
 }
 
-// The output of row r, input i: the finished sum scaled, biased and stored.
+// The output of row r, input i: the finished sum scaled, biased and stored,
+// or added to y at the residual scale with ScatterAddScaled's one fma (y + v
+// exactly at scale 1), so fused and unfused adds give the same bits.
 __device__ __forceinline__ void Finish(const GemvParams& p, int i, int r,
                                        float sum) {
   float v = sum * RowFactor(p, r);
   if (p.bias != nullptr) v += p.bias[r];
   float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
-  *y = p.accumulate ? *y + v : v;
+  *y = p.accumulate ? ScaledResidualAdd(*y, p.residual_scale, v) : v;
 }
 
 // The folded pre-norm (GemvParams::norm) as a warp applies it: the

@@ -40,6 +40,7 @@ struct GemvParams {
   float* y = nullptr;
   int ldy = 0;
   bool accumulate = false;
+  float residual_scale = 1.0f;  // with accumulate (GemmParams)
   // Device scratch of GemvPartialFloats(*this) floats when that is > 0;
   // unused (may be null) otherwise.
   float* partials = nullptr;

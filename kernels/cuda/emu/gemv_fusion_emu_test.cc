@@ -5,11 +5,14 @@
 // the two ops in turn and so is unchanged by the fold (checked bit for bit
 // too). At the decode input projections of Mamba 130M and 1.4B and Mamba-2
 // 130M, batches 1..16, fp32 / bf16 / fp8 weights; LayerNorm with weight and
-// bias on the vector path, the scalar path and a column-split shape. The
-// out projection's residual add, already the GEMV's epilogue, is checked
-// to be exactly the separate add.
+// bias on the vector path, the scalar path and a column-split shape; the
+// other block kinds' first projections (attention, GDN, MLP, MoE router)
+// likewise, one launch fewer than the two ops. The out projection's
+// residual add, the GEMV's epilogue, is checked to be exactly the separate
+// add, and at a residual scale exactly the GEMM then ScatterAddScaled.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <vector>
 
@@ -181,6 +184,136 @@ TEST(GemvFusionEmuTest, ResidualAddIsTheOutProjectionsEpilogue) {
     ExpectResidualEpilogue(768, 1536, s, {1, 5, 9, 16});
   }
   ExpectResidualEpilogue(2048, 4096, Storage::kBf16, {1, 16});
+}
+
+// The other block kinds' first projections (attention's q, GDN's in_proj,
+// an MLP's up, a MoE router) at a Qwen3.5-like layer's sizes: the first 64
+// rows on every storage and batch, the whole projection with bf16 weights
+// at batches 1 and 16 (the MLP's 8192 x 2048 is Mamba-1.4B's in_proj,
+// checked whole above); the router, 128 rows, whole on every storage. The
+// blocks' layer norms (attention and MLP allow one) take
+// FoldedLayerNormOnEveryPath's kernel paths.
+TEST(GemvFusionEmuTest, FoldedRmsNormAtTheOtherBlocksShapes) {
+  for (const fusion::FoldShape& shape :
+       {fusion::kQwenAttentionQ, fusion::kQwenGdnInProj, fusion::kMlpUp}) {
+    ExpectFoldMatches(FirstRows(shape), NormKind::kRms, false, AllBatches(),
+                      2e-4f);
+  }
+  for (const fusion::FoldShape& shape :
+       {fusion::kQwenAttentionQ, fusion::kQwenGdnInProj}) {
+    ExpectFoldMatches(shape, NormKind::kRms, false, {1, 16}, 2e-4f,
+                      {Storage::kBf16});
+  }
+  ExpectFoldMatches(fusion::kMoeRouter, NormKind::kRms, true, AllBatches(),
+                    2e-4f);
+}
+
+// y[n, w.rows] = x[n, w.cols] · wᵀ + bias over contiguous rows.
+GemmParams Plain(const float* x, int n, const Matrix& w, const float* bias,
+                 float* y) {
+  GemmParams g;
+  g.x = x;
+  g.ldx = static_cast<int>(w.cols);
+  g.n = n;
+  g.w = w;
+  g.bias = bias;
+  g.y = y;
+  g.ldy = static_cast<int>(w.rows);
+  return g;
+}
+
+// Launches of a GEMM whose pre-norm folds: one fewer than the norm kernel
+// then the GEMV (the GEMV and, where columns split, its reduction).
+int64_t LaunchesOf(const std::function<void()>& run) {
+  const int64_t before = emu::State().launches;
+  run();
+  return emu::State().launches - before;
+}
+
+TEST(GemvFusionEmuTest, FoldedNormIsOneLaunchFewer) {
+  for (const fusion::FoldShape& shape :
+       {fusion::kMamba130m, fusion::kQwenAttentionQ, fusion::kQwenGdnInProj,
+        fusion::kMlpUp, fusion::kMoeRouter}) {
+    SCOPED_TRACE(shape.name);
+    const int rows = 64, cols = shape.cols, n = 3;
+    DenseEmulation emu(Storage::kBf16);
+    const std::vector<float> w = Random(int64_t{rows} * cols, 61);
+    const Matrix em = emu.UploadAt(w.data(), rows, cols, Storage::kBf16, 0);
+    Array x(emu, Random(int64_t{n} * cols, 62)), nw(emu, Random(cols, 63)),
+        u(emu, int64_t{n} * cols), y(emu, int64_t{n} * rows);
+    GemmParams g = Plain(x.get(), n, em, nullptr, y.get());
+    NormParams norm;
+    norm.x = x.get();
+    norm.ldx = cols;
+    norm.n = n;
+    norm.d = cols;
+    norm.w = nw.get();
+    norm.eps = 1e-6f;
+    norm.out = u.get();
+    norm.ldo = cols;
+    const int64_t unfused = LaunchesOf([&] {
+      emu.RmsNorm(norm);
+      GemmParams plain = g;
+      plain.x = u.get();
+      emu.Gemm(plain);
+    });
+    g.norm.kind = NormKind::kRms;
+    g.norm.w = nw.get();
+    g.norm.eps = 1e-6f;
+    g.norm.out = u.get();
+    g.norm.ldo = cols;
+    EXPECT_EQ(LaunchesOf([&] { emu.Gemm(g); }), unfused - 1);
+  }
+}
+
+// A scaled residual add (Granite-4.0-H's residual_multiplier 0.22) as the
+// GEMV's epilogue: one launch (two where the columns split and the
+// reduction kernel finishes), the same bits as the GEMM into rows of its
+// own then ScatterAddScaled, on the emulation and on the CPU backend, and
+// the emulation within the GEMV's tolerance of the CPU; at the out
+// projections of Mamba 130M and 1.4B and a column-split shape.
+void ExpectScaledEpilogue(int rows, int cols, Storage s,
+                          const std::vector<int>& ns, float tol) {
+  SCOPED_TRACE(testing::Message() << rows << "x" << cols << " " << Name(s));
+  constexpr float kScale = 0.22f;
+  const int top = ns.back();
+  const std::vector<float> w = Random(int64_t{rows} * cols, 81 + cols),
+                           x = Random(int64_t{top} * cols, 82),
+                           r = Random(int64_t{top} * rows, 83, -4, 4),
+                           bias = Random(rows, 84);
+  auto cpu = MakeCpuBackend(1);
+  DenseEmulation emu(s);
+  const std::vector<float> wr = StoredValues(s, w, rows, cols);
+  auto cm = cpu->UploadMatrix(wr.data(), rows, cols);
+  ASSERT_TRUE(cm.ok());
+  const Matrix em = emu.UploadAt(w.data(), rows, cols, s, 0);
+  Array cb(*cpu, bias), eb(emu, bias);
+  const int64_t kernels = cuda::GemvColumnSplits(rows, cols, s) > 1 ? 2 : 1;
+  for (const int n : ns) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    const fusion::ScaledRun want =
+        fusion::RunScaledAdd(*cpu, *cm, x, r, n, cb.get(), kScale);
+    const fusion::ScaledRun got =
+        fusion::RunScaledAdd(emu, em, x, r, n, eb.get(), kScale);
+    EXPECT_TRUE(SameBits(want.unfused, want.fused));
+    EXPECT_TRUE(SameBits(got.unfused, got.fused));
+    EXPECT_LE(MaxAbsDiff(want.fused, got.fused), tol);
+    if (n != ns.front()) continue;
+    Array xa(emu, x), ra(emu, r);
+    GemmParams g = Plain(xa.get(), n, em, eb.get(), ra.get());
+    g.accumulate = true;
+    g.residual_scale = kScale;
+    EXPECT_EQ(LaunchesOf([&] { emu.Gemm(g); }), kernels);
+  }
+}
+
+TEST(GemvFusionEmuTest, ScaledResidualAddIsTheOutProjectionsEpilogue) {
+  for (const Storage s : kStorages) {
+    ExpectScaledEpilogue(768, 1536, s, {1, 5, 9, 16}, 2e-5f);
+  }
+  ExpectScaledEpilogue(2048, 4096, Storage::kBf16, {1, 16}, 5e-5f);
+  ASSERT_GT(cuda::GemvColumnSplits(5, 16384, Storage::kBf16), 1);
+  ExpectScaledEpilogue(5, 16384, Storage::kBf16, {1, 7, 9, 16}, 1e-4f);
 }
 
 }  // namespace
