@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/mamba_params.h"
+#include "engine/backend/segment.h"
 
 namespace seqboat {
 
@@ -78,10 +80,31 @@ struct GemmNorm {
   int ldo = 0;
 };
 
+// Mamba-1's causal depthwise conv folded into its input projection
+// (GemmParams::conv): with e > 0 the projection's output columns [0, e) are
+// also the conv's input, and every backend leaves the conv done as
+// MambaConv(ConvOfGemm(p)) would: out [n, e] = SiLU(taps · [window, y] +
+// bias) for each segment's tokens, its window shifted in the slot's state,
+// y written as without the conv. The fields are MambaConvParams's less its
+// input. The CPU runs the GEMM then the conv op; CUDA's small-batch GEMV
+// applies the conv where each output is final when every segment is a
+// decode row (gemv_kernels.h), and runs the two ops otherwise.
+struct GemmConv {
+  const Segment* segs = nullptr;  // host
+  int nsegs = 0;
+  float* state = nullptr;  // slot s's [e, k-1] window at state + s*stride
+  int64_t state_stride = 0;
+  const float* w = nullptr;     // [e, k]
+  const float* bias = nullptr;  // [e] or null
+  int e = 0;                    // 0: no conv
+  int k = 0;
+  float* out = nullptr;  // [n, e]
+};
+
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
 // residual add of a block: on CUDA's GEMV the add is the GEMV's epilogue,
 // y + (sum + bias), no separate kernel). With norm.kind != kNone, x is
-// replaced by Norm(x) (GemmNorm).
+// replaced by Norm(x) (GemmNorm); with conv.e > 0 the conv follows (GemmConv).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -92,6 +115,7 @@ struct GemmParams {
   int ldy = 0;
   bool accumulate = false;
   GemmNorm norm;
+  GemmConv conv;
 };
 
 // The norm op a GEMM's folded pre-norm stands for.
@@ -107,6 +131,24 @@ inline NormParams NormOfGemm(const GemmParams& p) {
   n.out = p.norm.out;
   n.ldo = p.norm.ldo;
   return n;
+}
+
+// The conv op a GEMM's folded conv stands for: its input is y's first e
+// columns as the GEMM left them.
+inline MambaConvParams ConvOfGemm(const GemmParams& p) {
+  MambaConvParams c;
+  c.segs = p.conv.segs;
+  c.nsegs = p.conv.nsegs;
+  c.x = p.y;
+  c.ldx = p.ldy;
+  c.state = p.conv.state;
+  c.state_stride = p.conv.state_stride;
+  c.w = p.conv.w;
+  c.bias = p.conv.bias;
+  c.e = p.conv.e;
+  c.k = p.conv.k;
+  c.out = p.conv.out;
+  return c;
 }
 
 // out[j, :] = x[rows[j], :] for j < m; x and out rows are d wide.

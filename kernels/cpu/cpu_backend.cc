@@ -158,6 +158,8 @@ void CpuBackend::Gemm(const GemmParams& p) {
     ldx = p.norm.ldo;
   }
   PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy, p.accumulate);
+  // So is a folded conv: the conv op on the GEMM's output.
+  if (p.conv.e > 0) MambaConv(ConvOfGemm(p));
 }
 
 void CpuBackend::GatherRows(const GatherRowsParams& p) {

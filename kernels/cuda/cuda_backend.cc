@@ -391,14 +391,28 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 // ----------------------------------------------------------------------
 
 void CudaBackend::Gemm(const GemmParams& p) {
+  if (p.conv.e > 0 && !GemvAppliesConv(p)) {
+    // Prefill, mixed and larger calls: the GEMM, then the conv kernel.
+    GemmParams plain = p;
+    plain.conv = GemmConv();
+    Gemm(plain);
+    MambaConv(ConvOfGemm(p));
+    return;
+  }
+  // The folded conv's segments, staged before the launching() check (a
+  // replay must re-read them).
+  const Segment* conv_segs =
+      p.conv.e > 0 ? Stage(p.conv.segs, p.conv.nsegs) : nullptr;
   const int n = p.n;
   if (!launching() || n <= 0) return;
+  if (p.conv.e > 0 && p.conv.nsegs > 0 && conv_segs == nullptr) return;
   const Matrix& w = p.w;
   const Storage storage = StorageOf(w);
   if (n <= kGemvMaxRows) {
     // Small decode batches: read the weights once in their storage type,
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
     GemvParams g = GemvParamsFor(p, storage);
+    g.conv.segs = conv_segs;
     if (const int64_t floats = GemvPartialFloats(g); floats > 0) {
       g.partials = static_cast<float*>(
           Scratch(kGemvPartials, static_cast<size_t>(floats) * 4, "GEMV"));

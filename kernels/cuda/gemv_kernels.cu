@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/conv_epilogue.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -112,13 +113,16 @@ __device__ __forceinline__ float RowFactor(const GemvParams& p, int r) {
   return Fp8RowScales(p.w, p.rows, p.cols)[r] * 256.0f;
 }
 
-// The output of row r, input i: the finished sum scaled, biased and stored.
+// The output of row r, input i: the finished sum scaled, biased and
+// stored, then a folded conv's step for it (conv_epilogue.cuh).
 __device__ __forceinline__ void Finish(const GemvParams& p, int i, int r,
                                        float sum) {
   float v = sum * RowFactor(p, r);
   if (p.bias != nullptr) v += p.bias[r];
   float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
-  *y = p.accumulate ? *y + v : v;
+  if (p.accumulate) v = *y + v;
+  *y = v;
+  if (p.conv.e > 0) ConvEpilogue(p.conv, i, r, v);
 }
 
 // The folded pre-norm (GemvParams::norm) as a warp applies it: the
