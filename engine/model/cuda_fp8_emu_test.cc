@@ -46,5 +46,24 @@ TEST(CudaFp8EmuTest, Fp8WeightsStayCloseToFp32Logits) {
   }
 }
 
+// fp32 weights on the emulation: the GEMV's summation order is the CPU
+// GEMM's only up to rounding, so the logits agree closely, not bit for bit;
+// the Mamba-1 model's decode steps take the GEMV with the folded norm and
+// conv, its prefill chunk the GEMV then the conv op.
+TEST(CudaFp8EmuTest, Fp32EmulationStaysWithinRoundingOfTheCpu) {
+  for (const char* dir : kModels) {
+    auto fp32 = Cpu("fp32");
+    emu_test::DenseEmulation emu(cuda::Storage::kF32);
+    const testing_logits::LogitError e = testing_logits::Compare(
+        testing_logits::Logits(dir, *fp32), testing_logits::Logits(dir, emu));
+    EXPECT_TRUE(emu.TakeError().ok());
+    std::printf(
+        "%s emulated fp32 vs CPU fp32: logit error mean %.4g max %.4g\n", dir,
+        e.mean, e.max);
+    EXPECT_LT(e.max, 1e-3 * e.largest) << dir;
+    EXPECT_EQ(e.argmax_agree, testing_logits::kPositions) << dir;
+  }
+}
+
 }  // namespace
 }  // namespace seqboat
