@@ -17,6 +17,8 @@
 
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/hd.h"
+#include "engine/backend/mamba_params.h"
+#include "engine/backend/segment.h"
 
 namespace seqboat {
 
@@ -80,13 +82,35 @@ struct GemmNorm {
   int ldo = 0;
 };
 
+// Mamba-1's causal depthwise conv folded into its input projection
+// (GemmParams::conv): with e > 0 the projection's output columns [0, e) are
+// also the conv's input, and every backend leaves the conv done as
+// MambaConv(ConvOfGemm(p)) would: out [n, e] = SiLU(taps · [window, y] +
+// bias) for each segment's tokens, its window shifted in the slot's state,
+// y written as without the conv. The fields are MambaConvParams's less its
+// input. The CPU runs the GEMM then the conv op; CUDA's small-batch GEMV
+// applies the conv where each output is final when every segment is a
+// decode row (gemv_kernels.h), and runs the two ops otherwise.
+struct GemmConv {
+  const Segment* segs = nullptr;  // host
+  int nsegs = 0;
+  float* state = nullptr;  // slot s's [e, k-1] window at state + s*stride
+  int64_t state_stride = 0;
+  const float* w = nullptr;     // [e, k]
+  const float* bias = nullptr;  // [e] or null
+  int e = 0;                    // 0: no conv
+  int k = 0;
+  float* out = nullptr;  // [n, e]
+};
+
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
 // residual add of a block: on CUDA's GEMV the add is the GEMV's epilogue,
 // no separate kernel), scaled by residual_scale: y = fma(s, f, y) with f =
 // x · wᵀ + bias rounded to float first, one rounding for the add, exactly
 // ScatterAddScaled of f (ScaledResidualAdd below); at s = 1 that is y + f.
 // residual_scale is ignored without accumulate. With norm.kind != kNone, x
-// is replaced by Norm(x) (GemmNorm).
+// is replaced by Norm(x) (GemmNorm); with conv.e > 0 the conv follows
+// (GemmConv).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -98,6 +122,7 @@ struct GemmParams {
   bool accumulate = false;
   float residual_scale = 1.0f;
   GemmNorm norm;
+  GemmConv conv;
 };
 
 // The scaled residual add's one rounding, shared by every backend's GEMM
@@ -121,6 +146,24 @@ inline NormParams NormOfGemm(const GemmParams& p) {
   n.out = p.norm.out;
   n.ldo = p.norm.ldo;
   return n;
+}
+
+// The conv op a GEMM's folded conv stands for: its input is y's first e
+// columns as the GEMM left them.
+inline MambaConvParams ConvOfGemm(const GemmParams& p) {
+  MambaConvParams c;
+  c.segs = p.conv.segs;
+  c.nsegs = p.conv.nsegs;
+  c.x = p.y;
+  c.ldx = p.ldy;
+  c.state = p.conv.state;
+  c.state_stride = p.conv.state_stride;
+  c.w = p.conv.w;
+  c.bias = p.conv.bias;
+  c.e = p.conv.e;
+  c.k = p.conv.k;
+  c.out = p.conv.out;
+  return c;
 }
 
 // out[j, :] = x[rows[j], :] for j < m; x and out rows are d wide.

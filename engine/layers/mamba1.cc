@@ -86,30 +86,27 @@ class Mamba1 final : public Layer {
 
     // The pre-norm folded into in_proj (GemmNorm): the CPU runs the two
     // ops, CUDA's decode GEMV normalises as it loads (the same bits); u
-    // holds the normed rows either way.
+    // holds the normed rows either way. The conv too (GemmConv): the CPU
+    // runs it after the GEMM, CUDA's decode GEMV in its epilogue.
     GemmParams in_proj = Projection(residual, n, in_proj_, in_bias_, xz);
     in_proj.norm.kind = NormKind::kRms;
     in_proj.norm.w = norm_w_;
     in_proj.norm.eps = norm_eps_;
     in_proj.norm.out = u;
     in_proj.norm.ldo = d;
-    be.Gemm(in_proj);
     // Conv and scan states are interleaved per slot: [conv | ssm] so one slot
     // is one contiguous region (cheap reset and snapshot).
     const int64_t stride = slot_floats_;
-    MambaConvParams conv;
-    conv.segs = ctx.segs();
-    conv.nsegs = ctx.nsegs();
-    conv.x = xz;
-    conv.ldx = 2 * e;
-    conv.state = state_;
-    conv.state_stride = stride;
-    conv.w = conv_w_;
-    conv.bias = conv_b_;
-    conv.e = e;
-    conv.k = c_.d_conv;
-    conv.out = x;
-    be.MambaConv(conv);
+    in_proj.conv.segs = ctx.segs();
+    in_proj.conv.nsegs = ctx.nsegs();
+    in_proj.conv.state = state_;
+    in_proj.conv.state_stride = stride;
+    in_proj.conv.w = conv_w_;
+    in_proj.conv.bias = conv_b_;
+    in_proj.conv.e = e;
+    in_proj.conv.k = c_.d_conv;
+    in_proj.conv.out = x;
+    be.Gemm(in_proj);
     be.Gemm(Projection(x, n, x_proj_, nullptr, xdbl));
     if (c_.dt_bc_norm.has_value()) {
       // In place: dt_proj and the scan read these same columns next.

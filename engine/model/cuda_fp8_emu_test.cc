@@ -59,7 +59,8 @@ TEST(CudaFp8EmuTest, Fp8WeightsStayCloseToFp32Logits) {
 // the CPU backend running the ops in turn: the same math in another
 // summation order, so within a few float roundings of the logits at every
 // position (prefill at 16 rows, decode at 1), over models with every block
-// kind that folds (mamba1, mamba2, attention, gdn, mlp, moe).
+// kind that folds (mamba1, mamba2, attention, gdn, mlp, moe); the Mamba-1
+// model's decode steps also fold the conv into in_proj's GEMV.
 TEST(CudaFp8EmuTest, Fp32WeightsMatchTheCpuWithFoldedNorms) {
   for (const char* dir :
        {"tests/data/tiny_hybrid", "tests/data/tiny_gdn",

@@ -160,6 +160,8 @@ void CpuBackend::Gemm(const GemmParams& p) {
   if (!p.accumulate || p.residual_scale == 1.0f) {
     PackedGemm(isa_, x, ldx, p.n, Packed(p.w), p.bias, p.y, p.ldy,
                p.accumulate);
+    // So is a folded conv: the conv op on the GEMM's output.
+    if (p.conv.e > 0) MambaConv(ConvOfGemm(p));
     return;
   }
   // A scaled residual add: the GEMM's rows, then ScatterAddScaled's

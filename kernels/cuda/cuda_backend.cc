@@ -391,12 +391,25 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 // ----------------------------------------------------------------------
 
 void CudaBackend::Gemm(const GemmParams& p) {
+  if (p.conv.e > 0 && !GemvAppliesConv(p)) {
+    // Prefill, mixed and larger calls: the GEMM, then the conv kernel.
+    GemmParams plain = p;
+    plain.conv = GemmConv();
+    Gemm(plain);
+    MambaConv(ConvOfGemm(p));
+    return;
+  }
+  // The folded conv's segments, staged before the launching() check (a
+  // replay must re-read them).
+  const Segment* conv_segs =
+      p.conv.e > 0 ? Stage(p.conv.segs, p.conv.nsegs) : nullptr;
   const int n = p.n;
   if (n > kGemvMaxRows && p.accumulate && p.residual_scale != 1.0f) {
     ScaledGemm(p);  // stages its add's rows, replaying or not
     return;
   }
   if (!launching() || n <= 0) return;
+  if (p.conv.e > 0 && p.conv.nsegs > 0 && conv_segs == nullptr) return;
   const Matrix& w = p.w;
   const Storage storage = StorageOf(w);
   if (n <= kGemvMaxRows) {
@@ -404,6 +417,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
     // no conversion pass and no cuBLAS heuristics for a skinny shape.
     GemvParams g = GemvParamsFor(p, storage);
     g.early = options_.early_launch;
+    g.conv.segs = conv_segs;
     if (const int64_t floats = GemvPartialFloats(g); floats > 0) {
       g.partials = static_cast<float*>(
           Scratch(kGemvPartials, static_cast<size_t>(floats) * 4, "GEMV"));

@@ -21,7 +21,12 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
   g.residual_scale = p.residual_scale;
   g.partials = partials;
   g.norm = p.norm;
+  g.conv = p.conv;
   return g;
+}
+
+bool GemvAppliesConv(const GemmParams& p) {
+  return p.n <= kGemvMaxRows && AllDecodeRows(p.conv.segs, p.conv.nsegs);
 }
 
 void FedMapFor(const EmbedParams& p, std::vector<int32_t>* map) {

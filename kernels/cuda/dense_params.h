@@ -16,9 +16,16 @@ namespace seqboat::cuda {
 
 // For p.n <= kGemvMaxRows; storage: how p.w is stored
 // (CudaBackend::StorageOf); partials: the caller's scratch of
-// GemvPartialFloats floats (null when that is 0).
+// GemvPartialFloats floats (null when that is 0). p.conv is copied as it
+// is: a device caller replaces conv.segs (host) with their staged copy.
 GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
                          float* partials = nullptr);
+
+// Whether the GEMV applies p.conv (GemmConv) in its epilogue: a call of
+// n <= kGemvMaxRows whose every segment is a decode row or padding
+// (AllDecodeRows). Other calls with a conv run the GEMM without it, then
+// the conv op on its output (ConvOfGemm).
+bool GemvAppliesConv(const GemmParams& p);
 
 // The embedding's per-row map of fed ids (EmbedParams::fed_*), as the
 // kernel reads it: -(from + 2) for a row fed from fed_tokens[from], -1 for

@@ -10,9 +10,16 @@
 // steps with the fold or the scaled add replay to the eager bits. GEMVs
 // launched early (launch.cuh) wait for the kernel before them: a chain of
 // dependent GEMVs gives the bits of ordinary launches, eager and recorded.
+// Mamba-1's conv folded into in_proj's epilogue
+// (kernels/cuda/testing/gemv_conv_cases.h) likewise: decode steps of the
+// GEMV with the conv equal the GEMV then the conv kernel bit for bit (y,
+// conv outputs, states), batches 1..16 with padding and 17 / 40 (cuBLAS
+// then the conv kernel), with and without column splits, replayed steps
+// equal eager ones.
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/testing/gemv_conv_cases.h"
 #include "kernels/cuda/testing/gemv_fusion_cases.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
 
@@ -276,6 +283,99 @@ TEST(GemvFusionGpuTest, ScaledResidualAddReplaysToTheEagerBits) {
     ASSERT_TRUE(be->TakeError().ok());
     EXPECT_TRUE(SameBits(eager.Read(), replayed.Read()));
   }
+}
+
+namespace conv_fold = parity::conv_fold;
+
+// The conv's parameters on one backend.
+struct ConvOn {
+  ConvOn(Backend& be, const conv_fold::ConvInputs& in, bool conv_bias)
+      : norm_w(be, in.norm_w), conv_w(be, in.conv_w), conv_b(be, in.conv_b) {
+    cw.norm_w = norm_w.get();
+    cw.conv_w = conv_w.get();
+    cw.conv_b = conv_bias ? conv_b.get() : nullptr;
+  }
+  Array norm_w, conv_w, conv_b;
+  conv_fold::ConvWeights cw;
+};
+
+TEST(GemvFusionGpuTest, FoldedConvEqualsGemvThenConvKernel) {
+  for (const conv_fold::ConvShape& s :
+       {conv_fold::kMamba130m, conv_fold::kMamba1b4,
+        conv_fold::ConvShape{"e 32 x d 8192 (column splits)", 32, 8192}}) {
+    const std::vector<int> ns = Batches();
+    const conv_fold::ConvInputs in = conv_fold::MakeConvInputs(s, 40, 3);
+    auto cpu = MakeCpuBackend(1);
+    auto cm = cpu->UploadMatrix(in.w.data(), 2 * s.e, s.d);
+    ASSERT_TRUE(cm.ok());
+    for (const bool conv_bias : {true, false}) {
+      ConvOn cc(*cpu, in, conv_bias);
+      for (const CudaWeights wt :
+           {CudaWeights::kF32, CudaWeights::kBf16, CudaWeights::kFp8}) {
+        auto be = MakeCuda(wt);
+        ASSERT_NE(be, nullptr);
+        auto m = be->UploadMatrix(in.w.data(), 2 * s.e, s.d);
+        ASSERT_TRUE(m.ok());
+        ConvOn gc(*be, in, conv_bias);
+        for (const int n : ns) {
+          SCOPED_TRACE(testing::Message()
+                       << s.name << " weights=" << int(wt)
+                       << " conv_bias=" << conv_bias << " n=" << n);
+          const auto calls = conv_fold::DecodeSteps(n, 3);
+          const conv_fold::ConvFoldRun got = conv_fold::RunConvFold(
+              *be, s, *m, gc.cw, in.resid, in.state0, calls);
+          EXPECT_TRUE(SameBits(got.y_unfused, got.y_fused));
+          EXPECT_TRUE(SameBits(got.x_unfused, got.x_fused));
+          EXPECT_TRUE(SameBits(got.state_unfused, got.state_fused));
+          if (wt == CudaWeights::kF32) {
+            const conv_fold::ConvFoldRun want = conv_fold::RunConvFold(
+                *cpu, s, *cm, cc.cw, in.resid, in.state0, calls);
+            EXPECT_LT(MaxAbsDiff(want.y_fused, got.y_fused), 5e-4f);
+            EXPECT_LT(MaxAbsDiff(want.x_fused, got.x_fused), 1.5e-3f);
+            EXPECT_LT(MaxAbsDiff(want.state_fused, got.state_fused), 5e-4f);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode steps of a bucket of 16 (4 of them padding), their slots rotating
+// from step to step, recorded once and replayed: the same bits as the same
+// steps run eagerly.
+TEST(GemvFusionGpuTest, FoldedConvReplaysToTheEagerBits) {
+  const conv_fold::ConvShape s = conv_fold::kMamba1b4;
+  const int n = 16, steps = 4;
+  const conv_fold::ConvInputs in = conv_fold::MakeConvInputs(s, n, steps);
+  auto be = MakeCuda(CudaWeights::kBf16, /*graphs=*/true);
+  ASSERT_NE(be, nullptr);
+  auto m = be->UploadMatrix(in.w.data(), 2 * s.e, s.d);
+  ASSERT_TRUE(m.ok());
+  ConvOn gc(*be, in, true);
+  const int64_t per_y = int64_t{n} * 2 * s.e, per_x = int64_t{n} * s.e;
+  Array resid(*be, in.resid), u(*be, int64_t{n} * s.d),
+      st_eager(*be, in.state0), st_replay(*be, in.state0),
+      y_eager(*be, steps * per_y), y_replay(*be, steps * per_y),
+      x_eager(*be, steps * per_x), x_replay(*be, steps * per_x);
+  auto step = [&](int t, Array& st, Array& y, Array& x) {
+    const std::vector<Segment> segs = conv_fold::DecodeStep(n, t);
+    GemmParams g =
+        conv_fold::InProj(s, *m, gc.cw, resid.get() + int64_t{t} * n * s.d, n,
+                          u.get(), y.get() + t * per_y);
+    g.conv = conv_fold::ConvOf(s, gc.cw, segs, st.get(), x.get() + t * per_x);
+    be->Gemm(g);
+  };
+  for (int t = 0; t < steps; ++t) step(t, st_eager, y_eager, x_eager);
+  for (int t = 0; t < steps; ++t) {
+    ASSERT_TRUE(be->RunCaptured(n, [&] {
+                    step(t, st_replay, y_replay, x_replay);
+                    return absl::OkStatus();
+                  }).ok());
+  }
+  ASSERT_TRUE(be->TakeError().ok());
+  EXPECT_TRUE(SameBits(y_eager.Read(), y_replay.Read()));
+  EXPECT_TRUE(SameBits(x_eager.Read(), x_replay.Read()));
+  EXPECT_TRUE(SameBits(st_eager.Read(), st_replay.Read()));
 }
 
 }  // namespace

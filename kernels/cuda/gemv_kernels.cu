@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/conv_epilogue.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -114,13 +115,16 @@ __device__ __forceinline__ float RowFactor(const GemvParams& p, int r) {
 
 // The output of row r, input i: the finished sum scaled, biased and stored,
 // or added to y at the residual scale with ScatterAddScaled's one fma (y + v
-// exactly at scale 1), so fused and unfused adds give the same bits.
+// exactly at scale 1), so fused and unfused adds give the same bits; then a
+// folded conv's step for it (conv_epilogue.cuh).
 __device__ __forceinline__ void Finish(const GemvParams& p, int i, int r,
                                        float sum) {
   float v = sum * RowFactor(p, r);
   if (p.bias != nullptr) v += p.bias[r];
   float* y = p.y + static_cast<int64_t>(i) * p.ldy + r;
-  *y = p.accumulate ? ScaledResidualAdd(*y, p.residual_scale, v) : v;
+  if (p.accumulate) v = ScaledResidualAdd(*y, p.residual_scale, v);
+  *y = v;
+  if (p.conv.e > 0) ConvEpilogue(p.conv, i, r, v);
 }
 
 // The folded pre-norm (GemvParams::norm) as a warp applies it: the

@@ -52,6 +52,14 @@ struct GemvParams {
   // Launched early behind the kernel before (launch.cuh): the blocks stream
   // their slice of W into L2 while that one finishes, then wait for it.
   bool early = false;
+  // Mamba-1's conv folded into the epilogue (dense_params.h GemmConv), for
+  // decode calls only (every segment at most one token; segs in device
+  // memory): the thread that stores output (i, c), c < conv.e, also runs
+  // channel c's conv step for row i's segment from the stored value, with
+  // the conv kernel's arithmetic (op_math::ConvStep), so that the result
+  // is bit for bit the plain GEMV's then the conv kernel's. With column
+  // splits that thread is the reduction kernel's. conv.e == 0: none.
+  GemmConv conv;
 };
 
 // Blocks that split each row's columns: a function of the matrix alone

@@ -117,8 +117,16 @@ class DenseEmulation : public EmulatedBackend {
     cuda::LaunchLayerNorm(p, nullptr);
   }
   // The GEMV branch of CudaBackend::Gemm; larger batches go to cuBLAS there,
-  // which has no emulation.
+  // which has no emulation. A folded conv the GEMV does not apply is the
+  // GEMM, then this backend's MambaConv (the CPU's unless overridden).
   void Gemm(const GemmParams& p) override {
+    if (p.conv.e > 0 && !cuda::GemvAppliesConv(p)) {
+      GemmParams plain = p;
+      plain.conv = GemmConv();
+      Gemm(plain);
+      MambaConv(ConvOfGemm(p));
+      return;
+    }
     if (p.n > cuda::kGemvMaxRows) {
       ADD_FAILURE() << "n = " << p.n << " takes cuBLAS, not the GEMV";
       return;
