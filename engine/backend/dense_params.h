@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/half_rows.h"
 
 namespace seqboat {
 
@@ -81,7 +82,10 @@ struct GemmNorm {
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
 // residual add of a block: on CUDA's GEMV the add is the GEMV's epilogue,
 // y + (sum + bias), no separate kernel). With norm.kind != kNone, x is
-// replaced by Norm(x) (GemmNorm).
+// replaced by Norm(x) (GemmNorm). x16: x already rounded to the format
+// Backend::GemmInputFormat(w, n) names (half_rows.h), which the backend then
+// reads instead of converting x; ignored in any other format, and with a
+// norm (the backend rounds Norm(x) itself).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -92,6 +96,7 @@ struct GemmParams {
   int ldy = 0;
   bool accumulate = false;
   GemmNorm norm;
+  HalfRows x16;
 };
 
 // The norm op a GEMM's folded pre-norm stands for.
@@ -131,7 +136,7 @@ struct ScatterAddParams {
 };
 
 // out[i, j] (+)= act(a[i, j]) * b[i, j] (b null: * 1) for j < f; out may
-// alias a.
+// alias a. out16: out's final values in 16 bits too (half_rows.h).
 struct ActivateMulParams {
   const float* a = nullptr;
   int lda = 0;
@@ -143,6 +148,7 @@ struct ActivateMulParams {
   float* out = nullptr;
   int ldo = 0;
   bool accumulate = false;
+  HalfRows out16;
 };
 
 // y[i, :d] += v for every row i < n.
