@@ -19,6 +19,7 @@
 #include "engine/backend/dense_params.h"
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/gdn_params.h"
+#include "engine/backend/half_rows.h"
 #include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/s4d_params.h"
@@ -188,6 +189,13 @@ class Backend {
   virtual absl::StatusOr<Matrix> UploadMatrixFp32(const float* host,
                                                   int64_t rows, int64_t cols) {
     return UploadMatrix(host, rows, cols);
+  }
+  // The 16-bit format a Gemm on `w` at n rows reads its input in
+  // (half_rows.h): where it is not kNone, the op producing the GEMM's input
+  // may write that copy too (its out16) and hand it to the GEMM (x16), which
+  // then converts nothing. The default: GEMMs read fp32.
+  virtual HalfFormat GemmInputFormat(const Matrix& /*w*/, int /*n*/) const {
+    return HalfFormat::kNone;
   }
 
   // --- ops -----------------------------------------------------------------

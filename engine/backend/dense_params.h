@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "engine/backend/ffn_math.h"
+#include "engine/backend/half_rows.h"
 #include "engine/backend/hd.h"
 #include "engine/backend/mamba_params.h"
 #include "engine/backend/segment.h"
@@ -101,6 +102,7 @@ struct GemmConv {
   int e = 0;                    // 0: no conv
   int k = 0;
   float* out = nullptr;  // [n, e]
+  HalfRows out16;        // MambaConvParams::out16
 };
 
 // y[i, :w.rows] (+)= x[i, :w.cols] · wᵀ + bias; accumulate adds into y (the
@@ -110,7 +112,10 @@ struct GemmConv {
 // ScatterAddScaled of f (ScaledResidualAdd below); at s = 1 that is y + f.
 // residual_scale is ignored without accumulate. With norm.kind != kNone, x
 // is replaced by Norm(x) (GemmNorm); with conv.e > 0 the conv follows
-// (GemmConv).
+// (GemmConv). x16: x already rounded to the format
+// Backend::GemmInputFormat(w, n) names (half_rows.h), which the backend then
+// reads instead of converting x; ignored in any other format, and with a
+// norm (the backend rounds Norm(x) itself).
 struct GemmParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -123,6 +128,7 @@ struct GemmParams {
   float residual_scale = 1.0f;
   GemmNorm norm;
   GemmConv conv;
+  HalfRows x16;
 };
 
 // The scaled residual add's one rounding, shared by every backend's GEMM
@@ -163,6 +169,7 @@ inline MambaConvParams ConvOfGemm(const GemmParams& p) {
   c.e = p.conv.e;
   c.k = p.conv.k;
   c.out = p.conv.out;
+  c.out16 = p.conv.out16;
   return c;
 }
 
@@ -188,7 +195,7 @@ struct ScatterAddParams {
 };
 
 // out[i, j] (+)= act(a[i, j]) * b[i, j] (b null: * 1) for j < f; out may
-// alias a.
+// alias a. out16: out's final values in 16 bits too (half_rows.h).
 struct ActivateMulParams {
   const float* a = nullptr;
   int lda = 0;
@@ -200,6 +207,7 @@ struct ActivateMulParams {
   float* out = nullptr;
   int ldo = 0;
   bool accumulate = false;
+  HalfRows out16;
 };
 
 // y[i, :d] += v for every row i < n.

@@ -63,6 +63,7 @@ struct GatedRmsNormParams {
   float eps = 0.0f;
   float* out = nullptr;  // [n, d], row stride ldo; may alias y
   int ldo = 0;
+  HalfRows out16;  // out in 16 bits too, for out_proj (half_rows.h)
 };
 
 // The mixer between Mamba-2's projections as one op: the conv over xBC, the

@@ -5,12 +5,16 @@
 //
 // Pointers are the backend's memory (device memory on CUDA). Segments of one
 // call have distinct slots, except zero-length ones (decode padding), which
-// may share a real segment's slot and touch no state.
+// may share a real segment's slot and touch no state. out16 (half_rows.h):
+// the rows of out in 16 bits too, for the GEMM that reads them next
+// (x_proj after the conv, out_proj after the scan); rows of zero-length
+// segments are left as they were in both.
 #ifndef SEQBOAT_ENGINE_BACKEND_MAMBA_PARAMS_H_
 #define SEQBOAT_ENGINE_BACKEND_MAMBA_PARAMS_H_
 
 #include <stdint.h>
 
+#include "engine/backend/half_rows.h"
 #include "engine/backend/segment.h"
 
 namespace seqboat {
@@ -28,6 +32,7 @@ struct MambaConvParams {
   int e = 0;
   int k = 0;
   float* out = nullptr;  // [n, e]
+  HalfRows out16;
 };
 
 // Selective scan over each segment's tokens:
@@ -49,6 +54,7 @@ struct MambaScanParams {
   int e = 0;
   int n_state = 0;
   float* out = nullptr;  // [n, e]
+  HalfRows out16;
 };
 
 }  // namespace seqboat

@@ -82,6 +82,29 @@ inline GemmParams Projection(const float* x, int n, const Matrix& w,
   return p;
 }
 
+// Scratch floats a row that a GEMM's 16-bit input copy of `cols` columns
+// may take (HalfInputAt): half a float a value, plus room to align.
+inline int64_t HalfInputFloatsPerRow(int64_t cols) {
+  return (cols + 1) / 2 + 4;
+}
+
+// The 16-bit copy of the input of a GEMM on w at n rows (half_rows.h) that
+// the op producing that input writes beside its fp32 rows and the GEMM
+// reads (GemmParams::x16), placed 16-byte aligned in `region` (n *
+// HalfInputFloatsPerRow(w.cols) scratch floats); no copy (format kNone,
+// region untouched) where the backend's GEMM reads fp32.
+inline HalfRows HalfInputAt(const Backend& be, const Matrix& w, int n,
+                            float* region) {
+  HalfRows r;
+  r.format = be.GemmInputFormat(w, n);
+  if (r.format == HalfFormat::kNone) return r;
+  const uintptr_t at =
+      (reinterpret_cast<uintptr_t>(region) + 15) & ~static_cast<uintptr_t>(15);
+  r.data = reinterpret_cast<void*>(at);
+  r.ld = static_cast<int>(w.cols);
+  return r;
+}
+
 }  // namespace seqboat
 
 #endif  // SEQBOAT_ENGINE_LAYERS_LAYER_H_

@@ -65,7 +65,9 @@ class Mamba1 final : public Layer {
 
   int64_t ScratchFloatsPerRow() const override {
     const int64_t e = c_.d_inner;
-    return d_model_ + 2 * e + e + XdblCols() + e + e;
+    // Then the 16-bit copies of x_proj's and out_proj's inputs.
+    return d_model_ + 2 * e + e + XdblCols() + e + e +
+           2 * HalfInputFloatsPerRow(e);
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -83,6 +85,12 @@ class Mamba1 final : public Layer {
     float* xdbl = x + static_cast<int64_t>(n) * e;
     float* dt = xdbl + static_cast<int64_t>(n) * xc;
     float* y = dt + static_cast<int64_t>(n) * e;
+    // Where the GEMMs after the conv and the scan read 16-bit input (the
+    // CUDA backend's cuBLAS path), those ops write it beside x and y.
+    float* halves = y + static_cast<int64_t>(n) * e;
+    const HalfRows x16 = HalfInputAt(be, x_proj_, n, halves);
+    const HalfRows y16 =
+        HalfInputAt(be, out_proj_, n, halves + n * HalfInputFloatsPerRow(e));
 
     // The pre-norm folded into in_proj (GemmNorm): the CPU runs the two
     // ops, CUDA's decode GEMV normalises as it loads (the same bits); u
@@ -106,8 +114,11 @@ class Mamba1 final : public Layer {
     in_proj.conv.e = e;
     in_proj.conv.k = c_.d_conv;
     in_proj.conv.out = x;
+    in_proj.conv.out16 = x16;
     be.Gemm(in_proj);
-    be.Gemm(Projection(x, n, x_proj_, nullptr, xdbl));
+    GemmParams x_proj = Projection(x, n, x_proj_, nullptr, xdbl);
+    x_proj.x16 = x16;
+    be.Gemm(x_proj);
     if (c_.dt_bc_norm.has_value()) {
       // In place: dt_proj and the scan read these same columns next.
       NormParams dt_norm;
@@ -161,9 +172,11 @@ class Mamba1 final : public Layer {
     scan.e = e;
     scan.n_state = ns;
     scan.out = y;
+    scan.out16 = y16;
     be.MambaScan(scan);
     GemmParams out_proj = Projection(y, n, out_proj_, out_bias_, residual);
     out_proj.accumulate = true;
+    out_proj.x16 = y16;
     be.Gemm(out_proj);
     return absl::OkStatus();
   }

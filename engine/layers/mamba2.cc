@@ -61,7 +61,9 @@ class Mamba2 final : public Mixer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner();
+    // Then the 16-bit copy of out_proj's input (HalfInputAt).
+    return d_model_ + c_.in_proj_rows() + c_.conv_channels() + c_.d_inner() +
+           HalfInputFloatsPerRow(c_.d_inner());
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -102,6 +104,10 @@ class Mamba2 final : public Mixer {
     float* zxbcdt = ctx.scratch + static_cast<int64_t>(n) * d;
     float* xbc = zxbcdt + static_cast<int64_t>(n) * w;
     float* y = xbc + static_cast<int64_t>(n) * cc;
+    // Where out_proj reads 16-bit input (the CUDA backend's cuBLAS path), the
+    // op ending the mixer writes it beside y.
+    const HalfRows y16 =
+        HalfInputAt(be, out_proj_, n, y + static_cast<int64_t>(n) * e);
 
     GemmParams in_proj = Projection(u, n, in_proj_, in_bias_, zxbcdt);
     in_proj.norm = norm;
@@ -147,13 +153,17 @@ class Mamba2 final : public Mixer {
     if (c_.gate == Mamba2Config::Gate::kNormAfterGate) {
       // The released models' gate: conv, scan and norm as one op, which the
       // CUDA backend fuses for decode steps.
-      be.Mamba2Step(Mamba2StepParams{conv, scan, GatedNorm(n, zxbcdt, y)});
+      GatedRmsNormParams norm = GatedNorm(n, zxbcdt, y);
+      norm.out16 = y16;
+      be.Mamba2Step(Mamba2StepParams{conv, scan, norm});
     } else {
       be.MambaConv(conv);
       be.Mamba2Scan(scan);
-      Gate(be, n, zxbcdt, y);
+      Gate(be, n, zxbcdt, y, y16);
     }
-    out_.Add(be, Projection(y, n, out_proj_, out_bias_, residual));
+    GemmParams out_proj = Projection(y, n, out_proj_, out_bias_, residual);
+    out_proj.x16 = y16;
+    out_.Add(be, out_proj);
     return absl::OkStatus();
   }
 
@@ -177,8 +187,9 @@ class Mamba2 final : public Mixer {
   }
 
   // y[n, E] ← y met with the gate z as c_.gate says, for the gates other
-  // than norm_after_gate (Mamba2Step's).
-  void Gate(Backend& be, int n, const float* z, float* y) const {
+  // than norm_after_gate (Mamba2Step's); y16: y in 16 bits too.
+  void Gate(Backend& be, int n, const float* z, float* y,
+            const HalfRows& y16) const {
     const int e = static_cast<int>(c_.d_inner()),
               w = static_cast<int>(c_.in_proj_rows());
     if (c_.gate == Mamba2Config::Gate::kNormBeforeGate) {
@@ -208,6 +219,7 @@ class Mamba2 final : public Mixer {
     gated.act = Activation::kSilu;
     gated.out = y;
     gated.ldo = e;
+    gated.out16 = y16;
     be.ActivateMul(gated);
   }
 

@@ -35,7 +35,10 @@ class Mlp final : public Layer {
 
   std::string kind() const override { return "mlp"; }
   int64_t StateBytesPerSlot() const override { return 0; }
-  int64_t ScratchFloatsPerRow() const override { return d_ + 2 * c_.d_ff; }
+  // Then the 16-bit copy of down's input (HalfInputAt).
+  int64_t ScratchFloatsPerRow() const override {
+    return d_ + 2 * c_.d_ff + HalfInputFloatsPerRow(c_.d_ff);
+  }
   void BindState(void*, int64_t) override {}
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
@@ -43,6 +46,10 @@ class Mlp final : public Layer {
     float* u = ctx.scratch;
     float* h = u + static_cast<int64_t>(n) * d;
     float* g = h + static_cast<int64_t>(n) * f;
+    // Where down reads 16-bit input (the CUDA backend's cuBLAS path), the
+    // activation writes it beside h.
+    const HalfRows h16 =
+        HalfInputAt(be, down_, n, g + static_cast<int64_t>(n) * f);
     const Activation act = c_.act;
     // The pre-norm folds into the up GEMM, which leaves the normed rows in
     // u for the gate GEMM.
@@ -62,6 +69,7 @@ class Mlp final : public Layer {
       gated.act = act;
       gated.out = h;
       gated.ldo = f;
+      gated.out16 = h16;
       be.ActivateMul(gated);
     } else {
       ActivateMulParams activate;
@@ -72,9 +80,12 @@ class Mlp final : public Layer {
       activate.act = act;
       activate.out = h;
       activate.ldo = f;
+      activate.out16 = h16;
       be.ActivateMul(activate);
     }
-    out_.Add(be, Projection(h, n, down_, down_b_, residual));
+    GemmParams down = Projection(h, n, down_, down_b_, residual);
+    down.x16 = h16;
+    out_.Add(be, down);
     return absl::OkStatus();
   }
 

@@ -390,6 +390,10 @@ void* CudaBackend::Scratch(ScratchId id, size_t bytes, const char* what) {
 // --- GEMM
 // ----------------------------------------------------------------------
 
+HalfFormat CudaBackend::GemmInputFormat(const Matrix& w, int n) const {
+  return GemmInputFormatFor(StorageOf(w), n);
+}
+
 void CudaBackend::Gemm(const GemmParams& p) {
   if (p.conv.e > 0 && !GemvAppliesConv(p)) {
     // Prefill, mixed and larger calls: the GEMM, then the conv kernel.
@@ -429,17 +433,27 @@ void CudaBackend::Gemm(const GemmParams& p) {
   }
   if (p.norm.kind != NormKind::kNone) {
     // Larger batches are not bound by reading the weights: the norm runs
-    // as its own launch and cuBLAS reads its output.
-    const NormParams norm = NormOfGemm(p);
-    if (p.norm.kind == NormKind::kLayer) {
-      LaunchLayerNorm(norm, stream_);
-    } else {
-      LaunchRmsNorm(norm, stream_);
-    }
+    // as its own launch and writes cuBLAS's 16-bit input beside norm.out.
     GemmParams plain = p;
     plain.x = p.norm.out;
     plain.ldx = p.norm.ldo;
     plain.norm = GemmNorm();
+    plain.x16 = HalfRows();
+    const int cols = static_cast<int>(w.cols);
+    if (const HalfFormat f = GemmInputFormatFor(storage, n);
+        f != HalfFormat::kNone) {
+      plain.x16.data =
+          Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
+      if (plain.x16.data == nullptr) return;
+      plain.x16.ld = cols;
+      plain.x16.format = f;
+    }
+    const NormParams norm = NormOfGemm(p);
+    if (p.norm.kind == NormKind::kLayer) {
+      LaunchLayerNorm(norm, stream_, plain.x16);
+    } else {
+      LaunchRmsNorm(norm, stream_, plain.x16);
+    }
     Gemm(plain);
     return;
   }
@@ -467,12 +481,18 @@ void CudaBackend::Gemm(const GemmParams& p) {
   cudaDataType type = CUDA_R_32F;
   if (as != Storage::kF32) {
     type = as == Storage::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
-    void* ws =
-        Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
-    if (ws == nullptr) return;
-    LaunchConvertRows(p.x, p.ldx, n, cols, ws, as, stream_);
-    b = ws;
-    ldb = cols;
+    if (GemmReadsX16(p, storage)) {
+      // The producer of x wrote it in 16 bits too (half_rows.h).
+      b = p.x16.data;
+      ldb = p.x16.ld;
+    } else {
+      void* ws =
+          Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
+      if (ws == nullptr) return;
+      LaunchConvertRows(p.x, p.ldx, n, cols, ws, as, stream_);
+      b = ws;
+      ldb = cols;
+    }
   }
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   const cublasStatus_t st =

@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
                                       int64_t cols) override;
   absl::StatusOr<Matrix> UploadMatrixFp32(const float* host, int64_t rows,
                                           int64_t cols) override;
+  // GEMMs (cuda_backend.cc): cuBLAS's 16-bit input past the GEMV's rows.
+  HalfFormat GemmInputFormat(const Matrix& w, int n) const override;
 
   // Copies off the op stream (async_copies.cc).
   absl::StatusOr<HostBuffer> AllocHost(size_t bytes) override;

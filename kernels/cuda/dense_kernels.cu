@@ -7,6 +7,7 @@
 #include "engine/backend/op_math.h"
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/half_rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/norm_rows.cuh"
 
@@ -50,7 +51,7 @@ __global__ void EmbedKernel(EmbedParams p, Storage storage,
 // One block per row; the arithmetic is norm_rows.cuh's, which the GEMV's
 // folded pre-norm shares.
 template <NormKind kKind>
-__global__ void NormKernel(NormParams p) {
+__global__ void NormKernel(NormParams p, HalfRows out16) {
   LetDependentsLaunch();
   const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
   float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
@@ -58,9 +59,11 @@ __global__ void NormKernel(NormParams p) {
   RowNormStats<1>(kKind, xi, p.ldx, p.d, p.eps, scale, mean);
   const float* b = kKind == NormKind::kLayer ? p.b : nullptr;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    oi[j] = NormedValue(kKind, xi[j], scale[0], mean[0], p.w != nullptr,
-                        p.w != nullptr ? p.w[j] : 0.0f, b != nullptr,
-                        b != nullptr ? b[j] : 0.0f);
+    const float v = NormedValue(kKind, xi[j], scale[0], mean[0], p.w != nullptr,
+                                p.w != nullptr ? p.w[j] : 0.0f, b != nullptr,
+                                b != nullptr ? b[j] : 0.0f);
+    oi[j] = v;
+    StoreHalf(out16, blockIdx.x, j, v);
   }
 }
 
@@ -75,14 +78,18 @@ __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
                                   Storage s) {
   LetDependentsLaunch();
   const float* xi = x + static_cast<int64_t>(blockIdx.x) * ldx;
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * d;
+  HalfRows rows;
+  rows.data = out;
+  rows.ld = d;
+  rows.format = s == Storage::kBf16  ? HalfFormat::kBf16
+                : s == Storage::kF16 ? HalfFormat::kF16
+                                     : HalfFormat::kNone;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    if (s == Storage::kBf16) {
-      static_cast<__nv_bfloat16*>(out)[base + j] = __float2bfloat16(xi[j]);
-    } else if (s == Storage::kF16) {
-      static_cast<__half*>(out)[base + j] = __float2half(xi[j]);
+    if (rows.format != HalfFormat::kNone) {
+      StoreHalf(rows, blockIdx.x, j, xi[j]);
     } else {
-      static_cast<float*>(out)[base + j] = xi[j];
+      static_cast<float*>(out)[static_cast<int64_t>(blockIdx.x) * d + j] =
+          xi[j];
     }
   }
 }
@@ -113,7 +120,9 @@ __global__ void ActivateMulKernel(ActivateMulParams p) {
   for (int j = threadIdx.x; j < p.f; j += blockDim.x) {
     float v = op_math::Activate(p.act, a[j]);
     if (b != nullptr) v *= b[j];
-    o[j] = p.accumulate ? o[j] + v : v;
+    if (p.accumulate) v += o[j];
+    o[j] = v;
+    StoreHalf(p.out16, i, j, v);
   }
 }
 
@@ -155,16 +164,18 @@ void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
   (p, storage, fed_map);
 }
 
-void LaunchRmsNorm(const NormParams& p, cudaStream_t stream) {
+void LaunchRmsNorm(const NormParams& p, cudaStream_t stream,
+                   const HalfRows& out16) {
   if (p.n <= 0) return;
   SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kRms>)
-  (p);
+  (p, out16);
 }
 
-void LaunchLayerNorm(const NormParams& p, cudaStream_t stream) {
+void LaunchLayerNorm(const NormParams& p, cudaStream_t stream,
+                     const HalfRows& out16) {
   if (p.n <= 0) return;
   SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kLayer>)
-  (p);
+  (p, out16);
 }
 
 void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/backend/dense_params.h"
+#include "engine/backend/half_rows.h"
 #include "engine/backend/hd.h"
 
 namespace seqboat::cuda {
@@ -46,20 +47,38 @@ SEQBOAT_HD int64_t StoredMatrixBytes(Storage s, int64_t rows, int64_t cols) {
   }
 }
 
+// The 16-bit format cuBLAS reads a GEMM's input in for a matrix stored as
+// `s`: the weights' own, with fp8 widened to bf16 first (CudaBackend::Gemm);
+// fp32 weights take fp32 input.
+SEQBOAT_HD HalfFormat CublasInputFormat(Storage s) {
+  switch (s) {
+    case Storage::kBf16:
+    case Storage::kFp8E4m3:
+      return HalfFormat::kBf16;
+    case Storage::kF16:
+      return HalfFormat::kF16;
+    default:
+      return HalfFormat::kNone;
+  }
+}
+
 // The table's rows in fp32; `storage` is how p.table is stored. fed_map
 // (device, [n], from FedMapFor) says which rows take their id from
 // p.fed_tokens instead of p.ids; null: none.
 void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
                  cudaStream_t stream);
 
-// One block per row.
-void LaunchRmsNorm(const NormParams& p, cudaStream_t stream);
-void LaunchLayerNorm(const NormParams& p, cudaStream_t stream);
+// One block per row. out16: the normed rows in 16 bits too (a folded
+// pre-norm's rows for cuBLAS, CudaBackend::Gemm), in the same launch.
+void LaunchRmsNorm(const NormParams& p, cudaStream_t stream,
+                   const HalfRows& out16 = HalfRows());
+void LaunchLayerNorm(const NormParams& p, cudaStream_t stream,
+                     const HalfRows& out16 = HalfRows());
 
 void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream);
 
 // out [n, d] contiguous = x [n, d] (row stride ldx) in `storage` (a GEMM's
-// input in the weights' type).
+// input in the weights' type), rounded as half_rows.cuh's StoreHalf.
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
                        Storage storage, cudaStream_t stream);
 

@@ -29,6 +29,16 @@ bool GemvAppliesConv(const GemmParams& p) {
   return p.n <= kGemvMaxRows && AllDecodeRows(p.conv.segs, p.conv.nsegs);
 }
 
+HalfFormat GemmInputFormatFor(Storage s, int n) {
+  return n <= kGemvMaxRows ? HalfFormat::kNone : CublasInputFormat(s);
+}
+
+bool GemmReadsX16(const GemmParams& p, Storage s) {
+  return p.norm.kind == NormKind::kNone && p.x16.data != nullptr &&
+         p.x16.format != HalfFormat::kNone &&
+         p.x16.format == GemmInputFormatFor(s, p.n);
+}
+
 void FedMapFor(const EmbedParams& p, std::vector<int32_t>* map) {
   map->assign(static_cast<size_t>(std::max(p.n, 0)), -1);
   for (int k = 0; k < p.nfed; ++k) (*map)[p.fed_rows[k]] = -(p.fed_from[k] + 2);

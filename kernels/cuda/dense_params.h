@@ -1,5 +1,6 @@
 // The host halves of CudaBackend's dense ops that build launch parameters
-// (Gemm's GEMV branch for small decode batches, Embed's map of fed ids),
+// (Gemm's GEMV branch for small decode batches, its 16-bit input rule,
+// Embed's map of fed ids),
 // apart so that the emulation tests (kernels/cuda/emu) launch the kernels
 // with exactly what the backend builds. No CUDA calls.
 #ifndef SEQBOAT_KERNELS_CUDA_DENSE_PARAMS_H_
@@ -26,6 +27,16 @@ GemvParams GemvParamsFor(const GemmParams& p, Storage storage,
 // (AllDecodeRows). Other calls with a conv run the GEMM without it, then
 // the conv op on its output (ConvOfGemm).
 bool GemvAppliesConv(const GemmParams& p);
+
+// Backend::GemmInputFormat of the CUDA backend for a matrix stored as `s`
+// at n rows: what its cuBLAS branch reads (CublasInputFormat); kNone for the
+// GEMV (n <= kGemvMaxRows), which reads fp32.
+HalfFormat GemmInputFormatFor(Storage s, int n);
+
+// Whether CudaBackend::Gemm reads p.x16 (GemmParams) rather than converting
+// p.x: the copy is in the format that GemmInputFormatFor names, and no norm
+// is folded in.
+bool GemmReadsX16(const GemmParams& p, Storage s);
 
 // The embedding's per-row map of fed ids (EmbedParams::fed_*), as the
 // kernel reads it: -(from + 2) for a row fed from fed_tokens[from], -1 for

@@ -9,6 +9,7 @@
 
 #include "engine/backend/mamba2_math.h"
 #include "engine/backend/op_math.h"
+#include "kernels/cuda/half_rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mamba2_kernels.h"
 
@@ -194,7 +195,9 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   const float scale = op_math::RmsScale(BlockSum(sq), gs, p.eps);
   for (int j = threadIdx.x; j < gs; j += blockDim.x) {
-    out[j] = op_math::GatedValue(y[j], z[j]) * scale * wg[j];
+    const float v = op_math::GatedValue(y[j], z[j]) * scale * wg[j];
+    out[j] = v;
+    StoreHalf(p.out16, blockIdx.x, lo + j, v);
   }
 }
 
@@ -367,7 +370,9 @@ __global__ void __launch_bounds__(kNormThreads)
       for (int j = threadIdx.x; j < gs; j += blockDim.x) sq += v[j] * v[j];
       const float scale = op_math::RmsScale(BlockSum(sq), gs, q.eps);
       for (int j = threadIdx.x; j < gs; j += blockDim.x) {
-        out[j] = v[j] * scale * q.w[lo + j];
+        const float o = v[j] * scale * q.w[lo + j];
+        out[j] = o;
+        StoreHalf(q.out16, t, lo + j, o);
       }
     }
     if (blockIdx.y == 0) {

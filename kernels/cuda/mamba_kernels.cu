@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine/backend/op_math.h"
+#include "kernels/cuda/half_rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mamba_kernels.h"
 #include "kernels/cuda/register_rows.cuh"
@@ -43,8 +44,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < K - 1; ++i) win[i] = window[i];
     const int64_t end = static_cast<int64_t>(seg.start) + seg.len;
     for (int64_t t = seg.start; t < end; ++t) {
-      p.out[t * p.e + c] =
-          op_math::ConvStep(win, w, bias, p.x[t * p.ldx + c], K);
+      const float v = op_math::ConvStep(win, w, bias, p.x[t * p.ldx + c], K);
+      p.out[t * p.e + c] = v;
+      StoreHalf(p.out16, t, c, v);
     }
 #pragma unroll
     for (int i = 0; i < K - 1; ++i) window[i] = win[i];
@@ -66,8 +68,10 @@ __global__ void __launch_bounds__(kThreads)
                     static_cast<int64_t>(c) * (p.k - 1);
     const int64_t end = static_cast<int64_t>(seg.start) + seg.len;
     for (int64_t t = seg.start; t < end; ++t) {
-      p.out[t * p.e + c] =
+      const float v =
           op_math::ConvStep(window, w, bias, p.x[t * p.ldx + c], p.k);
+      p.out[t * p.e + c] = v;
+      StoreHalf(p.out16, t, c, v);
     }
   }
 }
@@ -99,8 +103,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t t = seg.start; t < end; ++t) {
       const float* b = p.bc + t * p.ldbc;
       const int64_t i = t * p.e + c;
-      p.out[i] = op_math::ScanStep(h, a, b, b + N, p.dt[i], dt_bias, p.x[i], d,
-                                   p.z[t * p.ldz + c], N);
+      const float y = op_math::ScanStep(h, a, b, b + N, p.dt[i], dt_bias,
+                                        p.x[i], d, p.z[t * p.ldz + c], N);
+      p.out[i] = y;
+      StoreHalf(p.out16, t, c, y);
     }
     StoreRow(state, h);
   }
@@ -125,8 +131,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t t = seg.start; t < end; ++t) {
       const float* b = p.bc + t * p.ldbc;
       const int64_t i = t * p.e + c;
-      p.out[i] = op_math::ScanStep(h, a, b, b + n, p.dt[i], dt_bias, p.x[i], d,
-                                   p.z[t * p.ldz + c], n);
+      const float y = op_math::ScanStep(h, a, b, b + n, p.dt[i], dt_bias,
+                                        p.x[i], d, p.z[t * p.ldz + c], n);
+      p.out[i] = y;
+      StoreHalf(p.out16, t, c, y);
     }
   }
 }
@@ -179,8 +187,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
         ch += __shfl_xor_sync(kFullMask, ch, o, N);
       }
       if (valid && i == 0) {
-        p.out[at] = op_math::ScanOutput(
+        const float y = op_math::ScanOutput(
             ch, d, x, op_math::SiluByExp(p.z[t * p.ldz + cv]));
+        p.out[at] = y;
+        StoreHalf(p.out16, t, cv, y);
       }
     }
     if (valid) *state = h;

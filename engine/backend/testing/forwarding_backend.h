@@ -44,6 +44,9 @@ class ForwardingBackend : public Backend {
     return inner_->SampleRows(p);
   }
 
+  HalfFormat GemmInputFormat(const Matrix& w, int n) const override {
+    return inner_->GemmInputFormat(w, n);
+  }
   bool MemoryIsHost() const override { return inner_->MemoryIsHost(); }
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes) override {
     return inner_->Alloc(bytes);

@@ -2,8 +2,12 @@
 // launches and cuda_backend.cc's matrix storage and GEMV dispatch, on host
 // memory, every other op on the CPU backend. Matrices are stored as the
 // CUDA backend stores them (rounded to the storage type, or quantised to
-// fp8 with row scales, unless uploaded as fp32). The dense emulation test
-// and the fp8 logit test (engine/model) share it.
+// fp8 with row scales, unless uploaded as fp32). GEMMs past the GEMV's rows
+// run cuda_backend.cc's cuBLAS branch with a host loop standing in for
+// cuBLAS (fp32 sums of the 16-bit input and weights): its launches (the
+// folded norm, ConvertRows, the fp8 widening, the bias) are the backend's,
+// its sums not cuBLAS's. The dense emulation test and the whole-model tests
+// (engine/model) share it.
 #ifndef SEQBOAT_KERNELS_CUDA_EMU_DENSE_EMULATION_H_
 #define SEQBOAT_KERNELS_CUDA_EMU_DENSE_EMULATION_H_
 
@@ -12,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "base/dtype_convert.h"
@@ -61,7 +66,21 @@ inline std::vector<float> StoredValues(cuda::Storage s, std::vector<float> v,
 
 class DenseEmulation : public EmulatedBackend {
  public:
-  explicit DenseEmulation(cuda::Storage storage) : storage_(storage) {}
+  // half_inputs: GemmInputFormat answers as the CUDA backend's does, so
+  // layers ask the ops before a GEMM for its 16-bit input (half_rows.h), and
+  // a folded norm writes the GEMM's 16-bit rows itself. Only where every op
+  // they ask runs emulated (the CPU backend's ops write no copy). Off, every
+  // GEMM past the GEMV converts its input (ConvertRows): the path before
+  // these copies, which tests compare with bit for bit.
+  explicit DenseEmulation(cuda::Storage storage, bool half_inputs = false)
+      : storage_(storage), half_inputs_(half_inputs) {}
+
+  HalfFormat GemmInputFormat(const Matrix& w, int n) const override {
+    return half_inputs_ ? cuda::GemmInputFormatFor(StorageOf(w), n)
+                        : HalfFormat::kNone;
+  }
+  // ConvertRows launches of the cuBLAS branch so far.
+  int64_t converts() const { return converts_; }
 
   // GEMVs launched early, as CudaBackendOptions::early_launch (on by default).
   void set_early_launch(bool early) { early_ = early; }
@@ -116,9 +135,9 @@ class DenseEmulation : public EmulatedBackend {
   void LayerNorm(const NormParams& p) override {
     cuda::LaunchLayerNorm(p, nullptr);
   }
-  // The GEMV branch of CudaBackend::Gemm; larger batches go to cuBLAS there,
-  // which has no emulation. A folded conv the GEMV does not apply is the
-  // GEMM, then this backend's MambaConv (the CPU's unless overridden).
+  // CudaBackend::Gemm's branches: the GEMV, or cuBLAS's stand-in. A folded
+  // conv the GEMV does not apply is the GEMM, then this backend's MambaConv
+  // (the CPU's unless overridden).
   void Gemm(const GemmParams& p) override {
     if (p.conv.e > 0 && !cuda::GemvAppliesConv(p)) {
       GemmParams plain = p;
@@ -128,7 +147,11 @@ class DenseEmulation : public EmulatedBackend {
       return;
     }
     if (p.n > cuda::kGemvMaxRows) {
-      ADD_FAILURE() << "n = " << p.n << " takes cuBLAS, not the GEMV";
+      if (p.accumulate && p.residual_scale != 1.0f) {
+        ScaledBranch(p);
+      } else {
+        CublasBranch(p);
+      }
       return;
     }
     cuda::GemvParams g = cuda::GemvParamsFor(p, StorageOf(p.w));
@@ -137,6 +160,118 @@ class DenseEmulation : public EmulatedBackend {
     g.partials = partials_.empty() ? nullptr : partials_.data();
     cuda::LaunchGemv(g, nullptr);
   }
+  // CudaBackend::ScaledGemm: the GEMM's rows, then ScatterAddScaled.
+  void ScaledBranch(const GemmParams& p) {
+    const int rows = static_cast<int>(p.w.rows);
+    std::vector<float> f(static_cast<size_t>(p.n) * rows);
+    GemmParams plain = p;
+    plain.y = f.data();
+    plain.ldy = rows;
+    plain.accumulate = false;
+    CublasBranch(plain);
+    std::vector<int32_t> at(p.n);
+    std::iota(at.begin(), at.end(), 0);
+    const std::vector<float> scales(p.n, p.residual_scale);
+    ScatterAddParams add;
+    add.src = f.data();
+    add.d = rows;
+    add.rows = at.data();
+    add.scales = scales.data();
+    add.m = p.n;
+    add.dst = p.y;
+    add.lddst = p.ldy;
+    cuda::LaunchScatterAddScaled(add, nullptr);
+  }
+  // The folded norm writing the 16-bit rows, or ConvertRows, as
+  // cuda_backend.cc launches them; then y (+)= x wᵀ summed in k order.
+  void CublasBranch(const GemmParams& p) {
+    const cuda::Storage s = StorageOf(p.w);
+    const int n = p.n, rows = static_cast<int>(p.w.rows),
+              cols = static_cast<int>(p.w.cols);
+    const HalfFormat f = cuda::GemmInputFormatFor(s, n);
+    if (p.norm.kind != NormKind::kNone) {
+      GemmParams plain = p;
+      plain.x = p.norm.out;
+      plain.ldx = p.norm.ldo;
+      plain.norm = GemmNorm();
+      plain.x16 = HalfRows();
+      std::vector<uint16_t> normed(static_cast<size_t>(n) * cols);
+      if (half_inputs_ && f != HalfFormat::kNone) {
+        plain.x16 = HalfRows{normed.data(), cols, f};
+      }
+      const NormParams norm = NormOfGemm(p);
+      if (p.norm.kind == NormKind::kLayer) {
+        cuda::LaunchLayerNorm(norm, nullptr, plain.x16);
+      } else {
+        cuda::LaunchRmsNorm(norm, nullptr, plain.x16);
+      }
+      CublasBranch(plain);
+      return;
+    }
+    std::vector<float> x(static_cast<size_t>(n) * cols);
+    if (f == HalfFormat::kNone) {
+      for (int i = 0; i < n; ++i) {
+        std::memcpy(&x[static_cast<size_t>(i) * cols],
+                    p.x + static_cast<int64_t>(i) * p.ldx, cols * 4);
+      }
+    } else {
+      const cuda::Storage as =
+          f == HalfFormat::kBf16 ? cuda::Storage::kBf16 : cuda::Storage::kF16;
+      std::vector<uint16_t> converted;
+      const uint16_t* in = static_cast<const uint16_t*>(p.x16.data);
+      int ld = p.x16.ld;
+      if (!cuda::GemmReadsX16(p, s)) {
+        converted.resize(static_cast<size_t>(n) * cols);
+        cuda::LaunchConvertRows(p.x, p.ldx, n, cols, converted.data(), as,
+                                nullptr);
+        ++converts_;
+        in = converted.data();
+        ld = cols;
+      }
+      for (int i = 0; i < n; ++i) {
+        for (int k = 0; k < cols; ++k) {
+          x[static_cast<size_t>(i) * cols + k] =
+              Float16(as, in[static_cast<int64_t>(i) * ld + k]);
+        }
+      }
+    }
+    std::vector<float> w(static_cast<size_t>(rows) * cols);
+    const size_t count = w.size();
+    if (s == cuda::Storage::kF32) {
+      std::memcpy(w.data(), p.w.data, count * 4);
+    } else {
+      std::vector<uint16_t> wide;
+      const uint16_t* stored = static_cast<const uint16_t*>(p.w.data);
+      if (s == cuda::Storage::kFp8E4m3) {
+        wide.resize(count);
+        cuda::LaunchDequantizeFp8(p.w.data, rows, cols, wide.data(), nullptr);
+        stored = wide.data();
+      }
+      const cuda::Storage ws =
+          s == cuda::Storage::kF16 ? cuda::Storage::kF16 : cuda::Storage::kBf16;
+      for (size_t i = 0; i < count; ++i) w[i] = Float16(ws, stored[i]);
+    }
+    for (int i = 0; i < n; ++i) {
+      float* y = p.y + static_cast<int64_t>(i) * p.ldy;
+      const float* xi = &x[static_cast<size_t>(i) * cols];
+      for (int r = 0; r < rows; ++r) {
+        const float* wr = &w[static_cast<size_t>(r) * cols];
+        float sum = 0.0f;
+        for (int k = 0; k < cols; ++k) sum += xi[k] * wr[k];
+        y[r] = p.accumulate ? y[r] + sum : sum;
+      }
+    }
+    if (p.bias != nullptr) {
+      AddBiasParams add;
+      add.y = p.y;
+      add.ldy = p.ldy;
+      add.n = n;
+      add.d = rows;
+      add.v = p.bias;
+      cuda::LaunchAddBias(add, nullptr);
+    }
+  }
+
   void GatherRows(const GatherRowsParams& p) override {
     cuda::LaunchGatherRows(p, nullptr);
   }
@@ -158,8 +293,21 @@ class DenseEmulation : public EmulatedBackend {
     return w.fp32 ? cuda::Storage::kF32 : storage_;
   }
 
+  static float Float16(cuda::Storage s, uint16_t u) {
+    if (s == cuda::Storage::kBf16) {
+      __nv_bfloat16_raw b;
+      b.x = u;
+      return __bfloat162float(__nv_bfloat16(b));
+    }
+    __half_raw h;
+    h.x = u;
+    return __half2float(__half(h));
+  }
+
   cuda::Storage storage_;
   bool early_ = true;
+  bool half_inputs_ = false;
+  int64_t converts_ = 0;
   std::vector<DeviceBuffer> owned_;
   std::vector<float> partials_;
 };

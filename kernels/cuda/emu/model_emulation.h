@@ -1,0 +1,52 @@
+// The CUDA backend's dense, Mamba-1 and Mamba-2 ops on the emulation, each
+// dispatched as its op file dispatches (dense_emulation.h, mamba_ops.cc,
+// mamba2_ops.cc), every other op on the CPU backend: whole models on the
+// emulated kernels at any batch (cuBLAS: dense_emulation.h's stand-in),
+// with the 16-bit GEMM inputs that Mamba and dense layers ask for when
+// half_inputs is on.
+#ifndef SEQBOAT_KERNELS_CUDA_EMU_MODEL_EMULATION_H_
+#define SEQBOAT_KERNELS_CUDA_EMU_MODEL_EMULATION_H_
+
+#include "engine/backend/segment.h"
+#include "kernels/cuda/emu/dense_emulation.h"
+#include "kernels/cuda/mamba2_kernels.h"
+#include "kernels/cuda/mamba_kernels.h"
+
+namespace seqboat::emu_test {
+
+class ModelEmulation : public DenseEmulation {
+ public:
+  using DenseEmulation::DenseEmulation;
+
+  // Host memory is device memory here: the segments need no staging.
+  void MambaConv(const MambaConvParams& p) override {
+    cuda::LaunchMambaConv(p, nullptr);
+  }
+  void MambaScan(const MambaScanParams& p) override {
+    if (AllDecodeRows(p.segs, p.nsegs)) {
+      cuda::LaunchMambaScanDecode(p, nullptr);
+    } else {
+      cuda::LaunchMambaScan(p, nullptr);
+    }
+  }
+  void Mamba2Scan(const Mamba2ScanParams& p) override {
+    cuda::LaunchMamba2Scan(p, nullptr);
+  }
+  void GatedRmsNorm(const GatedRmsNormParams& p) override {
+    cuda::LaunchGatedRmsNorm(p, nullptr);
+  }
+  void Mamba2Step(const Mamba2StepParams& p) override {
+    if (!AllDecodeRows(p.scan.segs, p.scan.nsegs) ||
+        !cuda::Mamba2StepFuses(p)) {
+      MambaConv(p.conv);
+      Mamba2Scan(p.scan);
+      GatedRmsNorm(p.norm);
+      return;
+    }
+    cuda::LaunchMamba2Step(p, nullptr);
+  }
+};
+
+}  // namespace seqboat::emu_test
+
+#endif  // SEQBOAT_KERNELS_CUDA_EMU_MODEL_EMULATION_H_
