@@ -4,6 +4,9 @@
 // dense_emulation.h), every other op on the CPU backend. Their logits are
 // measured against the fp32 CPU backend and bounded as the CPU's int8 are
 // (logit_error.h); the error against bf16 weights is printed beside them.
+// Mamba-1's scan runs on the emulation too (its decode steps with dt_proj
+// folded into the decode kernel): with fp32 and bf16 weights the logits
+// stay within rounding of the CPU backend's on the same weights.
 #include <string>
 
 #include "engine/model/logit_error.h"
@@ -43,6 +46,27 @@ TEST(CudaFp8EmuTest, Fp8WeightsStayCloseToFp32Logits) {
                 against_bf16.mean, against_bf16.max);
     // The emulated matrices are fp8 indeed: not the fp32 logits' bits.
     EXPECT_GT(testing_logits::Compare(want, got).max, 0.0);
+  }
+}
+
+// The emulated GEMVs and scan (dt_proj folded at decode) against the CPU on
+// the same weights: only the order of sums differs, which over a model's
+// layers moves logits by a small fraction of the largest (bound: 1e-4 of
+// it; seen: printed).
+TEST(CudaFp8EmuTest, Fp32AndBf16WeightsStayWithinRoundingOfTheCpu) {
+  for (const char* dir : kModels) {
+    for (const std::string type : {"fp32", "bf16"}) {
+      auto cpu = Cpu(type);
+      emu_test::DenseEmulation emu(type == "bf16" ? cuda::Storage::kBf16
+                                                  : cuda::Storage::kF32);
+      const testing_logits::LogitError e = testing_logits::Compare(
+          testing_logits::Logits(dir, *cpu), testing_logits::Logits(dir, emu));
+      EXPECT_TRUE(emu.TakeError().ok());
+      std::printf("%s %s emulated vs cpu: logit error max %.3g of %.3g\n", dir,
+                  type.c_str(), e.max, e.largest);
+      EXPECT_LE(e.max, 1e-4 * e.largest) << dir << " " << type;
+      EXPECT_EQ(e.argmax_agree, testing_logits::kPositions) << dir << type;
+    }
   }
 }
 
