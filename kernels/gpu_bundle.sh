@@ -104,7 +104,8 @@ cat > "$out/extra.sh" <<'EXTRA'
 #!/usr/bin/env bash
 # The checks beyond run.sh, each a phase named on the command line:
 #   racecheck  compute-sanitizer's shared-memory race check on the SeqBoat
-#              GAU and the split-key attention tests, and the folded-norm GEMV
+#              GAU and the split-key attention tests, the folded-norm GEMV
+#              and the Mamba-1 decode scan with dt_proj folded in
 #   profile    ncu over the decode steps (130M Mamba at batch 1 and 256, the
 #              hybrid at batch 1, Mamba 1.4B at batch 1 when SIZES has 1b;
 #              graphs off so that every kernel is listed): each kernel
@@ -163,10 +164,11 @@ for phase in "$@"; do
   case "$phase" in
     racecheck)
       [[ -n "$sanitizer" ]] || { say "racecheck: no compute-sanitizer"; status=1; continue; }
-      # test:filter; the folded-norm GEMV's one recorded case, since its full
-      # sweep is hundreds of launches at 1.4B shapes.
+      # test:filter; the folded-norm GEMV's and the dt_proj fold's recorded
+      # cases, since their full sweeps are hundreds of launches at 1.4B shapes.
       for tf in 'seqboat_ops_gpu_test:-*LargeWindow*' 'attention_ops_gpu_test:-*LargeWindow*' \
-                'gemv_fusion_gpu_test:*FoldedGemvReplaysToTheEagerBits*'; do
+                'gemv_fusion_gpu_test:*FoldedGemvReplaysToTheEagerBits*' \
+                'mamba_ops_gpu_test:*FoldedDtProjReplaysToTheEagerBits*'; do
         t="${tf%%:*}"
         timeout -k 5 240 "$sanitizer" --tool racecheck --racecheck-report all \
           --error-exitcode 9 --print-limit 20 "$loader" --library-path "$libs" \

@@ -18,7 +18,6 @@
 #include "engine/backend/ffn_math.h"
 #include "engine/backend/half_rows.h"
 #include "engine/backend/hd.h"
-#include "engine/backend/mamba_params.h"
 #include "engine/backend/segment.h"
 
 namespace seqboat {
@@ -152,25 +151,6 @@ inline NormParams NormOfGemm(const GemmParams& p) {
   n.out = p.norm.out;
   n.ldo = p.norm.ldo;
   return n;
-}
-
-// The conv op a GEMM's folded conv stands for: its input is y's first e
-// columns as the GEMM left them.
-inline MambaConvParams ConvOfGemm(const GemmParams& p) {
-  MambaConvParams c;
-  c.segs = p.conv.segs;
-  c.nsegs = p.conv.nsegs;
-  c.x = p.y;
-  c.ldx = p.ldy;
-  c.state = p.conv.state;
-  c.state_stride = p.conv.state_stride;
-  c.w = p.conv.w;
-  c.bias = p.conv.bias;
-  c.e = p.conv.e;
-  c.k = p.conv.k;
-  c.out = p.conv.out;
-  c.out16 = p.conv.out16;
-  return c;
 }
 
 // out[j, :] = x[rows[j], :] for j < m; x and out rows are d wide.

@@ -120,7 +120,7 @@ class Mamba1 final : public Layer {
     x_proj.x16 = x16;
     be.Gemm(x_proj);
     if (c_.dt_bc_norm.has_value()) {
-      // In place: dt_proj and the scan read these same columns next.
+      // In place: the scan (and its folded dt_proj) reads these columns next.
       NormParams dt_norm;
       dt_norm.x = xdbl;
       dt_norm.ldx = xc;
@@ -152,14 +152,17 @@ class Mamba1 final : public Layer {
       c_norm.ldo = xc;
       be.RmsNorm(c_norm);
     }
-    GemmParams dt_proj = Projection(xdbl, n, dt_proj_, nullptr, dt);
-    dt_proj.ldx = xc;
-    be.Gemm(dt_proj);
     MambaScanParams scan;
     scan.segs = ctx.segs();
     scan.nsegs = ctx.nsegs();
     scan.x = x;
-    scan.dt = dt;
+    // dt_proj folded into the scan (MambaDtProj): CUDA's decode scan computes
+    // dt itself; the CPU runs the GEMM into the dt scratch first.
+    scan.dt_proj.low = xdbl;
+    scan.dt_proj.ldlow = xc;
+    scan.dt_proj.n = n;
+    scan.dt_proj.w = dt_proj_;
+    scan.dt_proj.dt = dt;
     scan.bc = xdbl + r;
     scan.ldbc = xc;
     scan.z = xz + e;

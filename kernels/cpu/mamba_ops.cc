@@ -108,6 +108,12 @@ void CpuBackend::MambaConv(const MambaConvParams& p) {
 }
 
 void CpuBackend::MambaScan(const MambaScanParams& p) {
+  // A folded dt_proj is its GEMM then the plain scan: the unfolded ops' bits.
+  if (FoldsDtProj(p)) {
+    Gemm(GemmOfDtProj(p));
+    MambaScan(ScanAfterDtProj(p));
+    return;
+  }
   void (*block)(const MambaScanParams&, int, int) =
       isa_ == Isa::kAvx512 ? Avx512ScanBlock : Avx2ScanBlock;
   const int blocks = (p.e + mamba_blocks::kBlock - 1) / mamba_blocks::kBlock;

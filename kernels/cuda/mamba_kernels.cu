@@ -6,11 +6,14 @@
 // row per token, the same for every channel) are warp-wide broadcasts.
 #include <stdint.h>
 
+#include <algorithm>
+
 #include "engine/backend/op_math.h"
 #include "kernels/cuda/half_rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mamba_kernels.h"
 #include "kernels/cuda/register_rows.cuh"
+#include "kernels/cuda/stored_weights.cuh"
 
 namespace seqboat::cuda {
 namespace {
@@ -150,12 +153,117 @@ __global__ void __launch_bounds__(kThreads)
 // (Δ, the gate) from the same loads, so no broadcast is needed. Tokens of a
 // longer segment are looped, so any call is computed correctly; the backend
 // takes this kernel for decode calls only (AllDecodeRows).
+//
+// A block serves its channels for several segments (blockIdx.y, + gridDim.y,
+// ...): enough blocks to fill the device, and a folded dt_proj's weight rows
+// are staged once per block rather than once per segment.
 constexpr int kDecodeThreads = 128;
 constexpr unsigned kFullMask = 0xffffffffu;
+// Blocks of kDecodeThreads that fill an H100 / H200 (132 SMs x 16).
+constexpr int kDecodeTargetBlocks = 132 * 16;
+// Above this a block's dt_proj rows do not fit the default shared memory;
+// the backend then runs dt_proj as a GEMM (MambaScanDecodeFoldsDtProj).
+constexpr int kMaxDtRowsBytes = 48 * 1024;
+
+// Floats of shared memory a staged dt_proj row takes: its columns rounded up
+// to whole float4s (zeros past the last).
+__host__ __device__ int64_t DtRowFloats(int64_t cols) {
+  return (cols + 3) / 4 * 4;
+}
+
+// A folded dt_proj (MambaDtProj) as a block's lanes compute it. The block's
+// weight rows are widened to fp32 in shared memory once; then, per token,
+// lane i of a channel sums the columns 4q..4q+3 for q = i, i + N, ... in
+// order (fmaf, one float4 of weights and of δ̃ a step) and the N lane sums
+// meet in a butterfly of shuffles; fp8's row scale multiplies the finished
+// sum, as in the GEMV.
+//
+// Rounding: the unfolded GEMM (the CPU's packed GEMM, CUDA's GEMV or
+// cuBLAS) adds the same dt_rank products in an order of its own, so dt
+// differs from it by the rounding of that sum (a few ulp of |dt|), which
+// softplus and exp carry into Δ, the state and the output; the order here
+// depends on dt_rank, N and the storage only, never on the batch, so a
+// graph replay gives the eager bits. cuBLAS (batches over 16) also rounded
+// δ̃ to the 16-bit weight type; the fold keeps it fp32.
+struct DtFold {
+  const float4* row = nullptr;  // this channel's staged row
+  int quads = 0;                // float4s a row
+  float factor = 1.0f;
+  bool x_vector = false;  // δ̃ rows readable as float4s
+};
+
+// Stages rows c0 .. c0 + channels of p.dt_proj.w (zero rows past e, zero
+// columns past dt_rank) into `rows`, 16-byte loads where the block's rows
+// start 16-byte aligned. Every thread of the block calls it.
+__device__ void StageDtRows(const MambaScanParams& p, Storage storage, int c0,
+                            int channels, int quads, float* rows) {
+  const MambaDtProj& f = p.dt_proj;
+  const int cols = static_cast<int>(f.w.cols);
+  const int stride = quads * 4;
+  const int real = min(channels, p.e - c0);
+  for (int k = threadIdx.x; k < channels * stride; k += blockDim.x) {
+    if (k / stride >= real || k % stride >= cols) rows[k] = 0.0f;
+  }
+  const int64_t begin = static_cast<int64_t>(c0) * cols;
+  const int count = real * cols;
+  const int per = WeightsPer16Bytes(storage);
+  const int elem = 16 / per;
+  const bool vector = (reinterpret_cast<uintptr_t>(f.w.data) & 15) == 0 &&
+                      (static_cast<int64_t>(channels) * cols * elem) % 16 == 0;
+  int done = 0;
+  if (vector) {
+    done = count / per * per;
+    for (int k = threadIdx.x * per; k < done; k += blockDim.x * per) {
+      float v[16];
+      StoredWeights16(f.w.data, storage, begin + k, v);
+      for (int j = 0; j < per; ++j) {
+        rows[(k + j) / cols * stride + (k + j) % cols] = v[j];
+      }
+    }
+  }
+  for (int k = done + threadIdx.x; k < count; k += blockDim.x) {
+    rows[k / cols * stride + k % cols] =
+        StoredWeight(f.w.data, storage, begin + k);
+  }
+  __syncthreads();
+}
+
+// Token t's dt for the lane's channel, the same bits on its N lanes. Every
+// lane of the warp calls it.
+template <int N>
+__device__ __forceinline__ float FoldedDt(const MambaDtProj& f,
+                                          const DtFold& fold, int i,
+                                          int64_t t) {
+  const float* x = f.low + t * f.ldlow;
+  const int cols = static_cast<int>(f.w.cols);
+  float sum = 0.0f;
+  for (int q = i; q < fold.quads; q += N) {
+    const float4 w = fold.row[q];
+    float4 v;
+    if (fold.x_vector) {
+      v = __ldg(reinterpret_cast<const float4*>(x) + q);
+    } else {
+      const int j = 4 * q;
+      v.x = x[j];  // j < cols: q < quads
+      v.y = j + 1 < cols ? x[j + 1] : 0.0f;
+      v.z = j + 2 < cols ? x[j + 2] : 0.0f;
+      v.w = j + 3 < cols ? x[j + 3] : 0.0f;
+    }
+    sum = fmaf(w.x, v.x, sum);
+    sum = fmaf(w.y, v.y, sum);
+    sum = fmaf(w.z, v.z, sum);
+    sum = fmaf(w.w, v.w, sum);
+  }
+#pragma unroll
+  for (int o = N / 2; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(kFullMask, sum, o, N);
+  }
+  return sum * fold.factor;
+}
 
 template <int N>
 __global__ void __launch_bounds__(kDecodeThreads)
-    MambaScanDecodeKernel(MambaScanParams p) {
+    MambaScanDecodeKernel(MambaScanParams p, Storage dt_storage) {
   LetDependentsLaunch();
   const int i = threadIdx.x % N;
   const int c = (blockIdx.x * kDecodeThreads + threadIdx.x) / N;
@@ -166,10 +274,23 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const float a = p.a[static_cast<int64_t>(cv) * N + i];
   const float dt_bias = p.dt_bias[cv];
   const float d = p.d[cv];
+  DtFold fold;
+  if (FoldsDtProj(p)) {  // uniform: every thread stages
+    SEQBOAT_DYNAMIC_SHARED(float4, dt_rows);
+    const MambaDtProj& f = p.dt_proj;
+    constexpr int kChannels = kDecodeThreads / N;
+    fold.quads = static_cast<int>(DtRowFloats(f.w.cols) / 4);
+    StageDtRows(p, dt_storage, blockIdx.x * kChannels, kChannels, fold.quads,
+                reinterpret_cast<float*>(dt_rows));
+    fold.row = dt_rows + (threadIdx.x / N) * fold.quads;
+    fold.factor = Fp8RowFactor(f.w.data, dt_storage, f.w.rows, f.w.cols, cv);
+    fold.x_vector = (reinterpret_cast<uintptr_t>(f.low) & 15) == 0 &&
+                    (f.ldlow & 3) == 0 && (f.w.cols & 3) == 0;
+  }
   for (int s = blockIdx.y; s < p.nsegs; s += gridDim.y) {
     const Segment seg = p.segs[s];
     // Padding segments may share a real segment's slot: no state access
-    // (uniform over the block, which serves one segment).
+    // (uniform over the block, which serves one segment at a time).
     if (seg.len <= 0) continue;
     float* state =
         p.state + seg.slot * p.state_stride + static_cast<int64_t>(cv) * N + i;
@@ -179,7 +300,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const float* b = p.bc + t * p.ldbc;
       const int64_t at = t * p.e + cv;
       const float x = p.x[at];
-      const float delta = op_math::ScanDelta(p.dt[at], dt_bias);
+      const float dt =
+          fold.row != nullptr ? FoldedDt<N>(p.dt_proj, fold, i, t) : p.dt[at];
+      const float delta = op_math::ScanDelta(dt, dt_bias);
       h = op_math::ScanEntry(h, a, b[i], delta * op_math::kLog2e, delta * x);
       float ch = b[N + i] * h;
 #pragma unroll
@@ -195,6 +318,15 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     if (valid) *state = h;
   }
+}
+
+bool DecodeLanes(int n) { return n == 4 || n == 8 || n == 16 || n == 32; }
+
+// Shared memory of the decode kernel: the block's dt_proj rows, if folded.
+int64_t DecodeSharedBytes(const MambaScanParams& p) {
+  if (!FoldsDtProj(p)) return 0;
+  return int64_t{kDecodeThreads / p.n_state} * DtRowFloats(p.dt_proj.w.cols) *
+         4;
 }
 
 dim3 GridFor(int e, int nsegs) {
@@ -245,32 +377,44 @@ void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream) {
   }
 }
 
-void LaunchMambaScanDecode(const MambaScanParams& p, cudaStream_t stream) {
+bool MambaScanDecodeFoldsDtProj(const MambaScanParams& p) {
+  return DecodeLanes(p.n_state) && p.dt_proj.w.cols > 0 &&
+         DecodeSharedBytes(p) <= kMaxDtRowsBytes;
+}
+
+void LaunchMambaScanDecode(const MambaScanParams& p, Storage dt_storage,
+                           cudaStream_t stream) {
   if (p.nsegs <= 0 || p.e <= 0 || p.n_state < 0) return;
   const int n = p.n_state;
-  if (n != 4 && n != 8 && n != 16 && n != 32) {
+  if (!DecodeLanes(n)) {
     LaunchMambaScan(p, stream);
     return;
   }
   const int channels_per_block = kDecodeThreads / n;
-  const dim3 grid((p.e + channels_per_block - 1) / channels_per_block,
-                  p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
+  const int blocks_x = (p.e + channels_per_block - 1) / channels_per_block;
+  const int want_y = std::max(1, kDecodeTargetBlocks / blocks_x);
+  const dim3 grid(blocks_x, std::min({p.nsegs, want_y, kMaxGridY}));
+  const size_t shared = static_cast<size_t>(DecodeSharedBytes(p));
   switch (n) {
     case 4:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<4>)
-      (p);
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
+                     MambaScanDecodeKernel<4>)
+      (p, dt_storage);
       break;
     case 8:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<8>)
-      (p);
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
+                     MambaScanDecodeKernel<8>)
+      (p, dt_storage);
       break;
     case 16:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<16>)
-      (p);
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
+                     MambaScanDecodeKernel<16>)
+      (p, dt_storage);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, 0, stream, MambaScanDecodeKernel<32>)
-      (p);
+      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
+                     MambaScanDecodeKernel<32>)
+      (p, dt_storage);
       break;
   }
 }

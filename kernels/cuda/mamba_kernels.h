@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/backend/mamba_params.h"
+#include "kernels/cuda/dense_kernels.h"
 
 namespace seqboat::cuda {
 
@@ -27,9 +28,22 @@ void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream);
 // state entry each, so one token's state traffic is coalesced and spread over
 // e * n_state threads. Correct for any call (longer segments are looped);
 // n_state outside {4, 8, 16, 32} takes LaunchMambaScan. The conv is already
-// window shift + conv + SiLU in one kernel, and x_proj and dt_proj (GEMVs
-// over all channels) lie between it and the scan, so neither fuses with it.
-void LaunchMambaScanDecode(const MambaScanParams& p, cudaStream_t stream);
+// window shift + conv + SiLU in one kernel, and x_proj (a GEMV over all
+// channels) lies between it and the scan, so it does not fuse with it.
+//
+// A folded dt_proj (p.dt_proj, stored as `dt_storage`) is computed here, each
+// channel's dt from its weight row and the token's δ̃ (the lanes of a channel
+// split dt_rank; rounding: mamba_kernels.cu DtFold), so dt_proj costs no
+// launch and dt never goes through memory. Requires
+// MambaScanDecodeFoldsDtProj(p); LaunchMambaScan takes no folded dt_proj.
+void LaunchMambaScanDecode(const MambaScanParams& p, Storage dt_storage,
+                           cudaStream_t stream);
+
+// Whether LaunchMambaScanDecode computes p's folded dt_proj: n_state in
+// {4, 8, 16, 32} and a block's weight rows within 48 KiB of shared memory
+// (dt_rank up to 1536 at n_state 16). Otherwise the backend runs the GEMM
+// into p.dt_proj.dt and the plain scan (ScanAfterDtProj).
+bool MambaScanDecodeFoldsDtProj(const MambaScanParams& p);
 
 }  // namespace seqboat::cuda
 

@@ -17,11 +17,18 @@ void CudaBackend::MambaConv(const MambaConvParams& p) {
 void CudaBackend::MambaScan(const MambaScanParams& p) {
   MambaScanParams dev = p;
   dev.segs = Stage(p.segs, p.nsegs);
-  if (!launching() || dev.segs == nullptr) return;
   // A captured decode step keeps its kernel on replay: both kernels compute
-  // any call, so the choice is only about speed.
-  if (AllDecodeRows(p.segs, p.nsegs)) {
-    LaunchMambaScanDecode(dev, stream_);
+  // any call, so the choice is only about speed. A folded dt_proj is the
+  // decode kernel's own work; elsewhere (prefill, or shapes it does not
+  // fold) it is the GEMM into p.dt_proj.dt, then the plain scan.
+  const bool decode = AllDecodeRows(p.segs, p.nsegs);
+  if (FoldsDtProj(p) && !(decode && MambaScanDecodeFoldsDtProj(p))) {
+    Gemm(GemmOfDtProj(p));
+    dev = ScanAfterDtProj(dev);
+  }
+  if (!launching() || dev.segs == nullptr) return;
+  if (decode) {
+    LaunchMambaScanDecode(dev, StorageOf(p.dt_proj.w), stream_);
   } else {
     LaunchMambaScan(dev, stream_);
   }

@@ -42,7 +42,7 @@ class MambaEmulation : public EmulatedBackend {
   void MambaScan(const MambaScanParams& p) override {
     if (force_decode || AllDecodeRows(p.segs, p.nsegs)) {
       ++decode_launches;
-      cuda::LaunchMambaScanDecode(p, nullptr);
+      cuda::LaunchMambaScanDecode(p, cuda::Storage::kF32, nullptr);
     } else {
       cuda::LaunchMambaScan(p, nullptr);
     }

@@ -18,16 +18,10 @@ class ModelEmulation : public DenseEmulation {
  public:
   using DenseEmulation::DenseEmulation;
 
-  // Host memory is device memory here: the segments need no staging.
+  // Host memory is device memory here: the segments need no staging. The
+  // scan is DenseEmulation's (a folded dt_proj as CUDA folds it).
   void MambaConv(const MambaConvParams& p) override {
     cuda::LaunchMambaConv(p, nullptr);
-  }
-  void MambaScan(const MambaScanParams& p) override {
-    if (AllDecodeRows(p.segs, p.nsegs)) {
-      cuda::LaunchMambaScanDecode(p, nullptr);
-    } else {
-      cuda::LaunchMambaScan(p, nullptr);
-    }
   }
   void Mamba2Scan(const Mamba2ScanParams& p) override {
     cuda::LaunchMamba2Scan(p, nullptr);
