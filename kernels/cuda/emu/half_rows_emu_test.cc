@@ -132,7 +132,7 @@ TEST(HalfRowsEmuTest, MambaScanWritesOutProjInput) {
       p.n_state = kN;
       const auto launch = [&] {
         if (decode) {
-          cuda::LaunchMambaScanDecode(p, nullptr);
+          cuda::LaunchMambaScanDecode(p, cuda::Storage::kF32, nullptr);
         } else {
           cuda::LaunchMambaScan(p, nullptr);
         }
