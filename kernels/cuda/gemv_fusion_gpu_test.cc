@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/testing/dense_cases.h"
 #include "kernels/cuda/testing/gemv_conv_cases.h"
 #include "kernels/cuda/testing/gemv_fusion_cases.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
@@ -198,26 +199,14 @@ TEST(GemvFusionGpuTest, EarlyGemvChainsEqualOrdinaryLaunches) {
     Array r(*be, r0), gw(*be, nw), u(*be, top * d), h(*be, top * e);
     auto chain = [&](int n) {
       for (int layer = 0; layer < 12; ++layer) {
-        GemmParams in;
-        in.x = r.get();
-        in.ldx = d;
-        in.n = n;
-        in.w = *a;
-        in.y = h.get();
-        in.ldy = e;
+        GemmParams in = parity::dense::GemmOf(r.get(), d, n, *a, h.get(), e);
         in.norm.kind = NormKind::kRms;
         in.norm.w = gw.get();
         in.norm.eps = 1e-5f;
         in.norm.out = u.get();
         in.norm.ldo = d;
         be->Gemm(in);
-        GemmParams out;
-        out.x = h.get();
-        out.ldx = e;
-        out.n = n;
-        out.w = *b;
-        out.y = r.get();
-        out.ldy = d;
+        GemmParams out = parity::dense::GemmOf(h.get(), e, n, *b, r.get(), d);
         out.accumulate = true;
         be->Gemm(out);
       }
