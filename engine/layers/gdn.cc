@@ -75,28 +75,25 @@ class Gdn final : public Layer {
 
     // The pre-norm folded into the stacked input projection (GemmNorm): the
     // CPU runs the two ops, CUDA's decode GEMV normalises as it loads (the
-    // same bits); u holds the normed rows either way.
+    // same bits); u holds the normed rows either way. The conv over its
+    // first cc channels (q, k, v) follows the GEMM (GemmConv): CUDA's decode
+    // GEMV runs each channel's step as it stores it, as for Mamba-1. A slot
+    // is [conv window | delta-rule state], one contiguous region.
     GemmParams in_proj = Projection(residual, n, in_proj_, nullptr, proj);
     in_proj.norm.kind = NormKind::kRms;
     in_proj.norm.w = norm_w_;
     in_proj.norm.eps = norm_eps_;
     in_proj.norm.out = u;
     in_proj.norm.ldo = d;
+    in_proj.conv.segs = ctx.segs();
+    in_proj.conv.nsegs = ctx.nsegs();
+    in_proj.conv.state = state_;
+    in_proj.conv.state_stride = slot_floats_;
+    in_proj.conv.w = conv_w_;
+    in_proj.conv.e = cc;
+    in_proj.conv.k = static_cast<int>(c_.d_conv);
+    in_proj.conv.out = qkv;
     be.Gemm(in_proj);
-    // A slot is [conv window | delta-rule state], one contiguous region.
-    MambaConvParams conv;
-    conv.segs = ctx.segs();
-    conv.nsegs = ctx.nsegs();
-    conv.x = proj;
-    conv.ldx = w;
-    conv.state = state_;
-    conv.state_stride = slot_floats_;
-    conv.w = conv_w_;
-    conv.bias = nullptr;
-    conv.e = cc;
-    conv.k = static_cast<int>(c_.d_conv);
-    conv.out = qkv;
-    be.MambaConv(conv);
     GdnScanParams scan;
     scan.segs = ctx.segs();
     scan.nsegs = ctx.nsegs();
