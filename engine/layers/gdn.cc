@@ -27,18 +27,12 @@ class Gdn final : public Layer {
     };
     RETURN_IF_ERROR(vec("norm.weight", {d}, &norm_w_));
     // The four input projections as one matrix: one GEMM a step.
-    std::vector<float> stacked;
-    stacked.reserve(static_cast<size_t>(c_.proj_rows() * d));
-    for (auto [name, rows] :
-         {std::pair{"in_qkv.weight", cc}, std::pair{"in_z.weight", vd},
-          std::pair{"in_b.weight", hv}, std::pair{"in_a.weight", hv}}) {
-      auto host = ws.F32(p + name, {rows, d});
-      if (!host.ok()) return host.status();
-      stacked.insert(stacked.end(), *host, *host + rows * d);
-    }
-    auto in_proj = be.UploadMatrix(stacked.data(), c_.proj_rows(), d);
-    if (!in_proj.ok()) return in_proj.status();
-    in_proj_ = *in_proj;
+    RETURN_IF_ERROR(FetchStackedMatrix(ws, be,
+                                       {{p + "in_qkv.weight", cc},
+                                        {p + "in_z.weight", vd},
+                                        {p + "in_b.weight", hv},
+                                        {p + "in_a.weight", hv}},
+                                       d, &in_proj_));
     RETURN_IF_ERROR(vec("conv.weight", {cc, c_.d_conv}, &conv_w_));
     RETURN_IF_ERROR(vec("A", {hv}, &a_));
     RETURN_IF_ERROR(vec("dt_bias", {hv}, &dt_bias_));

@@ -17,17 +17,16 @@ class Mlp final : public Layer {
                     WeightStore& ws, Backend& be) {
     const int64_t d = d_, f = c_.d_ff;
     RETURN_IF_ERROR(norm_.Bind(norm, p, d_, ws, be));
-    RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.up.weight", f, d, &up_));
-    if (c_.gated) {
-      RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.gate.weight", f, d, &gate_));
-    }
+    // Gated: up and gate read the same rows, so they are one matrix [up;
+    // gate] and one GEMM a step.
+    std::vector<StackPart> up = {{p + "mlp.up.weight", f}};
+    if (c_.gated) up.push_back({p + "mlp.gate.weight", f});
+    RETURN_IF_ERROR(FetchStackedMatrix(ws, be, up, d, &up_));
     RETURN_IF_ERROR(FetchMatrix(ws, be, p + "mlp.down.weight", d, f, &down_));
     if (c_.bias) {
-      RETURN_IF_ERROR(FetchVector(ws, be, p + "mlp.up.bias", {f}, &up_b_));
-      if (c_.gated) {
-        RETURN_IF_ERROR(
-            FetchVector(ws, be, p + "mlp.gate.bias", {f}, &gate_b_));
-      }
+      std::vector<StackPart> up_b = {{p + "mlp.up.bias", f}};
+      if (c_.gated) up_b.push_back({p + "mlp.gate.bias", f});
+      RETURN_IF_ERROR(FetchStackedVector(ws, be, up_b, &up_b_));
       RETURN_IF_ERROR(FetchVector(ws, be, p + "mlp.down.bias", {d}, &down_b_));
     }
     return absl::OkStatus();
@@ -35,67 +34,62 @@ class Mlp final : public Layer {
 
   std::string kind() const override { return "mlp"; }
   int64_t StateBytesPerSlot() const override { return 0; }
-  // Then the 16-bit copy of down's input (HalfInputAt).
+  // u, then up's output (beside gate's when gated), then the 16-bit copy
+  // of down's input (HalfInputAt).
   int64_t ScratchFloatsPerRow() const override {
-    return d_ + 2 * c_.d_ff + HalfInputFloatsPerRow(c_.d_ff);
+    return d_ + UpRows() + HalfInputFloatsPerRow(c_.d_ff);
   }
   void BindState(void*, int64_t) override {}
   absl::Status Forward(const StepContext& ctx, float* residual) override {
     Backend& be = *ctx.backend;
-    const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff);
+    const int n = ctx.n(), d = d_, f = static_cast<int>(c_.d_ff), ld = UpRows();
     float* u = ctx.scratch;
+    // [n, ld]: up's f columns, then gate's when gated. The activation goes
+    // into up's columns, which down reads.
     float* h = u + static_cast<int64_t>(n) * d;
-    float* g = h + static_cast<int64_t>(n) * f;
     // Where down reads 16-bit input (the CUDA backend's cuBLAS path), the
     // activation writes it beside h.
     const HalfRows h16 =
-        HalfInputAt(be, down_, n, g + static_cast<int64_t>(n) * f);
-    const Activation act = c_.act;
-    // The pre-norm folds into the up GEMM, which leaves the normed rows in
-    // u for the gate GEMM.
+        HalfInputAt(be, down_, n, h + static_cast<int64_t>(n) * ld);
+    // The pre-norm folds into the GEMM (its normed rows in u are not read
+    // again).
     GemmParams up = Projection(u, n, up_, up_b_, h);
     norm_.Fold(be, residual, n, u, &up);
     be.Gemm(up);
+    ActivateMulParams activate;
+    activate.a = h;
+    activate.lda = ld;
+    activate.n = n;
+    activate.f = f;
+    activate.act = c_.act;
+    activate.out = h;
+    activate.ldo = ld;
+    activate.out16 = h16;
     if (c_.gated) {
       // The activation goes on the gate branch (HF Llama: act(gate) * up).
-      be.Gemm(Projection(u, n, gate_, gate_b_, g));
-      ActivateMulParams gated;
-      gated.a = g;
-      gated.lda = f;
-      gated.b = h;
-      gated.ldb = f;
-      gated.n = n;
-      gated.f = f;
-      gated.act = act;
-      gated.out = h;
-      gated.ldo = f;
-      gated.out16 = h16;
-      be.ActivateMul(gated);
-    } else {
-      ActivateMulParams activate;
-      activate.a = h;
-      activate.lda = f;
-      activate.n = n;
-      activate.f = f;
-      activate.act = act;
-      activate.out = h;
-      activate.ldo = f;
-      activate.out16 = h16;
-      be.ActivateMul(activate);
+      activate.a = h + f;
+      activate.b = h;
+      activate.ldb = ld;
     }
+    be.ActivateMul(activate);
     GemmParams down = Projection(h, n, down_, down_b_, residual);
+    down.ldx = ld;
     down.x16 = h16;
     out_.Add(be, down);
     return absl::OkStatus();
   }
 
  private:
+  int UpRows() const {
+    return static_cast<int>(c_.gated ? 2 * c_.d_ff : c_.d_ff);
+  }
+
   MlpConfig c_;
   int d_;
   PreNorm norm_;
   ResidualOut out_;
-  Matrix up_, gate_, down_;
-  const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
+  Matrix up_, down_;  // up_: [up; gate] when gated
+  const float *up_b_ = nullptr, *down_b_ = nullptr;
 };
 
 absl::Status ParseMlp(ObjectReader& r, std::vector<std::string>* /*warnings*/,

@@ -1,5 +1,9 @@
 #include "engine/layers/weight_fetch.h"
 
+#include <algorithm>
+
+#include "base/status_macros.h"
+
 namespace seqboat {
 
 absl::Status FetchVector(WeightStore& ws, Backend& be, const std::string& name,
@@ -30,6 +34,48 @@ absl::Status FetchMatrixFp32(WeightStore& ws, Backend& be,
   auto host = ws.F32(name, {rows, cols});
   if (!host.ok()) return host.status();
   auto dev = be.UploadMatrixFp32(*host, rows, cols);
+  if (!dev.ok()) return dev.status();
+  *out = *dev;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The parts, each [rows, cols] (cols 0: a vector [rows]), one after another.
+absl::Status ReadStacked(WeightStore& ws, const std::vector<StackPart>& parts,
+                         int64_t cols, std::vector<float>* out) {
+  out->clear();
+  for (const StackPart& part : parts) {
+    std::vector<int64_t> shape = {part.rows};
+    if (cols > 0) shape.push_back(cols);
+    auto host = ws.F32(part.name, shape);
+    if (!host.ok()) return host.status();
+    out->insert(out->end(), *host,
+                *host + part.rows * std::max<int64_t>(cols, 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FetchStackedMatrix(WeightStore& ws, Backend& be,
+                                const std::vector<StackPart>& parts,
+                                int64_t cols, Matrix* out) {
+  std::vector<float> host;
+  RETURN_IF_ERROR(ReadStacked(ws, parts, cols, &host));
+  auto dev = be.UploadMatrix(host.data(),
+                             static_cast<int64_t>(host.size()) / cols, cols);
+  if (!dev.ok()) return dev.status();
+  *out = *dev;
+  return absl::OkStatus();
+}
+
+absl::Status FetchStackedVector(WeightStore& ws, Backend& be,
+                                const std::vector<StackPart>& parts,
+                                const float** out) {
+  std::vector<float> host;
+  RETURN_IF_ERROR(ReadStacked(ws, parts, 0, &host));
+  auto dev = be.UploadVector(host.data(), static_cast<int64_t>(host.size()));
   if (!dev.ok()) return dev.status();
   *out = *dev;
   return absl::OkStatus();

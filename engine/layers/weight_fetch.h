@@ -26,6 +26,20 @@ absl::Status FetchMatrixFp32(WeightStore& ws, Backend& be,
                              const std::string& name, int64_t rows,
                              int64_t cols, Matrix* out);
 
+// Linear weights that read the same input, stacked as one matrix so that
+// one GEMM computes them all: parts are (name, rows) in output order, each
+// [rows, cols]. FetchStackedVector stacks their biases ([rows] each) alike.
+struct StackPart {
+  std::string name;
+  int64_t rows = 0;
+};
+absl::Status FetchStackedMatrix(WeightStore& ws, Backend& be,
+                                const std::vector<StackPart>& parts,
+                                int64_t cols, Matrix* out);
+absl::Status FetchStackedVector(WeightStore& ws, Backend& be,
+                                const std::vector<StackPart>& parts,
+                                const float** out);
+
 // A stack [count, rows, cols] of Linear weights (one per expert).
 absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
