@@ -83,7 +83,7 @@ class Attention final : public Mixer {
   }
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
-    const int64_t d = d_model_, qd = QDim(), kd = KvDim();
+    const int64_t d = d_model_, qd = QDim();
     auto vec = [&](const std::string& name, int64_t n, const float** out) {
       return FetchVector(ws, be, p + name, {n}, out);
     };
@@ -97,41 +97,56 @@ class Attention final : public Mixer {
         RETURN_IF_ERROR(vec("norm.bias", d, &norm_b_));
       }
     }
-    if (PartialRotary()) {
-      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q.weight", cache_.n_heads, d,
-                                       ws, be, &host_q_, &wq_, nullptr));
-      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k.weight", cache_.n_kv_heads,
-                                       d, ws, be, &host_k_, &wk_, nullptr));
-    } else {
-      RETURN_IF_ERROR(mat("attn.q.weight", qd, d, &wq_));
-      RETURN_IF_ERROR(mat("attn.k.weight", kd, d, &wk_));
-    }
-    RETURN_IF_ERROR(mat("attn.v.weight", kd, d, &wv_));
-    RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
+    // q, k, v (and the output gate) read the same rows: one stacked matrix,
+    // one GEMM a step. q and k (and their norms' weights) are in RoPE order
+    // where the rotation is partial (AppendRopeOrdered).
+    const int hq = cache_.n_heads, hk = cache_.n_kv_heads;
+    std::vector<float> host;
+    host.reserve(static_cast<size_t>(ProjRows() * d));
+    RETURN_IF_ERROR(
+        AppendRopeOrdered(p + "attn.q.weight", hq, d, true, ws, &host));
+    RETURN_IF_ERROR(
+        AppendRopeOrdered(p + "attn.k.weight", hk, d, true, ws, &host));
+    RETURN_IF_ERROR(
+        AppendRopeOrdered(p + "attn.v.weight", hk, d, false, ws, &host));
     if (c_.out_gate) {
-      RETURN_IF_ERROR(mat("attn.gate.weight", qd, d, &wgate_));
-      if (c_.qkv_bias) RETURN_IF_ERROR(vec("attn.gate.bias", qd, &bgate_));
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.gate.weight", hq, d, false, ws, &host));
     }
-    if (c_.qk_norm && PartialRotary()) {
-      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q_norm.weight", 1, 1, ws, be,
-                                       &host_q_norm_, nullptr, &q_norm_w_));
-      RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k_norm.weight", 1, 1, ws, be,
-                                       &host_k_norm_, nullptr, &k_norm_w_));
-    } else if (c_.qk_norm) {
-      RETURN_IF_ERROR(vec("attn.q_norm.weight", c_.head_dim, &q_norm_w_));
-      RETURN_IF_ERROR(vec("attn.k_norm.weight", c_.head_dim, &k_norm_w_));
+    auto wqkv = be.UploadMatrix(host.data(), ProjRows(), d);
+    if (!wqkv.ok()) return wqkv.status();
+    wqkv_ = *wqkv;
+    RETURN_IF_ERROR(mat("attn.o.weight", d, qd, &wo_));
+    auto upload = [&](const float** out) {
+      auto dev =
+          be.UploadVector(host.data(), static_cast<int64_t>(host.size()));
+      if (!dev.ok()) return dev.status();
+      *out = *dev;
+      return absl::OkStatus();
+    };
+    if (c_.qk_norm) {
+      host.clear();
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.q_norm.weight", 1, 0, true, ws, &host));
+      RETURN_IF_ERROR(upload(&q_norm_w_));
+      host.clear();
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.k_norm.weight", 1, 0, true, ws, &host));
+      RETURN_IF_ERROR(upload(&k_norm_w_));
     }
     if (c_.qkv_bias) {
-      if (PartialRotary()) {
-        RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.q.bias", cache_.n_heads, 1,
-                                         ws, be, &host_bq_, nullptr, &bq_));
-        RETURN_IF_ERROR(FetchRopeOrdered(p + "attn.k.bias", cache_.n_kv_heads,
-                                         1, ws, be, &host_bk_, nullptr, &bk_));
-      } else {
-        RETURN_IF_ERROR(vec("attn.q.bias", qd, &bq_));
-        RETURN_IF_ERROR(vec("attn.k.bias", kd, &bk_));
+      host.clear();
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.q.bias", hq, 0, true, ws, &host));
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.k.bias", hk, 0, true, ws, &host));
+      RETURN_IF_ERROR(
+          AppendRopeOrdered(p + "attn.v.bias", hk, 0, false, ws, &host));
+      if (c_.out_gate) {
+        RETURN_IF_ERROR(
+            AppendRopeOrdered(p + "attn.gate.bias", hq, 0, false, ws, &host));
       }
-      RETURN_IF_ERROR(vec("attn.v.bias", kd, &bv_));
+      RETURN_IF_ERROR(upload(&bqkv_));
     }
     if (c_.o_bias) {
       RETURN_IF_ERROR(vec("attn.o.bias", d, &bo_));
@@ -148,7 +163,7 @@ class Attention final : public Mixer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return d_model_ + (c_.out_gate ? 3 : 2) * QDim() + 2 * KvDim();
+    return d_model_ + ProjRows() + QDim();
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -185,33 +200,31 @@ class Attention final : public Mixer {
                          const GemmNorm& norm, float* residual) override {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), qd = QDim(), kd = KvDim();
-    // The first n * d floats of scratch hold Forward's normed rows.
+    // The first n * d floats of scratch hold Forward's normed rows; then
+    // the stacked projection's rows [q | k | v | gate], then o.
+    const int ld = ProjRows();
     float* q = ctx.scratch + static_cast<int64_t>(n) * d_model_;
-    float* k = q + static_cast<int64_t>(n) * qd;
-    float* v = k + static_cast<int64_t>(n) * kd;
-    float* o = v + static_cast<int64_t>(n) * kd;
-    float* gate = o + static_cast<int64_t>(n) * qd;  // out_gate only
-    GemmParams q_proj = Projection(x, n, wq_, bq_, q);
-    q_proj.norm = norm;
-    be.Gemm(q_proj);
-    const float* u = norm.kind != NormKind::kNone ? norm.out : x;
-    be.Gemm(Projection(u, n, wk_, bk_, k));
-    be.Gemm(Projection(u, n, wv_, bv_, v));
-    if (c_.out_gate) be.Gemm(Projection(u, n, wgate_, bgate_, gate));
+    float* k = q + qd;
+    float* v = k + kd;
+    float* gate = v + kd;  // out_gate only
+    float* o = q + static_cast<int64_t>(n) * ld;
+    GemmParams qkv = Projection(x, n, wqkv_, bqkv_, q);
+    qkv.norm = norm;
+    be.Gemm(qkv);
     if (c_.qk_norm) {
-      NormPerHead(be, q, n * cache_.n_heads, q_norm_w_);
-      NormPerHead(be, k, n * cache_.n_kv_heads, k_norm_w_);
+      NormPerHead(be, q, n, cache_.n_heads, q_norm_w_);
+      NormPerHead(be, k, n, cache_.n_kv_heads, k_norm_w_);
     }
     const int64_t slot_bytes = slot_stride_;
     SinkAttentionParams attend;
     attend.segs = ctx.segs();
     attend.nsegs = ctx.nsegs();
     attend.q = q;
-    attend.ldq = qd;
+    attend.ldq = ld;
     attend.k = k;
-    attend.ldk = kd;
+    attend.ldk = ld;
     attend.v = v;
-    attend.ldv = kd;
+    attend.ldv = ld;
     attend.cache = state_;
     attend.slot_bytes = slot_bytes;
     attend.dims = cache_;
@@ -223,9 +236,9 @@ class Attention final : public Mixer {
     append.segs = ctx.segs();
     append.nsegs = ctx.nsegs();
     append.k = k;
-    append.ldk = kd;
+    append.ldk = ld;
     append.v = v;
-    append.ldv = kd;
+    append.ldv = ld;
     append.cache = state_;
     append.slot_bytes = slot_bytes;
     append.dims = cache_;
@@ -233,7 +246,7 @@ class Attention final : public Mixer {
     if (c_.out_gate) {
       ActivateMulParams gated;
       gated.a = gate;
-      gated.lda = qd;
+      gated.lda = ld;
       gated.b = o;
       gated.ldb = qd;
       gated.n = n;
@@ -250,54 +263,56 @@ class Attention final : public Mixer {
  private:
   int QDim() const { return cache_.n_heads * cache_.head_dim; }
   int KvDim() const { return cache_.n_kv_heads * cache_.head_dim; }
+  // The stacked projection's rows: q, k, v and the output gate's.
+  int ProjRows() const { return (c_.out_gate ? 2 : 1) * QDim() + 2 * KvDim(); }
   bool PartialRotary() const { return rope_ && rotary_dim_ < cache_.head_dim; }
 
-  // In place over `rows` contiguous heads of head_dim channels (q or k).
-  void NormPerHead(Backend& be, float* x, int rows, const float* w) const {
+  // In place over the `heads` heads of head_dim channels of each of n rows
+  // of the stacked projection (q or k).
+  void NormPerHead(Backend& be, float* x, int n, int heads,
+                   const float* w) const {
     NormParams norm;
     norm.x = x;
     norm.ldx = cache_.head_dim;
-    norm.n = rows;
+    norm.n = n * heads;
     norm.d = cache_.head_dim;
     norm.w = w;
     norm.eps = static_cast<float>(c_.qk_norm_eps);
     norm.out = x;
     norm.ldo = cache_.head_dim;
+    norm.group = heads;
+    norm.ldgroup = ProjRows();
     be.RmsNorm(norm);
   }
 
-  // A q or k projection ([heads * head_dim, cols] weight, or its bias with
-  // cols = 1) with each head's output channels in the backends' RoPE order
-  // (RopeSourceChannel). q and k share the order, so scores are unchanged,
-  // and v and o keep the checkpoint's. The reordered copy lives in *host,
-  // which backends that alias host memory read from.
-  absl::Status FetchRopeOrdered(const std::string& name, int heads,
-                                int64_t cols, WeightStore& ws, Backend& be,
-                                std::vector<float>* host, Matrix* matrix,
-                                const float** vector) {
+  // Appends to *out a projection's weight ([heads * head_dim, cols]) or, with
+  // cols = 0, its bias or norm weight ([heads * head_dim]). With `rope` and a
+  // partial rotation each head's output channels go in the backends' RoPE
+  // order (RopeSourceChannel): q and k share the order, so scores are
+  // unchanged, and v, gate and o keep the checkpoint's.
+  absl::Status AppendRopeOrdered(const std::string& name, int heads,
+                                 int64_t cols, bool rope, WeightStore& ws,
+                                 std::vector<float>* out) const {
     const int dh = cache_.head_dim;
     const int64_t rows = static_cast<int64_t>(heads) * dh;
+    const int64_t width = std::max<int64_t>(cols, 1);
     std::vector<int64_t> shape = {rows};
-    if (matrix != nullptr) shape.push_back(cols);
+    if (cols > 0) shape.push_back(cols);
     auto src = ws.F32(name, shape);
     if (!src.ok()) return src.status();
-    host->resize(rows * cols);
+    const size_t at = out->size();
+    out->resize(at + static_cast<size_t>(rows * width));
+    float* dst = out->data() + at;
     for (int64_t h = 0; h < heads; ++h) {
       for (int e = 0; e < dh; ++e) {
-        const int64_t from = h * dh + RopeSourceChannel(e, dh, rotary_dim_);
-        std::copy(*src + from * cols, *src + (from + 1) * cols,
-                  host->data() + (h * dh + e) * cols);
+        const int64_t from =
+            h * dh + (rope && PartialRotary()
+                          ? RopeSourceChannel(e, dh, rotary_dim_)
+                          : e);
+        std::copy(*src + from * width, *src + (from + 1) * width,
+                  dst + (h * dh + e) * width);
       }
     }
-    if (matrix != nullptr) {
-      auto dev = be.UploadMatrix(host->data(), rows, cols);
-      if (!dev.ok()) return dev.status();
-      *matrix = *dev;
-      return absl::OkStatus();
-    }
-    auto dev = be.UploadVector(host->data(), rows);
-    if (!dev.ok()) return dev.status();
-    *vector = *dev;
     return absl::OkStatus();
   }
 
@@ -326,15 +341,11 @@ class Attention final : public Mixer {
   int rotary_dim_ = 0;
   SinkCacheDims cache_;
   const float *norm_w_ = nullptr, *norm_b_ = nullptr;
-  Matrix wq_, wk_, wv_, wo_, wgate_;
-  const float *bq_ = nullptr, *bk_ = nullptr, *bv_ = nullptr, *bo_ = nullptr,
-              *bgate_ = nullptr;
+  Matrix wqkv_, wo_;  // wqkv_: [q; k; v; gate], ProjRows() rows
+  const float *bqkv_ = nullptr, *bo_ = nullptr;
   // qk_norm only: weights in the RoPE order of q and k's channels.
   const float *q_norm_w_ = nullptr, *k_norm_w_ = nullptr;
   const float *rope_cos_ = nullptr, *rope_sin_ = nullptr;
-  // Partial rotary only: q and k in RoPE order (FetchRopeOrdered).
-  std::vector<float> host_q_, host_k_, host_bq_, host_bk_, host_q_norm_,
-      host_k_norm_;
   void* state_ = nullptr;
   int64_t slot_stride_ = 0;  // bytes between slots
 };
