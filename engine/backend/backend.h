@@ -22,6 +22,7 @@
 #include "engine/backend/half_rows.h"
 #include "engine/backend/mamba2_params.h"
 #include "engine/backend/mamba_params.h"
+#include "engine/backend/moe_params.h"
 #include "engine/backend/s4d_params.h"
 #include "engine/backend/sample_row.h"
 #include "engine/backend/segment.h"
@@ -33,35 +34,39 @@ namespace seqboat {
 // The op set, each op with its params struct, in one list so that Backend,
 // both backends and test decorators declare the same virtuals:
 // SEQBOAT_BACKEND_OPS(X) expands X(Name, Params) once per op.
-#define SEQBOAT_BACKEND_OPS(X)              \
-  /* dense (dense_params.h) */              \
-  X(Embed, EmbedParams)                     \
-  X(RmsNorm, NormParams)                    \
-  X(LayerNorm, NormParams)                  \
-  X(Gemm, GemmParams)                       \
-  X(GatherRows, GatherRowsParams)           \
-  X(ScatterAddScaled, ScatterAddParams)     \
-  X(ActivateMul, ActivateMulParams)         \
-  X(AddBias, AddBiasParams)                 \
-  X(MoeRoute, MoeRouteParams)               \
-  /* Mamba-1 (mamba_params.h) */            \
-  X(MambaConv, MambaConvParams)             \
-  X(MambaScan, MambaScanParams)             \
-  /* Mamba-2 (mamba2_params.h) */           \
-  X(Mamba2Scan, Mamba2ScanParams)           \
-  X(GatedRmsNorm, GatedRmsNormParams)       \
-  X(Mamba2Step, Mamba2StepParams)           \
-  /* Gated DeltaNet (gdn_params.h) */       \
-  X(GdnScan, GdnScanParams)                 \
-  /* sink attention (attention_params.h) */ \
-  X(SinkAttention, SinkAttentionParams)     \
-  X(SinkCacheAppend, SinkAppendParams)      \
-  /* SeqBoat (seqboat_params.h) */          \
-  X(SeqBoatEma, SeqBoatEmaParams)           \
-  X(SeqBoatRoute, SeqBoatRouteParams)       \
-  X(SeqBoatAttend, SeqBoatAttendParams)     \
-  X(SeqBoatMix, SeqBoatMixParams)           \
-  /* S4D (s4d_params.h) */                  \
+#define SEQBOAT_BACKEND_OPS(X)                \
+  /* dense (dense_params.h) */                \
+  X(Embed, EmbedParams)                       \
+  X(RmsNorm, NormParams)                      \
+  X(LayerNorm, NormParams)                    \
+  X(Gemm, GemmParams)                         \
+  X(GatherRows, GatherRowsParams)             \
+  X(ScatterAddScaled, ScatterAddParams)       \
+  X(ActivateMul, ActivateMulParams)           \
+  X(AddBias, AddBiasParams)                   \
+  X(MoeRoute, MoeRouteParams)                 \
+  /* device-grouped experts (moe_params.h) */ \
+  X(MoeGroup, MoeGroupParams)                 \
+  X(MoeGemm, MoeGemmParams)                   \
+  X(MoeCombine, MoeCombineParams)             \
+  /* Mamba-1 (mamba_params.h) */              \
+  X(MambaConv, MambaConvParams)               \
+  X(MambaScan, MambaScanParams)               \
+  /* Mamba-2 (mamba2_params.h) */             \
+  X(Mamba2Scan, Mamba2ScanParams)             \
+  X(GatedRmsNorm, GatedRmsNormParams)         \
+  X(Mamba2Step, Mamba2StepParams)             \
+  /* Gated DeltaNet (gdn_params.h) */         \
+  X(GdnScan, GdnScanParams)                   \
+  /* sink attention (attention_params.h) */   \
+  X(SinkAttention, SinkAttentionParams)       \
+  X(SinkCacheAppend, SinkAppendParams)        \
+  /* SeqBoat (seqboat_params.h) */            \
+  X(SeqBoatEma, SeqBoatEmaParams)             \
+  X(SeqBoatRoute, SeqBoatRouteParams)         \
+  X(SeqBoatAttend, SeqBoatAttendParams)       \
+  X(SeqBoatMix, SeqBoatMixParams)             \
+  /* S4D (s4d_params.h) */                    \
   X(S4dScan, S4dScanParams)
 
 // The override list of a backend that implements every op.

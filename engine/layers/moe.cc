@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/backend/moe_params.h"
 #include "engine/layers/pre_norm.h"
 #include "engine/layers/residual_out.h"
 #include "engine/layers/weight_fetch.h"
@@ -84,6 +85,11 @@ class Moe final : public MoeLayer {
                                         d, &shared_gate_w_));
       }
     }
+    ASSIGN_OR_RETURN(up_dev_, UploadHandles(be, up_));
+    if (c_.gated) {
+      ASSIGN_OR_RETURN(gate_dev_, UploadHandles(be, gate_));
+    }
+    ASSIGN_OR_RETURN(down_dev_, UploadHandles(be, down_));
     rows_.resize(x);
     scales_.resize(x);
     return absl::OkStatus();
@@ -98,7 +104,7 @@ class Moe final : public MoeLayer {
     const int64_t wide = std::max(d_, d_in_);
     return static_cast<int64_t>(d_) + c_.router_hidden + c_.n_experts +
            2 * Slots() + 2 * wide + 2 * c_.d_ff + 2 * (c_.latent) +
-           2 * c_.shared_d_ff + 1;
+           2 * c_.shared_d_ff + 1 + DeviceFloatsPerRow();
   }
   void BindState(void*, int64_t) override {}
   const StepStats& last_step() const override { return stats_; }
@@ -108,8 +114,13 @@ class Moe final : public MoeLayer {
     const int n = ctx.n();
     const Scratch s = Carve(ctx.scratch, n);
     Route(be, s, n, residual);
-    GroupByExpert(be, s, n);
     stats_ = StepStats();
+    // A decode call groups its pairs on the device: no read-back, and the
+    // same launches whatever the routing (a recorded step replays it).
+    // Longer calls group on the host, one GEMM per expert hit.
+    const bool on_device = AllDecodeRows(ctx.segs(), ctx.nsegs());
+    stats_.grouped_on_device = on_device;
+    if (!on_device) GroupByExpert(be, s, n);
     // Without a latent space the experts add into the residual; with one,
     // into the latent sum, which latent_out then adds (its gates already
     // carry the residual scale, and the projection has no bias).
@@ -123,15 +134,19 @@ class Moe final : public MoeLayer {
       sum = s.yl;
       ld_sum = d_in_;
     }
-    for (int e = 0; e < static_cast<int>(c_.n_experts); ++e) {
-      if (!rows_[e].empty()) RunExpert(be, s, e, in, sum, ld_sum);
+    if (on_device) {
+      RunExpertsOnDevice(be, s, n, in, sum, ld_sum);
+    } else {
+      for (int e = 0; e < static_cast<int>(c_.n_experts); ++e) {
+        if (!rows_[e].empty()) RunExpert(be, s, e, in, sum, ld_sum);
+      }
     }
     if (c_.latent > 0) {
       GemmParams out = Projection(s.yl, n, latent_out_, nullptr, residual);
       out.accumulate = true;
       be.Gemm(out);
     }
-    if (c_.shared_d_ff > 0) RunShared(be, s, n, residual);
+    if (c_.shared_d_ff > 0) RunShared(be, s, n, on_device, residual);
     // The second layer's bias is shared and unmodulated: added once per row,
     // whether or not any expert ran (§5.3).
     if (down_b_ != nullptr) {
@@ -157,6 +172,9 @@ class Moe final : public MoeLayer {
     float *xg, *hg, *gg, *yg;  // one expert's rows: input, up, gate, output
     float *xl, *yl;            // [n, latent]: the experts' input and sum
     float *hs, *gs, *ls;       // the shared expert's up, gate, gate logit
+    // Device grouping (MoeGroupParams): [n * slots] each, then the tiles.
+    int32_t *pair_row, *pair_of, *tiles;
+    float *pair_gate, *hp, *gp, *yp;  // per pair: up, gate, output
   };
 
   Scratch Carve(float* base, int n) const {
@@ -178,6 +196,14 @@ class Moe final : public MoeLayer {
     s.hs = s.yl + rows * c_.latent;
     s.gs = s.hs + rows * c_.shared_d_ff;
     s.ls = s.gs + rows * c_.shared_d_ff;
+    const int64_t pairs = rows * Slots();
+    s.pair_gate = s.ls + rows;
+    s.hp = s.pair_gate + pairs;
+    s.gp = s.hp + pairs * c_.d_ff;
+    s.yp = s.gp + pairs * c_.d_ff;
+    s.pair_row = reinterpret_cast<int32_t*>(s.yp + pairs * d_in_);
+    s.pair_of = s.pair_row + pairs;
+    s.tiles = s.pair_of + pairs;  // 3 * MoeTileBound(n, slots, x)
     return s;
   }
 
@@ -290,6 +316,85 @@ class Moe final : public MoeLayer {
     be.ScatterAddScaled(scatter);
   }
 
+  // Every expert over its pairs of `in` [n, d_in], grouped on the device:
+  // the ops and their shapes depend on n alone. Pairs' rows of hp / gp / yp
+  // that no pair uses hold stale values, which nothing reads.
+  void RunExpertsOnDevice(Backend& be, const Scratch& s, int n, const float* in,
+                          float* sum, int ld_sum) {
+    const int slots = Slots(), x = static_cast<int>(c_.n_experts),
+              f = static_cast<int>(c_.d_ff);
+    MoeGroupParams group;
+    group.experts = s.experts;
+    group.gates = s.gates;
+    group.n = n;
+    group.slots = slots;
+    group.x = x;
+    group.pair_row = s.pair_row;
+    group.pair_gate = s.pair_gate;
+    group.pair_of = s.pair_of;
+    group.tiles = s.tiles;
+    be.MoeGroup(group);
+    MoeGemmParams up;
+    up.x = in;
+    up.ldx = d_in_;
+    up.x_rows = s.pair_row;
+    up.experts = static_cast<const Matrix*>(up_dev_.get());
+    up.shape = up_[0];
+    up.bias = up_b_;
+    up.tiles = s.tiles;
+    up.ntiles = MoeTileBound(n, slots, x);
+    up.y = s.hp;
+    up.ldy = f;
+    be.MoeGemm(up);
+    if (c_.gated) {
+      MoeGemmParams gate = up;
+      gate.experts = static_cast<const Matrix*>(gate_dev_.get());
+      gate.bias = gate_b_;
+      gate.y = s.gp;
+      be.MoeGemm(gate);
+    }
+    Activate(be, s.hp, s.gp, n * slots, f);
+    MoeGemmParams down = up;
+    down.x = s.hp;
+    down.ldx = f;
+    down.x_rows = nullptr;
+    down.experts = static_cast<const Matrix*>(down_dev_.get());
+    down.shape = down_[0];
+    down.bias = nullptr;
+    down.y = s.yp;
+    down.ldy = d_in_;
+    be.MoeGemm(down);
+    MoeCombineParams combine;
+    combine.src = s.yp;
+    combine.ldsrc = d_in_;
+    combine.pair_of = s.pair_of;
+    combine.pair_gate = s.pair_gate;
+    combine.slots = slots;
+    combine.n = n;
+    combine.d = d_in_;
+    combine.dst = sum;
+    combine.lddst = ld_sum;
+    be.MoeCombine(combine);
+  }
+
+  // The scratch floats per row of the device grouping: per pair a gate, up,
+  // gate and output row and three ints (row, pair, tiles), the tiles' 3
+  // ints per MoeTileBound's share of a row rounded up.
+  int64_t DeviceFloatsPerRow() const {
+    const int64_t slots = Slots();
+    return slots * (1 + 2 * c_.d_ff + d_in_ + 2) +
+           3 * (std::min<int64_t>(slots, c_.n_experts) + slots / 16 + 1);
+  }
+
+  // The experts' matrix handles in the backend's memory, for MoeGemm.
+  static absl::StatusOr<DeviceBuffer> UploadHandles(
+      Backend& be, const std::vector<Matrix>& m) {
+    auto buf = be.Alloc(m.size() * sizeof(Matrix));
+    if (!buf.ok()) return buf.status();
+    be.CopyToDevice(buf->get(), m.data(), m.size() * sizeof(Matrix));
+    return buf;
+  }
+
   // up ← act(up), or act(gate) ⊙ up when gated; [rows, f] each.
   void Activate(Backend& be, float* up, const float* gate, int rows,
                 int f) const {
@@ -312,7 +417,8 @@ class Moe final : public MoeLayer {
   // The shared expert over every row. Its sigmoid gate is a per-row scale,
   // applied like a routed expert's (the step already reads routing back to
   // the host): the rows' outputs scattered with their gates.
-  void RunShared(Backend& be, const Scratch& s, int n, float* residual) {
+  void RunShared(Backend& be, const Scratch& s, int n, bool on_device,
+                 float* residual) {
     const int d = d_, f = static_cast<int>(c_.shared_d_ff);
     be.Gemm(Projection(s.u, n, shared_up_, nullptr, s.hs));
     if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
@@ -323,13 +429,25 @@ class Moe final : public MoeLayer {
     }
     be.Gemm(Projection(s.hs, n, shared_down_, nullptr, s.yg));
     be.Gemm(Projection(s.u, n, shared_gate_w_, nullptr, s.ls));
+    if (on_device) {
+      MoeCombineParams gated;
+      gated.src = s.yg;
+      gated.ldsrc = d;
+      gated.gate_logits = s.ls;
+      gated.scale = residual_scale_;
+      gated.n = n;
+      gated.d = d;
+      gated.dst = residual;
+      gated.lddst = d;
+      be.MoeCombine(gated);
+      return;
+    }
     shared_rows_.resize(n);
     shared_scales_.resize(n);
     be.CopyToHost(shared_scales_.data(), s.ls, sizeof(float) * n);
     for (int i = 0; i < n; ++i) {
       shared_rows_[i] = i;
-      shared_scales_[i] =
-          residual_scale_ / (1.0f + std::exp(-shared_scales_[i]));
+      shared_scales_[i] = SharedExpertGate(residual_scale_, shared_scales_[i]);
     }
     ScatterAddParams scatter;
     scatter.src = s.yg;
@@ -360,6 +478,7 @@ class Moe final : public MoeLayer {
   const float *router_in_b_ = nullptr, *router_b_ = nullptr,
               *score_bias_ = nullptr;
   std::vector<Matrix> up_, gate_, down_;
+  DeviceBuffer up_dev_, gate_dev_, down_dev_;  // their handles (MoeGemm)
   const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
   Matrix shared_up_, shared_gate_, shared_down_, shared_gate_w_;
   std::vector<int32_t> shared_rows_;
@@ -510,7 +629,7 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMoe(const BlockConfig& block,
 
 // The router groups rows by expert on the host, mid-step.
 const BlockKind kMoeBlock = {"moe", ParseMoe, BuildMoe,
-                             /*host_round_trip=*/true,
+                             /*host_round_trip=*/false,
                              /*residual_scale=*/true};
 
 absl::Status CheckMoeRouting(const MoeConfig& c) {

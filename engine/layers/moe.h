@@ -74,6 +74,9 @@ class MoeLayer : public Layer {
     int experts_hit = 0;   // distinct experts with at least one row
     int expert_gemms = 0;  // GEMMs launched on expert weights
     int routed_rows = 0;   // (row, expert) pairs
+    // A decode call's experts, grouped on the device: the host never saw
+    // the routing, and the counts above stay 0.
+    bool grouped_on_device = false;
   };
   virtual const StepStats& last_step() const = 0;
 };

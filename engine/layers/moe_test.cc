@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -290,11 +291,19 @@ absl::StatusOr<Built> Build(const MoeConfig& c, const Tensors& ts,
 }
 
 // Runs rows [0, n) of `r` through the layer in one step; returns the result.
-std::vector<float> Step(Built& b, std::vector<float> r, int first, int n) {
+// Rows first.. first + n - 1 of r through the layer, as n decode rows (the
+// device-grouped path) or, with decode false, as one segment of n tokens
+// (the host-grouped path: n > 1).
+std::vector<float> Step(Built& b, std::vector<float> r, int first, int n,
+                        bool decode = true) {
   std::vector<float> scratch(b.layer->ScratchFloatsPerRow() * n);
   StepRows rows;
   rows.ids.assign(n, 0);  // a block reads the row count and the segments
-  for (int i = 0; i < n; ++i) rows.segs.push_back({i, i, 1});  // decode rows
+  if (decode) {
+    for (int i = 0; i < n; ++i) rows.segs.push_back({i, i, 1});
+  } else {
+    rows.segs.push_back({0, 0, n});
+  }
   const StepContext ctx{b.backend.get(), &rows, scratch.data()};
   EXPECT_TRUE(b.layer->Forward(ctx, r.data() + first * kD).ok());
   return r;
@@ -338,6 +347,15 @@ MoeConfig GraniteConfig() {
   return c;
 }
 
+// Qwen3-Next's: softmax top-k renormalised, gated experts and a shared
+// expert behind a sigmoid gate.
+MoeConfig QwenNextConfig() {
+  MoeConfig c = GraniteConfig();
+  c.top_k = 3;
+  c.shared_gate = true;
+  return c;
+}
+
 struct Case {
   const char* name;
   MoeConfig config;
@@ -359,7 +377,9 @@ TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
   for (float& v : r0) v = normal(rng);
 
   const Expected want = DenseReference(c, ts, r0, n, GetParam().residual_scale);
-  const std::vector<float> got = Step(*built, r0, 0, n);
+  const std::vector<float> got = Step(*built, r0, 0, n, /*decode=*/false);
+  const MoeLayer::StepStats st = built->layer->last_step();
+  EXPECT_FALSE(st.grouped_on_device);
   for (int i = 0; i < n * kD; ++i) {
     ASSERT_NEAR(got[i], want.residual[i], 1e-4) << "row " << i / kD;
   }
@@ -370,18 +390,23 @@ TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
     hit.insert(row.begin(), row.end());
     pairs += static_cast<int>(row.size());
   }
-  const MoeLayer::StepStats& st = built->layer->last_step();
   EXPECT_EQ(st.experts_hit, static_cast<int>(hit.size()));
   EXPECT_EQ(st.expert_gemms, st.experts_hit * (c.gated ? 3 : 2));
   EXPECT_EQ(st.routed_rows, pairs);
   EXPECT_GE(st.experts_hit, 4);           // the routing really spreads
   EXPECT_GT(pairs, st.expert_gemms / 3);  // and groups rows
 
+  // The same rows as decode rows, grouped on the device: the host path's
+  // bits (the same GEMMs per row, the same order of adds).
+  const std::vector<float> device = Step(*built, r0, 0, n);
+  EXPECT_TRUE(built->layer->last_step().grouped_on_device);
+  EXPECT_EQ(built->layer->last_step().experts_hit, 0);
+  ASSERT_EQ(std::memcmp(device.data(), got.data(), got.size() * sizeof(float)),
+            0);
+
   // A row's result does not depend on which rows share its step.
   for (int t : {0, 17, n - 1}) {
     const std::vector<float> alone = Step(*built, r0, t, 1);
-    EXPECT_EQ(built->layer->last_step().experts_hit,
-              static_cast<int>(want.experts[t].size()));
     for (int j = 0; j < kD; ++j) {
       EXPECT_NEAR(alone[t * kD + j], got[t * kD + j], 1e-6) << t;
     }
@@ -401,7 +426,8 @@ INSTANTIATE_TEST_SUITE_P(
              Config(MoeRouting::kReluDynamic, 1, false, true, false)},
         Case{"sigmoid_group_latent_shared", NemotronConfig()},
         Case{"sigmoid_group_scaled", NemotronConfig(), 0.6f},
-        Case{"granite_shared_scaled", GraniteConfig(), 1.8f}),
+        Case{"granite_shared_scaled", GraniteConfig(), 1.8f},
+        Case{"qwen_next_shared_gate", QwenNextConfig()}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {

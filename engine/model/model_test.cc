@@ -107,12 +107,16 @@ TEST(ModelTest, PackedSegmentsMatchSeparateRuns) {
 // Three sequences decode together; the padded model runs every step at
 // bucket 4 with a zero-length segment on slot 0, which a real sequence also
 // holds: padding must change neither the logits nor any state.
-TEST(ModelTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
+// tiny_gdn's MoE block groups a decode step's experts on the device, so
+// its stack is padded and recorded too.
+class PaddedDecodeTest : public testing::TestWithParam<const char*> {};
+
+TEST_P(PaddedDecodeTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
   auto backend = MakeCpuBackend();
   ModelLimits plain{8, 16, std::vector<int>{}};
   ModelLimits padded{8, 16, std::vector<int>{1, 2, 4, 8}};
-  auto a = Model::Load(kTinyMamba, *backend, plain);
-  auto b = Model::Load(kTinyMamba, *backend, padded);
+  auto a = Model::Load(GetParam(), *backend, plain);
+  auto b = Model::Load(GetParam(), *backend, padded);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE((*a)->decode_buckets().empty());
   EXPECT_EQ((*b)->decode_buckets(), std::vector<int>({1, 2, 4, 8}));
@@ -146,6 +150,9 @@ TEST(ModelTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
         1e-6f);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, PaddedDecodeTest,
+                         testing::Values(kTinyMamba, "tests/data/tiny_gdn"));
 
 // The CPU backend's head writes into the caller's buffer; a backend whose
 // memory is not the host's gets a copy. Both give the same m rows, and

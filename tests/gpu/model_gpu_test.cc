@@ -202,8 +202,12 @@ TEST(ModelGpuTest, GreedyOutputOfTheBundledModelsIsIdentical) {
 
 // Recorded steps replay the eager kernels on the same padded shapes, so the
 // logits are bitwise equal; padding itself changes only GEMM shapes (1e-5).
+// The MoE block groups its decode rows' experts on the device (the same
+// launches whatever the routing), so its steps are recorded too.
 TEST(ModelGpuTest, RecordedDecodeStepsEqualEagerOnes) {
-  for (const char* dir : {kMambaBaseline, kTinyMamba}) {
+  for (const std::string& dir :
+       {std::string(kMambaBaseline), std::string(kTinyMamba),
+        SliceBlock(3, kTinyHybrid) /* moe */}) {
     auto graphs = MakeCuda(CudaWeights::kF32, /*graphs=*/true);
     auto eager = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
     auto unpadded = MakeCuda(CudaWeights::kF32, /*graphs=*/false);

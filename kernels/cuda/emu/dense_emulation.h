@@ -1,14 +1,14 @@
 // The CUDA backend's dense ops on the emulation: kernels/cuda/dense_ops.cc's
 // launches and cuda_backend.cc's matrix storage and GEMV dispatch, on host
-// memory, and Mamba-1's scan as mamba_ops.cc runs it (a folded dt_proj
-// included, whose matrix is stored here); every other op on the CPU backend.
-// Matrices are stored as the CUDA backend stores them (rounded to the storage
-// type, or quantised to fp8 with row scales, unless uploaded as fp32). GEMMs
-// past the GEMV's rows run cuda_backend.cc's cuBLAS branch with a host loop
-// standing in for cuBLAS (fp32 sums of the 16-bit input and weights): its
-// launches (the folded norm, ConvertRows, the fp8 widening, the bias) are
-// the backend's, its sums not cuBLAS's. The dense emulation test and the
-// whole-model tests (engine/model) share it.
+// memory (the device-grouped experts' too), and Mamba-1's scan as mamba_ops.cc
+// runs it (a folded dt_proj included, whose matrix is stored here); every other
+// op on the CPU backend. Matrices are stored as the CUDA backend stores them
+// (rounded to the storage type, or quantised to fp8 with row scales, unless
+// uploaded as fp32). GEMMs past the GEMV's rows run cuda_backend.cc's cuBLAS
+// branch with a host loop standing in for cuBLAS (fp32 sums of the 16-bit input
+// and weights): its launches (the folded norm, ConvertRows, the fp8 widening,
+// the bias) are the backend's, its sums not cuBLAS's. The dense emulation test
+// and the whole-model tests (engine/model) share it.
 #ifndef SEQBOAT_KERNELS_CUDA_EMU_DENSE_EMULATION_H_
 #define SEQBOAT_KERNELS_CUDA_EMU_DENSE_EMULATION_H_
 
@@ -27,6 +27,7 @@
 #include "kernels/cuda/fp8_weights.h"
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/mamba_kernels.h"
+#include "kernels/cuda/moe_kernels.h"
 
 namespace seqboat::emu_test {
 
@@ -288,6 +289,15 @@ class DenseEmulation : public EmulatedBackend {
   }
   void ScatterAddScaled(const ScatterAddParams& p) override {
     cuda::LaunchScatterAddScaled(p, nullptr);
+  }
+  void MoeGroup(const MoeGroupParams& p) override {
+    cuda::LaunchMoeGroup(p, nullptr);
+  }
+  void MoeGemm(const MoeGemmParams& p) override {
+    cuda::LaunchMoeGemm(p, StorageOf(p.shape), nullptr);
+  }
+  void MoeCombine(const MoeCombineParams& p) override {
+    cuda::LaunchMoeCombine(p, nullptr);
   }
   // CudaBackend::MambaScan: a folded dt_proj inside the decode kernel, or
   // its GEMV into p.dt_proj.dt and then the plain scan.
