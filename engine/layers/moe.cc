@@ -54,30 +54,22 @@ class Moe final : public MoeLayer {
       RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.latent_out.weight", d, di,
                                   &latent_out_));
     }
-    RETURN_IF_ERROR(
-        FetchMatrixStack(ws, be, p + "moe.up.weight", x, f, di, &up_));
-    if (c_.gated) {
-      RETURN_IF_ERROR(
-          FetchMatrixStack(ws, be, p + "moe.gate.weight", x, f, di, &gate_));
-    }
+    // Gated: each expert's up and gate read the same rows, so they are one
+    // matrix [up; gate] and one GEMM (UpRows() rows).
+    std::vector<std::string> up = {p + "moe.up.weight"};
+    if (c_.gated) up.push_back(p + "moe.gate.weight");
+    RETURN_IF_ERROR(FetchMatrixStacks(ws, be, up, x, f, di, &up_));
     RETURN_IF_ERROR(
         FetchMatrixStack(ws, be, p + "moe.down.weight", x, di, f, &down_));
     if (c_.expert_bias) {
-      RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.up.bias", {x, f}, &up_b_));
-      if (c_.gated) {
-        RETURN_IF_ERROR(
-            FetchVector(ws, be, p + "moe.gate.bias", {x, f}, &gate_b_));
-      }
+      RETURN_IF_ERROR(FetchUpBiases(ws, be, p, x, f));
       RETURN_IF_ERROR(FetchVector(ws, be, p + "moe.down.bias", {d}, &down_b_));
     }
     if (c_.shared_d_ff > 0) {
       const int64_t fs = c_.shared_d_ff;
-      RETURN_IF_ERROR(
-          FetchMatrix(ws, be, p + "moe.shared.up.weight", fs, d, &shared_up_));
-      if (c_.gated) {
-        RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.shared.gate.weight", fs, d,
-                                    &shared_gate_));
-      }
+      std::vector<StackPart> shared = {{p + "moe.shared.up.weight", fs}};
+      if (c_.gated) shared.push_back({p + "moe.shared.gate.weight", fs});
+      RETURN_IF_ERROR(FetchStackedMatrix(ws, be, shared, d, &shared_up_));
       RETURN_IF_ERROR(FetchMatrix(ws, be, p + "moe.shared.down.weight", d, fs,
                                   &shared_down_));
       if (c_.shared_gate) {
@@ -86,9 +78,6 @@ class Moe final : public MoeLayer {
       }
     }
     ASSIGN_OR_RETURN(up_dev_, UploadHandles(be, up_));
-    if (c_.gated) {
-      ASSIGN_OR_RETURN(gate_dev_, UploadHandles(be, gate_));
-    }
     ASSIGN_OR_RETURN(down_dev_, UploadHandles(be, down_));
     rows_.resize(x);
     scales_.resize(x);
@@ -164,17 +153,17 @@ class Moe final : public MoeLayer {
  private:
   // A step's scratch, carved from the step's buffer.
   struct Scratch {
-    float* u;                  // [n, d] normed input
-    float* hr;                 // [n, router_hidden]
-    float* logits;             // [n, n_experts]
-    int32_t* experts;          // [n, slots]
-    float* gates;              // [n, slots]
-    float *xg, *hg, *gg, *yg;  // one expert's rows: input, up, gate, output
-    float *xl, *yl;            // [n, latent]: the experts' input and sum
-    float *hs, *gs, *ls;       // the shared expert's up, gate, gate logit
+    float* u;             // [n, d] normed input
+    float* hr;            // [n, router_hidden]
+    float* logits;        // [n, n_experts]
+    int32_t* experts;     // [n, slots]
+    float* gates;         // [n, slots]
+    float *xg, *hg, *yg;  // one expert's rows: input, [up | gate], output
+    float *xl, *yl;       // [n, latent]: the experts' input and sum
+    float *hs, *ls;       // the shared expert's [up | gate], gate logit
     // Device grouping (MoeGroupParams): [n * slots] each, then the tiles.
     int32_t *pair_row, *pair_of, *tiles;
-    float *pair_gate, *hp, *gp, *yp;  // per pair: up, gate, output
+    float *pair_gate, *hp, *yp;  // per pair: [up | gate], output
   };
 
   Scratch Carve(float* base, int n) const {
@@ -189,18 +178,15 @@ class Moe final : public MoeLayer {
     const int64_t wide = std::max(d_, d_in_);
     s.xg = s.gates + rows * Slots();
     s.hg = s.xg + rows * wide;
-    s.gg = s.hg + rows * c_.d_ff;
-    s.yg = s.gg + rows * c_.d_ff;
+    s.yg = s.hg + rows * 2 * c_.d_ff;
     s.xl = s.yg + rows * wide;
     s.yl = s.xl + rows * c_.latent;
     s.hs = s.yl + rows * c_.latent;
-    s.gs = s.hs + rows * c_.shared_d_ff;
-    s.ls = s.gs + rows * c_.shared_d_ff;
+    s.ls = s.hs + rows * 2 * c_.shared_d_ff;
     const int64_t pairs = rows * Slots();
     s.pair_gate = s.ls + rows;
     s.hp = s.pair_gate + pairs;
-    s.gp = s.hp + pairs * c_.d_ff;
-    s.yp = s.gp + pairs * c_.d_ff;
+    s.yp = s.hp + pairs * 2 * c_.d_ff;
     s.pair_row = reinterpret_cast<int32_t*>(s.yp + pairs * d_in_);
     s.pair_of = s.pair_row + pairs;
     s.tiles = s.pair_of + pairs;  // 3 * MoeTileBound(n, slots, x)
@@ -296,15 +282,12 @@ class Moe final : public MoeLayer {
     gather.m = m;
     gather.out = s.xg;
     be.GatherRows(gather);
-    be.Gemm(Projection(s.xg, m, up_[e], ExpertBias(up_b_, e), s.hg));
-    ++stats_.expert_gemms;
-    if (c_.gated) {
-      be.Gemm(Projection(s.xg, m, gate_[e], ExpertBias(gate_b_, e), s.gg));
-      ++stats_.expert_gemms;
-    }
-    Activate(be, s.hg, s.gg, m, f);
-    be.Gemm(Projection(s.hg, m, down_[e], nullptr, s.yg));
-    ++stats_.expert_gemms;
+    be.Gemm(Projection(s.xg, m, up_[e], ExpertBias(e), s.hg));
+    Activate(be, s.hg, m, f, UpRows());
+    GemmParams down = Projection(s.hg, m, down_[e], nullptr, s.yg);
+    down.ldx = UpRows();
+    be.Gemm(down);
+    stats_.expert_gemms += 2;
     ScatterAddParams scatter;
     scatter.src = s.yg;
     scatter.d = d;
@@ -344,19 +327,12 @@ class Moe final : public MoeLayer {
     up.tiles = s.tiles;
     up.ntiles = MoeTileBound(n, slots, x);
     up.y = s.hp;
-    up.ldy = f;
+    up.ldy = UpRows();
     be.MoeGemm(up);
-    if (c_.gated) {
-      MoeGemmParams gate = up;
-      gate.experts = static_cast<const Matrix*>(gate_dev_.get());
-      gate.bias = gate_b_;
-      gate.y = s.gp;
-      be.MoeGemm(gate);
-    }
-    Activate(be, s.hp, s.gp, n * slots, f);
+    Activate(be, s.hp, n * slots, f, UpRows());
     MoeGemmParams down = up;
     down.x = s.hp;
-    down.ldx = f;
+    down.ldx = UpRows();
     down.x_rows = nullptr;
     down.experts = static_cast<const Matrix*>(down_dev_.get());
     down.shape = down_[0];
@@ -386,6 +362,31 @@ class Moe final : public MoeLayer {
            3 * (std::min<int64_t>(slots, c_.n_experts) + slots / 16 + 1);
   }
 
+  // up_b_ [x, UpRows()]: expert e's up bias, then its gate bias.
+  absl::Status FetchUpBiases(WeightStore& ws, Backend& be, const std::string& p,
+                             int64_t x, int64_t f) {
+    auto up = ws.F32(p + "moe.up.bias", {x, f});
+    if (!up.ok()) return up.status();
+    const float* gate = nullptr;
+    if (c_.gated) {
+      auto g = ws.F32(p + "moe.gate.bias", {x, f});
+      if (!g.ok()) return g.status();
+      gate = *g;
+    }
+    std::vector<float> stacked;
+    stacked.reserve(static_cast<size_t>(x * UpRows()));
+    for (int64_t e = 0; e < x; ++e) {
+      stacked.insert(stacked.end(), *up + e * f, *up + (e + 1) * f);
+      if (gate != nullptr) {
+        stacked.insert(stacked.end(), gate + e * f, gate + (e + 1) * f);
+      }
+    }
+    auto dev = be.UploadVector(stacked.data(), x * UpRows());
+    if (!dev.ok()) return dev.status();
+    up_b_ = *dev;
+    return absl::OkStatus();
+  }
+
   // The experts' matrix handles in the backend's memory, for MoeGemm.
   static absl::StatusOr<DeviceBuffer> UploadHandles(
       Backend& be, const std::vector<Matrix>& m) {
@@ -395,21 +396,21 @@ class Moe final : public MoeLayer {
     return buf;
   }
 
-  // up ← act(up), or act(gate) ⊙ up when gated; [rows, f] each.
-  void Activate(Backend& be, float* up, const float* gate, int rows,
-                int f) const {
+  // h's up columns ← act(up), or act(gate) ⊙ up when gated: h is [rows,
+  // ld], up's f columns, then gate's.
+  void Activate(Backend& be, float* h, int rows, int f, int ld) const {
     ActivateMulParams act;
-    act.a = up;
-    act.lda = f;
+    act.a = h;
+    act.lda = ld;
     act.n = rows;
     act.f = f;
     act.act = c_.act;
-    act.out = up;
-    act.ldo = f;
+    act.out = h;
+    act.ldo = ld;
     if (c_.gated) {
-      act.a = gate;
-      act.b = up;
-      act.ldb = f;
+      act.a = h + f;
+      act.b = h;
+      act.ldb = ld;
     }
     be.ActivateMul(act);
   }
@@ -420,14 +421,17 @@ class Moe final : public MoeLayer {
   void RunShared(Backend& be, const Scratch& s, int n, bool on_device,
                  float* residual) {
     const int d = d_, f = static_cast<int>(c_.shared_d_ff);
+    const int ld = c_.gated ? 2 * f : f;
     be.Gemm(Projection(s.u, n, shared_up_, nullptr, s.hs));
-    if (c_.gated) be.Gemm(Projection(s.u, n, shared_gate_, nullptr, s.gs));
-    Activate(be, s.hs, s.gs, n, f);
+    Activate(be, s.hs, n, f, ld);
+    GemmParams down = Projection(s.hs, n, shared_down_, nullptr, residual);
+    down.ldx = ld;
     if (!c_.shared_gate) {
-      shared_out_.Add(be, Projection(s.hs, n, shared_down_, nullptr, residual));
+      shared_out_.Add(be, down);
       return;
     }
-    be.Gemm(Projection(s.hs, n, shared_down_, nullptr, s.yg));
+    down.y = s.yg;
+    be.Gemm(down);
     be.Gemm(Projection(s.u, n, shared_gate_w_, nullptr, s.ls));
     if (on_device) {
       MoeCombineParams gated;
@@ -464,8 +468,13 @@ class Moe final : public MoeLayer {
   int Slots() const {
     return Relu() ? static_cast<int>(c_.n_experts) : static_cast<int>(c_.top_k);
   }
-  const float* ExpertBias(const float* b, int e) const {
-    return b == nullptr ? nullptr : b + static_cast<int64_t>(e) * c_.d_ff;
+  // Rows of an expert's stacked [up; gate] matrix.
+  int UpRows() const {
+    return static_cast<int>(c_.gated ? 2 * c_.d_ff : c_.d_ff);
+  }
+  const float* ExpertBias(int e) const {
+    return up_b_ == nullptr ? nullptr
+                            : up_b_ + static_cast<int64_t>(e) * UpRows();
   }
 
   MoeConfig c_;
@@ -477,10 +486,10 @@ class Moe final : public MoeLayer {
   Matrix router_in_, router_, latent_in_, latent_out_;
   const float *router_in_b_ = nullptr, *router_b_ = nullptr,
               *score_bias_ = nullptr;
-  std::vector<Matrix> up_, gate_, down_;
-  DeviceBuffer up_dev_, gate_dev_, down_dev_;  // their handles (MoeGemm)
-  const float *up_b_ = nullptr, *gate_b_ = nullptr, *down_b_ = nullptr;
-  Matrix shared_up_, shared_gate_, shared_down_, shared_gate_w_;
+  std::vector<Matrix> up_, down_;   // up_[e]: [up; gate] when gated
+  DeviceBuffer up_dev_, down_dev_;  // their handles (MoeGemm)
+  const float *up_b_ = nullptr, *down_b_ = nullptr;  // up_b_: [x, UpRows()]
+  Matrix shared_up_, shared_down_, shared_gate_w_;   // shared_up_: [up; gate]
   std::vector<int32_t> shared_rows_;
   std::vector<float> shared_scales_;
   // Host-side routing of the current step; kept to reuse their capacity.

@@ -391,7 +391,8 @@ TEST_P(MoeDispatchTest, GroupedDispatchEqualsPerTokenDenseExperts) {
     pairs += static_cast<int>(row.size());
   }
   EXPECT_EQ(st.experts_hit, static_cast<int>(hit.size()));
-  EXPECT_EQ(st.expert_gemms, st.experts_hit * (c.gated ? 3 : 2));
+  // Gated: up and gate are one stacked matrix.
+  EXPECT_EQ(st.expert_gemms, st.experts_hit * 2);
   EXPECT_EQ(st.routed_rows, pairs);
   EXPECT_GE(st.experts_hit, 4);           // the routing really spreads
   EXPECT_GT(pairs, st.expert_gemms / 3);  // and groups rows
@@ -444,8 +445,8 @@ TEST(MoeLoadTest, RoutersAndOnlyRoutersAreKeptInFp32) {
         relu ? MatrixUploadLog::Shapes{{6, kD}, {8, 6}}
              : MatrixUploadLog::Shapes{{8, kD}};
     EXPECT_EQ(fp32, want_fp32);
-    // Expert matrices: up, gate and down for each of the 8 experts.
-    EXPECT_EQ(other.size(), 3u * 8u);
+    // Expert matrices: [up; gate] and down for each of the 8 experts.
+    EXPECT_EQ(other.size(), 2u * 8u);
   }
 }
 

@@ -81,6 +81,32 @@ absl::Status FetchStackedVector(WeightStore& ws, Backend& be,
   return absl::OkStatus();
 }
 
+absl::Status FetchMatrixStacks(WeightStore& ws, Backend& be,
+                               const std::vector<std::string>& names,
+                               int64_t count, int64_t rows, int64_t cols,
+                               std::vector<Matrix>* out) {
+  std::vector<const float*> stacks;
+  for (const std::string& name : names) {
+    auto host = ws.F32(name, {count, rows, cols});
+    if (!host.ok()) return host.status();
+    stacks.push_back(*host);
+  }
+  const int64_t size = rows * cols;
+  std::vector<float> one(static_cast<size_t>(size * stacks.size()));
+  out->clear();
+  for (int64_t e = 0; e < count; ++e) {
+    for (size_t k = 0; k < stacks.size(); ++k) {
+      std::copy(stacks[k] + e * size, stacks[k] + (e + 1) * size,
+                one.data() + k * size);
+    }
+    auto dev = be.UploadMatrix(
+        one.data(), rows * static_cast<int64_t>(stacks.size()), cols);
+    if (!dev.ok()) return dev.status();
+    out->push_back(*dev);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
                               int64_t rows, int64_t cols,

@@ -40,6 +40,14 @@ absl::Status FetchStackedVector(WeightStore& ws, Backend& be,
                                 const std::vector<StackPart>& parts,
                                 const float** out);
 
+// count matrices, the e-th the e-th [rows, cols] matrix of each named stack
+// [count, rows, cols] on top of one another (an expert's up and gate as one
+// [up; gate]).
+absl::Status FetchMatrixStacks(WeightStore& ws, Backend& be,
+                               const std::vector<std::string>& names,
+                               int64_t count, int64_t rows, int64_t cols,
+                               std::vector<Matrix>* out);
+
 // A stack [count, rows, cols] of Linear weights (one per expert).
 absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
