@@ -166,7 +166,7 @@ for phase in "$@"; do
       [[ -n "$sanitizer" ]] || { say "racecheck: no compute-sanitizer"; status=1; continue; }
       # test:filter; the folded-norm GEMV's and the dt_proj fold's recorded
       # cases, since their full sweeps are hundreds of launches at 1.4B shapes.
-      for tf in 'seqboat_ops_gpu_test:-*LargeWindow*' 'attention_ops_gpu_test:-*LargeWindow*' \
+      for tf in 'seqboat_ops_gpu_test:-*LargeWindow*:*DecodeForm/*' 'attention_ops_gpu_test:-*LargeWindow*' \
                 'gemv_fusion_gpu_test:*FoldedGemvReplaysToTheEagerBits*' \
                 'mamba_ops_gpu_test:*FoldedDtProjReplaysToTheEagerBits*'; do
         t="${tf%%:*}"

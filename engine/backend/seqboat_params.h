@@ -34,12 +34,20 @@ struct SeqBoatEmaParams {
 // Working-memory attention for the active tokens, in stream order per
 // segment: each attends to its FIFO plus itself, then is pushed; every
 // segment's position advances by its length, active or not.
+//
+// Two forms. With `ranges` (host), the active rows are given by the host:
+// zrv and out hold the m active rows. With `ranges` null, a decode call
+// (every segment at most one row) reads each row's activity from `compact`
+// on the device: zrv holds all n step rows, and an active row r writes out
+// row compact[r]; an inactive or empty segment only advances its position.
+// Nothing in the latter depends on a value read back to the host.
 struct SeqBoatAttendParams {
   const Segment* segs = nullptr;
   const SeqBoatActiveRange* ranges = nullptr;  // [nsegs], host memory
   int nsegs = 0;
   const int32_t* active_rows = nullptr;  // [m]: step rows of the active
-  const float* zrv = nullptr;            // [m, z + 2v] W_zrv h + b before SiLU
+  const int32_t* compact = nullptr;  // [n], the decode form only (see above)
+  const float* zrv = nullptr;        // [m or n, z + 2v] W_zrv h + b before SiLU
   int ldzrv = 0;
   void* state = nullptr;
   int64_t state_stride = 0;
@@ -53,8 +61,9 @@ struct SeqBoatAttendParams {
 // The latent configurator over n rows of router logits u (stride ldu):
 // conf [n] (0 for inactive rows), compact [n] (a row's index among the
 // active rows, -1 if inactive), active [1 + n] = count, then the active rows
-// in order. The caller copies `active` to the host once to size the GAU's
-// GEMMs.
+// in order. A prefill caller copies `active` to the host once to size the
+// GAU's GEMMs; a decode caller reads nothing back. `activated`, when set,
+// is a running count (backend memory) the op adds this call's count to.
 struct SeqBoatRouteParams {
   const float* u = nullptr;
   int ldu = 0;
@@ -63,6 +72,7 @@ struct SeqBoatRouteParams {
   float* conf = nullptr;
   int32_t* compact = nullptr;
   int32_t* active = nullptr;
+  int64_t* activated = nullptr;
 };
 
 // out [n, d] = SiLU(s + g + conf · y[compact]) (y term 0 when compact < 0);

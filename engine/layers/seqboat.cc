@@ -79,6 +79,12 @@ class SeqBoat final : public Layer {
     RETURN_IF_ERROR(vec("gau.qk_beta", {2, z}, &qk_beta_));
     RETURN_IF_ERROR(mat("gau.out_proj.weight", d, v, &out_proj_));
     RETURN_IF_ERROR(vec("gau.out_proj.bias", {d}, &out_b_));
+    auto counter = be.Alloc(sizeof(int64_t));
+    if (!counter.ok()) return counter.status();
+    activated_buf_ = *std::move(counter);
+    activated_dev_ = static_cast<int64_t*>(activated_buf_.get());
+    be.Zero(activated_dev_, sizeof(int64_t));
+    backend_ = &be;
     if (s_.pos == SeqBoatPos::kSimpleBias) {
       RETURN_IF_ERROR(vec("gau.rel_pos_bias", {2 * int64_t{s_.rel_pos_max} - 1},
                           &rel_bias_));
@@ -148,10 +154,78 @@ class SeqBoat final : public Layer {
     route.conf = conf;
     route.compact = compact;
     route.active = active;
+    route.activated = activated_dev_;
     be.SeqBoatRoute(route);
 
-    // The one device→host copy of the step: how many rows the GAU's GEMMs
-    // cover, and which (GatherRows takes host row lists).
+    SeqBoatAttendParams gau;
+    gau.segs = ctx.segs();
+    gau.nsegs = ctx.nsegs();
+    gau.ldzrv = z + 2 * v;
+    gau.zrv = zrv;
+    gau.state = state_;
+    gau.state_stride = stride;
+    gau.shape = s_;
+    gau.qk_gamma = qk_gamma_;
+    gau.qk_beta = qk_beta_;
+    gau.rel_bias = rel_bias_;
+    gau.out = att;
+    if (IsDecodeCall(ctx)) {
+      // Nothing read back: the GEMMs cover every row (at decode they cost
+      // what m rows do, being weight-bound), the attention takes each row's
+      // activity from `compact`, and Mix reads only y rows below m.
+      be.Gemm(Projection(h, n, in_proj_, in_b_, zrv));
+      gau.compact = compact;
+      be.SeqBoatAttend(gau);
+      be.Gemm(Projection(att, n, out_proj_, out_b_, y));
+    } else {
+      RETURN_IF_ERROR(AttendActiveRows(ctx, active, h, hg, zrv, att, y, gau));
+    }
+    const bool post = !prenorm_ && norm_.has_value();
+    SeqBoatMixParams mix;
+    mix.s = residual;
+    mix.g = g;
+    mix.ldg = d;
+    mix.y = y;
+    mix.conf = conf;
+    mix.compact = compact;
+    mix.n = n;
+    mix.d = d;
+    mix.out = post ? xn : residual;
+    be.SeqBoatMix(mix);
+    if (post) ApplyNorm(be, xn, n, residual);
+    tokens_ += n;
+    return absl::OkStatus();
+  }
+
+  // The activated count lives in backend memory (the route op adds to it),
+  // so steps never read it back; publishing the stats does, once.
+  void AppendStats(std::vector<LayerStat>* out) const override {
+    int64_t activated = 0;
+    if (activated_dev_ != nullptr) {
+      backend_->CopyToHost(&activated, activated_dev_, sizeof(activated));
+    }
+    out->push_back({kSeqBoatTokensStat, tokens_});
+    out->push_back({kSeqBoatActivatedStat, activated});
+  }
+
+ private:
+  // A decode call: every segment one row (or none, a bucket's padding).
+  static bool IsDecodeCall(const StepContext& ctx) {
+    for (int i = 0; i < ctx.nsegs(); ++i) {
+      if (ctx.segs()[i].len > 1) return false;
+    }
+    return true;
+  }
+
+  // Prefill and mixed calls: the one device→host copy of the call sizes the
+  // GAU's GEMMs to the m active rows and gives each segment its range of
+  // them, so skipped tokens cost no projection.
+  absl::Status AttendActiveRows(const StepContext& ctx, const int32_t* active,
+                                const float* h, float* hg, float* zrv,
+                                const float* att, float* y,
+                                SeqBoatAttendParams& gau) {
+    Backend& be = *ctx.backend;
+    const int n = ctx.n();
     host_active_.resize(n + 1);
     be.CopyToHost(host_active_.data(), active, sizeof(int32_t) * (n + 1));
     const int m = host_active_[0];
@@ -173,7 +247,7 @@ class SeqBoat final : public Layer {
     if (m > 0) {
       GatherRowsParams gather;
       gather.x = h;
-      gather.d = d;
+      gather.d = s_.d;
       gather.rows = rows_begin;
       gather.m = m;
       gather.out = hg;
@@ -181,49 +255,13 @@ class SeqBoat final : public Layer {
       be.Gemm(Projection(hg, m, in_proj_, in_b_, zrv));
     }
     // Runs even when m == 0: it also advances every segment's position.
-    SeqBoatAttendParams gau;
-    gau.segs = ctx.segs();
     gau.ranges = ranges_.data();
-    gau.nsegs = ctx.nsegs();
     gau.active_rows = active + 1;
-    gau.zrv = zrv;
-    gau.ldzrv = z + 2 * v;
-    gau.state = state_;
-    gau.state_stride = stride;
-    gau.shape = s_;
-    gau.qk_gamma = qk_gamma_;
-    gau.qk_beta = qk_beta_;
-    gau.rel_bias = rel_bias_;
-    gau.out = att;
     be.SeqBoatAttend(gau);
-    if (m > 0) {
-      be.Gemm(Projection(att, m, out_proj_, out_b_, y));
-    }
-
-    const bool post = !prenorm_ && norm_.has_value();
-    SeqBoatMixParams mix;
-    mix.s = residual;
-    mix.g = g;
-    mix.ldg = d;
-    mix.y = y;
-    mix.conf = conf;
-    mix.compact = compact;
-    mix.n = n;
-    mix.d = d;
-    mix.out = post ? xn : residual;
-    be.SeqBoatMix(mix);
-    if (post) ApplyNorm(be, xn, n, residual);
-    tokens_ += n;
-    activated_ += m;
+    if (m > 0) be.Gemm(Projection(att, m, out_proj_, out_b_, y));
     return absl::OkStatus();
   }
 
-  void AppendStats(std::vector<LayerStat>* out) const override {
-    out->push_back({kSeqBoatTokensStat, tokens_});
-    out->push_back({kSeqBoatActivatedStat, activated_});
-  }
-
- private:
   template <typename VecFn>
   absl::Status BindNorm(const std::string& p, WeightStore& ws, Backend& be,
                         VecFn& vec) {
@@ -288,7 +326,10 @@ class SeqBoat final : public Layer {
   // Host copies per step, kept to avoid reallocating every step.
   std::vector<int32_t> host_active_;
   std::vector<SeqBoatActiveRange> ranges_;
-  int64_t tokens_ = 0, activated_ = 0;
+  int64_t tokens_ = 0;
+  Backend* backend_ = nullptr;
+  DeviceBuffer activated_buf_;
+  int64_t* activated_dev_ = nullptr;  // in activated_buf_
 };
 
 // null / absent, or a positive integer.
@@ -369,9 +410,10 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildSeqBoat(const BlockConfig& block,
 
 }  // namespace
 
-// SeqBoat sizes its GAU from the active count, read back mid-step.
+// A decode call through SeqBoat stays on the device (its GAU covers every
+// row); prefill and mixed calls read the active count back to size the GAU.
 const BlockKind kSeqBoatBlock = {"seqboat", ParseSeqBoat, BuildSeqBoat,
-                                 /*host_round_trip=*/true};
+                                 /*host_round_trip=*/false};
 
 SeqBoatShape SeqBoatShapeOf(const SeqBoatConfig& config, int d_model) {
   SeqBoatShape sh;

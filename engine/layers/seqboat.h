@@ -4,9 +4,13 @@
 // SiLU(S + G + c·Y). The residual is internal (the output replaces the
 // stream), with the norm before the EMA (pre-norm) or after the SiLU.
 //
-// Projections are GEMMs over all rows of a step (EMA output, router, G) and,
-// for the GAU, over only the gathered active rows: a token the configurator
-// skips costs no Z/R/V projection and no attention.
+// Projections are GEMMs over all rows of a step (EMA output, router, G). For
+// the GAU, a prefill or mixed call gathers the active rows (read back once):
+// a token the configurator skips costs no Z/R/V projection and no attention.
+// A decode call (every segment one row or none) reads nothing back: the GAU's
+// GEMMs cover all rows (weight-bound, so no dearer) and the attention skips
+// inactive rows on the device, so a bucket's step can be recorded once.
+// The activated-token counter lives in backend memory, read when published.
 #ifndef SEQBOAT_ENGINE_LAYERS_SEQBOAT_H_
 #define SEQBOAT_ENGINE_LAYERS_SEQBOAT_H_
 

@@ -5,8 +5,10 @@
 // segments, and errors for bad configurations.
 #include "engine/layers/seqboat.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -364,6 +366,104 @@ TEST(SeqBoatTest, OnlyTheRouterIsKeptInFp32) {
   // hx, the GAU's in and out projections.
   EXPECT_EQ(other,
             (MatrixUploadLog::Shapes{{kD, kD}, {kZ + 2 * kV, kD}, {kD, kV}}));
+}
+
+// A decode call (every segment one row or none) takes the device path; the
+// same rows beside one two-row segment take the host path. The shared rows'
+// outputs and their slots' state must agree bit for bit (the CPU GEMM is
+// batch invariant), for every activity, attn_fn and pos kind, with padding.
+TEST(SeqBoatTest, DecodeCallOnTheDeviceEqualsTheHostPathBitForBit) {
+  struct Activity {
+    const char* name;
+    float skip, act;
+  };
+  const Activity activities[] = {
+      {"all", -100.0f, 100.0f}, {"none", 100.0f, -100.0f}, {"mixed", 0, 0}};
+  for (const SeqBoatAttnFn fn :
+       {SeqBoatAttnFn::kSoftmax, SeqBoatAttnFn::kRelu2}) {
+    for (const bool simple : {false, true}) {
+      for (const Activity& act : activities) {
+        SCOPED_TRACE(absl::StrCat("attn_fn=", static_cast<int>(fn),
+                                  " simple_bias=", simple,
+                                  " active=", act.name));
+        SeqBoatConfig c = Dims(/*w=*/3, simple, simple ? 3 : 0);
+        c.attn_fn = fn;
+        const Tensors w = RandomWeights(11, act.skip, act.act, simple, 3);
+        Harness device, host;
+        ASSERT_TRUE(device.Init(c, w, /*slots=*/5).ok());
+        ASSERT_TRUE(host.Init(c, w, /*slots=*/5).ok());
+        // The same prefill in both, so the FIFOs hold entries.
+        const std::vector<Segment> prefill = {
+            {0, 0, 3}, {1, 3, 2}, {2, 5, 4}, {3, 9, 1}};
+        const std::vector<float> x0 = RandomInput(10, 12);
+        device.Step(x0, prefill);
+        host.Step(x0, prefill);
+        const int64_t bytes = device.layer->StateBytesPerSlot();
+        for (int step = 0; step < 6; ++step) {
+          // Rows 1 and 4 pad (one of them a zero-length segment on slot 1).
+          std::vector<float> x = RandomInput(6, 100 + step);
+          for (const int pad : {1, 4}) {
+            std::fill(x.begin() + pad * kD, x.begin() + (pad + 1) * kD, 0.0f);
+          }
+          const std::vector<Segment> decode = {
+              {0, 0, 1}, {1, 1, 0}, {1, 2, 1}, {2, 3, 1}, {3, 5, 1}};
+          std::vector<Segment> mixed = decode;
+          mixed.push_back({4, 6, 2});
+          std::vector<float> xm = x;
+          const std::vector<float> extra = RandomInput(2, 200 + step);
+          xm.insert(xm.end(), extra.begin(), extra.end());
+          const std::vector<float> got = device.Step(x, decode);
+          const std::vector<float> want = host.Step(xm, mixed);
+          for (const int row : {0, 2, 3, 5}) {
+            EXPECT_EQ(0,
+                      std::memcmp(got.data() + row * kD, want.data() + row * kD,
+                                  sizeof(float) * kD))
+                << "step " << step << " row " << row;
+          }
+          for (int s = 0; s < 4; ++s) {
+            EXPECT_EQ(
+                0, std::memcmp(device.SlotBytes(s), host.SlotBytes(s), bytes))
+                << "step " << step << " slot " << s;
+          }
+        }
+        const int64_t activated = device.Stat(kSeqBoatActivatedStat);
+        const int64_t tokens = device.Stat(kSeqBoatTokensStat);
+        if (act.skip < 0) {
+          EXPECT_EQ(activated, tokens);
+        } else if (act.skip > 0) {
+          EXPECT_EQ(activated, 0);
+        } else {
+          EXPECT_GT(activated, 0);
+          EXPECT_LT(activated, tokens);
+        }
+      }
+    }
+  }
+}
+
+// The activated counter adds up on the device across decode calls and
+// prefill chunks; publishing it is the only read.
+TEST(SeqBoatTest, ActivatedCounterCountsDecodeAndPrefillTokens) {
+  Harness h;
+  ASSERT_TRUE(h.Init(Dims(3, true, 3), PassThroughWeights(), 2).ok());
+  // Token t (of 2 per step) is active exactly when x[0] is large.
+  const bool on[] = {true, false, true, true, false, false, true, false};
+  int64_t want = 0;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> x(2 * kD, 0.1f);
+    for (int r = 0; r < 2; ++r) {
+      x[r * kD] = on[2 * step + r] ? 4.0f : -4.0f;
+      want += on[2 * step + r] ? 1 : 0;
+    }
+    // Two decode calls, then two prefill chunks of two tokens on one slot.
+    if (step < 2) {
+      h.Step(x, {{0, 0, 1}, {1, 1, 1}});
+    } else {
+      h.Step(x, {{0, 0, 2}});
+    }
+    EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), want) << "step " << step;
+  }
+  EXPECT_EQ(h.Stat(kSeqBoatTokensStat), 8);
 }
 
 }  // namespace

@@ -184,8 +184,28 @@ TEST(MixedStepTest, SplitStepsEqualOnePassBitwiseOnEveryStack) {
     }
   }
   // tiny_mamba, tiny_qwen3_5_mtp and the slices of mamba1, mamba2,
-  // attention, s4d, mlp and gdn at least.
-  EXPECT_GE(split_stacks, 6);
+  // attention, s4d, mlp, gdn and seqboat at least.
+  EXPECT_GE(split_stacks, 7);
+}
+
+// A SeqBoat block reads nothing back at decode: a model of it alone gets
+// decode buckets and its one-row segments replay through RunCaptured.
+TEST(MixedStepTest, SeqBoatAloneRecordsItsDecodeSteps) {
+  int seqboats = 0;
+  for (const auto& [name, dir] : EachBlockKind({kTinyHybrid})) {
+    if (name.rfind("seqboat", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    ++seqboats;
+    CaptureLog be;
+    ModelLimits limits{8, 64, std::vector<int>{1, 2, 4, 8}};
+    limits.mixed_step_graph_rows = 1;
+    auto model = Model::Load(dir, be, limits);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->decode_buckets(), (std::vector<int>{1, 2, 4, 8}));
+    Drive(**model, be);
+    EXPECT_EQ(be.keys, SplitKeys());
+  }
+  EXPECT_GE(seqboats, 1);
 }
 
 // Below the threshold a mixed step stays in one pass.

@@ -57,6 +57,7 @@ void CpuBackend::SeqBoatRoute(const SeqBoatRouteParams& p) {
     }
   }
   active[0] = m;
+  if (p.activated != nullptr) *p.activated += m;
 }
 
 void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
@@ -87,9 +88,17 @@ void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
         op_math::SeqBoatSlotAt(SlotBase(state, state_stride, seg.slot), shape);
     std::vector<float> q(z), k(z), scores(w + 1), vself(v), o(v);
     const int64_t base = slot.meta[op_math::kNextPos];
-    for (int a = ranges[s].first; a < ranges[s].first + ranges[s].count; ++a) {
-      const int64_t t = base + (active_rows[a] - seg.start);
-      const float* raw = zrv + static_cast<int64_t>(a) * ldzrv;
+    // The decode form: the segment's one row, active by `compact`.
+    const bool decode = ranges == nullptr;
+    const int first = decode ? 0 : ranges[s].first;
+    const int count =
+        decode ? (p.compact[seg.start] >= 0 ? 1 : 0) : ranges[s].count;
+    for (int a = first; a < first + count; ++a) {
+      const int row = decode ? seg.start : active_rows[a];
+      const int64_t t = base + (row - seg.start);
+      const int64_t in_row = decode ? seg.start : a;
+      const int64_t out_row = decode ? p.compact[seg.start] : a;
+      const float* raw = zrv + in_row * ldzrv;
       for (int i = 0; i < z; ++i) {
         const float zi = op_math::Silu(raw[i]);
         q[i] = op_math::SeqBoatAffine(zi, qk_gamma[i], qk_beta[i]);
@@ -123,7 +132,7 @@ void CpuBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
             slot.vals + int64_t{op_math::FifoIndex(head, j, w)} * v;
         for (int i = 0; i < v; ++i) o[i] += scores[j] * vj[i];
       }
-      float* dst = out + static_cast<int64_t>(a) * v;
+      float* dst = out + out_row * v;
       for (int i = 0; i < v; ++i) dst[i] = o[i] * op_math::Silu(raw[z + i]);
       const int e = op_math::FifoPush(slot.meta, w);
       std::memcpy(slot.keys + int64_t{e} * z, k.data(), sizeof(float) * z);

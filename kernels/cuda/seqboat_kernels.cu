@@ -158,7 +158,10 @@ __global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
     carry += total;
     __syncthreads();  // warp_count is rewritten by the next chunk
   }
-  if (threadIdx.x == 0) p.active[0] = carry;
+  if (threadIdx.x == 0) {
+    p.active[0] = carry;
+    if (p.activated != nullptr) *p.activated += carry;
+  }
 }
 
 // --- working-memory attention ------------------------------------------------
@@ -206,10 +209,18 @@ __global__ void __launch_bounds__(kAttendThreads)
   const int u0 = min(lane * per_lane, units);
   const int nu = min(per_lane, units - u0);
 
-  const SeqBoatActiveRange range = p.ranges[blockIdx.x];
+  // The decode form (ranges null): the segment's one row, active by compact.
+  const bool decode = p.ranges == nullptr;
+  const int decode_out = decode ? p.compact[seg.start] : -1;
+  const SeqBoatActiveRange range =
+      decode ? SeqBoatActiveRange{0, decode_out >= 0 ? 1 : 0}
+             : p.ranges[blockIdx.x];
   for (int a = range.first; a < range.first + range.count; ++a) {
-    const int64_t t = base + (p.active_rows[a] - seg.start);
-    const float* raw = p.zrv + static_cast<int64_t>(a) * p.ldzrv;
+    const int row = decode ? seg.start : p.active_rows[a];
+    const int64_t t = base + (row - seg.start);
+    const int64_t in_row = decode ? seg.start : a;
+    const int64_t out_row = decode ? decode_out : a;
+    const float* raw = p.zrv + in_row * p.ldzrv;
     for (int i = tid; i < z; i += nthreads) {
       const float zi = op_math::Silu(raw[i]);
       q[i] = op_math::SeqBoatAffine(zi, p.qk_gamma[i], p.qk_beta[i]);
@@ -262,7 +273,7 @@ __global__ void __launch_bounds__(kAttendThreads)
       slot.keys[static_cast<int64_t>(e) * z + i] = k[i];
     }
     if (tid == 0) slot.pos[e] = t;
-    float* dst = p.out + static_cast<int64_t>(a) * v;
+    float* dst = p.out + out_row * v;
     const float self_w = scores[len];
     for (int i = tid; i < v; i += nthreads) {
       const float vi = op_math::Silu(raw[z + v + i]);

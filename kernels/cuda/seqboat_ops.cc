@@ -51,13 +51,16 @@ void CudaBackend::SeqBoatRoute(const SeqBoatRouteParams& p) {
 void CudaBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
   SeqBoatAttendParams dev = p;
   dev.segs = Stage(p.segs, p.nsegs);
-  dev.ranges = Stage(p.ranges, p.nsegs);
+  // Null ranges select the decode form (rows' activity from p.compact).
+  const bool decode = p.ranges == nullptr;
+  dev.ranges = decode ? nullptr : Stage(p.ranges, p.nsegs);
   const std::vector<double> inv_freq = op_math::SeqBoatRopeInvFreq(p.shape);
   const double* dev_inv_freq = Stage(inv_freq.data(), inv_freq.size());
   // A null copy means staging failed (already recorded); inv_freq is null
   // by design when it is empty.
   if (!launching() || p.nsegs <= 0 || dev.segs == nullptr ||
-      dev.ranges == nullptr || (!inv_freq.empty() && dev_inv_freq == nullptr)) {
+      (!decode && dev.ranges == nullptr) || (decode && p.compact == nullptr) ||
+      (!inv_freq.empty() && dev_inv_freq == nullptr)) {
     return;
   }
   LaunchSeqBoatAttend(dev, dev_inv_freq, stream_);

@@ -29,6 +29,21 @@ TEST_P(SeqBoatParityTest, RealisticRelu2SimpleBias) {
                                SeqBoatPos::kSimpleBias, 404));
 }
 
+// The decode form, every attention function and positional variant.
+TEST_P(SeqBoatParityTest, DecodeForm) {
+  const SeqBoatAttnFn fns[] = {SeqBoatAttnFn::kSoftmax, SeqBoatAttnFn::kRelu2};
+  const SeqBoatPos poss[] = {SeqBoatPos::kRopeInterleaved,
+                             SeqBoatPos::kSimpleBias};
+  uint32_t seed = 1001;
+  for (const SeqBoatAttnFn fn : fns) {
+    for (const SeqBoatPos pos : poss) {
+      SCOPED_TRACE(::testing::Message() << "attn_fn " << static_cast<int>(fn)
+                                        << " pos " << static_cast<int>(pos));
+      RunSteps(SeqBoatDecodeFormRun(GetParam().realistic, fn, pos, seed++));
+    }
+  }
+}
+
 TEST_P(SeqBoatParityTest, OddSizes) {
   for (const NamedSeqBoatRun& r : SeqBoatOddSizeRuns()) {
     SCOPED_TRACE(r.name);

@@ -114,6 +114,9 @@ struct SeqBoatRun {
   bool long_chunks = false;
   // Whether the steps push more than w tokens into every FIFO (checked).
   bool wraps = true;
+  // Decode calls only (every segment one row or none), attended in the
+  // decode form: activity from the device's compact, zrv over all rows.
+  bool decode_form = false;
   uint32_t seed = 0;
 };
 
@@ -136,8 +139,9 @@ inline SeqBoatStepPlan PlanSeqBoatStep(const SeqBoatRun& run, int step,
   for (int slot : order) {
     const float r = run.long_chunks ? 1.0f : u01(gen);
     if (r < 0.2f) continue;
-    const int len =
-        run.long_chunks ? long_chunk(gen) : (r < 0.6f ? 1 : chunk(gen));
+    const int len = run.long_chunks                 ? long_chunk(gen)
+                    : (run.decode_form || r < 0.6f) ? 1
+                                                    : chunk(gen);
     plan.segs.push_back({slot, rows, len});
     rows += len;
   }
@@ -233,6 +237,13 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
   std::mt19937 gen(seed);
   const int ldu = 3, ldzrv = z + 2 * v + 5, ldg = d + 3;
   std::vector<int64_t> pushes(slots, 0);
+  // Each side's running activated count (int64 in 8 zeroed bytes).
+  std::unique_ptr<Array> activated_a[2];
+  for (int b = 0; b < 2; ++b) {
+    activated_a[b] =
+        std::make_unique<Array>(*side[b].be, std::vector<float>(2));
+  }
+  int64_t activated_want = 0;
   for (int step = 0; step < run.steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     const SeqBoatStepPlan plan = PlanSeqBoatStep(run, step, gen);
@@ -288,6 +299,7 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
       route.conf = conf_a[b]->get();
       route.compact = reinterpret_cast<int32_t*>(compact_a[b]->get());
       route.active = reinterpret_cast<int32_t*>(active_a[b]->get());
+      route.activated = reinterpret_cast<int64_t*>(activated_a[b]->get());
       e.be->SeqBoatRoute(route);
       conf[b] = conf_a[b]->Read();
       compact[b] = ReadInts(*compact_a[b], rows);
@@ -298,6 +310,7 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
     ASSERT_EQ(compact[0], compact[1]) << "SeqBoatRoute compact";
     ASSERT_EQ(active[0], active[1]) << "SeqBoatRoute active";
     const int m = active[0][0];
+    activated_want += m;
     ASSERT_GE(m, 0);
     ASSERT_LE(m, n);
     if (plan.p_active == 0.0f) {
@@ -321,16 +334,20 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
 
     // Working-memory attention.
     const size_t mrows = std::max(m, 1);
-    const std::vector<float> zrv = Random(mrows * ldzrv, step_seed + 2, -2, 2);
+    const size_t zrows = run.decode_form ? rows : mrows;
+    const std::vector<float> zrv = Random(zrows * ldzrv, step_seed + 2, -2, 2);
     std::vector<float> att[2];
     for (int b = 0; b < 2; ++b) {
       SeqBoatSide& e = side[b];
       Array za(*e.be, zrv), oa(*e.be, mrows * v);
       SeqBoatAttendParams p;
       p.segs = plan.segs.data();
-      p.ranges = ranges.data();
+      p.ranges = run.decode_form ? nullptr : ranges.data();
       p.nsegs = nsegs;
       p.active_rows = reinterpret_cast<const int32_t*>(active_a[b]->get()) + 1;
+      if (run.decode_form) {
+        p.compact = reinterpret_cast<const int32_t*>(compact_a[b]->get());
+      }
       p.zrv = za.get();
       p.ldzrv = ldzrv;
       p.state = e.arena->get();
@@ -378,6 +395,13 @@ inline void RunSeqBoatSteps(Backend& ref, Backend& dev, const SeqBoatRun& run,
     }
     ASSERT_TRUE(cuda_ok("SeqBoatMix"));
     EXPECT_LT(MaxAbsDiff(mixed[0], mixed[1]), tol.out) << "SeqBoatMix";
+  }
+  for (int b = 0; b < 2; ++b) {
+    const std::vector<uint8_t> bytes = activated_a[b]->ReadBytes();
+    int64_t got = 0;
+    std::memcpy(&got, bytes.data(), sizeof(got));
+    EXPECT_EQ(got, activated_want)
+        << (b == 0 ? "reference" : "device") << " activated count";
   }
   // Every FIFO wrapped at least once.
   for (int slot = 0; run.wraps && slot < slots; ++slot) {
@@ -465,6 +489,17 @@ inline SeqBoatRun SeqBoatLargeWindowRun(int slots, int max_chunk) {
       SeqBoatRunShape(48, 4, 4, 6, 7000, SeqBoatAttnFn::kSoftmax,
                       SeqBoatPos::kSimpleBias, 100),
       slots, /*steps=*/4, max_chunk, 909);
+}
+
+// Decode calls only, in the attention's decode form (no host ranges): 6
+// slots, each absent or one row per step, enough steps to wrap every FIFO.
+inline SeqBoatRun SeqBoatDecodeFormRun(const SeqBoatRealisticSize& size,
+                                       SeqBoatAttnFn fn, SeqBoatPos pos,
+                                       uint32_t seed) {
+  SeqBoatRun r = SeqBoatRealisticRun(size, fn, pos, seed);
+  r.decode_form = true;
+  r.steps = 6 * size.w;
+  return r;
 }
 
 // More rows than one block's threads: the compaction carries its count
