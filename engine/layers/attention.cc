@@ -628,7 +628,6 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildAttention(const BlockConfig& block,
 }  // namespace
 
 const BlockKind kAttentionBlock = {"attention", ParseAttention, BuildAttention,
-                                   /*host_round_trip=*/false,
                                    /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeAttention(

@@ -93,10 +93,6 @@ struct BlockKind {
   // Builds the layer, fetching its tensors; refuses configs it cannot run.
   absl::StatusOr<std::unique_ptr<Layer>> (*build)(const BlockConfig& block,
                                                   const BlockSite& site);
-  // A decode call through the block reads device results back to the host
-  // mid-step, so a decode step through it is never recorded and replayed as
-  // a graph (longer calls may read back either way).
-  bool host_round_trip = false;
   // The kind's layer honours BlockSite::residual_scale (engine/layers/
   // residual_out.h); config.json's residual_scale ≠ 1 is refused otherwise.
   bool residual_scale = false;

@@ -316,7 +316,6 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMamba2(const BlockConfig& block,
 }  // namespace
 
 const BlockKind kMamba2Block = {"mamba2", ParseMamba2, BuildMamba2,
-                                /*host_round_trip=*/false,
                                 /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMamba2(

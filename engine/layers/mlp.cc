@@ -112,7 +112,6 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMlp(const BlockConfig& block,
 }  // namespace
 
 const BlockKind kMlpBlock = {"mlp", ParseMlp, BuildMlp,
-                             /*host_round_trip=*/false,
                              /*residual_scale=*/true};
 
 absl::StatusOr<std::unique_ptr<Layer>> MakeMlp(

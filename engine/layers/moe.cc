@@ -638,7 +638,6 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildMoe(const BlockConfig& block,
 
 // The router groups rows by expert on the host, mid-step.
 const BlockKind kMoeBlock = {"moe", ParseMoe, BuildMoe,
-                             /*host_round_trip=*/false,
                              /*residual_scale=*/true};
 
 absl::Status CheckMoeRouting(const MoeConfig& c) {

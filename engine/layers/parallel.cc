@@ -130,8 +130,7 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildParallel(const BlockConfig& block,
 
 }  // namespace
 
-const BlockKind kParallelMamba2AttentionBlock = {
-    "parallel_mamba2_attention", ParseParallel, BuildParallel,
-    kMamba2Block.host_round_trip || kAttentionBlock.host_round_trip};
+const BlockKind kParallelMamba2AttentionBlock = {"parallel_mamba2_attention",
+                                                 ParseParallel, BuildParallel};
 
 }  // namespace seqboat

@@ -412,8 +412,7 @@ absl::StatusOr<std::unique_ptr<Layer>> BuildSeqBoat(const BlockConfig& block,
 
 // A decode call through SeqBoat stays on the device (its GAU covers every
 // row); prefill and mixed calls read the active count back to size the GAU.
-const BlockKind kSeqBoatBlock = {"seqboat", ParseSeqBoat, BuildSeqBoat,
-                                 /*host_round_trip=*/false};
+const BlockKind kSeqBoatBlock = {"seqboat", ParseSeqBoat, BuildSeqBoat};
 
 SeqBoatShape SeqBoatShapeOf(const SeqBoatConfig& config, int d_model) {
   SeqBoatShape sh;

@@ -108,23 +108,18 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(ModelDir& dir,
   RETURN_IF_ERROR(alloc(logit_rows * d, &model->normed_));
   RETURN_IF_ERROR(alloc(logit_rows * v, &model->logits_));
 
-  // A block that reads back mid-step cannot be replayed from a graph.
-  bool host_round_trip = false;
-  for (const BlockConfig& b : cfg.blocks) {
-    host_round_trip |= b.kind->host_round_trip;
-  }
-  if (!host_round_trip) {
-    model->capture_base_ = backend.NewCaptureScope();
-    model->buckets_ = limits.decode_buckets.has_value()
-                          ? *limits.decode_buckets
-                          : backend.CaptureBuckets(limits.max_slots);
-    for (size_t i = 0; i < model->buckets_.size(); ++i) {
-      const int b = model->buckets_[i];
-      if (b <= 0 || b > limits.max_slots || b > limits.max_rows_per_step ||
-          (i > 0 && b <= model->buckets_[i - 1])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "decode buckets must ascend within [1, max_slots]; got ", b));
-      }
+  // Every block's decode call stays on the device (no read-back mid-step),
+  // so any stack's decode steps can be recorded and replayed.
+  model->capture_base_ = backend.NewCaptureScope();
+  model->buckets_ = limits.decode_buckets.has_value()
+                        ? *limits.decode_buckets
+                        : backend.CaptureBuckets(limits.max_slots);
+  for (size_t i = 0; i < model->buckets_.size(); ++i) {
+    const int b = model->buckets_[i];
+    if (b <= 0 || b > limits.max_slots || b > limits.max_rows_per_step ||
+        (i > 0 && b <= model->buckets_[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode buckets must ascend within [1, max_slots]; got ", b));
     }
   }
   if (!model->buckets_.empty()) {

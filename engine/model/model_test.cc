@@ -107,8 +107,8 @@ TEST(ModelTest, PackedSegmentsMatchSeparateRuns) {
 // Three sequences decode together; the padded model runs every step at
 // bucket 4 with a zero-length segment on slot 0, which a real sequence also
 // holds: padding must change neither the logits nor any state.
-// tiny_gdn's MoE block groups a decode step's experts on the device, so
-// its stack is padded and recorded too.
+// tiny_gdn's and tiny_hybrid's MoE and SeqBoat blocks keep a decode step on
+// the device, so their stacks are padded and recorded too.
 class PaddedDecodeTest : public testing::TestWithParam<const char*> {};
 
 TEST_P(PaddedDecodeTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
@@ -152,7 +152,8 @@ TEST_P(PaddedDecodeTest, DecodeStepsPaddedToABucketEqualUnpaddedOnes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PaddedDecodeTest,
-                         testing::Values(kTinyMamba, "tests/data/tiny_gdn"));
+                         testing::Values(kTinyMamba, "tests/data/tiny_gdn",
+                                         "tests/data/tiny_hybrid"));
 
 // The CPU backend's head writes into the caller's buffer; a backend whose
 // memory is not the host's gets a copy. Both give the same m rows, and
@@ -188,12 +189,42 @@ TEST(ModelTest, LogitsWrittenInPlaceEqualCopiedOnesAndStayInTheirRows) {
   EXPECT_GT(MaxAbsDiff(la.data(), la.data() + v, v), 0.0f);
 }
 
-TEST(ModelTest, StacksThatReadBackMidStepAreNeverPadded) {
-  auto backend = MakeCpuBackend();
-  ModelLimits limits{8, 16, std::vector<int>{1, 2, 4, 8}};
-  auto model = Model::Load("tests/data/tiny_hybrid", *backend, limits);
-  ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE((*model)->decode_buckets().empty());
+// A decode step copies nothing to the host but its logits (a padded step's
+// head writes its own buffer): every layer kind stays on the device, so the
+// step can be recorded and replayed.
+class CopyCountingCpu final : public ForwardingBackend {
+ public:
+  CopyCountingCpu() : ForwardingBackend(MakeCpuBackend()) {}
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    copies.push_back(bytes);
+    ForwardingBackend::CopyToHost(dst, src, bytes);
+  }
+  std::vector<size_t> copies;
+};
+
+TEST(ModelTest, DecodeStepsReadNothingBack) {
+  for (const char* dir :
+       {"tests/data/tiny_hybrid", "tests/data/tiny_gdn", kTinyMamba}) {
+    CopyCountingCpu be;
+    ModelLimits limits{8, 16, std::vector<int>{1, 2, 4, 8}};
+    auto model = Model::Load(dir, be, limits);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->decode_buckets(), std::vector<int>({1, 2, 4, 8}));
+    const int a = *(*model)->arena().Acquire(),
+              b = *(*model)->arena().Acquire();
+    std::vector<float> logits(2 * static_cast<size_t>((*model)->vocab_size()));
+    // A prefill reads back where a block sizes work by its routing.
+    const StepRows prefill{{5, 6, 7, 8}, {{a, 0, 4}}, {3}};
+    ASSERT_TRUE((*model)->Forward(prefill, logits.data()).ok());
+    be.copies.clear();
+    for (int step = 0; step < 4; ++step) {
+      const StepRows decode{
+          {10 + step, 20 + step}, {{a, 0, 1}, {b, 1, 1}}, {0, 1}};
+      ASSERT_TRUE((*model)->Forward(decode, logits.data()).ok()) << dir;
+    }
+    EXPECT_EQ(be.copies, std::vector<size_t>(4, logits.size() * sizeof(float)))
+        << dir;
+  }
 }
 
 TEST(ModelTest, BucketsOutsideTheLimitsAreRejected) {

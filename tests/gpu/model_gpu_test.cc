@@ -202,12 +202,14 @@ TEST(ModelGpuTest, GreedyOutputOfTheBundledModelsIsIdentical) {
 
 // Recorded steps replay the eager kernels on the same padded shapes, so the
 // logits are bitwise equal; padding itself changes only GEMM shapes (1e-5).
-// The MoE block groups its decode rows' experts on the device (the same
-// launches whatever the routing), so its steps are recorded too.
+// MoE groups its decode rows' experts and SeqBoat sizes its GAU on the
+// device (the same launches whatever the routing), so their steps are
+// recorded too.
 TEST(ModelGpuTest, RecordedDecodeStepsEqualEagerOnes) {
   for (const std::string& dir :
        {std::string(kMambaBaseline), std::string(kTinyMamba),
-        SliceBlock(3, kTinyHybrid) /* moe */}) {
+        SliceBlock(3, kTinyHybrid) /* moe */,
+        SliceBlock(1, kTinyHybrid) /* seqboat */}) {
     auto graphs = MakeCuda(CudaWeights::kF32, /*graphs=*/true);
     auto eager = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
     auto unpadded = MakeCuda(CudaWeights::kF32, /*graphs=*/false);
