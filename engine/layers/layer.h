@@ -82,6 +82,24 @@ inline GemmParams Projection(const float* x, int n, const Matrix& w,
   return p;
 }
 
+// The activation after a stacked [up; gate] projection (or a plain up one):
+// h [rows, ld] holds up's f columns, then gate's when gated; up's columns
+// become act(up), or act(gate) ⊙ up when gated, in place.
+inline ActivateMulParams StackedActivation(float* h, int rows, int f, int ld,
+                                           Activation act, bool gated) {
+  ActivateMulParams p;
+  p.a = gated ? h + f : h;
+  p.lda = ld;
+  p.b = gated ? h : nullptr;
+  p.ldb = ld;
+  p.n = rows;
+  p.f = f;
+  p.act = act;
+  p.out = h;
+  p.ldo = ld;
+  return p;
+}
+
 // Scratch floats a row that a GEMM's 16-bit input copy of `cols` columns
 // may take (HalfInputAt): half a float a value, plus room to align.
 inline int64_t HalfInputFloatsPerRow(int64_t cols) {

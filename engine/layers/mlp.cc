@@ -56,21 +56,10 @@ class Mlp final : public Layer {
     GemmParams up = Projection(u, n, up_, up_b_, h);
     norm_.Fold(be, residual, n, u, &up);
     be.Gemm(up);
-    ActivateMulParams activate;
-    activate.a = h;
-    activate.lda = ld;
-    activate.n = n;
-    activate.f = f;
-    activate.act = c_.act;
-    activate.out = h;
-    activate.ldo = ld;
+    // The activation goes on the gate branch (HF Llama: act(gate) * up).
+    ActivateMulParams activate =
+        StackedActivation(h, n, f, ld, c_.act, c_.gated);
     activate.out16 = h16;
-    if (c_.gated) {
-      // The activation goes on the gate branch (HF Llama: act(gate) * up).
-      activate.a = h + f;
-      activate.b = h;
-      activate.ldb = ld;
-    }
     be.ActivateMul(activate);
     GemmParams down = Projection(h, n, down_, down_b_, residual);
     down.ldx = ld;

@@ -396,23 +396,8 @@ class Moe final : public MoeLayer {
     return buf;
   }
 
-  // h's up columns ← act(up), or act(gate) ⊙ up when gated: h is [rows,
-  // ld], up's f columns, then gate's.
   void Activate(Backend& be, float* h, int rows, int f, int ld) const {
-    ActivateMulParams act;
-    act.a = h;
-    act.lda = ld;
-    act.n = rows;
-    act.f = f;
-    act.act = c_.act;
-    act.out = h;
-    act.ldo = ld;
-    if (c_.gated) {
-      act.a = h + f;
-      act.b = h;
-      act.ldb = ld;
-    }
-    be.ActivateMul(act);
+    be.ActivateMul(StackedActivation(h, rows, f, ld, c_.act, c_.gated));
   }
 
   // The shared expert over every row. Its sigmoid gate is a per-row scale,
