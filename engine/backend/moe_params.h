@@ -15,6 +15,11 @@
 
 namespace seqboat {
 
+// The most experts a MoE block may have: the device grouping keeps two
+// ints per expert in one block's shared memory. Configs with more are
+// refused when they load, on every backend.
+inline constexpr int kMoeMaxExperts = 4096;
+
 // Pairs an expert's tile serves: the GEMV's batch, each weight loaded once
 // for all of them.
 inline constexpr int kMoeTileRows = 16;

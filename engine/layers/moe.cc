@@ -569,6 +569,10 @@ absl::Status ParseMoe(ObjectReader& r, std::vector<std::string>* /*warnings*/,
               : routing == 1 ? MoeRouting::kReluDynamic
                              : MoeRouting::kSigmoidGroupTopK;
   RETURN_IF_ERROR(r.PositiveInt("n_experts", &c.n_experts));
+  if (c.n_experts > kMoeMaxExperts) {
+    return r.Invalid("n_experts", absl::StrCat("at most ", kMoeMaxExperts),
+                     *r.Get("n_experts"));
+  }
   RETURN_IF_ERROR(r.PositiveInt("d_ff", &c.d_ff));
   RETURN_IF_ERROR(ParseActivation(r, &c.act));
   RETURN_IF_ERROR(r.Bool("gated", &c.gated));

@@ -137,6 +137,9 @@ TEST(FfnConfigTest, BadMoeFieldsAreNamed) {
   ExpectError(With(Moe(), "top_k", 0), {"\"top_k\""});
   ExpectError(With(Moe(), "d_ff", 0), {"\"d_ff\""});
   ExpectError(With(Moe(), "n_experts", 0), {"\"n_experts\""});
+  // The device grouping's bound (moe_params.h kMoeMaxExperts).
+  ExpectError(With(Moe(), "n_experts", 4097),
+              {"\"n_experts\"", "at most 4096"});
   ExpectError(With(Moe(), "capacity", 64), {"\"capacity\"", "dropless"});
   ExpectError(With(Moe(), "router_hidden", 4), {"\"router_hidden\""});
   json relu = With(Moe(), "routing", "relu_dynamic");

@@ -14,11 +14,6 @@
 
 namespace seqboat::cuda {
 
-// The most experts and slots a grouping covers (its shared memory); the
-// layer refuses more when it loads.
-inline constexpr int kMoeMaxExperts = 4096;
-inline constexpr int kMoeMaxSlots = 1024;
-
 void LaunchMoeGroup(const MoeGroupParams& p, cudaStream_t stream);
 // `storage`: how every expert's matrix is stored.
 void LaunchMoeGemm(const MoeGemmParams& p, Storage storage,
