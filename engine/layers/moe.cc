@@ -300,8 +300,9 @@ class Moe final : public MoeLayer {
   }
 
   // Every expert over its pairs of `in` [n, d_in], grouped on the device:
-  // the ops and their shapes depend on n alone. Pairs' rows of hp / gp / yp
-  // that no pair uses hold stale values, which nothing reads.
+  // the ops and their shapes depend on n alone. The rows of hp / yp that
+  // no pair uses hold stale values; the activation runs over them too, and
+  // nothing reads its results there.
   void RunExpertsOnDevice(Backend& be, const Scratch& s, int n, const float* in,
                           float* sum, int ld_sum) {
     const int slots = Slots(), x = static_cast<int>(c_.n_experts),
@@ -353,9 +354,9 @@ class Moe final : public MoeLayer {
     be.MoeCombine(combine);
   }
 
-  // The scratch floats per row of the device grouping: per pair a gate, up,
-  // gate and output row and three ints (row, pair, tiles), the tiles' 3
-  // ints per MoeTileBound's share of a row rounded up.
+  // The scratch floats per row of the device grouping: per pair its gate,
+  // its [up | gate] and output rows and two ints (row, pair), then the
+  // tiles' 3 ints per MoeTileBound's share of a row, rounded up.
   int64_t DeviceFloatsPerRow() const {
     const int64_t slots = Slots();
     return slots * (1 + 2 * c_.d_ff + d_in_ + 2) +
