@@ -92,15 +92,21 @@ absl::Status FetchMatrixStacks(WeightStore& ws, Backend& be,
     stacks.push_back(*host);
   }
   const int64_t size = rows * cols;
-  std::vector<float> one(static_cast<size_t>(size * stacks.size()));
+  // One stack uploads from the store's copy; several are stacked per matrix.
+  std::vector<float> one(
+      stacks.size() > 1 ? static_cast<size_t>(size * stacks.size()) : 0);
   out->clear();
   for (int64_t e = 0; e < count; ++e) {
-    for (size_t k = 0; k < stacks.size(); ++k) {
-      std::copy(stacks[k] + e * size, stacks[k] + (e + 1) * size,
-                one.data() + k * size);
+    const float* host = stacks[0] + e * size;
+    if (stacks.size() > 1) {
+      for (size_t k = 0; k < stacks.size(); ++k) {
+        std::copy(stacks[k] + e * size, stacks[k] + (e + 1) * size,
+                  one.data() + k * size);
+      }
+      host = one.data();
     }
-    auto dev = be.UploadMatrix(
-        one.data(), rows * static_cast<int64_t>(stacks.size()), cols);
+    auto dev =
+        be.UploadMatrix(host, rows * static_cast<int64_t>(stacks.size()), cols);
     if (!dev.ok()) return dev.status();
     out->push_back(*dev);
   }
@@ -111,15 +117,7 @@ absl::Status FetchMatrixStack(WeightStore& ws, Backend& be,
                               const std::string& name, int64_t count,
                               int64_t rows, int64_t cols,
                               std::vector<Matrix>* out) {
-  auto host = ws.F32(name, {count, rows, cols});
-  if (!host.ok()) return host.status();
-  out->clear();
-  for (int64_t i = 0; i < count; ++i) {
-    auto dev = be.UploadMatrix(*host + i * rows * cols, rows, cols);
-    if (!dev.ok()) return dev.status();
-    out->push_back(*dev);
-  }
-  return absl::OkStatus();
+  return FetchMatrixStacks(ws, be, {name}, count, rows, cols, out);
 }
 
 }  // namespace seqboat
