@@ -101,9 +101,12 @@ SEQBOAT_HD float RmsScale(float sum_sq, int n, float eps) {
 //   w:      the channel's K taps, w[K-1] multiplies the current input.
 SEQBOAT_HD float ConvSum(float* window, const float* w, float bias, float x,
                          int k) {
+  // Explicit fmas: the fast-math CPU build may not reorder them, so every
+  // path that computes a token's sum (a decode row, a longer segment, each
+  // instruction set, the GPU) takes this order and rounding.
   float acc = bias;
-  for (int i = 0; i < k - 1; ++i) acc += w[i] * window[i];
-  acc += w[k - 1] * x;
+  for (int i = 0; i < k - 1; ++i) acc = fmaf(w[i], window[i], acc);
+  acc = fmaf(w[k - 1], x, acc);
   for (int i = 0; i + 1 < k - 1; ++i) window[i] = window[i + 1];
   if (k > 1) window[k - 2] = x;
   return acc;

@@ -34,6 +34,15 @@ inline constexpr int kBlock = 64;
 // turned once per call), which spares as many permutes again. Apart, with
 // restricted pointers, so that it vectorises without aliasing checks. The
 // sum is op_math::ConvSum's, in its order.
+// out[j] = SiLU(out[j]) for `width` channels: one function for both conv
+// paths, so that a token's output has the same bits in a decode row and in a
+// longer segment (the fast-math build may otherwise vectorise the two loops'
+// Exp differently), which speculative rounds rely on.
+__attribute__((flatten, noinline)) static void SiluInPlace(
+    float* __restrict out, int width) {
+  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
+}
+
 template <int kK>
 __attribute__((flatten, noinline)) static void ConvOneToken(
     float* __restrict windows, const float* __restrict taps,
@@ -43,13 +52,13 @@ __attribute__((flatten, noinline)) static void ConvOneToken(
   for (int j = 0; j < width; ++j) {
     float* win = windows + j * kW;
     float acc = bias[j];
-    for (int i = 0; i < kW; ++i) acc += taps[i * ld_taps + j] * win[i];
-    acc += taps[kW * ld_taps + j] * x[j];
+    for (int i = 0; i < kW; ++i) acc = fmaf(taps[i * ld_taps + j], win[i], acc);
+    acc = fmaf(taps[kW * ld_taps + j], x[j], acc);
     for (int i = 0; i + 1 < kW; ++i) win[i] = win[i + 1];
     win[kW - 1] = x[j];
     out[j] = acc;
   }
-  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
+  SiluInPlace(out, width);
 }
 
 // Segment s, which has one token, with d_conv 4 (every Mamba checkpoint),
@@ -123,10 +132,11 @@ SEQBOAT_MAMBA_BLOCK void ConvTapMajor(const MambaConvParams& p, int s0, int s1,
       float* out = p.out + static_cast<int64_t>(t) * p.e + c0;
       for (int j = 0; j < width; ++j) {
         float acc = bias[j];
-        for (int i = 0; i < kW; ++i) acc += w[i][j] * win[i][j];
-        acc += w[kW][j] * x[j];
-        out[j] = op_math::SiluByExp(acc);
+        for (int i = 0; i < kW; ++i) acc = fmaf(w[i][j], win[i][j], acc);
+        acc = fmaf(w[kW][j], x[j], acc);
+        out[j] = acc;
       }
+      SiluInPlace(out, width);
       for (int i = 0; i + 1 < kW; ++i) {
         for (int j = 0; j < width; ++j) win[i][j] = win[i + 1][j];
       }
