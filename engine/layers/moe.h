@@ -2,7 +2,9 @@
 // Σ_e g_e E_e(x) (+ the shared down.bias once) (+ s(x) E_shared(x)),
 // x = Norm(r), E_e(x) = down_e(act(up_e x)) or down_e(act(gate_e x) ⊙ up_e x).
 //
-// Routing (one router op over all rows, then host-side grouping):
+// Routing (one router op over all rows, then grouping by expert: on the
+// host for prefill, on the device for decode calls; config parsing and the
+// routing rules in moe_config.cc, the layer in moe.cc):
 //   top1_softmax: softmax of the router logits in fp32; the top_k experts
 //     (default 1) with gate = their full-softmax probability, so k = 1 is
 //     Switch's y = p_i* E_i*(x); `renormalize` divides the chosen
