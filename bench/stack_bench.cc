@@ -34,7 +34,7 @@ std::vector<std::pair<std::string, int64_t>> StatTotals(const Model& model) {
   std::vector<std::pair<std::string, int64_t>> out;
   for (size_t i = 0; i < model.layers().size(); ++i) {
     std::vector<LayerStat> stats;
-    model.layers()[i]->AppendStats(&stats);
+    model.layers()[i]->AppendStats(&stats, /*settled=*/true);
     for (const LayerStat& s : stats)
       out.push_back({std::to_string(i) + "." + s.name, s.value});
   }

@@ -42,8 +42,11 @@ class Layer : public SlotState {
   virtual int64_t ScratchFloatsPerRow() const = 0;
   // residual [n, d_model] is updated in place by the block.
   virtual absl::Status Forward(const StepContext& ctx, float* residual) = 0;
-  // Appends the block's counters (none by default).
-  virtual void AppendStats(std::vector<LayerStat>* /*out*/) const {}
+  // Appends the block's counters (none by default). settled: no step is in
+  // flight, so reading counters from backend memory waits for nothing; a
+  // block may otherwise report counts that lag its steps.
+  virtual void AppendStats(std::vector<LayerStat>* /*out*/,
+                           bool /*settled*/) const {}
 };
 
 // A block whose body can run on an input normed by its caller: the

@@ -42,6 +42,10 @@ class SeqBoat final : public Layer {
   SeqBoat(const SeqBoatShape& shape, bool prenorm,
           const std::optional<NormConfig>& norm)
       : s_(shape), prenorm_(prenorm), norm_(norm) {}
+  // A copy in flight writes activated_host_.
+  ~SeqBoat() override {
+    if (copy_pending_) backend_->WaitCopy(copy_);
+  }
 
   absl::Status Bind(const std::string& p, WeightStore& ws, Backend& be) {
     const int64_t d = s_.d, ne = s_.ne, z = s_.z, v = s_.v;
@@ -79,11 +83,16 @@ class SeqBoat final : public Layer {
     RETURN_IF_ERROR(vec("gau.qk_beta", {2, z}, &qk_beta_));
     RETURN_IF_ERROR(mat("gau.out_proj.weight", d, v, &out_proj_));
     RETURN_IF_ERROR(vec("gau.out_proj.bias", {d}, &out_b_));
-    auto counter = be.Alloc(sizeof(int64_t));
+    // The counter and the copy of it that publishing reads off the op
+    // stream (AppendStats).
+    auto counter = be.Alloc(2 * sizeof(int64_t));
     if (!counter.ok()) return counter.status();
     activated_buf_ = *std::move(counter);
     activated_dev_ = static_cast<int64_t*>(activated_buf_.get());
-    be.Zero(activated_dev_, sizeof(int64_t));
+    be.Zero(activated_dev_, 2 * sizeof(int64_t));
+    auto seen = be.AllocHost(sizeof(int64_t));
+    if (!seen.ok()) return seen.status();
+    activated_host_ = *std::move(seen);
     backend_ = &be;
     if (s_.pos == SeqBoatPos::kSimpleBias) {
       RETURN_IF_ERROR(vec("gau.rel_pos_bias", {2 * int64_t{s_.rel_pos_max} - 1},
@@ -198,14 +207,21 @@ class SeqBoat final : public Layer {
   }
 
   // The activated count lives in backend memory (the route op adds to it),
-  // so steps never read it back; publishing the stats does, once.
-  void AppendStats(std::vector<LayerStat>* out) const override {
-    int64_t activated = 0;
-    if (activated_dev_ != nullptr) {
-      backend_->CopyToHost(&activated, activated_dev_, sizeof(activated));
+  // so steps never read it back. Under load, publishing copies it aside in
+  // op order and reads that copy off the op stream, so it never waits for a
+  // step: it reports the count of the last copy that has landed (on a
+  // backend whose copies are synchronous, this one's). Settled, it reads the
+  // count itself, so an idle engine shows the final one.
+  void AppendStats(std::vector<LayerStat>* out, bool settled) const override {
+    if (activated_dev_ != nullptr && settled) {
+      if (copy_pending_) backend_->WaitCopy(copy_);
+      copy_pending_ = false;
+      backend_->CopyToHost(&activated_seen_, activated_dev_, sizeof(int64_t));
+    } else if (activated_dev_ != nullptr) {
+      PollActivated();
     }
     out->push_back({kSeqBoatTokensStat, tokens_});
-    out->push_back({kSeqBoatActivatedStat, activated});
+    out->push_back({kSeqBoatActivatedStat, activated_seen_});
   }
 
  private:
@@ -326,10 +342,36 @@ class SeqBoat final : public Layer {
   // Host copies per step, kept to avoid reallocating every step.
   std::vector<int32_t> host_active_;
   std::vector<SeqBoatActiveRange> ranges_;
+  // Takes the copy in flight if it has landed; else leaves it. Starts the
+  // next one when none is in flight: the counter copied in op order into
+  // activated_dev_[1], which no op writes, and that read to the host.
+  void PollActivated() const {
+    Backend& be = *backend_;
+    auto* seen = static_cast<const int64_t*>(activated_host_.get());
+    if (copy_pending_) {
+      if (!be.CopyDone(copy_)) return;
+      activated_seen_ = *seen;
+      copy_pending_ = false;
+    }
+    be.CopyOnDevice(activated_dev_ + 1, activated_dev_, sizeof(int64_t));
+    copy_ = be.CopyToHostAsync(activated_host_.get(), activated_dev_ + 1,
+                               sizeof(int64_t));
+    copy_pending_ = true;
+    if (be.CopyDone(copy_)) {
+      activated_seen_ = *seen;
+      copy_pending_ = false;
+    }
+  }
+
   int64_t tokens_ = 0;
   Backend* backend_ = nullptr;
   DeviceBuffer activated_buf_;
-  int64_t* activated_dev_ = nullptr;  // in activated_buf_
+  int64_t* activated_dev_ = nullptr;  // [counter, its copy] in activated_buf_
+  HostBuffer activated_host_;         // where the copy lands
+  // Publishing's state (AppendStats is const to its callers).
+  mutable CopyTicket copy_ = 0;
+  mutable bool copy_pending_ = false;
+  mutable int64_t activated_seen_ = 0;
 };
 
 // null / absent, or a positive integer.

@@ -99,9 +99,9 @@ struct Harness : LayerHarness {
     return LayerHarness::Step(std::move(x), segs, kD);
   }
 
-  int64_t Stat(const char* name) const {
+  int64_t Stat(const char* name, bool settled = false) const {
     std::vector<LayerStat> stats;
-    layer->AppendStats(&stats);
+    layer->AppendStats(&stats, settled);
     for (const LayerStat& s : stats) {
       if (s.name == name) return s.value;
     }
@@ -354,6 +354,70 @@ TEST(SeqBoatTest, ShapeTheBackendRefusesFailsTheLoadNamingTheBlock) {
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("blocks[0] (seqboat)"),
                     HasSubstr("window 9 is wider than 8")));
+}
+
+// The CPU backend with host copies that land only at Land(), counting
+// synchronous ones: a device whose copies run off the op stream.
+class LateCopies final : public ForwardingBackend {
+ public:
+  LateCopies() : ForwardingBackend(MakeCpuBackend(1)) {}
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    ++sync_copies;
+    ForwardingBackend::CopyToHost(dst, src, bytes);
+  }
+  // The source as it is now: every op enqueued before has run.
+  CopyTicket CopyToHostAsync(void* dst, const void* src,
+                             size_t bytes) override {
+    const char* from = static_cast<const char*>(src);
+    pending_.push_back({dst, std::vector<char>(from, from + bytes)});
+    return static_cast<CopyTicket>(++issued_);
+  }
+  bool CopyDone(CopyTicket ticket) override { return ticket <= landed_; }
+  void WaitCopy(CopyTicket /*ticket*/) override { Land(); }
+
+  void Land() {
+    for (const auto& [dst, bytes] : pending_) {
+      std::memcpy(dst, bytes.data(), bytes.size());
+    }
+    pending_.clear();
+    landed_ = issued_;
+  }
+
+  int sync_copies = 0;
+
+ private:
+  std::vector<std::pair<void*, std::vector<char>>> pending_;
+  int64_t issued_ = 0, landed_ = 0;
+};
+
+// Publishing never waits for the device: with copies off the op stream, the
+// activated count is that of the last copy landed, and a new copy starts
+// only once the one before has landed.
+TEST(SeqBoatTest, StatsReadTheActivatedCountWithoutWaiting) {
+  Harness h;
+  auto owned = std::make_unique<LateCopies>();
+  LateCopies* late = owned.get();
+  h.backend = std::move(owned);
+  ASSERT_TRUE(
+      h.Init(Dims(/*w=*/4), RandomWeights(3, -100.0f, 100.0f, false, 0)).ok());
+  const std::vector<float> x = RandomInput(5, 4);
+  h.Step({x.begin(), x.begin() + 3 * kD}, {{0, 0, 3}});
+  const int sync_before = late->sync_copies;
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 0);  // a copy of 3 in flight
+  EXPECT_EQ(h.Stat(kSeqBoatTokensStat), 3);
+  h.Step({x.begin() + 3 * kD, x.end()}, {{0, 0, 2}});
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 0);
+  late->Land();
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 3);  // and a copy of 5 in flight
+  late->Land();
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 5);
+  EXPECT_EQ(late->sync_copies, sync_before);
+  // Settled (no step in flight), the count itself is read, copies in flight
+  // waited for: an idle engine publishes the final count.
+  h.Step({x.begin(), x.begin() + kD}, {{1, 0, 1}});
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 5);  // a copy of 6 in flight
+  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat, /*settled=*/true), 6);
+  EXPECT_EQ(late->sync_copies, sync_before + 1);
 }
 
 TEST(SeqBoatTest, OnlyTheRouterIsKeptInFp32) {
