@@ -39,8 +39,7 @@ ABSL_FLAG(int, steps, 30, "timed decode steps per figure (median)");
 ABSL_FLAG(std::string, weights, "bf16", "bf16, fp16, fp32 or fp8");
 ABSL_FLAG(bool, graphs, true, "record decode steps as CUDA graphs");
 ABSL_FLAG(bool, early_launch, true,
-          "launch the small-batch GEMVs early (programmatic dependent "
-          "launch)");
+          "launch the kernels early (programmatic dependent launch)");
 ABSL_FLAG(int, mixed_chunk, 64,
           "also time a mixed step (the batch's decode rows and a prompt chunk "
           "of this many tokens), split and in one pass; 0: no");

@@ -104,8 +104,9 @@ cat > "$out/extra.sh" <<'EXTRA'
 #!/usr/bin/env bash
 # The checks beyond run.sh, each a phase named on the command line:
 #   racecheck  compute-sanitizer's shared-memory race check on the SeqBoat
-#              GAU and the split-key attention tests, the folded-norm GEMV
-#              and the Mamba-1 decode scan with dt_proj folded in
+#              GAU and the split-key attention tests, the folded-norm GEMV,
+#              the Mamba-1 decode scan with dt_proj folded in and the
+#              device-grouped MoE ops
 #   profile    ncu over the decode steps (130M Mamba at batch 1 and 256, the
 #              hybrid at batch 1, Mamba 1.4B at batch 1 when SIZES has 1b;
 #              graphs off so that every kernel is listed): each kernel
@@ -168,7 +169,8 @@ for phase in "$@"; do
       # cases, since their full sweeps are hundreds of launches at 1.4B shapes.
       for tf in 'seqboat_ops_gpu_test:-*LargeWindow*:*DecodeForm/*' 'attention_ops_gpu_test:-*LargeWindow*' \
                 'gemv_fusion_gpu_test:*FoldedGemvReplaysToTheEagerBits*' \
-                'mamba_ops_gpu_test:*FoldedDtProjReplaysToTheEagerBits*'; do
+                'mamba_ops_gpu_test:*FoldedDtProjReplaysToTheEagerBits*' \
+                'moe_ops_gpu_test:*'; do
         t="${tf%%:*}"
         timeout -k 5 240 "$sanitizer" --tool racecheck --racecheck-report all \
           --error-exitcode 9 --print-limit 20 "$loader" --library-path "$libs" \

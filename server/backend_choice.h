@@ -22,7 +22,7 @@ struct BackendChoice {
   std::string cuda_weights = "bf16";  // bf16, fp16, fp32 or fp8 (sm_89+)
   bool cuda_graphs = true;            // record decode steps as CUDA graphs
   bool cuda_pipeline = true;          // launch a step before reading the last
-  bool cuda_early_launch = true;      // GEMVs launched early (Hopper PDL)
+  bool cuda_early_launch = true;      // kernels launched early (Hopper PDL)
   int32_t cpu_threads = 0;            // 0: one per core
   // fp32, bf16, fp16, int8, or auto: what the model file stores
   // (stored_weights, filled in by the caller from the file).

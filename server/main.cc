@@ -88,9 +88,9 @@ ABSL_FLAG(bool, cuda_pipeline, true,
           "Launch each step before reading the last one's tokens, so the "
           "host's work between steps overlaps the device's.");
 ABSL_FLAG(bool, cuda_early_launch, true,
-          "Launch the small-batch GEMVs as programmatic dependents of the "
-          "kernel before them (Hopper), so that they stream their weights "
-          "into L2 while it finishes.");
+          "Launch each kernel as a programmatic dependent of the kernel "
+          "before it (Hopper), so that it starts while that one finishes; "
+          "the small-batch GEMVs stream their weights into L2 meanwhile.");
 ABSL_FLAG(int32_t, cpu_threads, 0, "CPU backend threads; 0 = one per core.");
 ABSL_FLAG(std::string, cpu_weights, "auto",
           "How the CPU backend keeps matrices: fp32, bf16, fp16, int8 "

@@ -87,7 +87,7 @@ __device__ __forceinline__ int SlotElement(int q, int lane, int d, int hd2) {
 template <int kP>
 __global__ void __launch_bounds__(kThreads)
     SinkAttentionKernel(SinkAttentionParams p, SinkWork work) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   constexpr int kE = 2 * kP;
   constexpr int kH = HeadsPerBlock(kP);
   __shared__ float s_m[kWarps][kH];
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
 // query's key count hold l = 0 and drop out of the merge.
 __global__ void __launch_bounds__(kCombineThreads)
     SinkCombineKernel(SinkAttentionParams p, SinkWork work) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const SinkRow item = work.items[blockIdx.x];
   const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 // segment's end; rows a later row of the chunk evicts are never stored).
 __global__ void __launch_bounds__(kAppendThreads)
     SinkStoreKernel(SinkAppendParams p, SinkWork work) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const SinkRow item = work.items[blockIdx.x];
   const Segment seg = p.segs[item.seg];
   if (item.i >= seg.len) return;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kAppendThreads)
 // Runs after SinkStoreKernel, which reads the counts this moves.
 __global__ void __launch_bounds__(kCountThreads)
     SinkCountKernel(SinkAppendParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
   if (s >= p.nsegs) return;
   const Segment seg = p.segs[s];
@@ -315,7 +315,7 @@ SinkAttentionPlan PlanSinkAttention(int nitems, int n_heads, int n_kv_heads,
 }
 
 void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
-                         cudaStream_t stream) {
+                         LaunchQueue queue) {
   if (work.nitems <= 0) return;
   const int pairs = PairsPerLane(p.dims.head_dim);
   const int group = p.dims.n_heads / p.dims.n_kv_heads;
@@ -323,36 +323,36 @@ void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
   const dim3 grid(work.nitems, p.dims.n_kv_heads * chunks, work.splits);
   switch (pairs) {
     case 1:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<1>)
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, SinkAttentionKernel<1>)
       (p, work);
       break;
     case 2:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<2>)
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, SinkAttentionKernel<2>)
       (p, work);
       break;
     case 4:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<4>)
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, SinkAttentionKernel<4>)
       (p, work);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, SinkAttentionKernel<8>)
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, SinkAttentionKernel<8>)
       (p, work);
       break;
   }
   if (work.splits > 1) {
-    SEQBOAT_LAUNCH(dim3(work.nitems, p.dims.n_heads), kCombineThreads, 0,
-                   stream, SinkCombineKernel)
+    SEQBOAT_LAUNCH_ON(dim3(work.nitems, p.dims.n_heads), kCombineThreads, 0,
+                      queue, SinkCombineKernel)
     (p, work);
   }
 }
 
 void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
-                           cudaStream_t stream) {
+                           LaunchQueue queue) {
   if (work.nitems <= 0 || p.nsegs <= 0) return;
-  SEQBOAT_LAUNCH(work.nitems, kAppendThreads, 0, stream, SinkStoreKernel)
+  SEQBOAT_LAUNCH_ON(work.nitems, kAppendThreads, 0, queue, SinkStoreKernel)
   (p, work);
-  SEQBOAT_LAUNCH(static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
-                 kCountThreads, 0, stream, SinkCountKernel)
+  SEQBOAT_LAUNCH_ON(static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
+                    kCountThreads, 0, queue, SinkCountKernel)
   (p);
 }
 

@@ -2,14 +2,14 @@
 // (attention_kernels.cu). Key set, cache positions, slot layout and RoPE come
 // from engine/backend/attention_math.h; these kernels add indexing, memory,
 // reductions and launch. Pointers are device memory; every launcher enqueues
-// on `stream` and returns at once.
+// on `queue` and returns at once.
 #ifndef SEQBOAT_KERNELS_CUDA_ATTENTION_KERNELS_H_
 #define SEQBOAT_KERNELS_CUDA_ATTENTION_KERNELS_H_
 
-#include <cuda_runtime_api.h>
 #include <stdint.h>
 
 #include "engine/backend/attention_params.h"
+#include "kernels/cuda/launch_queue.h"
 
 namespace seqboat::cuda {
 
@@ -51,13 +51,13 @@ struct SinkWork {
 // out[row, h, :] for every item of a non-empty segment; other rows of `out`
 // are left alone.
 void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
-                         cudaStream_t stream);
+                         LaunchQueue queue);
 
 // Stores the k, v rows of each non-empty segment that stay cached, then
 // advances each such slot's count by the segment length (two kernels, so
 // every store reads the count before it moves).
 void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
-                           cudaStream_t stream);
+                           LaunchQueue queue);
 
 }  // namespace seqboat::cuda
 

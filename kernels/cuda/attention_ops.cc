@@ -55,7 +55,7 @@ void CudaBackend::SinkAttention(const SinkAttentionParams& p) {
   }
   SinkAttentionParams dev = p;
   dev.segs = rows.segs;
-  LaunchSinkAttention(dev, *work, stream_);
+  LaunchSinkAttention(dev, *work, queue());
   CheckLaunch("SinkAttention");
 }
 
@@ -67,7 +67,7 @@ void CudaBackend::SinkCacheAppend(const SinkAppendParams& p) {
   SinkWork work;
   work.items = rows.items;
   work.nitems = rows.count;
-  LaunchSinkCacheAppend(dev, work, stream_);
+  LaunchSinkCacheAppend(dev, work, queue());
   CheckLaunch("SinkCacheAppend");
 }
 

@@ -29,6 +29,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
       name: the cc_library.
       srcs: .cu files, one object each.
       hdrs: headers the .cu files include (also exported to C++ users).
+        Every launcher header may include launch_queue.h: each library
+        brings it.
       deps: cc_library targets whose headers the .cu files include; their
         header files must also be listed in `hdrs` or `cu_hdrs` of this
         target, since genrules only see files passed to them.
@@ -41,7 +43,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         obj = "_nvcc/%s/%s.pic.o" % (name, stem)
         native.genrule(
             name = "%s_%s_nvcc" % (name, stem.replace("/", "_")),
-            srcs = [src] + hdrs + cu_hdrs,
+            srcs = [src, "//kernels/cuda:launch_queue.h"] + hdrs + cu_hdrs,
             outs = [obj],
             cmd = "%s %s -I. -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
             message = "nvcc %s" % src,
@@ -51,7 +53,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["//third_party:cuda"],
+        deps = deps + ["//kernels/cuda:launch_queue", "//third_party:cuda"],
         **kwargs
     )
 

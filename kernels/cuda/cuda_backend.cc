@@ -450,9 +450,9 @@ void CudaBackend::Gemm(const GemmParams& p) {
     }
     const NormParams norm = NormOfGemm(p);
     if (p.norm.kind == NormKind::kLayer) {
-      LaunchLayerNorm(norm, stream_, plain.x16);
+      LaunchLayerNorm(norm, queue(), plain.x16);
     } else {
-      LaunchRmsNorm(norm, stream_, plain.x16);
+      LaunchRmsNorm(norm, queue(), plain.x16);
     }
     Gemm(plain);
     return;
@@ -472,7 +472,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
     void* wide = Scratch(kGemmWeights, static_cast<size_t>(rows) * cols * 2,
                          "fp8 GEMM weights");
     if (wide == nullptr) return;
-    LaunchDequantizeFp8(w.data, rows, cols, wide, stream_);
+    LaunchDequantizeFp8(w.data, rows, cols, wide, queue());
     a = wide;
     as = Storage::kBf16;
   }
@@ -489,7 +489,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
       void* ws =
           Scratch(kGemmInput, static_cast<size_t>(n) * cols * 2, "GEMM input");
       if (ws == nullptr) return;
-      LaunchConvertRows(p.x, p.ldx, n, cols, ws, as, stream_);
+      LaunchConvertRows(p.x, p.ldx, n, cols, ws, as, queue());
       b = ws;
       ldb = cols;
     }
@@ -509,7 +509,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
     add.n = n;
     add.d = rows;
     add.v = p.bias;
-    LaunchAddBias(add, stream_);
+    LaunchAddBias(add, queue());
   }
   CheckLaunch("Gemm");
 }

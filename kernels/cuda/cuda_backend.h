@@ -26,9 +26,10 @@ struct CudaBackendOptions {
   // Let the engine launch a step before it reads the last one
   // (Backend::PipelinesSteps).
   bool pipeline = true;
-  // Launch the small-batch GEMVs early behind the kernel before them
-  // (Hopper's programmatic dependent launch, kernels/cuda/launch.cuh): they
-  // stream their weights into L2 while it finishes.
+  // Launch kernels early behind the kernel before them (Hopper's
+  // programmatic dependent launch, kernels/cuda/launch.cuh): they wait
+  // there, resident, and the small-batch GEMVs stream their weights into
+  // L2 while it finishes. The sampling kernels launch plainly.
   bool early_launch = true;
 };
 

@@ -28,6 +28,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/descriptor_staging.h"
+#include "kernels/cuda/launch_queue.h"
 
 namespace seqboat::cuda {
 
@@ -94,6 +95,10 @@ class CudaBackend final : public Backend {
   absl::Status Health() const override { return fault_; }
 
   cudaStream_t stream() const { return stream_; }
+  // The kernels' queue: the stream, early launches as options_ say.
+  LaunchQueue queue() const {
+    return LaunchQueue(stream_, options_.early_launch);
+  }
   Storage storage() const { return storage_; }
   // How `w` is stored on the device.
   Storage StorageOf(const Matrix& w) const {

@@ -31,7 +31,7 @@ __device__ __forceinline__ float Load(const void* p, Storage s, int64_t i) {
 
 __global__ void EmbedKernel(EmbedParams p, Storage storage,
                             const int32_t* fed_map) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int i = blockIdx.x;
   const int d = static_cast<int>(p.table.cols);
   int32_t id = p.ids[i];
@@ -52,7 +52,7 @@ __global__ void EmbedKernel(EmbedParams p, Storage storage,
 // folded pre-norm shares.
 template <NormKind kKind>
 __global__ void NormKernel(NormParams p, HalfRows out16) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const float* xi = p.x + NormRowAt(p, blockIdx.x, p.ldx);
   float* oi = p.out + NormRowAt(p, blockIdx.x, p.ldo);
   float scale[1], mean[1];
@@ -68,7 +68,7 @@ __global__ void NormKernel(NormParams p, HalfRows out16) {
 }
 
 __global__ void GatherRowsKernel(GatherRowsParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const float* src = p.x + static_cast<int64_t>(p.rows[blockIdx.x]) * p.d;
   float* dst = p.out + static_cast<int64_t>(blockIdx.x) * p.d;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) dst[j] = src[j];
@@ -76,7 +76,7 @@ __global__ void GatherRowsKernel(GatherRowsParams p) {
 
 __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
                                   Storage s) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const float* xi = x + static_cast<int64_t>(blockIdx.x) * ldx;
   HalfRows rows;
   rows.data = out;
@@ -96,7 +96,7 @@ __global__ void ConvertRowsKernel(const float* x, int ldx, int d, void* out,
 
 __global__ void DequantizeFp8Kernel(const void* w, int rows, int cols,
                                     void* out) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * cols;
   const float scale = Fp8RowScales(w, rows, cols)[blockIdx.x];
   auto* o = static_cast<__nv_bfloat16*>(out);
@@ -106,13 +106,13 @@ __global__ void DequantizeFp8Kernel(const void* w, int rows, int cols,
 }
 
 __global__ void AddBiasKernel(AddBiasParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   float* yi = p.y + static_cast<int64_t>(blockIdx.x) * p.ldy;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) yi[j] += p.v[j];
 }
 
 __global__ void ActivateMulKernel(ActivateMulParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int64_t i = blockIdx.x;
   const float* a = p.a + i * p.lda;
   const float* b = p.b != nullptr ? p.b + i * p.ldb : nullptr;
@@ -127,7 +127,7 @@ __global__ void ActivateMulKernel(ActivateMulParams p) {
 }
 
 __global__ void ScatterAddScaledKernel(ScatterAddParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.d) return;
   for (int j = 0; j < p.m; ++j) {
@@ -138,7 +138,7 @@ __global__ void ScatterAddScaledKernel(ScatterAddParams p) {
 }
 
 __global__ void MoeRouteKernel(MoeRouteParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.n) return;
   const int slots = p.routing == MoeRouting::kReluDynamic ? p.x : p.top_k;
@@ -157,67 +157,68 @@ int ThreadsFor(int d) {
 }  // namespace
 
 void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
-                 cudaStream_t stream) {
+                 LaunchQueue queue) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(static_cast<int>(p.table.cols)), 0, stream,
-                 EmbedKernel)
+  SEQBOAT_LAUNCH_ON(p.n, ThreadsFor(static_cast<int>(p.table.cols)), 0, queue,
+                    EmbedKernel)
   (p, storage, fed_map);
 }
 
-void LaunchRmsNorm(const NormParams& p, cudaStream_t stream,
+void LaunchRmsNorm(const NormParams& p, LaunchQueue queue,
                    const HalfRows& out16) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kRms>)
+  SEQBOAT_LAUNCH_ON(p.n, ThreadsFor(p.d), 0, queue, NormKernel<NormKind::kRms>)
   (p, out16);
 }
 
-void LaunchLayerNorm(const NormParams& p, cudaStream_t stream,
+void LaunchLayerNorm(const NormParams& p, LaunchQueue queue,
                      const HalfRows& out16) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, NormKernel<NormKind::kLayer>)
+  SEQBOAT_LAUNCH_ON(p.n, ThreadsFor(p.d), 0, queue,
+                    NormKernel<NormKind::kLayer>)
   (p, out16);
 }
 
-void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {
+void LaunchGatherRows(const GatherRowsParams& p, LaunchQueue queue) {
   if (p.m <= 0) return;
-  SEQBOAT_LAUNCH(p.m, ThreadsFor(p.d), 0, stream, GatherRowsKernel)(p);
+  SEQBOAT_LAUNCH_ON(p.m, ThreadsFor(p.d), 0, queue, GatherRowsKernel)(p);
 }
 
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
-                       Storage storage, cudaStream_t stream) {
+                       Storage storage, LaunchQueue queue) {
   if (n <= 0) return;
-  SEQBOAT_LAUNCH(n, ThreadsFor(d), 0, stream, ConvertRowsKernel)
+  SEQBOAT_LAUNCH_ON(n, ThreadsFor(d), 0, queue, ConvertRowsKernel)
   (x, ldx, d, out, storage);
 }
 
 void LaunchDequantizeFp8(const void* w, int rows, int cols, void* out,
-                         cudaStream_t stream) {
+                         LaunchQueue queue) {
   if (rows <= 0 || cols <= 0) return;
-  SEQBOAT_LAUNCH(rows, ThreadsFor(cols), 0, stream, DequantizeFp8Kernel)
+  SEQBOAT_LAUNCH_ON(rows, ThreadsFor(cols), 0, queue, DequantizeFp8Kernel)
   (w, rows, cols, out);
 }
 
-void LaunchAddBias(const AddBiasParams& p, cudaStream_t stream) {
+void LaunchAddBias(const AddBiasParams& p, LaunchQueue queue) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.d), 0, stream, AddBiasKernel)(p);
+  SEQBOAT_LAUNCH_ON(p.n, ThreadsFor(p.d), 0, queue, AddBiasKernel)(p);
 }
 
-void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream) {
+void LaunchActivateMul(const ActivateMulParams& p, LaunchQueue queue) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH(p.n, ThreadsFor(p.f), 0, stream, ActivateMulKernel)(p);
+  SEQBOAT_LAUNCH_ON(p.n, ThreadsFor(p.f), 0, queue, ActivateMulKernel)(p);
 }
 
-void LaunchScatterAddScaled(const ScatterAddParams& p, cudaStream_t stream) {
+void LaunchScatterAddScaled(const ScatterAddParams& p, LaunchQueue queue) {
   // d == 0 would make an empty grid, which fails the launch.
   if (p.m <= 0 || p.d <= 0) return;
-  SEQBOAT_LAUNCH((p.d + kThreads - 1) / kThreads, kThreads, 0, stream,
-                 ScatterAddScaledKernel)
+  SEQBOAT_LAUNCH_ON((p.d + kThreads - 1) / kThreads, kThreads, 0, queue,
+                    ScatterAddScaledKernel)
   (p);
 }
 
-void LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
+void LaunchMoeRoute(const MoeRouteParams& p, LaunchQueue queue) {
   if (p.n <= 0) return;
-  SEQBOAT_LAUNCH((p.n + 127) / 128, 128, 0, stream, MoeRouteKernel)(p);
+  SEQBOAT_LAUNCH_ON((p.n + 127) / 128, 128, 0, queue, MoeRouteKernel)(p);
 }
 
 }  // namespace seqboat::cuda

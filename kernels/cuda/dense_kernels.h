@@ -3,16 +3,16 @@
 // router (the GEMV: gemv_kernels.h). They take the ops' own params
 // (engine/backend/dense_params.h), with every pointer device memory (the
 // backend stages the ops' host descriptors first); each launcher enqueues on
-// `stream` and returns at once. n == 0 launches nothing.
+// `queue` and returns at once. n == 0 launches nothing.
 #ifndef SEQBOAT_KERNELS_CUDA_DENSE_KERNELS_H_
 #define SEQBOAT_KERNELS_CUDA_DENSE_KERNELS_H_
 
-#include <cuda_runtime_api.h>
 #include <stdint.h>
 
 #include "engine/backend/dense_params.h"
 #include "engine/backend/half_rows.h"
 #include "engine/backend/hd.h"
+#include "kernels/cuda/launch_queue.h"
 
 namespace seqboat::cuda {
 
@@ -66,38 +66,38 @@ SEQBOAT_HD HalfFormat CublasInputFormat(Storage s) {
 // (device, [n], from FedMapFor) says which rows take their id from
 // p.fed_tokens instead of p.ids; null: none.
 void LaunchEmbed(const EmbedParams& p, Storage storage, const int32_t* fed_map,
-                 cudaStream_t stream);
+                 LaunchQueue queue);
 
 // One block per row. out16: the normed rows in 16 bits too (a folded
 // pre-norm's rows for cuBLAS, CudaBackend::Gemm), in the same launch.
-void LaunchRmsNorm(const NormParams& p, cudaStream_t stream,
+void LaunchRmsNorm(const NormParams& p, LaunchQueue queue,
                    const HalfRows& out16 = HalfRows());
-void LaunchLayerNorm(const NormParams& p, cudaStream_t stream,
+void LaunchLayerNorm(const NormParams& p, LaunchQueue queue,
                      const HalfRows& out16 = HalfRows());
 
-void LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream);
+void LaunchGatherRows(const GatherRowsParams& p, LaunchQueue queue);
 
 // out [n, d] contiguous = x [n, d] (row stride ldx) in `storage` (a GEMM's
 // input in the weights' type), rounded as half_rows.cuh's StoreHalf.
 void LaunchConvertRows(const float* x, int ldx, int n, int d, void* out,
-                       Storage storage, cudaStream_t stream);
+                       Storage storage, LaunchQueue queue);
 
 // The cuBLAS path of an fp8 matrix: out [rows, cols] bf16 = each code
 // times its row's scale, rounded to nearest even.
 void LaunchDequantizeFp8(const void* w, int rows, int cols, void* out,
-                         cudaStream_t stream);
+                         LaunchQueue queue);
 
-void LaunchAddBias(const AddBiasParams& p, cudaStream_t stream);
+void LaunchAddBias(const AddBiasParams& p, LaunchQueue queue);
 
-void LaunchActivateMul(const ActivateMulParams& p, cudaStream_t stream);
+void LaunchActivateMul(const ActivateMulParams& p, LaunchQueue queue);
 
 // Rows may repeat (a token routed to two experts appears twice), so one
 // thread owns a column and walks j in order: no atomics, the CPU's
 // summation order.
-void LaunchScatterAddScaled(const ScatterAddParams& p, cudaStream_t stream);
+void LaunchScatterAddScaled(const ScatterAddParams& p, LaunchQueue queue);
 
 // One router row per thread (op_math::RouteRow).
-void LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream);
+void LaunchMoeRoute(const MoeRouteParams& p, LaunchQueue queue);
 
 }  // namespace seqboat::cuda
 

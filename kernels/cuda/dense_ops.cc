@@ -15,19 +15,19 @@ void CudaBackend::Embed(const EmbedParams& p) {
   if (!launching() || p.n <= 0 || dev.ids == nullptr || dev_map == nullptr) {
     return;
   }
-  LaunchEmbed(dev, StorageOf(p.table), dev_map, stream_);
+  LaunchEmbed(dev, StorageOf(p.table), dev_map, queue());
   CheckLaunch("Embed");
 }
 
 void CudaBackend::RmsNorm(const NormParams& p) {
   if (!launching()) return;
-  LaunchRmsNorm(p, stream_);
+  LaunchRmsNorm(p, queue());
   CheckLaunch("RmsNorm");
 }
 
 void CudaBackend::LayerNorm(const NormParams& p) {
   if (!launching()) return;
-  LaunchLayerNorm(p, stream_);
+  LaunchLayerNorm(p, queue());
   CheckLaunch("LayerNorm");
 }
 
@@ -36,25 +36,25 @@ void CudaBackend::GatherRows(const GatherRowsParams& p) {
   dev.rows = Stage(p.rows, p.m);
   // Null: nothing to gather, or a staging failure already recorded.
   if (!launching() || dev.rows == nullptr) return;
-  LaunchGatherRows(dev, stream_);
+  LaunchGatherRows(dev, queue());
   CheckLaunch("GatherRows");
 }
 
 void CudaBackend::ActivateMul(const ActivateMulParams& p) {
   if (!launching()) return;
-  LaunchActivateMul(p, stream_);
+  LaunchActivateMul(p, queue());
   CheckLaunch("ActivateMul");
 }
 
 void CudaBackend::AddBias(const AddBiasParams& p) {
   if (!launching()) return;
-  LaunchAddBias(p, stream_);
+  LaunchAddBias(p, queue());
   CheckLaunch("AddBias");
 }
 
 void CudaBackend::MoeRoute(const MoeRouteParams& p) {
   if (!launching()) return;
-  LaunchMoeRoute(p, stream_);
+  LaunchMoeRoute(p, queue());
   CheckLaunch("MoeRoute");
 }
 
@@ -63,7 +63,7 @@ void CudaBackend::ScatterAddScaled(const ScatterAddParams& p) {
   dev.rows = Stage(p.rows, p.m);
   dev.scales = Stage(p.scales, p.m);
   if (!launching() || dev.rows == nullptr || dev.scales == nullptr) return;
-  LaunchScatterAddScaled(dev, stream_);
+  LaunchScatterAddScaled(dev, queue());
   CheckLaunch("ScatterAddScaled");
 }
 

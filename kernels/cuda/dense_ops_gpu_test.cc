@@ -12,6 +12,7 @@
 #include "kernels/cuda/fp8_weights.h"
 #include "kernels/cuda/testing/dense_cases.h"
 #include "kernels/cuda/testing/gpu_test_util.h"
+#include "kernels/cuda/testing/stored_values.h"
 
 namespace seqboat::gpu_test {
 namespace {
@@ -72,14 +73,7 @@ TEST(DenseOpsGpuTest, GemmWithinTheStatedTolerance) {
 
 // What the fp8 upload makes of w: each code times its row's scale.
 std::vector<float> Fp8Values(const std::vector<float>& w, int rows, int cols) {
-  std::vector<uint8_t> image;
-  EXPECT_TRUE(cuda::QuantizeFp8Matrix(w.data(), rows, cols, &image).ok());
-  const float* scales = cuda::Fp8RowScales(image.data(), rows, cols);
-  std::vector<float> v(w.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = E4m3ToF32(image[i]) * scales[i / cols];
-  }
-  return v;
+  return parity::StoredValues(cuda::Storage::kFp8E4m3, w, rows, cols);
 }
 
 // fp8 weights against the CPU on the same quantised values: the GEMV (n <=

@@ -22,7 +22,7 @@ constexpr int kMaxGridY = 65535;
 enum Scalar { kInvQ = 0, kInvK, kBeta, kDecay, kRms, kScalars };
 
 __global__ void GdnScanKernel(GdnScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   SEQBOAT_DYNAMIC_SHARED(float, smem);
   const int dk = p.k_dim, dv = p.v_dim, h = blockIdx.x, j = threadIdx.x;
   float* q = smem;
@@ -104,7 +104,7 @@ __global__ void GdnScanKernel(GdnScanParams p) {
 
 }  // namespace
 
-void LaunchGdnScan(const GdnScanParams& p, cudaStream_t stream) {
+void LaunchGdnScan(const GdnScanParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.v_heads <= 0 || p.k_heads <= 0 || p.k_dim <= 0 ||
       p.v_dim <= 0 || p.v_dim > kGdnMaxVDim) {
     return;
@@ -113,7 +113,7 @@ void LaunchGdnScan(const GdnScanParams& p, cudaStream_t stream) {
   const int threads = (p.v_dim + 31) / 32 * 32;
   const size_t shared =
       (2 * static_cast<size_t>(p.k_dim) + p.v_dim + kScalars) * sizeof(float);
-  SEQBOAT_LAUNCH(grid, threads, shared, stream, GdnScanKernel)(p);
+  SEQBOAT_LAUNCH_ON(grid, threads, shared, queue, GdnScanKernel)(p);
 }
 
 }  // namespace seqboat::cuda

@@ -9,7 +9,7 @@ void CudaBackend::GdnScan(const GdnScanParams& p) {
   // Staged before the launching() check: a replay must re-read them.
   dev.segs = Stage(p.segs, p.nsegs);
   if (!launching() || dev.segs == nullptr) return;
-  LaunchGdnScan(dev, stream_);
+  LaunchGdnScan(dev, queue());
   CheckLaunch("GdnScan");
 }
 

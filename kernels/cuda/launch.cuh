@@ -23,6 +23,15 @@
 // must call WaitForPriorGrids() (the emulation aborts otherwise). Where the
 // kernel before was launched plainly, or is not a kernel, or early is
 // false, the launch is an ordinary one and the wait returns at once.
+//
+// The launchers of kernels/cuda take a LaunchQueue (launch_queue.h) and
+// launch with
+//
+//   SEQBOAT_LAUNCH_ON(grid, block, shared_bytes, queue, K)(...);
+//
+// early where the queue says so. Such a kernel must be right both ways, so
+// the emulation checks every thread's wait whether the launch was early or
+// not; kernels that prefetch nothing begin with JoinLaunchChain().
 #ifndef SEQBOAT_KERNELS_CUDA_LAUNCH_CUH_
 #define SEQBOAT_KERNELS_CUDA_LAUNCH_CUH_
 
@@ -36,6 +45,10 @@
 #define SEQBOAT_LAUNCH_EARLY(grid, block, shared_bytes, stream, early, ...) \
   ::seqboat::emu::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes),     \
                          (stream), __VA_ARGS__, (early))
+#define SEQBOAT_LAUNCH_ON(grid, block, shared_bytes, queue, ...)        \
+  ::seqboat::emu::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes), \
+                         (queue).stream, __VA_ARGS__, (queue).early,    \
+                         /*must_wait=*/true)
 #define SEQBOAT_DYNAMIC_SHARED(type, name) \
   type* const name = ::seqboat::emu::DynamicShared<type>()
 #else
@@ -46,6 +59,9 @@
 #define SEQBOAT_LAUNCH_EARLY(grid, block, shared_bytes, stream, early, ...)  \
   ::seqboat::LaunchEarly((grid), (block), (shared_bytes), (stream), (early), \
                          __VA_ARGS__)
+#define SEQBOAT_LAUNCH_ON(grid, block, shared_bytes, queue, ...)  \
+  SEQBOAT_LAUNCH_EARLY(grid, block, shared_bytes, (queue).stream, \
+                       (queue).early, __VA_ARGS__)
 #define SEQBOAT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 
 namespace seqboat {
@@ -110,6 +126,15 @@ __device__ __forceinline__ void LetDependentsLaunch() {
 #if defined(__CUDA_ARCH__) && !defined(SEQBOAT_CUDA_EMULATION)
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
+}
+
+// The first statement of a kernel launched on a LaunchQueue that reads no
+// weights ahead: it waits for the kernel before, so that nothing it reads or
+// writes races that one, and then lets the kernel after it launch, whose
+// blocks then wait beside this one's work instead of after its drain.
+__device__ __forceinline__ void JoinLaunchChain() {
+  WaitForPriorGrids();
+  LetDependentsLaunch();
 }
 
 // A hint to bring `bytes` (a multiple of 16) at `p` (16-byte aligned) into

@@ -52,7 +52,7 @@ __device__ __forceinline__ WarpRows RowsOfWarp(const Mamba2ScanParams& p) {
 template <int R>
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2ScanRegKernel(Mamba2ScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const WarpRows w = RowsOfWarp(p);
   // Whole warps leave together, so the shuffles below always see 32 lanes.
   if (w.rows == 0) return;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // Any n_state: the state is updated in place in global memory.
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2ScanGlobalKernel(Mamba2ScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const WarpRows w = RowsOfWarp(p);
   if (w.rows == 0) return;
   const int lane = threadIdx.x & 31;
@@ -181,7 +181,7 @@ __device__ float BlockSum(float v) {
 // and writes only them, so out may alias y.
 __global__ void __launch_bounds__(kNormThreads)
     GatedRmsNormKernel(GatedRmsNormParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int gs = p.d / p.groups;
   const int64_t lo = static_cast<int64_t>(blockIdx.y) * gs;
   const float* y = p.y + static_cast<int64_t>(blockIdx.x) * p.ldy + lo;
@@ -262,7 +262,7 @@ __device__ __forceinline__ void MoveWindow(const MambaConvParams& p,
 template <int R>
 __global__ void __launch_bounds__(kScanThreads)
     Mamba2StepKernel(Mamba2StepParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   __shared__ float xs[kRowsPerBlock];
   __shared__ float bcs[2 * kMaxStepState];
   const Mamba2ScanParams& q = p.scan;
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kScanThreads)
 // windows on.
 __global__ void __launch_bounds__(kNormThreads)
     Mamba2StepNormKernel(Mamba2StepParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const GatedRmsNormParams& q = p.norm;
   const int gs = q.d / q.groups;
   const int64_t lo = static_cast<int64_t>(blockIdx.y) * gs;
@@ -390,7 +390,7 @@ int NormThreads(int group_size) {
 
 }  // namespace
 
-void LaunchMamba2Scan(const Mamba2ScanParams& p, cudaStream_t stream) {
+void LaunchMamba2Scan(const Mamba2ScanParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.heads <= 0 || p.head_dim <= 0 || p.n_state <= 0) {
     return;
   }
@@ -399,22 +399,22 @@ void LaunchMamba2Scan(const Mamba2ScanParams& p, cudaStream_t stream) {
                   p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   const int per_lane = (p.n_state + 31) / 32;
   if (per_lane <= 1) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2ScanRegKernel<1>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2ScanRegKernel<1>)(p);
   } else if (per_lane <= 2) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2ScanRegKernel<2>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2ScanRegKernel<2>)(p);
   } else if (per_lane <= 4) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2ScanRegKernel<4>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2ScanRegKernel<4>)(p);
   } else if (per_lane <= 8) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2ScanRegKernel<8>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2ScanRegKernel<8>)(p);
   } else {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2ScanGlobalKernel)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2ScanGlobalKernel)(p);
   }
 }
 
-void LaunchGatedRmsNorm(const GatedRmsNormParams& p, cudaStream_t stream) {
+void LaunchGatedRmsNorm(const GatedRmsNormParams& p, LaunchQueue queue) {
   if (p.n <= 0 || p.d <= 0 || p.groups <= 0) return;
-  SEQBOAT_LAUNCH(dim3(p.n, p.groups), NormThreads(p.d / p.groups), 0, stream,
-                 GatedRmsNormKernel)
+  SEQBOAT_LAUNCH_ON(dim3(p.n, p.groups), NormThreads(p.d / p.groups), 0, queue,
+                    GatedRmsNormKernel)
   (p);
 }
 
@@ -432,7 +432,7 @@ bool Mamba2StepFuses(const Mamba2StepParams& p) {
          p.norm.d == e && e % p.norm.groups == 0;
 }
 
-void LaunchMamba2Step(const Mamba2StepParams& p, cudaStream_t stream) {
+void LaunchMamba2Step(const Mamba2StepParams& p, LaunchQueue queue) {
   const Mamba2ScanParams& q = p.scan;
   if (q.nsegs <= 0) return;
   const int blocks_per_head = (q.head_dim + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -440,17 +440,17 @@ void LaunchMamba2Step(const Mamba2StepParams& p, cudaStream_t stream) {
   const dim3 grid(q.heads * blocks_per_head, segs);
   const int per_lane = (q.n_state + 31) / 32;
   if (per_lane <= 1) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2StepKernel<1>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2StepKernel<1>)(p);
   } else if (per_lane <= 2) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2StepKernel<2>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2StepKernel<2>)(p);
   } else if (per_lane <= 4) {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2StepKernel<4>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2StepKernel<4>)(p);
   } else {
-    SEQBOAT_LAUNCH(grid, kScanThreads, 0, stream, Mamba2StepKernel<8>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kScanThreads, 0, queue, Mamba2StepKernel<8>)(p);
   }
-  SEQBOAT_LAUNCH(dim3(segs, p.norm.groups),
-                 NormThreads(p.norm.d / p.norm.groups), 0, stream,
-                 Mamba2StepNormKernel)
+  SEQBOAT_LAUNCH_ON(dim3(segs, p.norm.groups),
+                    NormThreads(p.norm.d / p.norm.groups), 0, queue,
+                    Mamba2StepNormKernel)
   (p);
 }
 

@@ -11,13 +11,13 @@ void CudaBackend::Mamba2Scan(const Mamba2ScanParams& p) {
   // Staged before the launching() check: a replay must re-read them.
   dev.segs = Stage(p.segs, p.nsegs);
   if (!launching() || dev.segs == nullptr) return;
-  LaunchMamba2Scan(dev, stream_);
+  LaunchMamba2Scan(dev, queue());
   CheckLaunch("Mamba2Scan");
 }
 
 void CudaBackend::GatedRmsNorm(const GatedRmsNormParams& p) {
   if (!launching()) return;
-  LaunchGatedRmsNorm(p, stream_);
+  LaunchGatedRmsNorm(p, queue());
   CheckLaunch("GatedRmsNorm");
 }
 
@@ -34,7 +34,7 @@ void CudaBackend::Mamba2Step(const Mamba2StepParams& p) {
   dev.scan.segs = Stage(p.scan.segs, p.scan.nsegs);
   dev.conv.segs = dev.scan.segs;
   if (!launching() || dev.scan.segs == nullptr) return;
-  LaunchMamba2Step(dev, stream_);
+  LaunchMamba2Step(dev, queue());
   CheckLaunch("Mamba2Step");
 }
 

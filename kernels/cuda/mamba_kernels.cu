@@ -29,7 +29,7 @@ constexpr int kMaxGridY = 65535;
 template <int K>
 __global__ void __launch_bounds__(kThreads)
     MambaConvRegKernel(MambaConvParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   float w[K];
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
 // Any k: the window is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     MambaConvGlobalKernel(MambaConvParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   const float* w = p.w + static_cast<int64_t>(c) * p.k;
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int N>
 __global__ void __launch_bounds__(kThreads)
     MambaScanRegKernel(MambaScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   float a[N];
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
 // Any n_state: the state is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     MambaScanGlobalKernel(MambaScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.e) return;
   const int n = p.n_state;
@@ -264,7 +264,7 @@ __device__ __forceinline__ float FoldedDt(const MambaDtProj& f,
 template <int N>
 __global__ void __launch_bounds__(kDecodeThreads)
     MambaScanDecodeKernel(MambaScanParams p, Storage dt_storage) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int i = threadIdx.x % N;
   const int c = (blockIdx.x * kDecodeThreads + threadIdx.x) / N;
   // Lanes of channels past e stay for the shuffles and write nothing; their
@@ -336,43 +336,43 @@ dim3 GridFor(int e, int nsegs) {
 
 }  // namespace
 
-void LaunchMambaConv(const MambaConvParams& p, cudaStream_t stream) {
+void LaunchMambaConv(const MambaConvParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.e <= 0 || p.k <= 0) return;
   const dim3 grid = GridFor(p.e, p.nsegs);
   switch (p.k) {
     case 2:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<2>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaConvRegKernel<2>)(p);
       break;
     case 3:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<3>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaConvRegKernel<3>)(p);
       break;
     case 4:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvRegKernel<4>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaConvRegKernel<4>)(p);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaConvGlobalKernel)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaConvGlobalKernel)(p);
       break;
   }
 }
 
-void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream) {
+void LaunchMambaScan(const MambaScanParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.e <= 0 || p.n_state < 0) return;
   const dim3 grid = GridFor(p.e, p.nsegs);
   switch (p.n_state) {
     case 4:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<4>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaScanRegKernel<4>)(p);
       break;
     case 8:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<8>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaScanRegKernel<8>)(p);
       break;
     case 16:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<16>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaScanRegKernel<16>)(p);
       break;
     case 32:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanRegKernel<32>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaScanRegKernel<32>)(p);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, MambaScanGlobalKernel)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, MambaScanGlobalKernel)(p);
       break;
   }
 }
@@ -383,11 +383,11 @@ bool MambaScanDecodeFoldsDtProj(const MambaScanParams& p) {
 }
 
 void LaunchMambaScanDecode(const MambaScanParams& p, Storage dt_storage,
-                           cudaStream_t stream) {
+                           LaunchQueue queue) {
   if (p.nsegs <= 0 || p.e <= 0 || p.n_state < 0) return;
   const int n = p.n_state;
   if (!DecodeLanes(n)) {
-    LaunchMambaScan(p, stream);
+    LaunchMambaScan(p, queue);
     return;
   }
   const int channels_per_block = kDecodeThreads / n;
@@ -397,23 +397,23 @@ void LaunchMambaScanDecode(const MambaScanParams& p, Storage dt_storage,
   const size_t shared = static_cast<size_t>(DecodeSharedBytes(p));
   switch (n) {
     case 4:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
-                     MambaScanDecodeKernel<4>)
+      SEQBOAT_LAUNCH_ON(grid, kDecodeThreads, shared, queue,
+                        MambaScanDecodeKernel<4>)
       (p, dt_storage);
       break;
     case 8:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
-                     MambaScanDecodeKernel<8>)
+      SEQBOAT_LAUNCH_ON(grid, kDecodeThreads, shared, queue,
+                        MambaScanDecodeKernel<8>)
       (p, dt_storage);
       break;
     case 16:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
-                     MambaScanDecodeKernel<16>)
+      SEQBOAT_LAUNCH_ON(grid, kDecodeThreads, shared, queue,
+                        MambaScanDecodeKernel<16>)
       (p, dt_storage);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kDecodeThreads, shared, stream,
-                     MambaScanDecodeKernel<32>)
+      SEQBOAT_LAUNCH_ON(grid, kDecodeThreads, shared, queue,
+                        MambaScanDecodeKernel<32>)
       (p, dt_storage);
       break;
   }

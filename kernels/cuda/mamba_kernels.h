@@ -1,7 +1,7 @@
 // Launchers of the Mamba-1 kernels (mamba_kernels.cu): the causal depthwise
 // conv and the selective scan, one thread per (segment, channel), tokens of a
 // segment in order. Pointers are device memory; each launcher enqueues on
-// `stream` and returns at once. nsegs == 0 or e == 0 launches nothing.
+// `queue` and returns at once. nsegs == 0 or e == 0 launches nothing.
 //
 // Segments of one call have distinct slots, except zero-length segments
 // (decode padding), which may share a slot with a real one: those threads
@@ -9,20 +9,20 @@
 #ifndef SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_
 #define SEQBOAT_KERNELS_CUDA_MAMBA_KERNELS_H_
 
-#include <cuda_runtime_api.h>
 #include <stdint.h>
 
 #include "engine/backend/mamba_params.h"
 #include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/launch_queue.h"
 
 namespace seqboat::cuda {
 
 // Window in registers for k in {2, 3, 4}, in global memory otherwise.
-void LaunchMambaConv(const MambaConvParams& p, cudaStream_t stream);
+void LaunchMambaConv(const MambaConvParams& p, LaunchQueue queue);
 
 // State and A rows in registers for n_state in {4, 8, 16, 32}, the state in
 // global memory otherwise.
-void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream);
+void LaunchMambaScan(const MambaScanParams& p, LaunchQueue queue);
 
 // The scan for decode calls (AllDecodeRows): n_state lanes per channel, one
 // state entry each, so one token's state traffic is coalesced and spread over
@@ -37,7 +37,7 @@ void LaunchMambaScan(const MambaScanParams& p, cudaStream_t stream);
 // launch and dt never goes through memory. Requires
 // MambaScanDecodeFoldsDtProj(p); LaunchMambaScan takes no folded dt_proj.
 void LaunchMambaScanDecode(const MambaScanParams& p, Storage dt_storage,
-                           cudaStream_t stream);
+                           LaunchQueue queue);
 
 // Whether LaunchMambaScanDecode computes p's folded dt_proj: n_state in
 // {4, 8, 16, 32} and a block's weight rows within 48 KiB of shared memory

@@ -10,7 +10,7 @@ void CudaBackend::MambaConv(const MambaConvParams& p) {
   // Staged before the launching() check: a replay must re-read them.
   dev.segs = Stage(p.segs, p.nsegs);
   if (!launching() || dev.segs == nullptr) return;
-  LaunchMambaConv(dev, stream_);
+  LaunchMambaConv(dev, queue());
   CheckLaunch("MambaConv");
 }
 
@@ -28,9 +28,9 @@ void CudaBackend::MambaScan(const MambaScanParams& p) {
   }
   if (!launching() || dev.segs == nullptr) return;
   if (decode) {
-    LaunchMambaScanDecode(dev, StorageOf(p.dt_proj.w), stream_);
+    LaunchMambaScanDecode(dev, StorageOf(p.dt_proj.w), queue());
   } else {
-    LaunchMambaScan(dev, stream_);
+    LaunchMambaScan(dev, queue());
   }
   CheckLaunch("MambaScan");
 }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/testing/gpu_test_util.h"
 #include "kernels/cuda/testing/mamba_cases.h"
 #include "kernels/cuda/testing/mamba_dt_fold_cases.h"
+#include "kernels/cuda/testing/stored_values.h"
 
 namespace seqboat::gpu_test {
 namespace {
@@ -121,21 +122,13 @@ TEST(MambaOpsGpuTest, ReplayedStepMatchesEager) {
 
 namespace fold = parity::dt_fold;
 
-// What a [rows, cols] matrix becomes on a CUDA backend of `weights`: rounded
-// to nearest even, or quantised to fp8 (code x row scale).
+// What a [rows, cols] matrix becomes on a CUDA backend of `weights`.
 std::vector<float> StoredAs(CudaWeights weights, std::vector<float> v,
                             int64_t rows, int64_t cols) {
-  if (weights == CudaWeights::kFp8) {
-    std::vector<uint8_t> image;
-    EXPECT_TRUE(cuda::QuantizeFp8Matrix(v.data(), rows, cols, &image).ok());
-    const float* scales = cuda::Fp8RowScales(image.data(), rows, cols);
-    for (int64_t i = 0; i < rows * cols; ++i) {
-      v[i] = E4m3ToF32(image[i]) * scales[i / cols];
-    }
-  } else if (weights == CudaWeights::kBf16) {
-    for (float& x : v) x = Bf16ToF32(F32ToBf16(x));
-  }
-  return v;
+  const cuda::Storage s = weights == CudaWeights::kFp8 ? cuda::Storage::kFp8E4m3
+                          : weights == CudaWeights::kBf16 ? cuda::Storage::kBf16
+                                                          : cuda::Storage::kF32;
+  return parity::StoredValues(s, std::move(v), rows, cols);
 }
 
 // Decode batches up to 256 (the folded kernel; cuBLAS for the unfolded GEMM

@@ -15,7 +15,7 @@ constexpr int kCombineThreads = 256;
 // per expert counts and then places its pairs in row order, so the order
 // is (expert, row, slot) however threads are scheduled.
 __global__ void MoeGroupKernel(MoeGroupParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   SEQBOAT_DYNAMIC_SHARED(int, first);
   int* first_tile = first + p.x + 1;
   const int pairs = p.n * p.slots;
@@ -74,7 +74,7 @@ __global__ void MoeGroupKernel(MoeGroupParams p) {
 // Sums meet in a fixed butterfly, so a pair's result is the same whichever
 // tile or pairs it shares.
 __global__ void MoeGemmKernel(MoeGemmParams p, Storage s) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int* tile = p.tiles + 3 * blockIdx.x;
   const int e = tile[0], at = tile[1], m = tile[2];
   if (m <= 0) return;
@@ -138,7 +138,7 @@ __global__ void MoeGemmKernel(MoeGemmParams p, Storage s) {
 // A block per row: its pairs in increasing order (shared), then a thread
 // per column adds them in that order.
 __global__ void MoeCombineKernel(MoeCombineParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   SEQBOAT_DYNAMIC_SHARED(int, mine);
   __shared__ int count;
   const int i = blockIdx.x;
@@ -180,27 +180,27 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
 
 }  // namespace
 
-void LaunchMoeGroup(const MoeGroupParams& p, cudaStream_t stream) {
+void LaunchMoeGroup(const MoeGroupParams& p, LaunchQueue queue) {
   if (p.n <= 0 || p.slots <= 0 || p.x <= 0) return;
-  SEQBOAT_LAUNCH(1, kGroupThreads, 2 * (p.x + 1) * sizeof(int), stream,
-                 MoeGroupKernel)
+  SEQBOAT_LAUNCH_ON(1, kGroupThreads, 2 * (p.x + 1) * sizeof(int), queue,
+                    MoeGroupKernel)
   (p);
 }
 
-void LaunchMoeGemm(const MoeGemmParams& p, Storage storage,
-                   cudaStream_t stream) {
+void LaunchMoeGemm(const MoeGemmParams& p, Storage storage, LaunchQueue queue) {
   if (p.ntiles <= 0 || p.shape.rows <= 0) return;
   const int per_block = kGemmWarps * kGemmRowsPerWarp;
   const dim3 grid(p.ntiles, static_cast<unsigned>(
                                 (p.shape.rows + per_block - 1) / per_block));
-  SEQBOAT_LAUNCH(grid, kGemmWarps * 32, 0, stream, MoeGemmKernel)(p, storage);
+  SEQBOAT_LAUNCH_ON(grid, kGemmWarps * 32, 0, queue, MoeGemmKernel)(p, storage);
 }
 
-void LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
+void LaunchMoeCombine(const MoeCombineParams& p, LaunchQueue queue) {
   if (p.n <= 0 || p.d <= 0) return;
   const int threads =
       p.d < kCombineThreads ? (p.d + 31) / 32 * 32 : kCombineThreads;
-  SEQBOAT_LAUNCH(p.n, threads, p.slots * sizeof(int), stream, MoeCombineKernel)
+  SEQBOAT_LAUNCH_ON(p.n, threads, p.slots * sizeof(int), queue,
+                    MoeCombineKernel)
   (p);
 }
 

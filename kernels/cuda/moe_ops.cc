@@ -7,19 +7,19 @@ namespace seqboat::cuda {
 
 void CudaBackend::MoeGroup(const MoeGroupParams& p) {
   if (!launching()) return;
-  LaunchMoeGroup(p, stream_);
+  LaunchMoeGroup(p, queue());
   CheckLaunch("MoeGroup");
 }
 
 void CudaBackend::MoeGemm(const MoeGemmParams& p) {
   if (!launching()) return;
-  LaunchMoeGemm(p, StorageOf(p.shape), stream_);
+  LaunchMoeGemm(p, StorageOf(p.shape), queue());
   CheckLaunch("MoeGemm");
 }
 
 void CudaBackend::MoeCombine(const MoeCombineParams& p) {
   if (!launching()) return;
-  LaunchMoeCombine(p, stream_);
+  LaunchMoeCombine(p, queue());
   CheckLaunch("MoeCombine");
 }
 

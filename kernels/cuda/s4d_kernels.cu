@@ -22,7 +22,7 @@ constexpr int kMaxGridY = 65535;
 // state alone is 128 registers and ptxas spills.
 template <int M>
 __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= p.h) return;
   const float* da_row = p.da + static_cast<int64_t>(k) * 2 * M;
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
 // Any m: zeta is updated in place in global memory, as on the CPU.
 __global__ void __launch_bounds__(kThreads)
     S4dScanGlobalKernel(S4dScanParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= p.h) return;
   const int m = p.m;
@@ -80,25 +80,25 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void LaunchS4dScan(const S4dScanParams& p, cudaStream_t stream) {
+void LaunchS4dScan(const S4dScanParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.h <= 0 || p.m < 0) return;
   const dim3 grid((p.h + kThreads - 1) / kThreads,
                   p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   switch (p.m) {
     case 4:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<4>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, S4dScanRegKernel<4>)(p);
       break;
     case 8:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<8>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, S4dScanRegKernel<8>)(p);
       break;
     case 16:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<16>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, S4dScanRegKernel<16>)(p);
       break;
     case 32:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanRegKernel<32>)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, S4dScanRegKernel<32>)(p);
       break;
     default:
-      SEQBOAT_LAUNCH(grid, kThreads, 0, stream, S4dScanGlobalKernel)(p);
+      SEQBOAT_LAUNCH_ON(grid, kThreads, 0, queue, S4dScanGlobalKernel)(p);
       break;
   }
 }

@@ -10,7 +10,7 @@ void CudaBackend::S4dScan(const S4dScanParams& p) {
   // Staged before the launching() check: a replay must re-read them.
   dev.segs = Stage(p.segs, p.nsegs);
   if (!launching() || dev.segs == nullptr) return;
-  LaunchS4dScan(dev, stream_);
+  LaunchS4dScan(dev, queue());
   CheckLaunch("S4dScan");
 }
 

@@ -56,7 +56,7 @@ __device__ __forceinline__ op_math::SeqBoatSlot SlotOf(void* state,
 template <int NE>
 __global__ void __launch_bounds__(kEmaThreads)
     SeqBoatEmaRegKernel(SeqBoatEmaParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kEmaThreads)
 // Any ne: the state stays in the slot (L1-resident for the segment).
 __global__ void __launch_bounds__(kEmaThreads)
     SeqBoatEmaAnyKernel(SeqBoatEmaParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int d = p.shape.d, ne = p.shape.ne;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= d) return;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kEmaThreads)
 // Rows in chunks of blockDim.x (a multiple of 32); `carry` counts the active
 // rows of earlier chunks, so the order is the CPU's running count.
 __global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   __shared__ int warp_count[kRouteMaxThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = blockDim.x >> 5;
@@ -176,7 +176,7 @@ __global__ void SeqBoatRouteKernel(SeqBoatRouteParams p) {
 __global__ void __launch_bounds__(kAttendThreads)
     SeqBoatAttendKernel(SeqBoatAttendParams p, const double* rope_inv_freq,
                         float scale) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const Segment seg = p.segs[blockIdx.x];
   if (seg.len <= 0) return;  // padding: no state read or written
   const SeqBoatShape& sh = p.shape;
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kAttendThreads)
 // --- output ------------------------------------------------------------------
 
 __global__ void SeqBoatMixKernel(SeqBoatMixParams p) {
-  LetDependentsLaunch();
+  JoinLaunchChain();
   const int64_t i = blockIdx.x;
   const int d = p.d;
   const int64_t r = i * d;
@@ -330,33 +330,33 @@ size_t SeqBoatAttendSharedBytes(const SeqBoatShape& s) {
               static_cast<size_t>(s.w));
 }
 
-void LaunchSeqBoatEma(const SeqBoatEmaParams& p, cudaStream_t stream) {
+void LaunchSeqBoatEma(const SeqBoatEmaParams& p, LaunchQueue queue) {
   if (p.nsegs <= 0 || p.shape.d <= 0) return;
   // gridDim.y is at most 65535; the kernels loop over further segments.
   const dim3 grid((p.shape.d + kEmaThreads - 1) / kEmaThreads,
                   p.nsegs < kMaxGridY ? p.nsegs : kMaxGridY);
   const int ne = p.shape.ne;
   if (ne <= 4) {
-    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<4>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kEmaThreads, 0, queue, SeqBoatEmaRegKernel<4>)(p);
   } else if (ne <= 8) {
-    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<8>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kEmaThreads, 0, queue, SeqBoatEmaRegKernel<8>)(p);
   } else if (ne <= 16) {
-    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<16>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kEmaThreads, 0, queue, SeqBoatEmaRegKernel<16>)(p);
   } else if (ne <= 32) {
-    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaRegKernel<32>)(p);
+    SEQBOAT_LAUNCH_ON(grid, kEmaThreads, 0, queue, SeqBoatEmaRegKernel<32>)(p);
   } else {
-    SEQBOAT_LAUNCH(grid, kEmaThreads, 0, stream, SeqBoatEmaAnyKernel)(p);
+    SEQBOAT_LAUNCH_ON(grid, kEmaThreads, 0, queue, SeqBoatEmaAnyKernel)(p);
   }
 }
 
-void LaunchSeqBoatRoute(const SeqBoatRouteParams& p, cudaStream_t stream) {
+void LaunchSeqBoatRoute(const SeqBoatRouteParams& p, LaunchQueue queue) {
   // Launched for n == 0 too: the count must still read 0.
   const int threads = RowThreads(p.n, kRouteMaxThreads);
-  SEQBOAT_LAUNCH(1, threads, 0, stream, SeqBoatRouteKernel)(p);
+  SEQBOAT_LAUNCH_ON(1, threads, 0, queue, SeqBoatRouteKernel)(p);
 }
 
 void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
-                         cudaStream_t stream) {
+                         LaunchQueue queue) {
   if (p.nsegs <= 0) return;
   const size_t shared = SeqBoatAttendSharedBytes(p.shape);
   if (shared > kDefaultSharedBytes) {
@@ -365,13 +365,14 @@ void LaunchSeqBoatAttend(const SeqBoatAttendParams& p, const double* inv_freq,
                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(shared));
   }
-  SEQBOAT_LAUNCH(p.nsegs, kAttendThreads, shared, stream, SeqBoatAttendKernel)
+  SEQBOAT_LAUNCH_ON(p.nsegs, kAttendThreads, shared, queue, SeqBoatAttendKernel)
   (p, inv_freq, op_math::SeqBoatScoreScale(p.shape));
 }
 
-void LaunchSeqBoatMix(const SeqBoatMixParams& p, cudaStream_t stream) {
+void LaunchSeqBoatMix(const SeqBoatMixParams& p, LaunchQueue queue) {
   if (p.n <= 0 || p.d <= 0) return;
-  SEQBOAT_LAUNCH(p.n, RowThreads(p.d, kMixThreads), 0, stream, SeqBoatMixKernel)
+  SEQBOAT_LAUNCH_ON(p.n, RowThreads(p.d, kMixThreads), 0, queue,
+                    SeqBoatMixKernel)
   (p);
 }
 

@@ -38,13 +38,13 @@ void CudaBackend::SeqBoatEma(const SeqBoatEmaParams& p) {
   // A null copy means staging failed (already recorded): launching would
   // read through it and fault the whole context.
   if (!launching() || p.nsegs <= 0 || dev.segs == nullptr) return;
-  LaunchSeqBoatEma(dev, stream_);
+  LaunchSeqBoatEma(dev, queue());
   CheckLaunch("SeqBoatEma");
 }
 
 void CudaBackend::SeqBoatRoute(const SeqBoatRouteParams& p) {
   if (!launching()) return;
-  LaunchSeqBoatRoute(p, stream_);
+  LaunchSeqBoatRoute(p, queue());
   CheckLaunch("SeqBoatRoute");
 }
 
@@ -63,13 +63,13 @@ void CudaBackend::SeqBoatAttend(const SeqBoatAttendParams& p) {
       (!inv_freq.empty() && dev_inv_freq == nullptr)) {
     return;
   }
-  LaunchSeqBoatAttend(dev, dev_inv_freq, stream_);
+  LaunchSeqBoatAttend(dev, dev_inv_freq, queue());
   CheckLaunch("SeqBoatAttend");
 }
 
 void CudaBackend::SeqBoatMix(const SeqBoatMixParams& p) {
   if (!launching()) return;
-  LaunchSeqBoatMix(p, stream_);
+  LaunchSeqBoatMix(p, queue());
   CheckLaunch("SeqBoatMix");
 }
 

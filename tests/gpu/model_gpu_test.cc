@@ -1,7 +1,8 @@
 // Whole models on CUDA against the CPU backend: every layer kind (tiny_hybrid
 // holds all seven), greedy decoding of the bundled models, bf16 weights within
-// their stated tolerance, fp8 weights within int8's logit bounds, and recorded
-// decode steps and split mixed steps equal to eager ones.
+// their stated tolerance, fp8 weights within int8's logit bounds, recorded
+// decode steps and split mixed steps equal to eager ones, and early launches
+// equal to plain ones.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -225,6 +226,26 @@ TEST(ModelGpuTest, RecordedDecodeStepsEqualEagerOnes) {
       ASSERT_LT(MaxAbsDiff(ra[i], rc[i]),
                 1e-5f * std::max(1.0f, RowScale(rc[i])))
           << dir << " row " << i;
+    }
+  }
+}
+
+// Every kernel launched early waits for the kernel before it before it reads
+// or writes anything, so whole models give the bits of plain launches,
+// recorded and eager, over a model of every layer kind.
+TEST(ModelGpuTest, EarlyLaunchesKeepThePlainBits) {
+  for (const char* dir : {kMambaBaseline, kTinyHybrid}) {
+    for (const bool graphs : {true, false}) {
+      auto early = MakeCuda(CudaWeights::kBf16, graphs, /*early_launch=*/true);
+      auto plain = MakeCuda(CudaWeights::kBf16, graphs, /*early_launch=*/false);
+      ASSERT_TRUE(early && plain);
+      auto a = Load(dir, *early), b = Load(dir, *plain);
+      ASSERT_TRUE(a && b);
+      const auto ra = Drive(*a, 30), rb = Drive(*b, 30);
+      ASSERT_EQ(ra.size(), rb.size());
+      for (size_t i = 0; i < ra.size(); ++i) {
+        ASSERT_EQ(ra[i], rb[i]) << dir << " graphs " << graphs << " row " << i;
+      }
     }
   }
 }

@@ -93,13 +93,15 @@ template <class... Params>
 class KernelLaunch {
  public:
   KernelLaunch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-               void (*kernel)(Params...), bool early = false)
+               void (*kernel)(Params...), bool early = false,
+               bool must_wait = false)
       : name_(name),
         grid_(grid),
         block_(block),
         shared_(shared_bytes),
         kernel_(kernel),
-        early_(early) {}
+        early_(early),
+        must_wait_(must_wait) {}
 
   template <class... Args>
   void operator()(Args&&... args) const {
@@ -107,9 +109,11 @@ class KernelLaunch {
         std::forward<Args>(args)...);
     const std::function<void()> body = [&] { std::apply(kernel_, params); };
     State().early = early_;
+    State().must_wait = must_wait_;
     RunGrid(reinterpret_cast<const void*>(kernel_), name_, grid_, block_,
             shared_, body);
     State().early = false;
+    State().must_wait = false;
   }
 
  private:
@@ -118,16 +122,19 @@ class KernelLaunch {
   size_t shared_;
   void (*kernel_)(Params...);
   bool early_;
+  bool must_wait_;
 };
 
 // `early`: launch.cuh's SEQBOAT_LAUNCH_EARLY. Launches run one after another
 // here, so an early one only has its waits checked and is counted.
+// `must_wait`: SEQBOAT_LAUNCH_ON, whose waits are checked early or not.
 template <class... Params>
 KernelLaunch<Params...> Launch(const char* name, dim3 grid, dim3 block,
                                size_t shared_bytes, cudaStream_t /*stream*/,
-                               void (*kernel)(Params...), bool early = false) {
-  return KernelLaunch<Params...>(name, grid, block, shared_bytes, kernel,
-                                 early);
+                               void (*kernel)(Params...), bool early = false,
+                               bool must_wait = false) {
+  return KernelLaunch<Params...>(name, grid, block, shared_bytes, kernel, early,
+                                 must_wait);
 }
 
 template <class T>

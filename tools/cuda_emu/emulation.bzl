@@ -27,7 +27,10 @@ def emulated_kernels(name, src, hdrs = [], deps = []):
         name = name,
         testonly = True,
         srcs = [cc],
-        textual_hdrs = hdrs + ["//kernels/cuda:launch.cuh"],
+        textual_hdrs = hdrs + [
+            "//kernels/cuda:launch.cuh",
+            "//kernels/cuda:launch_queue.h",
+        ],
         # `#pragma unroll` is nvcc's.
         copts = ["-Wno-unknown-pragmas"],
         deps = deps + ["//tools/cuda_emu:emulator"],

@@ -119,6 +119,11 @@ void ThreadEntry() {
   Emulation& s = State();
   (*s.body)();
   const int t = s.current;
+  if (s.must_wait && !s.threads[t].waited_for_prior_grids) {
+    Fatal(
+        "a thread of a launch on a LaunchQueue returned without "
+        "WaitForPriorGrids");
+  }
   if (s.early && !s.threads[t].waited_for_prior_grids) {
     Fatal("a thread of an early launch returned without WaitForPriorGrids");
   }

@@ -97,9 +97,12 @@ struct Emulation {
   std::string failures;  // launch errors, for tests (TakeFailures)
   int64_t launches = 0;
   // Launches made early (launch.cuh SEQBOAT_LAUNCH_EARLY with early true);
-  // `early` while one runs.
+  // `early` while one runs. `must_wait` while a launch runs whose threads
+  // must each call WaitForPriorGrids: an early one, or one on a LaunchQueue
+  // (SEQBOAT_LAUNCH_ON), which may be early on a GPU.
   int64_t early_launches = 0;
   bool early = false;
+  bool must_wait = false;
   // Every PrefetchL2 since a test cleared them: where and how many bytes.
   struct Prefetch {
     const void* at;
@@ -126,7 +129,8 @@ void* DynamicSharedMemory();
 void SyncBlock();
 
 // launch.cuh's device calls of an early launch: the wait, which every thread
-// of an early launch must make (a thread returning without it aborts), and
+// of an early launch or one on a LaunchQueue must make (a thread returning
+// without it aborts), and
 // the L2 prefetch, checked for its alignment and size and recorded.
 void WaitForPriorGrids();
 void PrefetchL2(const void* p, uint32_t bytes);

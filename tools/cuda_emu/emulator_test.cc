@@ -271,6 +271,35 @@ TEST(EmulatorDeathTest, EarlyLaunchWithoutWaitingAborts) {
                "thread \\(3, 0, 0\\)");
 }
 
+// launch_queue.h's shape, without its CUDA runtime header.
+struct Queue {
+  cudaStream_t stream;
+  bool early;
+};
+
+// A kernel on a queue may be launched early on a GPU, so its waits are
+// checked even where this launch is not early, and only an early one counts.
+TEST(EmulatorDeathTest, LaunchOnAQueueWithoutWaitingAbortsEarlyOrNot) {
+  alignas(16) float w[32] = {};
+  std::vector<float> out(32);
+  const int64_t early = State().early_launches;
+  SEQBOAT_LAUNCH_ON(1, 32, 0, (Queue{nullptr, false}), EarlyRowKernel)
+  (w, 32, out.data());
+  EXPECT_EQ(State().early_launches, early);
+  SEQBOAT_LAUNCH_ON(1, 32, 0, (Queue{nullptr, true}), EarlyRowKernel)
+  (w, 32, out.data());
+  EXPECT_EQ(State().early_launches, early + 1);
+  for (const bool is_early : {false, true}) {
+    EXPECT_DEATH(SEQBOAT_LAUNCH_ON(1, 32, 0, (Queue{nullptr, is_early}),
+                                   EarlyWithoutWaitKernel)(out.data()),
+                 "launch on a LaunchQueue returned without WaitForPriorGrids"
+                 ".*thread \\(3, 0, 0\\)")
+        << "early " << is_early;
+  }
+  // A plain launch is not checked.
+  SEQBOAT_LAUNCH(1, 32, 0, nullptr, EarlyWithoutWaitKernel)(out.data());
+}
+
 TEST(EmulatorDeathTest, MisalignedPrefetchAborts) {
   alignas(16) float w[8] = {};
   EXPECT_DEATH(SEQBOAT_LAUNCH(1, 1, 0, nullptr, MisalignedPrefetchKernel)(w),

@@ -28,6 +28,7 @@
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/mamba_kernels.h"
 #include "kernels/cuda/moe_kernels.h"
+#include "kernels/cuda/testing/stored_values.h"
 
 namespace seqboat::emu_test {
 
@@ -43,29 +44,8 @@ inline uint16_t Bits16(cuda::Storage s, float v) {
   return u;
 }
 
-// What a [rows, cols] matrix becomes in `s`: the CUDA backend rounds on the
-// host to nearest even (cuda_backend.cc UploadAs), or quantises to fp8
-// (fp8_weights.h): code x row scale.
-inline std::vector<float> StoredValues(cuda::Storage s, std::vector<float> v,
-                                       int64_t rows, int64_t cols) {
-  if (s == cuda::Storage::kFp8E4m3) {
-    std::vector<uint8_t> image;
-    EXPECT_TRUE(cuda::QuantizeFp8Matrix(v.data(), rows, cols, &image).ok());
-    const float* scales = cuda::Fp8RowScales(image.data(), rows, cols);
-    for (int64_t i = 0; i < rows * cols; ++i) {
-      v[i] = E4m3ToF32(image[i]) * scales[i / cols];
-    }
-    return v;
-  }
-  for (float& x : v) {
-    if (s == cuda::Storage::kBf16) {
-      x = __bfloat162float(__float2bfloat16_rn(x));
-    } else if (s == cuda::Storage::kF16) {
-      x = __half2float(__float2half_rn(x));
-    }
-  }
-  return v;
-}
+// What a [rows, cols] matrix becomes in `s` (testing/stored_values.h).
+using parity::StoredValues;
 
 class DenseEmulation : public EmulatedBackend {
  public:
@@ -85,8 +65,10 @@ class DenseEmulation : public EmulatedBackend {
   // ConvertRows launches of the cuBLAS branch so far.
   int64_t converts() const { return converts_; }
 
-  // GEMVs launched early, as CudaBackendOptions::early_launch (on by default).
+  // Kernels launched early, as CudaBackendOptions::early_launch (on by
+  // default).
   void set_early_launch(bool early) { early_ = early; }
+  cuda::LaunchQueue queue() const { return cuda::LaunchQueue(nullptr, early_); }
 
   absl::StatusOr<Matrix> UploadMatrix(const float* host, int64_t rows,
                                       int64_t cols) override {
@@ -130,13 +112,13 @@ class DenseEmulation : public EmulatedBackend {
   void Embed(const EmbedParams& p) override {
     std::vector<int32_t> map;
     cuda::FedMapFor(p, &map);
-    cuda::LaunchEmbed(p, StorageOf(p.table), map.data(), nullptr);
+    cuda::LaunchEmbed(p, StorageOf(p.table), map.data(), queue());
   }
   void RmsNorm(const NormParams& p) override {
-    cuda::LaunchRmsNorm(p, nullptr);
+    cuda::LaunchRmsNorm(p, queue());
   }
   void LayerNorm(const NormParams& p) override {
-    cuda::LaunchLayerNorm(p, nullptr);
+    cuda::LaunchLayerNorm(p, queue());
   }
   // CudaBackend::Gemm's branches: the GEMV, or cuBLAS's stand-in. A folded
   // conv the GEMV does not apply is the GEMM, then this backend's MambaConv
@@ -183,7 +165,7 @@ class DenseEmulation : public EmulatedBackend {
     add.m = p.n;
     add.dst = p.y;
     add.lddst = p.ldy;
-    cuda::LaunchScatterAddScaled(add, nullptr);
+    cuda::LaunchScatterAddScaled(add, queue());
   }
   // The folded norm writing the 16-bit rows, or ConvertRows, as
   // cuda_backend.cc launches them; then y (+)= x wᵀ summed in k order.
@@ -204,9 +186,9 @@ class DenseEmulation : public EmulatedBackend {
       }
       const NormParams norm = NormOfGemm(p);
       if (p.norm.kind == NormKind::kLayer) {
-        cuda::LaunchLayerNorm(norm, nullptr, plain.x16);
+        cuda::LaunchLayerNorm(norm, queue(), plain.x16);
       } else {
-        cuda::LaunchRmsNorm(norm, nullptr, plain.x16);
+        cuda::LaunchRmsNorm(norm, queue(), plain.x16);
       }
       CublasBranch(plain);
       return;
@@ -226,7 +208,7 @@ class DenseEmulation : public EmulatedBackend {
       if (!cuda::GemmReadsX16(p, s)) {
         converted.resize(static_cast<size_t>(n) * cols);
         cuda::LaunchConvertRows(p.x, p.ldx, n, cols, converted.data(), as,
-                                nullptr);
+                                queue());
         ++converts_;
         in = converted.data();
         ld = cols;
@@ -247,7 +229,7 @@ class DenseEmulation : public EmulatedBackend {
       const uint16_t* stored = static_cast<const uint16_t*>(p.w.data);
       if (s == cuda::Storage::kFp8E4m3) {
         wide.resize(count);
-        cuda::LaunchDequantizeFp8(p.w.data, rows, cols, wide.data(), nullptr);
+        cuda::LaunchDequantizeFp8(p.w.data, rows, cols, wide.data(), queue());
         stored = wide.data();
       }
       const cuda::Storage ws =
@@ -271,33 +253,33 @@ class DenseEmulation : public EmulatedBackend {
       add.n = n;
       add.d = rows;
       add.v = p.bias;
-      cuda::LaunchAddBias(add, nullptr);
+      cuda::LaunchAddBias(add, queue());
     }
   }
 
   void GatherRows(const GatherRowsParams& p) override {
-    cuda::LaunchGatherRows(p, nullptr);
+    cuda::LaunchGatherRows(p, queue());
   }
   void ActivateMul(const ActivateMulParams& p) override {
-    cuda::LaunchActivateMul(p, nullptr);
+    cuda::LaunchActivateMul(p, queue());
   }
   void AddBias(const AddBiasParams& p) override {
-    cuda::LaunchAddBias(p, nullptr);
+    cuda::LaunchAddBias(p, queue());
   }
   void MoeRoute(const MoeRouteParams& p) override {
-    cuda::LaunchMoeRoute(p, nullptr);
+    cuda::LaunchMoeRoute(p, queue());
   }
   void ScatterAddScaled(const ScatterAddParams& p) override {
-    cuda::LaunchScatterAddScaled(p, nullptr);
+    cuda::LaunchScatterAddScaled(p, queue());
   }
   void MoeGroup(const MoeGroupParams& p) override {
-    cuda::LaunchMoeGroup(p, nullptr);
+    cuda::LaunchMoeGroup(p, queue());
   }
   void MoeGemm(const MoeGemmParams& p) override {
-    cuda::LaunchMoeGemm(p, StorageOf(p.shape), nullptr);
+    cuda::LaunchMoeGemm(p, StorageOf(p.shape), queue());
   }
   void MoeCombine(const MoeCombineParams& p) override {
-    cuda::LaunchMoeCombine(p, nullptr);
+    cuda::LaunchMoeCombine(p, queue());
   }
   // CudaBackend::MambaScan: a folded dt_proj inside the decode kernel, or
   // its GEMV into p.dt_proj.dt and then the plain scan.
@@ -309,9 +291,9 @@ class DenseEmulation : public EmulatedBackend {
       scan = ScanAfterDtProj(p);
     }
     if (decode) {
-      cuda::LaunchMambaScanDecode(scan, StorageOf(p.dt_proj.w), nullptr);
+      cuda::LaunchMambaScanDecode(scan, StorageOf(p.dt_proj.w), queue());
     } else {
-      cuda::LaunchMambaScan(scan, nullptr);
+      cuda::LaunchMambaScan(scan, queue());
     }
   }
 

@@ -21,13 +21,13 @@ class ModelEmulation : public DenseEmulation {
   // Host memory is device memory here: the segments need no staging. The
   // scan is DenseEmulation's (a folded dt_proj as CUDA folds it).
   void MambaConv(const MambaConvParams& p) override {
-    cuda::LaunchMambaConv(p, nullptr);
+    cuda::LaunchMambaConv(p, queue());
   }
   void Mamba2Scan(const Mamba2ScanParams& p) override {
-    cuda::LaunchMamba2Scan(p, nullptr);
+    cuda::LaunchMamba2Scan(p, queue());
   }
   void GatedRmsNorm(const GatedRmsNormParams& p) override {
-    cuda::LaunchGatedRmsNorm(p, nullptr);
+    cuda::LaunchGatedRmsNorm(p, queue());
   }
   void Mamba2Step(const Mamba2StepParams& p) override {
     if (!AllDecodeRows(p.scan.segs, p.scan.nsegs) ||
@@ -37,7 +37,7 @@ class ModelEmulation : public DenseEmulation {
       GatedRmsNorm(p.norm);
       return;
     }
-    cuda::LaunchMamba2Step(p, nullptr);
+    cuda::LaunchMamba2Step(p, queue());
   }
 };
 
