@@ -79,7 +79,7 @@ __global__ void MoeGemmKernel(MoeGemmParams p, Storage s) {
   const int e = tile[0], at = tile[1], m = tile[2];
   if (m <= 0) return;
   __shared__ const float* xs[kMoeTileRows];
-  if (threadIdx.x < m) {
+  if (static_cast<int>(threadIdx.x) < m) {
     const int r = p.x_rows != nullptr ? p.x_rows[at + threadIdx.x]
                                       : at + static_cast<int>(threadIdx.x);
     xs[threadIdx.x] = p.x + static_cast<int64_t>(r) * p.ldx;
