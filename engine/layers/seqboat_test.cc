@@ -401,23 +401,28 @@ TEST(SeqBoatTest, StatsReadTheActivatedCountWithoutWaiting) {
   ASSERT_TRUE(
       h.Init(Dims(/*w=*/4), RandomWeights(3, -100.0f, 100.0f, false, 0)).ok());
   const std::vector<float> x = RandomInput(5, 4);
+  // The stats of `name`, and how many synchronous copies reading them took.
+  auto stat = [&](const char* name, bool settled = false) {
+    const int before = late->sync_copies;
+    const int64_t v = h.Stat(name, settled);
+    return std::pair<int64_t, int>{v, late->sync_copies - before};
+  };
+  using Read = std::pair<int64_t, int>;
+  // Prefill steps read their active rows back; publishing does not wait.
   h.Step({x.begin(), x.begin() + 3 * kD}, {{0, 0, 3}});
-  const int sync_before = late->sync_copies;
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 0);  // a copy of 3 in flight
-  EXPECT_EQ(h.Stat(kSeqBoatTokensStat), 3);
+  EXPECT_EQ(stat(kSeqBoatActivatedStat), Read(0, 0));  // a copy of 3 in flight
+  EXPECT_EQ(stat(kSeqBoatTokensStat), Read(3, 0));
   h.Step({x.begin() + 3 * kD, x.end()}, {{0, 0, 2}});
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 0);
+  EXPECT_EQ(stat(kSeqBoatActivatedStat), Read(0, 0));
   late->Land();
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 3);  // and a copy of 5 in flight
+  EXPECT_EQ(stat(kSeqBoatActivatedStat), Read(3, 0));  // and a copy of 5
   late->Land();
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 5);
-  EXPECT_EQ(late->sync_copies, sync_before);
+  EXPECT_EQ(stat(kSeqBoatActivatedStat), Read(5, 0));
   // Settled (no step in flight), the count itself is read, copies in flight
   // waited for: an idle engine publishes the final count.
   h.Step({x.begin(), x.begin() + kD}, {{1, 0, 1}});
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat), 5);  // a copy of 6 in flight
-  EXPECT_EQ(h.Stat(kSeqBoatActivatedStat, /*settled=*/true), 6);
-  EXPECT_EQ(late->sync_copies, sync_before + 1);
+  EXPECT_EQ(stat(kSeqBoatActivatedStat), Read(5, 0));  // a copy of 6 in flight
+  EXPECT_EQ(stat(kSeqBoatActivatedStat, /*settled=*/true), Read(6, 1));
 }
 
 TEST(SeqBoatTest, OnlyTheRouterIsKeptInFp32) {
