@@ -536,9 +536,8 @@ class EngineImpl final : public Engine {
   void PublishStats() {
     const bool settled = !in_flight_ && !scheduler_.has_running();
     std::vector<BlockCounter> counters;
-    std::vector<LayerStat> layer_stats;
     for (size_t i = 0; i < model_->layers().size(); ++i) {
-      layer_stats.clear();
+      std::vector<LayerStat> layer_stats;
       model_->layers()[i]->AppendStats(&layer_stats, settled);
       for (LayerStat& st : layer_stats) {
         counters.push_back(
