@@ -178,10 +178,13 @@ class SeqBoat final : public Layer {
     gau.qk_beta = qk_beta_;
     gau.rel_bias = rel_bias_;
     gau.out = att;
-    if (IsDecodeCall(ctx)) {
+    if (IsDecodeCall(ctx) && !be.MemoryIsHost()) {
       // Nothing read back: the GEMMs cover every row (at decode they cost
       // what m rows do, being weight-bound), the attention takes each row's
-      // activity from `compact`, and Mix reads only y rows below m.
+      // activity from `compact`, and Mix reads only y rows below m. Where
+      // memory is the host's, reading the count back costs nothing and
+      // skipped rows' GEMMs would (a CPU decode at ~0 % activation ran
+      // 3.5x slower), so decode takes the sparse path there.
       be.Gemm(Projection(h, n, in_proj_, in_b_, zrv));
       gau.compact = compact;
       be.SeqBoatAttend(gau);

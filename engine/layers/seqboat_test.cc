@@ -441,6 +441,14 @@ TEST(SeqBoatTest, OnlyTheRouterIsKeptInFp32) {
 // same rows beside one two-row segment take the host path. The shared rows'
 // outputs and their slots' state must agree bit for bit (the CPU GEMM is
 // batch invariant), for every activity, attn_fn and pos kind, with padding.
+// The CPU backend as a device (memory not the host's): decode calls take
+// the device path, which the CPU backend itself does not.
+class DeviceLikeCpu final : public ForwardingBackend {
+ public:
+  DeviceLikeCpu() : ForwardingBackend(MakeCpuBackend(1)) {}
+  bool MemoryIsHost() const override { return false; }
+};
+
 TEST(SeqBoatTest, DecodeCallOnTheDeviceEqualsTheHostPathBitForBit) {
   struct Activity {
     const char* name;
@@ -459,6 +467,7 @@ TEST(SeqBoatTest, DecodeCallOnTheDeviceEqualsTheHostPathBitForBit) {
         c.attn_fn = fn;
         const Tensors w = RandomWeights(11, act.skip, act.act, simple, 3);
         Harness device, host;
+        device.backend = std::make_unique<DeviceLikeCpu>();
         ASSERT_TRUE(device.Init(c, w, /*slots=*/5).ok());
         ASSERT_TRUE(host.Init(c, w, /*slots=*/5).ok());
         // The same prefill in both, so the FIFOs hold entries.

@@ -195,6 +195,8 @@ TEST(ModelTest, LogitsWrittenInPlaceEqualCopiedOnesAndStayInTheirRows) {
 class CopyCountingCpu final : public ForwardingBackend {
  public:
   CopyCountingCpu() : ForwardingBackend(MakeCpuBackend()) {}
+  // As a device: layers take their device paths.
+  bool MemoryIsHost() const override { return false; }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     copies.push_back(bytes);
     ForwardingBackend::CopyToHost(dst, src, bytes);
