@@ -236,6 +236,27 @@ class SeqBoat final : public Layer {
     return true;
   }
 
+  // Takes the copy in flight if it has landed; else leaves it. Starts the
+  // next one when none is in flight: the counter copied in op order into
+  // activated_dev_[1], which no op writes, and that read to the host.
+  void PollActivated() const {
+    Backend& be = *backend_;
+    auto take_if_landed = [&] {
+      if (!be.CopyDone(copy_)) return;
+      activated_seen_ = *static_cast<const int64_t*>(activated_host_.get());
+      copy_pending_ = false;
+    };
+    if (copy_pending_) {
+      take_if_landed();
+      if (copy_pending_) return;
+    }
+    be.CopyOnDevice(activated_dev_ + 1, activated_dev_, sizeof(int64_t));
+    copy_ = be.CopyToHostAsync(activated_host_.get(), activated_dev_ + 1,
+                               sizeof(int64_t));
+    copy_pending_ = true;
+    take_if_landed();
+  }
+
   // Prefill and mixed calls: the one device→host copy of the call sizes the
   // GAU's GEMMs to the m active rows and gives each segment its range of
   // them, so skipped tokens cost no projection.
@@ -345,27 +366,6 @@ class SeqBoat final : public Layer {
   // Host copies per step, kept to avoid reallocating every step.
   std::vector<int32_t> host_active_;
   std::vector<SeqBoatActiveRange> ranges_;
-  // Takes the copy in flight if it has landed; else leaves it. Starts the
-  // next one when none is in flight: the counter copied in op order into
-  // activated_dev_[1], which no op writes, and that read to the host.
-  void PollActivated() const {
-    Backend& be = *backend_;
-    auto* seen = static_cast<const int64_t*>(activated_host_.get());
-    if (copy_pending_) {
-      if (!be.CopyDone(copy_)) return;
-      activated_seen_ = *seen;
-      copy_pending_ = false;
-    }
-    be.CopyOnDevice(activated_dev_ + 1, activated_dev_, sizeof(int64_t));
-    copy_ = be.CopyToHostAsync(activated_host_.get(), activated_dev_ + 1,
-                               sizeof(int64_t));
-    copy_pending_ = true;
-    if (be.CopyDone(copy_)) {
-      activated_seen_ = *seen;
-      copy_pending_ = false;
-    }
-  }
-
   int64_t tokens_ = 0;
   Backend* backend_ = nullptr;
   DeviceBuffer activated_buf_;

@@ -26,6 +26,16 @@ inline constexpr int kBlock = 64;
 // baseline form.
 #define SEQBOAT_MAMBA_BLOCK __attribute__((flatten)) static inline
 
+// out[j] = SiLU(out[j]) for `width` channels: one function for both conv
+// paths, so that a token's output has the same bits in a decode row and in a
+// longer segment (the fast-math build may otherwise compile the two loops'
+// Exp differently; their sums are explicit fmas for the same reason), which
+// speculative rounds rely on.
+__attribute__((flatten, noinline)) static void SiluInPlace(
+    float* __restrict out, int width) {
+  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
+}
+
 // One token over `width` channels: part of a decode row. The windows stay
 // where they lie ([channel][tap], one contiguous run of the slot's state;
 // turning them tap-major and back would cost more than the token does), and
@@ -34,15 +44,6 @@ inline constexpr int kBlock = 64;
 // turned once per call), which spares as many permutes again. Apart, with
 // restricted pointers, so that it vectorises without aliasing checks. The
 // sum is op_math::ConvSum's, in its order.
-// out[j] = SiLU(out[j]) for `width` channels: one function for both conv
-// paths, so that a token's output has the same bits in a decode row and in a
-// longer segment (the fast-math build may otherwise vectorise the two loops'
-// Exp differently), which speculative rounds rely on.
-__attribute__((flatten, noinline)) static void SiluInPlace(
-    float* __restrict out, int width) {
-  for (int j = 0; j < width; ++j) out[j] = op_math::SiluByExp(out[j]);
-}
-
 template <int kK>
 __attribute__((flatten, noinline)) static void ConvOneToken(
     float* __restrict windows, const float* __restrict taps,
