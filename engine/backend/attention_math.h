@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "engine/backend/hd.h"
+#include "engine/backend/op_math.h"
 
 namespace seqboat::attention_math {
 
@@ -161,10 +162,16 @@ SEQBOAT_HD void OnlineSoftmaxMerge(float* m, float* l, float* acc, float m2,
   *m = mx;
 }
 
-SEQBOAT_HD void OnlineSoftmaxFinish(float l, const float* acc, int d,
-                                    float* out) {
+// out[i] = acc[i] / l, times σ(gate[i]) where a gate is given (an output
+// gate: the product ActivateMul(kSigmoid) makes, so fusing it changes no
+// bits).
+SEQBOAT_HD void OnlineSoftmaxFinish(float l, const float* acc,
+                                    const float* gate, int d, float* out) {
   const float inv = 1.0f / l;
-  for (int i = 0; i < d; ++i) out[i] = acc[i] * inv;
+  for (int i = 0; i < d; ++i) {
+    const float o = acc[i] * inv;
+    out[i] = gate != nullptr ? op_math::Sigmoid(gate[i]) * o : o;
+  }
 }
 
 }  // namespace seqboat::attention_math

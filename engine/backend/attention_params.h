@@ -41,6 +41,10 @@ struct SinkAttentionParams {
   // [S + W + 1, d_h/2] indexed by cache position, or null for no RoPE.
   const float* rope_cos = nullptr;
   const float* rope_sin = nullptr;
+  // [n, H_q·d_h], row stride ldgate, or null: the output gate (Qwen3.5's
+  // attn_output_gate), out = σ(gate) · attention.
+  const float* gate = nullptr;
+  int ldgate = 0;
   float* out = nullptr;  // [n, H_q·d_h]; softmax in fp32, scale dims.scale
 };
 

@@ -230,6 +230,10 @@ class Attention final : public Mixer {
     attend.dims = cache_;
     attend.rope_cos = rope_cos_;
     attend.rope_sin = rope_sin_;
+    if (c_.out_gate) {
+      attend.gate = gate;
+      attend.ldgate = ld;
+    }
     attend.out = o;
     be.SinkAttention(attend);
     SinkAppendParams append;
@@ -243,19 +247,6 @@ class Attention final : public Mixer {
     append.slot_bytes = slot_bytes;
     append.dims = cache_;
     be.SinkCacheAppend(append);
-    if (c_.out_gate) {
-      ActivateMulParams gated;
-      gated.a = gate;
-      gated.lda = ld;
-      gated.b = o;
-      gated.ldb = qd;
-      gated.n = n;
-      gated.f = qd;
-      gated.act = Activation::kSigmoid;
-      gated.out = o;
-      gated.ldo = qd;
-      be.ActivateMul(gated);
-    }
     out_.Add(be, Projection(o, n, wo_, bo_, residual));
     return absl::OkStatus();
   }

@@ -41,6 +41,8 @@ void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
   const int64_t slot_bytes = p.slot_bytes;
   const SinkCacheDims& dims = p.dims;
   const float *rope_cos = p.rope_cos, *rope_sin = p.rope_sin;
+  const float* gate = p.gate;
+  const int64_t ldgate = p.ldgate;
   float* out = p.out;
   const int dh = dims.head_dim, hkv = dims.n_kv_heads,
             group = dims.n_heads / dims.n_kv_heads, s_ = dims.sinks,
@@ -119,10 +121,11 @@ void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
           }
         }
         for (int j = 0; j < group; ++j) {
+          const int64_t head = static_cast<int64_t>(g * group + j) * dh;
           am::OnlineSoftmaxFinish(
-              l[j], &acc[static_cast<size_t>(j) * dh], dh,
-              out + static_cast<int64_t>(row) * dims.n_heads * dh +
-                  static_cast<int64_t>(g * group + j) * dh);
+              l[j], &acc[static_cast<size_t>(j) * dh],
+              gate != nullptr ? gate + row * ldgate + head : nullptr, dh,
+              out + static_cast<int64_t>(row) * dims.n_heads * dh + head);
         }
       }
     }

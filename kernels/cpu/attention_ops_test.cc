@@ -153,6 +153,62 @@ TEST(SinkAttentionOpsTest, PackedSegmentsEqualSeparateRuns) {
   }
 }
 
+// The output gate folded into the attention's last division is the product
+// the separate ActivateMul(kSigmoid) made: the same bits.
+TEST(SinkAttentionOpsTest, OutputGateEqualsTheSeparateSigmoidProduct) {
+  auto be = MakeCpuBackend(2);
+  const Rope rope;
+  const int64_t slot_bytes = am::CacheSlotBytes(kHkv, kDh, kSinks, kWindow);
+  std::mt19937 rng(11);
+  const int n = 10, qd = kHq * kDh;
+  const auto q = Random(n * qd, rng), k = Random(n * kHkv * kDh, rng),
+             v = Random(n * kHkv * kDh, rng);
+  // Rows of gates with a stride wider than the heads, as in the projection.
+  const int ldgate = qd + 5;
+  const auto gate = Random(static_cast<size_t>(n) * ldgate, rng);
+  const std::vector<Segment> segs = {{1, 0, 4}, {0, 4, 6}};
+  std::vector<float> plain(static_cast<size_t>(n) * qd),
+      gated(static_cast<size_t>(n) * qd);
+  for (std::vector<float>* out : {&plain, &gated}) {
+    auto cache = be->Alloc(slot_bytes * 2);
+    ASSERT_TRUE(cache.ok());
+    SinkAttentionParams a;
+    a.segs = segs.data();
+    a.nsegs = 2;
+    a.q = q.data();
+    a.ldq = qd;
+    a.k = k.data();
+    a.ldk = kHkv * kDh;
+    a.v = v.data();
+    a.ldv = kHkv * kDh;
+    a.cache = cache->get();
+    a.slot_bytes = slot_bytes;
+    a.dims = Dims();
+    a.rope_cos = rope.cos.data();
+    a.rope_sin = rope.sin.data();
+    if (out == &gated) {
+      a.gate = gate.data();
+      a.ldgate = ldgate;
+    }
+    a.out = out->data();
+    be->SinkAttention(a);
+  }
+  ActivateMulParams m;
+  m.a = gate.data();
+  m.lda = ldgate;
+  m.b = plain.data();
+  m.ldb = qd;
+  m.n = n;
+  m.f = qd;
+  m.act = Activation::kSigmoid;
+  m.out = plain.data();
+  m.ldo = qd;
+  be->ActivateMul(m);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_EQ(gated[i], plain[i]) << "element " << i;
+  }
+}
+
 TEST(SinkAttentionMathTest, KeySetMatchesTheTrimRule) {
   // Replays "append, then keep the first S and last W" and compares the
   // resulting key list and cache positions with the closed forms.
@@ -192,7 +248,7 @@ TEST(SinkAttentionMathTest, OnlineSoftmaxSplitsOverKeys) {
   for (int j = 0; j < nk; ++j) {
     am::OnlineSoftmaxAdd(&m, &l, acc.data(), scores[j], &values[j * d], d);
   }
-  am::OnlineSoftmaxFinish(l, acc.data(), d, whole.data());
+  am::OnlineSoftmaxFinish(l, acc.data(), nullptr, d, whole.data());
   // Three parts, merged out of order, one of them empty.
   const int cuts[4] = {0, 11, 11, nk};
   float pm[3], pl[3];
@@ -211,7 +267,7 @@ TEST(SinkAttentionMathTest, OnlineSoftmaxSplitsOverKeys) {
     am::OnlineSoftmaxMerge(&mm, &ml, macc.data(), pm[p], pl[p], &pacc[p * d],
                            d);
   }
-  am::OnlineSoftmaxFinish(ml, macc.data(), d, split.data());
+  am::OnlineSoftmaxFinish(ml, macc.data(), nullptr, d, split.data());
   // And the plain two-pass softmax in double.
   double mx = -INFINITY, sum = 0;
   for (float s : scores) mx = std::max<double>(mx, s);

@@ -201,9 +201,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     const int h = h0 + j;
     if (work.splits == 1) {
+      const int64_t col = static_cast<int64_t>(h) * d + elem;
       am::OnlineSoftmaxFinish(
-          ll, &a, 1,
-          p.out + row * out_stride + static_cast<int64_t>(h) * d + elem);
+          ll, &a, p.gate != nullptr ? p.gate + row * p.ldgate + col : nullptr,
+          1, p.out + row * out_stride + col);
     } else {
       const int64_t pi =
           (static_cast<int64_t>(blockIdx.x) * p.dims.n_heads + h) *
@@ -234,7 +235,10 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int64_t base =
       (static_cast<int64_t>(blockIdx.x) * p.dims.n_heads + h) * work.splits;
   const float* ml = work.workspace + parts * d;
-  float* out = p.out + row * p.dims.n_heads * d + static_cast<int64_t>(h) * d;
+  const int64_t col = static_cast<int64_t>(h) * d;
+  float* out = p.out + row * p.dims.n_heads * d + col;
+  const float* gate =
+      p.gate != nullptr ? p.gate + row * p.ldgate + col : nullptr;
   for (int elem = threadIdx.x; elem < d; elem += blockDim.x) {
     float m = -INFINITY, l = 0.0f, a = 0.0f;
     for (int s = 0; s < work.splits; ++s) {
@@ -242,13 +246,18 @@ __global__ void __launch_bounds__(kCombineThreads)
       am::OnlineSoftmaxMerge(&m, &l, &a, ml[2 * pi], ml[2 * pi + 1],
                              work.workspace + pi * d + elem, 1);
     }
-    am::OnlineSoftmaxFinish(l, &a, 1, out + elem);
+    am::OnlineSoftmaxFinish(l, &a, gate != nullptr ? gate + elem : nullptr, 1,
+                            out + elem);
   }
 }
 
 // One block per item: copies the row's k, v of every KV head to its cache
 // row if the token stays cached (a sink, or among the last W tokens of the
 // segment's end; rows a later row of the chunk evicts are never stored).
+// kAdvance: the block is its slot's only reader of the count (a decode call,
+// one row per segment), so it also moves the count once every thread has
+// read it.
+template <bool kAdvance>
 __global__ void __launch_bounds__(kAppendThreads)
     SinkStoreKernel(SinkAppendParams p, SinkWork work) {
   JoinLaunchChain();
@@ -260,24 +269,29 @@ __global__ void __launch_bounds__(kAppendThreads)
   const int64_t t0 = *reinterpret_cast<const int64_t*>(slot);
   const int64_t tk = t0 + item.i, end = t0 + seg.len;
   const bool keep = tk < s_ || (w_ > 0 && tk >= end - w_);
-  if (!keep) return;
-  const int64_t r = am::CacheRowOf(tk, s_, w_);
-  const int64_t rows_per_head = am::CacheRows(s_, w_);
-  float* kc = reinterpret_cast<float*>(slot + am::kCacheHeaderBytes);
-  float* vc = kc + am::CacheFloats(p.dims.n_kv_heads, d, s_, w_);
-  const int64_t row = static_cast<int64_t>(seg.start) + item.i;
-  const float* ks = p.k + row * p.ldk;
-  const float* vs = p.v + row * p.ldv;
-  const int64_t total = static_cast<int64_t>(p.dims.n_kv_heads) * d;
-  for (int64_t x = threadIdx.x; x < total; x += blockDim.x) {
-    const int64_t g = x / d, c = x % d;
-    const int64_t dst = (g * rows_per_head + r) * d + c;
-    kc[dst] = ks[x];
-    vc[dst] = vs[x];
+  if (keep) {
+    const int64_t r = am::CacheRowOf(tk, s_, w_);
+    const int64_t rows_per_head = am::CacheRows(s_, w_);
+    float* kc = reinterpret_cast<float*>(slot + am::kCacheHeaderBytes);
+    float* vc = kc + am::CacheFloats(p.dims.n_kv_heads, d, s_, w_);
+    const int64_t row = static_cast<int64_t>(seg.start) + item.i;
+    const float* ks = p.k + row * p.ldk;
+    const float* vs = p.v + row * p.ldv;
+    const int64_t total = static_cast<int64_t>(p.dims.n_kv_heads) * d;
+    for (int64_t x = threadIdx.x; x < total; x += blockDim.x) {
+      const int64_t g = x / d, c = x % d;
+      const int64_t dst = (g * rows_per_head + r) * d + c;
+      kc[dst] = ks[x];
+      vc[dst] = vs[x];
+    }
+  }
+  if (kAdvance) {
+    __syncthreads();
+    if (threadIdx.x == 0) *reinterpret_cast<int64_t*>(slot) = end;
   }
 }
 
-// Runs after SinkStoreKernel, which reads the counts this moves.
+// Runs after SinkStoreKernel<false>, which reads the counts this moves.
 __global__ void __launch_bounds__(kCountThreads)
     SinkCountKernel(SinkAppendParams p) {
   JoinLaunchChain();
@@ -349,7 +363,14 @@ void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
 void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
                            LaunchQueue queue) {
   if (work.nitems <= 0 || p.nsegs <= 0) return;
-  SEQBOAT_LAUNCH_ON(work.nitems, kAppendThreads, 0, queue, SinkStoreKernel)
+  if (work.one_row_per_segment) {
+    SEQBOAT_LAUNCH_ON(work.nitems, kAppendThreads, 0, queue,
+                      SinkStoreKernel<true>)
+    (p, work);
+    return;
+  }
+  SEQBOAT_LAUNCH_ON(work.nitems, kAppendThreads, 0, queue,
+                    SinkStoreKernel<false>)
   (p, work);
   SEQBOAT_LAUNCH_ON(static_cast<int>(CeilDiv(p.nsegs, kCountThreads)),
                     kCountThreads, 0, queue, SinkCountKernel)

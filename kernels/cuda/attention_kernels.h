@@ -46,6 +46,9 @@ struct SinkWork {
   int splits = 1;
   int64_t keys_per_split = 1;
   float* workspace = nullptr;  // plan.workspace_floats when split
+  // No segment has more than one row (AllDecodeRows on the host segments):
+  // each item is its slot's only one, so the append is one kernel.
+  bool one_row_per_segment = false;
 };
 
 // out[row, h, :] for every item of a non-empty segment; other rows of `out`
@@ -54,8 +57,9 @@ void LaunchSinkAttention(const SinkAttentionParams& p, const SinkWork& work,
                          LaunchQueue queue);
 
 // Stores the k, v rows of each non-empty segment that stay cached, then
-// advances each such slot's count by the segment length (two kernels, so
-// every store reads the count before it moves).
+// advances each such slot's count by the segment length: two kernels, so
+// that every store reads the count before it moves, except where
+// work.one_row_per_segment lets each slot's one block do both.
 void LaunchSinkCacheAppend(const SinkAppendParams& p, const SinkWork& work,
                            LaunchQueue queue);
 

@@ -64,10 +64,10 @@ void CudaBackend::SinkCacheAppend(const SinkAppendParams& p) {
   if (!launching() || !rows.ready()) return;
   SinkAppendParams dev = p;
   dev.segs = rows.segs;
-  SinkWork work;
-  work.items = rows.items;
-  work.nitems = rows.count;
-  LaunchSinkCacheAppend(dev, work, queue());
+  // The choice holds on replay: captured steps are decode steps.
+  LaunchSinkCacheAppend(
+      dev, PlanSinkAppendWork(p.segs, p.nsegs, rows.items, rows.count),
+      queue());
   CheckLaunch("SinkCacheAppend");
 }
 

@@ -42,4 +42,13 @@ absl::StatusOr<SinkWork> PlanSinkAttentionWork(const SinkAttentionParams& p,
   return work;
 }
 
+SinkWork PlanSinkAppendWork(const Segment* segs, int nsegs,
+                            const SinkRow* items, int nitems) {
+  SinkWork work;
+  work.items = items;
+  work.nitems = nitems;
+  work.one_row_per_segment = AllDecodeRows(segs, nsegs);
+  return work;
+}
+
 }  // namespace seqboat::cuda

@@ -28,6 +28,11 @@ absl::StatusOr<SinkWork> PlanSinkAttentionWork(const SinkAttentionParams& p,
                                                const SinkRow* items, int nitems,
                                                int64_t* workspace_floats);
 
+// SinkCacheAppend's work over `nitems` staged items, planned from the host
+// segments they were listed from.
+SinkWork PlanSinkAppendWork(const Segment* segs, int nsegs,
+                            const SinkRow* items, int nitems);
+
 }  // namespace seqboat::cuda
 
 #endif  // SEQBOAT_KERNELS_CUDA_ATTENTION_PLAN_H_

@@ -52,35 +52,56 @@ class AttentionEmulation : public EmulatedBackend {
     const std::vector<cuda::SinkRow> items =
         cuda::SinkWorkItems(p.segs, p.nsegs);
     if (items.empty()) return;
-    cuda::SinkWork work;
-    work.items = items.data();
-    work.nitems = static_cast<int>(items.size());
+    const cuda::SinkWork work = cuda::PlanSinkAppendWork(
+        p.segs, p.nsegs, items.data(), static_cast<int>(items.size()));
+    const int64_t before = emu::State().launches;
     cuda::LaunchSinkCacheAppend(p, work, nullptr);
+    // A decode call stores and counts in one kernel, any other in two.
+    const bool decode = AllDecodeRows(p.segs, p.nsegs);
+    EXPECT_EQ(emu::State().launches - before, decode ? 1 : 2);
+    (decode ? decode_appends_ : chunk_appends_)++;
   }
 
   int max_splits() const { return max_splits_; }
+  int decode_appends() const { return decode_appends_; }
+  int chunk_appends() const { return chunk_appends_; }
 
  private:
   int max_splits_ = 1;
+  int decode_appends_ = 0, chunk_appends_ = 0;
 };
 
 using parity::SinkConfig;
 using parity::SinkRun;
 
+// What the emulation's launches took over one run.
+struct Taken {
+  int max_splits = 1;
+  int decode_appends = 0, chunk_appends = 0;
+};
+
 // Runs the steps on both backends from the same random inputs, comparing
-// after each one; returns the emulation's largest split count.
-int RunAndCompare(const SinkRun& run) {
+// after each one.
+Taken RunAndCompare(const SinkRun& run) {
   auto cpu_be = MakeCpuBackend(1);
   AttentionEmulation emu;
   parity::RunSinkSteps(*cpu_be, emu, run, kTol);
-  return emu.max_splits();
+  return {emu.max_splits(), emu.decode_appends(), emu.chunk_appends()};
 }
 
+// The random steps include decode calls, whose append is one kernel (the
+// block that stores a row also moves its slot's count), beside prefill
+// chunks: the caches stay byte-equal through both.
 TEST(AttentionKernelsEmuTest, SinkAndWindowMatchCpuOverManySteps) {
+  int decode = 0, chunk = 0;
   for (const SinkRun& run : parity::SinkSweepRuns(8)) {
-    RunAndCompare(run);
+    const Taken taken = RunAndCompare(run);
     if (HasFatalFailure()) return;
+    decode += taken.decode_appends;
+    chunk += taken.chunk_appends;
   }
+  EXPECT_GT(decode, 0);
+  EXPECT_GT(chunk, 0);
 }
 
 // Windows long enough that the keys split over blocks (partials plus the
@@ -89,14 +110,17 @@ TEST(AttentionKernelsEmuTest, SinkAndWindowMatchCpuOverManySteps) {
 TEST(AttentionKernelsEmuTest, LongWindowSplitsMatchCpu) {
   const SinkConfig configs[] = {
       {6, 2, 80, 2, 300, true},
-      {4, 4, 128, 0, 520, false},
+      {4, 4, 128, 0, 520, false, 0, true},  // the combine applies the gate
   };
   for (const SinkConfig& c : configs) {
     SCOPED_TRACE(c.Name());
     // Slot 1 fills to S + W + 20 in chunks of 128; a chunk of 3 rows; 4
     // decode steps.
-    const int max_splits = RunAndCompare(parity::LongWindowSinkRun(
-        c, /*short_by=*/-20, /*chunk=*/128, /*short_rows=*/3, /*decodes=*/4));
+    const int max_splits =
+        RunAndCompare(parity::LongWindowSinkRun(c, /*short_by=*/-20,
+                                                /*chunk=*/128, /*short_rows=*/3,
+                                                /*decodes=*/4))
+            .max_splits;
     if (HasFatalFailure()) return;
     EXPECT_GT(max_splits, 1) << "no step split its keys";
   }

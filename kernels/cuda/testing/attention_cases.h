@@ -31,16 +31,19 @@ struct SinkConfig {
   bool rope;
   // Channels rotated (partial rotary, engine/layers/rope.h); 0: all.
   int rotary_dim = 0;
+  // An output gate (Qwen3.5's) after v in the projection row.
+  bool gate = false;
   std::string Name() const {
     return absl::StrCat("H", n_heads, "/", n_kv_heads, " d", head_dim, " S",
                         sinks, " W", window, rope ? " rope" : " norope",
-                        rotary_dim ? absl::StrCat(" rot", rotary_dim) : "");
+                        rotary_dim ? absl::StrCat(" rot", rotary_dim) : "",
+                        gate ? " gate" : "");
   }
   int QDim() const { return n_heads * head_dim; }
   int KvDim() const { return n_kv_heads * head_dim; }
-  // q, k, v side by side in one projection row, plus a few unused columns,
-  // so the row strides differ from the widths.
-  int Ld() const { return QDim() + 2 * KvDim() + 3; }
+  // q, k, v (and the gate) side by side in one projection row, plus a few
+  // unused columns, so the row strides differ from the widths.
+  int Ld() const { return (gate ? 2 : 1) * QDim() + 2 * KvDim() + 3; }
   int64_t SlotBytes() const {
     return attention_math::CacheSlotBytes(n_kv_heads, head_dim, sinks, window);
   }
@@ -120,6 +123,10 @@ class SinkSide {
     a.dims = c_.Dims();
     a.rope_cos = cos_ ? cos_->get() : nullptr;
     a.rope_sin = sin_ ? sin_->get() : nullptr;
+    if (c_.gate) {
+      a.gate = v + c_.KvDim();
+      a.ldgate = ld;
+    }
     a.out = out_.get();
     be_.SinkAttention(a);
     SinkAppendParams s;
@@ -249,16 +256,17 @@ inline std::vector<SinkStepPlan> RandomSinkSteps(const SinkConfig& c,
 // The configurations both tests sweep over many steps.
 inline std::vector<SinkConfig> SinkSweepConfigs() {
   return {
-      {8, 2, 64, 4, 16, true},       // GQA, sinks + window
-      {8, 2, 64, 4, 16, false},      // no RoPE
-      {4, 4, 32, 0, 16, true},       // MHA sliding window
-      {4, 4, 128, 0, 16, false},     // MHA sliding window, d = 128
-      {16, 1, 64, 2, 8, true},       // MQA: two head chunks per KV head
-      {8, 1, 256, 4, 16, true},      // d = 256: two head chunks per KV head
-      {6, 3, 96, 1, 5, true},        // d = 96: lanes with half-empty pairs
-      {2, 1, 33, 2, 8, false},       // odd d without RoPE
-      {2, 2, 512, 4, 0, true},       // sinks only (window 0), d = 512
-      {4, 2, 128, 4, 16, true, 64},  // Bamba: half of each head rotated
+      {8, 2, 64, 4, 16, true},           // GQA, sinks + window
+      {8, 2, 64, 4, 16, false},          // no RoPE
+      {4, 4, 32, 0, 16, true},           // MHA sliding window
+      {4, 4, 128, 0, 16, false},         // MHA sliding window, d = 128
+      {16, 1, 64, 2, 8, true},           // MQA: two head chunks per KV head
+      {8, 1, 256, 4, 16, true},          // d = 256: two head chunks per KV head
+      {6, 3, 96, 1, 5, true},            // d = 96: lanes with half-empty pairs
+      {2, 1, 33, 2, 8, false},           // odd d without RoPE
+      {2, 2, 512, 4, 0, true},           // sinks only (window 0), d = 512
+      {4, 2, 128, 4, 16, true, 64},      // Bamba: half of each head rotated
+      {8, 2, 64, 4, 16, true, 0, true},  // Qwen3.5: output gate
   };
 }
 
