@@ -22,6 +22,15 @@ struct SinkCacheDims {
   float scale = 1.0f;  // score multiplier, 1/sqrt(d_h)
 };
 
+// Per-head RMS norms of q and k (Qwen3's q_norm and k_norm), applied to a
+// call's rows before RoPE and before k is cached: each head's d_h channels
+// times op_math::RmsScale, times the weight. Null weights: no norm.
+struct SinkHeadNorms {
+  const float* q_w = nullptr;  // [d_h]
+  const float* k_w = nullptr;  // [d_h]
+  float eps = 0.0f;
+};
+
 // Rows of a segment attend causally to the slot's cache and to earlier rows
 // of the same segment, with the eviction of token-by-token decode, so any
 // chunking gives the same result. Reads the cache only (counts included);
@@ -41,6 +50,7 @@ struct SinkAttentionParams {
   // [S + W + 1, d_h/2] indexed by cache position, or null for no RoPE.
   const float* rope_cos = nullptr;
   const float* rope_sin = nullptr;
+  SinkHeadNorms norms;
   // [n, H_q·d_h], row stride ldgate, or null: the output gate (Qwen3.5's
   // attn_output_gate), out = σ(gate) · attention.
   const float* gate = nullptr;
@@ -61,6 +71,7 @@ struct SinkAppendParams {
   void* cache = nullptr;
   int64_t slot_bytes = 0;
   SinkCacheDims dims;
+  SinkHeadNorms norms;  // k_w only: k is cached normed
 };
 
 }  // namespace seqboat

@@ -211,9 +211,11 @@ class Attention final : public Mixer {
     GemmParams qkv = Projection(x, n, wqkv_, bqkv_, q);
     qkv.norm = norm;
     be.Gemm(qkv);
+    SinkHeadNorms norms;
     if (c_.qk_norm) {
-      NormPerHead(be, q, n, cache_.n_heads, q_norm_w_);
-      NormPerHead(be, k, n, cache_.n_kv_heads, k_norm_w_);
+      norms.q_w = q_norm_w_;
+      norms.k_w = k_norm_w_;
+      norms.eps = static_cast<float>(c_.qk_norm_eps);
     }
     const int64_t slot_bytes = slot_stride_;
     SinkAttentionParams attend;
@@ -230,6 +232,7 @@ class Attention final : public Mixer {
     attend.dims = cache_;
     attend.rope_cos = rope_cos_;
     attend.rope_sin = rope_sin_;
+    attend.norms = norms;
     if (c_.out_gate) {
       attend.gate = gate;
       attend.ldgate = ld;
@@ -246,6 +249,8 @@ class Attention final : public Mixer {
     append.cache = state_;
     append.slot_bytes = slot_bytes;
     append.dims = cache_;
+    append.norms.k_w = norms.k_w;
+    append.norms.eps = norms.eps;
     be.SinkCacheAppend(append);
     out_.Add(be, Projection(o, n, wo_, bo_, residual));
     return absl::OkStatus();
@@ -257,24 +262,6 @@ class Attention final : public Mixer {
   // The stacked projection's rows: q, k, v and the output gate's.
   int ProjRows() const { return (c_.out_gate ? 2 : 1) * QDim() + 2 * KvDim(); }
   bool PartialRotary() const { return rope_ && rotary_dim_ < cache_.head_dim; }
-
-  // In place over the `heads` heads of head_dim channels of each of n rows
-  // of the stacked projection (q or k).
-  void NormPerHead(Backend& be, float* x, int n, int heads,
-                   const float* w) const {
-    NormParams norm;
-    norm.x = x;
-    norm.ldx = cache_.head_dim;
-    norm.n = n * heads;
-    norm.d = cache_.head_dim;
-    norm.w = w;
-    norm.eps = static_cast<float>(c_.qk_norm_eps);
-    norm.out = x;
-    norm.ldo = cache_.head_dim;
-    norm.group = heads;
-    norm.ldgroup = ProjRows();
-    be.RmsNorm(norm);
-  }
 
   // Appends to *out a projection's weight ([heads * head_dim, cols]) or, with
   // cols = 0, its bias or norm weight ([heads * head_dim]). With `rope` and a

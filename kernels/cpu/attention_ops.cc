@@ -30,13 +30,56 @@ const float* SlotK(const void* cache, int64_t slot_bytes, int slot) {
                                         am::kCacheHeaderBytes);
 }
 
+int RowsOf(const Segment* segs, int nsegs) {
+  int n_rows = 0;
+  for (int s = 0; s < nsegs; ++s) {
+    n_rows = std::max(n_rows, segs[s].start + segs[s].len);
+  }
+  return n_rows;
+}
+
+// Rows [n_rows, heads * dh] of x (row stride ldx) with each head RMS-normed
+// by the RmsNorm op: attention and the append norm k through this one
+// function, so a key has the same bits read from the rows or the cache.
+std::vector<float> NormedHeads(Backend& be, const float* x, int ldx, int n_rows,
+                               int heads, int dh, const float* w, float eps) {
+  const int64_t width = static_cast<int64_t>(heads) * dh;
+  std::vector<float> out(static_cast<size_t>(n_rows) * width);
+  for (int r = 0; r < n_rows; ++r) {
+    NormParams norm;
+    norm.x = x + static_cast<int64_t>(r) * ldx;
+    norm.ldx = dh;
+    norm.n = heads;
+    norm.d = dh;
+    norm.w = w;
+    norm.eps = eps;
+    norm.out = out.data() + r * width;
+    norm.ldo = dh;
+    be.RmsNorm(norm);
+  }
+  return out;
+}
+
 }  // namespace
 
 void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
   const Segment* segs = p.segs;
   const int nsegs = p.nsegs;
   const float *q = p.q, *k = p.k, *v = p.v;
-  const int ldq = p.ldq, ldk = p.ldk, ldv = p.ldv;
+  int ldq = p.ldq, ldk = p.ldk;
+  const int ldv = p.ldv;
+  std::vector<float> qn, kn;
+  if (p.norms.q_w != nullptr) {
+    const int n = RowsOf(segs, nsegs), dh = p.dims.head_dim;
+    qn = NormedHeads(*this, q, ldq, n, p.dims.n_heads, dh, p.norms.q_w,
+                     p.norms.eps);
+    kn = NormedHeads(*this, k, ldk, n, p.dims.n_kv_heads, dh, p.norms.k_w,
+                     p.norms.eps);
+    q = qn.data();
+    ldq = p.dims.n_heads * dh;
+    k = kn.data();
+    ldk = p.dims.n_kv_heads * dh;
+  }
   const void* cache = p.cache;
   const int64_t slot_bytes = p.slot_bytes;
   const SinkCacheDims& dims = p.dims;
@@ -50,10 +93,7 @@ void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
   const int64_t rows_per_head = am::CacheRows(s_, w_);
   const int64_t cache_floats = am::CacheFloats(hkv, dh, s_, w_);
   // Host-side map from packed row to its segment (-1: row in no segment).
-  int n_rows = 0;
-  for (int s = 0; s < nsegs; ++s) {
-    n_rows = std::max(n_rows, segs[s].start + segs[s].len);
-  }
+  const int n_rows = RowsOf(segs, nsegs);
   std::vector<int> row_seg(n_rows, -1);
   for (int s = 0; s < nsegs; ++s) {
     for (int i = 0; i < segs[s].len; ++i) row_seg[segs[s].start + i] = s;
@@ -136,7 +176,15 @@ void CpuBackend::SinkCacheAppend(const SinkAppendParams& p) {
   const Segment* segs = p.segs;
   const int nsegs = p.nsegs;
   const float *k = p.k, *v = p.v;
-  const int ldk = p.ldk, ldv = p.ldv;
+  int ldk = p.ldk;
+  const int ldv = p.ldv;
+  std::vector<float> kn;
+  if (p.norms.k_w != nullptr) {
+    kn = NormedHeads(*this, k, ldk, RowsOf(p.segs, p.nsegs), p.dims.n_kv_heads,
+                     p.dims.head_dim, p.norms.k_w, p.norms.eps);
+    k = kn.data();
+    ldk = p.dims.n_kv_heads * p.dims.head_dim;
+  }
   void* cache = p.cache;
   const int64_t slot_bytes = p.slot_bytes;
   const SinkCacheDims& dims = p.dims;

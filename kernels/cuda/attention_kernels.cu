@@ -26,6 +26,8 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kCombineThreads = 128;
 constexpr int kAppendThreads = 128;
 constexpr int kCountThreads = 128;
+// Pairs per lane at kSinkMaxHeadDim.
+constexpr int kMaxPairs = (kSinkMaxHeadDim / 2 + 31) / 32;
 // Splitting pays only when each split still has a few keys per warp, and
 // only until the grid covers the GPU a few times over.
 constexpr int64_t kMinKeysPerSplit = 128;
@@ -54,25 +56,49 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 
 // The lane's slice of a head vector x[0, d): r[2e] = x[lo], r[2e + 1] =
-// x[lo + hd2] (0 where out of range), rotated by the cos/sin row when given
-// (RoPE needs d even, so then hd2 = d / 2 and each pair rotates in-lane).
+// x[lo + hd2] (0 where out of range), RMS-normed over the head when norm_w
+// is given (the whole warp must call), then rotated by the cos/sin row when
+// given (RoPE needs d even, so then hd2 = d / 2 and each pair rotates
+// in-lane). The norm's sum runs over the lane's elements in slot order, then
+// the butterfly: a lane beyond kP's slots adds exact zeros, so any kP >= the
+// head's gives the same bits (the store kernel relies on it).
 template <int kP>
 __device__ __forceinline__ void LoadLane(const float* x, int d, int hd2,
-                                         int lane, const float* cos_row,
+                                         int lane, const float* norm_w,
+                                         float eps, const float* cos_row,
                                          const float* sin_row, float* r) {
+  float pair[kP][2];
 #pragma unroll
   for (int e = 0; e < kP; ++e) {
     const int lo = lane + 32 * e;
-    float pair[2] = {0.0f, 0.0f};
-    if (lo < hd2) {
-      pair[0] = x[lo];
-      if (lo + hd2 < d) pair[1] = x[lo + hd2];
+    pair[e][0] = lo < hd2 ? x[lo] : 0.0f;
+    pair[e][1] = lo < hd2 && lo + hd2 < d ? x[lo + hd2] : 0.0f;
+  }
+  if (norm_w != nullptr) {
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kP; ++e) {
+      sum_sq = fmaf(pair[e][0], pair[e][0], sum_sq);
+      sum_sq = fmaf(pair[e][1], pair[e][1], sum_sq);
     }
+    const float scale = op_math::RmsScale(WarpSum(sum_sq), d, eps);
+#pragma unroll
+    for (int e = 0; e < kP; ++e) {
+      const int lo = lane + 32 * e;
+      if (lo < hd2) {
+        pair[e][0] = pair[e][0] * scale * norm_w[lo];
+        if (lo + hd2 < d) pair[e][1] = pair[e][1] * scale * norm_w[lo + hd2];
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kP; ++e) {
+    const int lo = lane + 32 * e;
     if (cos_row != nullptr && lo < hd2) {
-      am::RopeHalf(pair, cos_row + lo, sin_row + lo, 2, &r[2 * e]);
+      am::RopeHalf(pair[e], cos_row + lo, sin_row + lo, 2, &r[2 * e]);
     } else {
-      r[2 * e] = pair[0];
-      r[2 * e + 1] = pair[1];
+      r[2 * e] = pair[e][0];
+      r[2 * e + 1] = pair[e][1];
     }
   }
 }
@@ -125,7 +151,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kH; ++j) {
     if (j < hb) {
       LoadLane<kP>(p.q + row * p.ldq + static_cast<int64_t>(h0 + j) * d, d, hd2,
-                   lane, rope ? p.rope_cos + pq * half : nullptr,
+                   lane, p.norms.q_w, p.norms.eps,
+                   rope ? p.rope_cos + pq * half : nullptr,
                    rope ? p.rope_sin + pq * half : nullptr, qr[j]);
     } else {
 #pragma unroll
@@ -149,7 +176,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t u = u_begin + warp; u < u_end; u += kWarps) {
     const int64_t tk = am::KeyStreamIndex(t, u, s_, w_);
     // Earlier steps' keys are cached; this step's are rows of the segment.
-    const float *key, *val;
+    // (cached keys are normed already).
+    const float *key, *val, *key_norm = nullptr;
     if (tk < t0) {
       const int64_t r = am::CacheRowOf(tk, s_, w_);
       key = kc + r * d;
@@ -158,12 +186,14 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t r = seg.start + (tk - t0);
       key = p.k + r * p.ldk + static_cast<int64_t>(g) * d;
       val = p.v + r * p.ldv + static_cast<int64_t>(g) * d;
+      key_norm = p.norms.k_w;
     }
     float kr[kE], vr[kE];
     const int64_t pk = rope ? am::KeyPosition(t, tk, s_, w_) : 0;
-    LoadLane<kP>(key, d, hd2, lane, rope ? p.rope_cos + pk * half : nullptr,
+    LoadLane<kP>(key, d, hd2, lane, key_norm, p.norms.eps,
+                 rope ? p.rope_cos + pk * half : nullptr,
                  rope ? p.rope_sin + pk * half : nullptr, kr);
-    LoadLane<kP>(val, d, hd2, lane, nullptr, nullptr, vr);
+    LoadLane<kP>(val, d, hd2, lane, nullptr, 0.0f, nullptr, nullptr, vr);
 #pragma unroll
     for (int j = 0; j < kH; ++j) {
       if (j < hb) {
@@ -278,11 +308,29 @@ __global__ void __launch_bounds__(kAppendThreads)
     const float* ks = p.k + row * p.ldk;
     const float* vs = p.v + row * p.ldv;
     const int64_t total = static_cast<int64_t>(p.dims.n_kv_heads) * d;
+    const bool norm = p.norms.k_w != nullptr;
     for (int64_t x = threadIdx.x; x < total; x += blockDim.x) {
       const int64_t g = x / d, c = x % d;
       const int64_t dst = (g * rows_per_head + r) * d + c;
-      kc[dst] = ks[x];
+      if (!norm) kc[dst] = ks[x];
       vc[dst] = vs[x];
+    }
+    if (norm) {
+      // A warp per head, normed as the attention kernel norms this row's key
+      // (LoadLane, the widest slots: the same bits).
+      const int lane = threadIdx.x & 31, hd2 = (d + 1) / 2;
+      for (int g = threadIdx.x >> 5; g < p.dims.n_kv_heads;
+           g += kAppendThreads / 32) {
+        float kr[2 * kMaxPairs];
+        LoadLane<kMaxPairs>(ks + static_cast<int64_t>(g) * d, d, hd2, lane,
+                            p.norms.k_w, p.norms.eps, nullptr, nullptr, kr);
+        float* head = kc + (g * rows_per_head + r) * d;
+#pragma unroll
+        for (int q = 0; q < 2 * kMaxPairs; ++q) {
+          const int elem = SlotElement(q, lane, d, hd2);
+          if (elem >= 0) head[elem] = kr[q];
+        }
+      }
     }
   }
   if (kAdvance) {

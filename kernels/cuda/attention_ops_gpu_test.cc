@@ -43,7 +43,7 @@ TEST(AttentionOpsGpuTest, SinkAndWindowMatchCpuOverManySteps) {
 TEST(AttentionOpsGpuTest, LongWindowSplitsMatchCpu) {
   const SinkConfig configs[] = {
       {8, 2, 64, 4, 2048, true},
-      {4, 4, 128, 0, 1024, false, 0, true},  // the combine applies the gate
+      {4, 4, 128, 0, 1024, false, 0, true, true},  // gate in the combine
   };
   for (const SinkConfig& c : configs) {
     // Slot 1 fills to S + W - 40 in chunks of 512; a chunk of 100 rows; 70

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/emu/emu_test_util.h"
@@ -110,7 +111,7 @@ TEST(AttentionKernelsEmuTest, SinkAndWindowMatchCpuOverManySteps) {
 TEST(AttentionKernelsEmuTest, LongWindowSplitsMatchCpu) {
   const SinkConfig configs[] = {
       {6, 2, 80, 2, 300, true},
-      {4, 4, 128, 0, 520, false, 0, true},  // the combine applies the gate
+      {4, 4, 128, 0, 520, false, 0, true, true},  // gate in the combine
   };
   for (const SinkConfig& c : configs) {
     SCOPED_TRACE(c.Name());
@@ -123,6 +124,45 @@ TEST(AttentionKernelsEmuTest, LongWindowSplitsMatchCpu) {
             .max_splits;
     if (HasFatalFailure()) return;
     EXPECT_GT(max_splits, 1) << "no step split its keys";
+  }
+}
+
+// A chunk's rows read this step's keys from the rows, normed by the
+// attention kernel; decode steps read them from the cache, normed by the
+// store kernel. Both norm through one function, so a chunk (with eviction
+// inside it) gives each row the bits of decoding it alone: keys too few to
+// split, so the key order is the same. The CPU backend keeps the same rule.
+TEST(AttentionKernelsEmuTest, NormedChunkEqualsDecodesBitwise) {
+  const SinkConfig configs[] = {
+      {8, 2, 256, 4, 16, true, 64, true, true},
+      {6, 3, 96, 1, 5, true, 0, false, true},
+  };
+  constexpr int kRows = 30;
+  AttentionEmulation emu;
+  auto cpu_be = MakeCpuBackend(1);
+  for (Backend* be : {static_cast<Backend*>(&emu), cpu_be.get()}) {
+    for (const SinkConfig& c : configs) {
+      SCOPED_TRACE(absl::StrCat(c.Name(), be == &emu ? " emulation" : " cpu"));
+      const std::vector<float> qkv =
+          parity::Random(static_cast<size_t>(kRows) * c.Ld(), 5, -2.0f, 2.0f);
+      parity::SinkSide chunk(*be, c, 1, kRows), decode(*be, c, 1, 1);
+      chunk.Upload(qkv);
+      chunk.Step({{0, 0, kRows}});
+      const std::vector<float> chunked = chunk.Out();
+      for (int i = 0; i < kRows; ++i) {
+        decode.Upload(std::vector<float>(qkv.begin() + i * c.Ld(),
+                                         qkv.begin() + (i + 1) * c.Ld()));
+        decode.Step({{0, 0, 1}});
+        const std::vector<float> one = decode.Out();
+        for (int j = 0; j < c.QDim(); ++j) {
+          ASSERT_EQ(one[j], chunked[static_cast<size_t>(i) * c.QDim() + j])
+              << "row " << i << " element " << j;
+        }
+      }
+      EXPECT_EQ(
+          parity::SinkCacheDiff(chunk.Cache(), decode.Cache(), c.SlotBytes()),
+          "");
+    }
   }
 }
 

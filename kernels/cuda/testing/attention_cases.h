@@ -33,11 +33,13 @@ struct SinkConfig {
   int rotary_dim = 0;
   // An output gate (Qwen3.5's) after v in the projection row.
   bool gate = false;
+  // Per-head RMS norms of q and k (Qwen3's).
+  bool qk_norm = false;
   std::string Name() const {
     return absl::StrCat("H", n_heads, "/", n_kv_heads, " d", head_dim, " S",
                         sinks, " W", window, rope ? " rope" : " norope",
                         rotary_dim ? absl::StrCat(" rot", rotary_dim) : "",
-                        gate ? " gate" : "");
+                        gate ? " gate" : "", qk_norm ? " qk_norm" : "");
   }
   int QDim() const { return n_heads * head_dim; }
   int KvDim() const { return n_kv_heads * head_dim; }
@@ -96,6 +98,12 @@ class SinkSide {
       cos_ = std::make_unique<Array>(be, cos_t);
       sin_ = std::make_unique<Array>(be, sin_t);
     }
+    if (c.qk_norm) {
+      q_norm_ = std::make_unique<Array>(
+          be, Random(static_cast<size_t>(c.head_dim), 31, 0.5f, 1.5f));
+      k_norm_ = std::make_unique<Array>(
+          be, Random(static_cast<size_t>(c.head_dim), 37, 0.5f, 1.5f));
+    }
   }
 
   void Upload(const std::vector<float>& qkv) {
@@ -127,6 +135,11 @@ class SinkSide {
       a.gate = v + c_.KvDim();
       a.ldgate = ld;
     }
+    if (c_.qk_norm) {
+      a.norms.q_w = q_norm_->get();
+      a.norms.k_w = k_norm_->get();
+      a.norms.eps = 1e-6f;
+    }
     a.out = out_.get();
     be_.SinkAttention(a);
     SinkAppendParams s;
@@ -139,6 +152,8 @@ class SinkSide {
     s.cache = cache_.get();
     s.slot_bytes = c_.SlotBytes();
     s.dims = c_.Dims();
+    s.norms.k_w = a.norms.k_w;
+    s.norms.eps = a.norms.eps;
     be_.SinkCacheAppend(s);
   }
 
@@ -150,7 +165,7 @@ class SinkSide {
   SinkConfig c_;
   int max_rows_;
   Array qkv_, out_, cache_;
-  std::unique_ptr<Array> cos_, sin_;
+  std::unique_ptr<Array> cos_, sin_, q_norm_, k_norm_;
 };
 
 // Slot `slot`'s token count in a cache read back with SinkSide::Cache().
@@ -161,16 +176,27 @@ inline int64_t SinkCount(const std::vector<uint8_t>& cache, int64_t slot_bytes,
   return n;
 }
 
-// Empty when equal byte for byte; else where the first difference is.
+// Empty when equal byte for byte, or with tol > 0 when the counts are and
+// the stored floats are within tol (keys the backends norm each their own
+// way); else where the first difference is.
 inline std::string SinkCacheDiff(const std::vector<uint8_t>& a,
                                  const std::vector<uint8_t>& b,
-                                 int64_t slot_bytes) {
+                                 int64_t slot_bytes, float tol = 0.0f) {
   if (a.size() != b.size()) return "sizes differ";
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) {
+    const int64_t offset = static_cast<int64_t>(i) % slot_bytes;
+    bool same = a[i] == b[i];
+    if (!same && tol > 0.0f && offset >= attention_math::kCacheHeaderBytes) {
+      const size_t at = i - (offset - attention_math::kCacheHeaderBytes) % 4;
+      float x, y;
+      std::memcpy(&x, a.data() + at, sizeof(x));
+      std::memcpy(&y, b.data() + at, sizeof(y));
+      same = std::fabs(x - y) <= tol;
+    }
+    if (!same) {
       return absl::StrCat("first difference at byte ", i, " (slot ",
                           static_cast<int64_t>(i) / slot_bytes, ", offset ",
-                          static_cast<int64_t>(i) % slot_bytes, ")");
+                          offset, ")");
     }
   }
   return "";
@@ -218,7 +244,9 @@ inline void RunSinkSteps(Backend& ref, Backend& dev, const SinkRun& run,
     const absl::Status status = dev.TakeError();
     ASSERT_TRUE(status.ok()) << status;
     EXPECT_LT(MaxAbsDiff(want.Out(), got.Out()), tol);
-    ASSERT_EQ(SinkCacheDiff(want.Cache(), got.Cache(), c.SlotBytes()), "");
+    ASSERT_EQ(SinkCacheDiff(want.Cache(), got.Cache(), c.SlotBytes(),
+                            c.qk_norm ? tol : 0.0f),
+              "");
   }
 }
 
@@ -267,6 +295,8 @@ inline std::vector<SinkConfig> SinkSweepConfigs() {
       {2, 2, 512, 4, 0, true},           // sinks only (window 0), d = 512
       {4, 2, 128, 4, 16, true, 64},      // Bamba: half of each head rotated
       {8, 2, 64, 4, 16, true, 0, true},  // Qwen3.5: output gate
+      {8, 2, 256, 4, 16, true, 64, true, true},  // Qwen3.5: all of it
+      {6, 3, 96, 1, 5, true, 0, false, true},    // qk norm, half-empty pairs
   };
 }
 
