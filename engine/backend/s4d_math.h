@@ -4,6 +4,7 @@
 #ifndef SEQBOAT_ENGINE_BACKEND_S4D_MATH_H_
 #define SEQBOAT_ENGINE_BACKEND_S4D_MATH_H_
 
+#include "engine/backend/ffn_math.h"
 #include "engine/backend/hd.h"
 
 namespace seqboat::op_math {
@@ -30,6 +31,13 @@ SEQBOAT_HD float S4dReadout(const float* zeta, const float* c, float scale,
     acc += c[2 * i] * zeta[2 * i] - c[2 * i + 1] * zeta[2 * i + 1];
   }
   return scale * acc + d * u;
+}
+
+// Where a readout goes: act(y), added to *out with accumulate, in the
+// rounding of the ActivateMul it replaces (the same bits).
+SEQBOAT_HD void S4dStore(float* out, float y, Activation act, bool accumulate) {
+  const float v = Activate(act, y);
+  *out = accumulate ? *out + v : v;
 }
 
 }  // namespace seqboat::op_math

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "engine/backend/ffn_math.h"
 #include "engine/backend/segment.h"
 
 namespace seqboat {
@@ -29,6 +30,10 @@ struct S4dScanParams {
   int ch = 0;
   float scale = 1.0f;    // 2 for conjugate-half modes, 1 for the full set
   float* out = nullptr;  // [n, ch * h], column c * h + k (S4's "(c h)")
+  // The layer's next elementwise step, folded: out = act(y), or
+  // out += act(y) with accumulate (S4dStore).
+  Activation act = Activation::kIdentity;
+  bool accumulate = false;
 };
 
 }  // namespace seqboat

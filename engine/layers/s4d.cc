@@ -61,30 +61,13 @@ class S4d final : public Layer {
     scan.m = m;
     scan.ch = ch;
     scan.scale = c_.conj_half ? 2.0f : 1.0f;
-    scan.out = y;
+    // Without an output stage (channels == 1) the scan adds to the residual;
+    // with one it applies the GELU before the projection.
+    scan.out = c_.gelu_glu ? y : residual;
+    scan.act = c_.gelu_glu ? Activation::kGelu : Activation::kIdentity;
+    scan.accumulate = !c_.gelu_glu;
     be.S4dScan(scan);
-    if (!c_.gelu_glu) {
-      ActivateMulParams add;
-      add.a = y;
-      add.lda = h;
-      add.n = n;
-      add.f = h;
-      add.act = Activation::kIdentity;
-      add.out = residual;
-      add.ldo = h;
-      add.accumulate = true;
-      be.ActivateMul(add);
-      return absl::OkStatus();
-    }
-    ActivateMulParams gelu;
-    gelu.a = y;
-    gelu.lda = ch * h;
-    gelu.n = n;
-    gelu.f = ch * h;
-    gelu.act = Activation::kGelu;
-    gelu.out = y;
-    gelu.ldo = ch * h;
-    be.ActivateMul(gelu);
+    if (!c_.gelu_glu) return absl::OkStatus();
     be.Gemm(Projection(y, n, out_, out_b_, z));
     // nn.GLU(dim=-2): the first half times σ(the second half).
     ActivateMulParams glu;

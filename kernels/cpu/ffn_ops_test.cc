@@ -116,6 +116,72 @@ TEST(FfnOpsTest, ActivateMulAndScatter) {
   EXPECT_EQ(dst, (std::vector<float>{6, 8, 0, 3.5f, 5, 0}));
 }
 
+// The scan's folded step is the ActivateMul the layer ran after it, to the
+// bit: GELU in place, and the add into a residual.
+TEST(FfnOpsTest, S4dScanFoldsTheNextElementwiseStep) {
+  auto be = MakeCpuBackend(1);
+  const int h = 5, m = 4, n = 7;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto random = [&](size_t size) {
+    std::vector<float> v(size);
+    for (float& x : v) x = uni(rng);
+    return v;
+  };
+  std::vector<float> da = random(h * m * 2);
+  for (float& x : da) x *= 0.7f;
+  const std::vector<float> c = random(h * m * 2), d = random(h),
+                           u = random(n * h), state0 = random(2 * h * m * 2),
+                           residual0 = random(n * h);
+  const Segment segs[2] = {{1, 0, 3}, {0, 3, 4}};
+  // The scan with `act` / `accumulate` into out, from state0.
+  auto scan = [&](Activation act, bool accumulate, std::vector<float>* out) {
+    std::vector<float> state = state0;
+    S4dScanParams p;
+    p.segs = segs;
+    p.nsegs = 2;
+    p.u = u.data();
+    p.ldu = h;
+    p.da = da.data();
+    p.c = c.data();
+    p.d = d.data();
+    p.state = state.data();
+    p.state_stride = h * m * 2;
+    p.h = h;
+    p.m = m;
+    p.ch = 1;
+    p.scale = 2.0f;
+    p.out = out->data();
+    p.act = act;
+    p.accumulate = accumulate;
+    be->S4dScan(p);
+  };
+  auto activate = [&](const std::vector<float>& a, Activation act,
+                      bool accumulate, std::vector<float>* out) {
+    ActivateMulParams p;
+    p.a = a.data();
+    p.lda = h;
+    p.n = n;
+    p.f = h;
+    p.act = act;
+    p.out = out->data();
+    p.ldo = h;
+    p.accumulate = accumulate;
+    be->ActivateMul(p);
+  };
+  std::vector<float> plain(n * h), separate(n * h), folded(n * h);
+  scan(Activation::kIdentity, false, &plain);
+  activate(plain, Activation::kGelu, false, &separate);
+  scan(Activation::kGelu, false, &folded);
+  EXPECT_EQ(folded, separate);
+  separate = residual0;
+  activate(plain, Activation::kIdentity, true, &separate);
+  folded = residual0;
+  scan(Activation::kIdentity, true, &folded);
+  EXPECT_EQ(folded, separate);
+  EXPECT_NE(folded, residual0);
+}
+
 // Two sequences in one step (one decode row after a 5-token prefill, one
 // prefill of 4) with two output channels: each output equals the causal
 // convolution with K_l = s Re(Σ C dA^l) over that sequence's own tokens.

@@ -24,8 +24,10 @@ void CpuBackend::S4dScan(const S4dScanParams& p) {
         op_math::S4dUpdate(zeta, dak, ut, m);
         for (int cc = 0; cc < ch; ++cc) {
           const int64_t ck = static_cast<int64_t>(cc) * h + k;
-          p.out[t * ld_out + ck] = op_math::S4dReadout(zeta, p.c + ck * m * 2,
-                                                       p.scale, p.d[ck], ut, m);
+          op_math::S4dStore(&p.out[t * ld_out + ck],
+                            op_math::S4dReadout(zeta, p.c + ck * m * 2, p.scale,
+                                                p.d[ck], ut, m),
+                            p.act, p.accumulate);
         }
       }
     }

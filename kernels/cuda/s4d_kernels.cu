@@ -43,8 +43,10 @@ __global__ void __launch_bounds__(kThreads) S4dScanRegKernel(S4dScanParams p) {
       op_math::S4dUpdate(zeta, da, ut, M);
       for (int cc = 0; cc < p.ch; ++cc) {
         const int64_t ck = static_cast<int64_t>(cc) * p.h + k;
-        p.out[t * ld_out + ck] = op_math::S4dReadout(zeta, p.c + ck * 2 * M,
-                                                     p.scale, p.d[ck], ut, M);
+        op_math::S4dStore(&p.out[t * ld_out + ck],
+                          op_math::S4dReadout(zeta, p.c + ck * 2 * M, p.scale,
+                                              p.d[ck], ut, M),
+                          p.act, p.accumulate);
       }
     }
     StoreRow(state, zeta);
@@ -71,8 +73,10 @@ __global__ void __launch_bounds__(kThreads)
       op_math::S4dUpdate(zeta, da_row, ut, m);
       for (int cc = 0; cc < p.ch; ++cc) {
         const int64_t ck = static_cast<int64_t>(cc) * p.h + k;
-        p.out[t * ld_out + ck] = op_math::S4dReadout(zeta, p.c + ck * 2 * m,
-                                                     p.scale, p.d[ck], ut, m);
+        op_math::S4dStore(&p.out[t * ld_out + ck],
+                          op_math::S4dReadout(zeta, p.c + ck * 2 * m, p.scale,
+                                              p.d[ck], ut, m),
+                          p.act, p.accumulate);
       }
     }
   }

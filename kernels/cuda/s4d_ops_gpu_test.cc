@@ -42,9 +42,12 @@ TEST(S4dOpsGpuTest, MatchesCpuOverMixedSegments) {
   // Realistic (d_model 1024, d_state 64 as 32 conjugate-half modes); odd
   // sizes; every register specialisation, with aligned and unaligned slots;
   // several output copies; the global-memory fallback (m = 5, m = 64).
-  for (const Dims& dims : {Dims{1024, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0},
-                           Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
-                           Dims{64, 4, 1, 1.0f, 1}, Dims{40, 64, 1, 1.0f, 0}}) {
+  for (const Dims& dims :
+       {Dims{1024, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0},
+        Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
+        Dims{64, 4, 1, 1.0f, 1}, Dims{40, 64, 1, 1.0f, 0},
+        Dims{768, 16, 1, 2.0f, 0, Activation::kGelu},
+        Dims{50, 5, 1, 1.0f, 1, Activation::kIdentity, true}}) {
     ExpectMatchOverCalls(*p.cpu, *p.cuda, dims, FixedMixedCalls(),
                          Bound::Below(kTol));
   }

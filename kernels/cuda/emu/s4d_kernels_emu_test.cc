@@ -3,7 +3,8 @@
 // arena after each call, over calls that mix decode rows, prefill chunks and
 // zero-length padding on a slot a real segment also uses, for every register
 // mode count (4..32, aligned and unaligned slots), several output copies and
-// the global-memory fallback (m = 5, m = 64).
+// the global-memory fallback (m = 5, m = 64), and with the layer's folded
+// GELU or residual add.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,10 +36,12 @@ class S4dEmulation : public EmulatedBackend {
 };
 
 TEST(S4dKernelsEmuTest, MatchesCpuOverMixedSegments) {
-  for (const Dims& dims : {Dims{130, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0},
-                           Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
-                           Dims{64, 4, 1, 1.0f, 1}, Dims{40, 64, 1, 1.0f, 0},
-                           Dims{65, 32, 2, 2.0f, 2}}) {
+  for (const Dims& dims :
+       {Dims{130, 32, 1, 2.0f, 0}, Dims{37, 5, 2, 1.0f, 0},
+        Dims{48, 16, 2, 2.0f, 3}, Dims{70, 8, 3, 2.0f, 0},
+        Dims{64, 4, 1, 1.0f, 1}, Dims{40, 64, 1, 1.0f, 0},
+        Dims{65, 32, 2, 2.0f, 2}, Dims{96, 16, 1, 2.0f, 0, Activation::kGelu},
+        Dims{50, 5, 1, 1.0f, 1, Activation::kIdentity, true}}) {
     const auto calls = MixedCalls(dims.h * 3 + dims.m, 6, 9);
     auto cpu = MakeCpuBackend(1);
     S4dEmulation emu;

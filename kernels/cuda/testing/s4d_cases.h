@@ -26,6 +26,9 @@ struct Dims {
   int ch;  // output copies
   float scale;
   int pad;  // floats after each slot's zeta
+  // The folded elementwise step (S4dScanParams).
+  Activation act = Activation::kIdentity;
+  bool accumulate = false;
 };
 
 // An S4D layer's parameters and state arena.
@@ -128,6 +131,8 @@ inline void RunOp(Backend& be, DeviceLayer& l, DeviceStep& s,
   p.ch = dims.ch;
   p.scale = dims.scale;
   p.out = s.y.get();
+  p.act = dims.act;
+  p.accumulate = dims.accumulate;
   be.S4dScan(p);
 }
 
@@ -162,8 +167,10 @@ inline Trace RunSteps(Backend& be, const HostLayer& layer,
 inline void ExpectMatchOverCalls(Backend& ref, Backend& dut, const Dims& dims,
                                  const std::vector<std::vector<Segment>>& calls,
                                  const Bound& bound) {
-  SCOPED_TRACE(testing::Message() << "h=" << dims.h << " m=" << dims.m
-                                  << " ch=" << dims.ch << " pad=" << dims.pad);
+  SCOPED_TRACE(testing::Message()
+               << "h=" << dims.h << " m=" << dims.m << " ch=" << dims.ch
+               << " pad=" << dims.pad << " act=" << static_cast<int>(dims.act)
+               << " accumulate=" << dims.accumulate);
   const HostLayer layer = MakeLayer(dims, 5, 100 + dims.h + dims.m);
   const std::vector<HostStep> steps = MakeSteps(layer, calls, 200);
   const Trace want = RunSteps(ref, layer, steps);
