@@ -70,15 +70,16 @@ void CpuBackend::SinkAttention(const SinkAttentionParams& p) {
   const int ldv = p.ldv;
   std::vector<float> qn, kn;
   if (p.norms.q_w != nullptr) {
-    const int n = RowsOf(segs, nsegs), dh = p.dims.head_dim;
-    qn = NormedHeads(*this, q, ldq, n, p.dims.n_heads, dh, p.norms.q_w,
-                     p.norms.eps);
-    kn = NormedHeads(*this, k, ldk, n, p.dims.n_kv_heads, dh, p.norms.k_w,
-                     p.norms.eps);
+    qn = NormedHeads(*this, q, ldq, RowsOf(segs, nsegs), p.dims.n_heads,
+                     p.dims.head_dim, p.norms.q_w, p.norms.eps);
     q = qn.data();
-    ldq = p.dims.n_heads * dh;
+    ldq = p.dims.n_heads * p.dims.head_dim;
+  }
+  if (p.norms.k_w != nullptr) {
+    kn = NormedHeads(*this, k, ldk, RowsOf(segs, nsegs), p.dims.n_kv_heads,
+                     p.dims.head_dim, p.norms.k_w, p.norms.eps);
     k = kn.data();
-    ldk = p.dims.n_kv_heads * dh;
+    ldk = p.dims.n_kv_heads * p.dims.head_dim;
   }
   const void* cache = p.cache;
   const int64_t slot_bytes = p.slot_bytes;

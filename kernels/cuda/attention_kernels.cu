@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kThreads)
   // Warp-uniform loop: all lanes take part in every shuffle.
   for (int64_t u = u_begin + warp; u < u_end; u += kWarps) {
     const int64_t tk = am::KeyStreamIndex(t, u, s_, w_);
-    // Earlier steps' keys are cached; this step's are rows of the segment.
-    // (cached keys are normed already).
+    // Earlier steps' keys are cached (normed already); this step's are rows
+    // of the segment.
     const float *key, *val, *key_norm = nullptr;
     if (tk < t0) {
       const int64_t r = am::CacheRowOf(tk, s_, w_);
