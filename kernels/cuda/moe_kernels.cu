@@ -1,6 +1,7 @@
 // The device-grouped expert kernels (moe_kernels.h).
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_kernels.h"
+#include "kernels/cuda/register_rows.cuh"
 #include "kernels/cuda/stored_weights.cuh"
 
 namespace seqboat::cuda {
@@ -9,6 +10,10 @@ namespace {
 constexpr int kGroupThreads = 256;
 constexpr int kGemmWarps = 8;
 constexpr int kGemmRowsPerWarp = 4;
+// A grid of fewer blocks than the SMs (132 on an H100/H200) takes one row a
+// warp instead, four times the blocks: a decode step's top-1 expert is a
+// tile or two, whose four rows a warp would be read one after another.
+constexpr int kGemmSms = 132;
 constexpr int kCombineThreads = 256;
 
 // Shared: each expert's first pair and first tile (x + 1 each). A thread
@@ -68,12 +73,14 @@ __global__ void MoeGroupKernel(MoeGroupParams p) {
   }
 }
 
-// Block (tile, row block): each warp takes kGemmRowsPerWarp output rows in
-// turn; its lanes split the columns, 16 bytes of weights a load where the
-// rows are aligned for it, and each weight serves every pair of the tile.
-// Sums meet in a fixed butterfly, so a pair's result is the same whichever
-// tile or pairs it shares.
-__global__ void MoeGemmKernel(MoeGemmParams p, Storage s) {
+// Block (tile, row block): each warp takes `rows_per_warp` output rows in
+// turn; its lanes split the columns, 16 bytes of weights (kPer of them) a
+// load where the rows are aligned for it, and each weight serves every pair
+// of the tile, whose activations come 16 bytes a load where their rows are
+// aligned. Sums meet in a fixed butterfly, so a pair's result is the same
+// whichever tile, pairs or rows per warp it shares.
+template <int kPer>
+__global__ void MoeGemmKernel(MoeGemmParams p, Storage s, int rows_per_warp) {
   JoinLaunchChain();
   const int* tile = p.tiles + 3 * blockIdx.x;
   const int e = tile[0], at = tile[1], m = tile[2];
@@ -87,28 +94,29 @@ __global__ void MoeGemmKernel(MoeGemmParams p, Storage s) {
   __syncthreads();
   const Matrix w = p.experts[e];
   const int64_t rows = p.shape.rows, cols = p.shape.cols;
-  const int per = WeightsPer16Bytes(s);
-  const bool vector = cols % per == 0;
+  const bool vector = cols % kPer == 0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t base =
-      static_cast<int64_t>(blockIdx.y) * kGemmWarps * kGemmRowsPerWarp;
-  for (int k = 0; k < kGemmRowsPerWarp; ++k) {
-    const int64_t r = base + warp * kGemmRowsPerWarp + k;
+      static_cast<int64_t>(blockIdx.y) * kGemmWarps * rows_per_warp;
+  for (int k = 0; k < rows_per_warp; ++k) {
+    const int64_t r = base + warp * rows_per_warp + k;
     if (r >= rows) break;
     float acc[kMoeTileRows];
 #pragma unroll
     for (int j = 0; j < kMoeTileRows; ++j) acc[j] = 0.0f;
     const int64_t row = r * cols;
     if (vector) {
-      for (int64_t c = static_cast<int64_t>(lane) * per; c < cols;
-           c += 32 * per) {
+      for (int64_t c = static_cast<int64_t>(lane) * kPer; c < cols;
+           c += 32 * kPer) {
         float wv[16];
         StoredWeights16(w.data, s, row + c, wv);
 #pragma unroll
         for (int j = 0; j < kMoeTileRows; ++j) {
           if (j >= m) break;
-          const float* xj = xs[j] + c;
-          for (int q = 0; q < per; ++q) acc[j] = fmaf(wv[q], xj[q], acc[j]);
+          float xv[kPer];
+          LoadRow(xv, xs[j] + c);
+#pragma unroll
+          for (int q = 0; q < kPer; ++q) acc[j] = fmaf(wv[q], xv[q], acc[j]);
         }
       }
     } else {
@@ -187,12 +195,33 @@ void LaunchMoeGroup(const MoeGroupParams& p, LaunchQueue queue) {
   (p);
 }
 
+int MoeGemmRowsPerWarp(int ntiles, int rows) {
+  const int64_t blocks =
+      int64_t{ntiles} * ((rows + kGemmWarps * kGemmRowsPerWarp - 1) /
+                         (kGemmWarps * kGemmRowsPerWarp));
+  return blocks < kGemmSms ? 1 : kGemmRowsPerWarp;
+}
+
 void LaunchMoeGemm(const MoeGemmParams& p, Storage storage, LaunchQueue queue) {
   if (p.ntiles <= 0 || p.shape.rows <= 0) return;
-  const int per_block = kGemmWarps * kGemmRowsPerWarp;
+  const int rpw = MoeGemmRowsPerWarp(p.ntiles, p.shape.rows);
+  const int per_block = kGemmWarps * rpw;
   const dim3 grid(p.ntiles, static_cast<unsigned>(
                                 (p.shape.rows + per_block - 1) / per_block));
-  SEQBOAT_LAUNCH_ON(grid, kGemmWarps * 32, 0, queue, MoeGemmKernel)(p, storage);
+  switch (WeightsPer16Bytes(storage)) {
+    case 4:
+      SEQBOAT_LAUNCH_ON(grid, kGemmWarps * 32, 0, queue, MoeGemmKernel<4>)
+      (p, storage, rpw);
+      return;
+    case 8:
+      SEQBOAT_LAUNCH_ON(grid, kGemmWarps * 32, 0, queue, MoeGemmKernel<8>)
+      (p, storage, rpw);
+      return;
+    default:
+      SEQBOAT_LAUNCH_ON(grid, kGemmWarps * 32, 0, queue, MoeGemmKernel<16>)
+      (p, storage, rpw);
+      return;
+  }
 }
 
 void LaunchMoeCombine(const MoeCombineParams& p, LaunchQueue queue) {

@@ -16,6 +16,9 @@ namespace seqboat::cuda {
 void LaunchMoeGroup(const MoeGroupParams& p, LaunchQueue queue);
 // `storage`: how every expert's matrix is stored.
 void LaunchMoeGemm(const MoeGemmParams& p, Storage storage, LaunchQueue queue);
+// Output rows a warp of LaunchMoeGemm computes for `ntiles` tiles of
+// `rows`-row experts (1 or 4); it moves no sum's order (for tests).
+int MoeGemmRowsPerWarp(int ntiles, int rows);
 void LaunchMoeCombine(const MoeCombineParams& p, LaunchQueue queue);
 
 }  // namespace seqboat::cuda

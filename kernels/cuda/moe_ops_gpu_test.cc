@@ -1,7 +1,8 @@
 // The device-grouped expert ops (MoeGroup, MoeGemm, MoeCombine) on CUDA
 // against the CPU backend (testing/moe_cases.h): the grouping and the
 // combine bit for bit, the experts' GEMV within float rounding of the CPU's
-// GEMM on the weights CUDA stores, in fp32, bf16 and fp8.
+// GEMM on the weights CUDA stores, in fp32, bf16 and fp8, and a pair's bits
+// alone equal to its bits in a large batch.
 #include <vector>
 
 #include "kernels/cuda/testing/gpu_test_util.h"
@@ -41,6 +42,18 @@ TEST(MoeOpsGpuTest, ExpertGemvMatchesTheCpuGemm) {
           return *be.UploadMatrix(w.data(), rows, cols);
         },
         2e-5f);
+  }
+}
+
+TEST(MoeOpsGpuTest, PairResultsDoNotDependOnTheBatch) {
+  for (const CudaWeights weights :
+       {CudaWeights::kF32, CudaWeights::kBf16, CudaWeights::kFp8}) {
+    SCOPED_TRACE(testing::Message() << "weights " << static_cast<int>(weights));
+    auto cuda = MakeCuda(weights);
+    ASSERT_NE(cuda, nullptr);
+    moe::ExpectPairsIndependentOfBatch(
+        *cuda, [](Backend& be, const std::vector<float>& w, int rows,
+                  int cols) { return *be.UploadMatrix(w.data(), rows, cols); });
   }
 }
 

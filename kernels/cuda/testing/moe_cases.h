@@ -123,17 +123,49 @@ inline void ExpectGroupingMatches(Backend& ref, Backend& dut,
 using UploadFn = std::function<Matrix(Backend&, const std::vector<float>&,
                                       int rows, int cols)>;
 
+// MoeGemm on `be` over experts `w` (a device array of Matrix) for the
+// grouping g: y [pairs, rows], first filled with -99. x rows are ldx apart;
+// gathered: one row per token, read through the pairs' rows; otherwise one
+// row per pair.
+inline std::vector<float> GemmOn(Backend& be, const std::vector<Matrix>& w,
+                                 const Grouped& g, const Routing& r,
+                                 const std::vector<float>& x, int ldx,
+                                 const std::vector<float>& bias,
+                                 bool gathered) {
+  const int pairs = r.n * r.slots, rows = w[0].rows;
+  DeviceBuffer xb = Upload(be, x), rb = Upload(be, g.pair_row),
+               mb = Upload(be, w), bb = Upload(be, bias),
+               tb = Upload(be, g.tiles),
+               yb = Upload(be, std::vector<float>(
+                                   static_cast<size_t>(pairs) * rows, -99.0f));
+  MoeGemmParams p;
+  p.x = static_cast<const float*>(xb.get());
+  p.ldx = ldx;
+  p.x_rows = gathered ? static_cast<const int32_t*>(rb.get()) : nullptr;
+  p.experts = static_cast<const Matrix*>(mb.get());
+  p.shape = w[0];
+  p.bias = static_cast<const float*>(bb.get());
+  p.tiles = static_cast<const int32_t*>(tb.get());
+  p.ntiles = MoeTileBound(r.n, r.slots, r.x);
+  p.y = static_cast<float*>(yb.get());
+  p.ldy = rows;
+  be.MoeGemm(p);
+  ExpectNoError(be);
+  return Download<float>(be, yb, static_cast<size_t>(pairs) * rows);
+}
+
 // The experts' projections through MoeGemm on both backends, the pairs'
 // outputs compared within `bound` (rows of y that are no pair stay as they
-// were). gathered: x is one row per token, read through the pairs' rows;
-// otherwise one row per pair.
+// were). x rows ldx apart (16-byte aligned or not); gathered: as GemmOn.
 inline void ExpectGemmMatches(Backend& ref, Backend& dut,
                               const UploadFn& upload_ref,
                               const UploadFn& upload_dut, const Routing& r,
-                              int rows, int cols, bool gathered, float bound) {
+                              int rows, int cols, int ldx, bool gathered,
+                              float bound) {
   SCOPED_TRACE(testing::Message()
                << r.n << "x" << r.slots << " of " << r.x << " " << rows << "x"
-               << cols << (gathered ? " gathered" : " per pair"));
+               << cols << " ldx " << ldx
+               << (gathered ? " gathered" : " per pair"));
   std::vector<Matrix> wr, wd;
   for (int e = 0; e < r.x; ++e) {
     const std::vector<float> w =
@@ -145,37 +177,15 @@ inline void ExpectGemmMatches(Backend& ref, Backend& dut,
   const Grouped g = GroupOn(ref, r, experts, Random(experts.size(), 9));
   const int pairs = r.n * r.slots;
   const std::vector<float> x =
-      Random(static_cast<size_t>(gathered ? r.n : pairs) * (cols + 3), 17);
+      Random(static_cast<size_t>(gathered ? r.n : pairs) * ldx, 17);
   const std::vector<float> bias = Random(static_cast<size_t>(r.x) * rows, 23);
-  std::vector<float> ys[2];
-  int side = 0;
-  for (Backend* be : {&ref, &dut}) {
-    DeviceBuffer xb = Upload(*be, x), rb = Upload(*be, g.pair_row),
-                 mb = Upload(*be, side == 0 ? wr : wd), bb = Upload(*be, bias),
-                 tb = Upload(*be, g.tiles),
-                 yb = Upload(
-                     *be, std::vector<float>(static_cast<size_t>(pairs) * rows,
-                                             -99.0f));
-    MoeGemmParams p;
-    p.x = static_cast<const float*>(xb.get());
-    p.ldx = cols + 3;
-    p.x_rows = gathered ? static_cast<const int32_t*>(rb.get()) : nullptr;
-    p.experts = static_cast<const Matrix*>(mb.get());
-    p.shape = side == 0 ? wr[0] : wd[0];
-    p.bias = static_cast<const float*>(bb.get());
-    p.tiles = static_cast<const int32_t*>(tb.get());
-    p.ntiles = MoeTileBound(r.n, r.slots, r.x);
-    p.y = static_cast<float*>(yb.get());
-    p.ldy = rows;
-    be->MoeGemm(p);
-    ExpectNoError(*be);
-    ys[side++] = Download<float>(*be, yb, static_cast<size_t>(pairs) * rows);
-  }
+  const std::vector<float> want = GemmOn(ref, wr, g, r, x, ldx, bias, gathered);
+  const std::vector<float> got = GemmOn(dut, wd, g, r, x, ldx, bias, gathered);
   float worst = 0.0f;
   for (int q = 0; q < pairs; ++q) {
     for (int o = 0; o < rows; ++o) {
-      const float a = ys[0][static_cast<size_t>(q) * rows + o],
-                  b = ys[1][static_cast<size_t>(q) * rows + o];
+      const float a = want[static_cast<size_t>(q) * rows + o],
+                  b = got[static_cast<size_t>(q) * rows + o];
       if (g.pair_row[q] < 0) {
         ASSERT_EQ(a, -99.0f);
         ASSERT_EQ(b, -99.0f);
@@ -187,20 +197,69 @@ inline void ExpectGemmMatches(Backend& ref, Backend& dut,
   EXPECT_LT(worst, bound);
 }
 
-// Every routing but the 512-expert one (grouping only) at two shapes, and
-// columns no 16-byte load divides (the scalar path).
+// Every routing but the 512-expert one (grouping only) at two shapes, x rows
+// aligned for 16-byte loads and not, and columns no 16-byte load divides
+// (the scalar path).
 inline void ExpectGemmsMatch(Backend& ref, Backend& dut,
                              const UploadFn& upload_ref,
                              const UploadFn& upload_dut, float bound) {
   for (const Routing& r : kRoutings) {
     if (r.x > 64) continue;
-    ExpectGemmMatches(ref, dut, upload_ref, upload_dut, r, 40, 64,
+    ExpectGemmMatches(ref, dut, upload_ref, upload_dut, r, 40, 64, 64,
                       /*gathered=*/true, bound);
-    ExpectGemmMatches(ref, dut, upload_ref, upload_dut, r, 24, 48,
+    ExpectGemmMatches(ref, dut, upload_ref, upload_dut, r, 24, 48, 51,
                       /*gathered=*/false, bound);
   }
   ExpectGemmMatches(ref, dut, upload_ref, upload_dut, {16, 2, 8, false}, 33, 37,
-                    /*gathered=*/true, bound);
+                    40, /*gathered=*/true, bound);
+}
+
+// A token's expert output alone (one tile of one pair) and within a batch
+// of `big` (many tiles, the token's pair among others of its expert): the
+// same bits, as a decode step's result must not depend on its batch.
+inline void ExpectPairIndependentOfBatch(Backend& be, const UploadFn& upload,
+                                         const Routing& big, int rows,
+                                         int cols) {
+  SCOPED_TRACE(testing::Message() << big.n << "x" << big.slots << " of "
+                                  << big.x << " " << rows << "x" << cols);
+  std::vector<Matrix> w;
+  for (int e = 0; e < big.x; ++e) {
+    w.push_back(upload(
+        be, Random(static_cast<size_t>(rows) * cols, 300 + e, -0.5f, 0.5f),
+        rows, cols));
+  }
+  std::vector<int32_t> experts = RandomExperts(big, 41);
+  experts[0] = experts[1];  // token 0 shares its expert's tile
+  const std::vector<float> gates = Random(experts.size(), 43);
+  const std::vector<float> x = Random(static_cast<size_t>(big.n) * cols, 47);
+  const std::vector<float> bias = Random(static_cast<size_t>(big.x) * rows, 53);
+  const Routing one{1, 1, big.x, false};
+  const std::vector<int32_t> alone_expert = {experts[0]};
+  const Grouped ga = GroupOn(be, one, alone_expert, {gates[0]});
+  const std::vector<float> alone =
+      GemmOn(be, w, ga, one, std::vector<float>(x.begin(), x.begin() + cols),
+             cols, bias, /*gathered=*/true);
+  const Grouped gb = GroupOn(be, big, experts, gates);
+  const std::vector<float> batch =
+      GemmOn(be, w, gb, big, x, cols, bias, /*gathered=*/true);
+  const int q = gb.pair_of[0];
+  ASSERT_GE(q, 0);
+  EXPECT_TRUE(SameBits(
+      std::vector<float>(alone.begin(), alone.begin() + rows),
+      std::vector<float>(batch.begin() + static_cast<size_t>(q) * rows,
+                         batch.begin() + static_cast<size_t>(q + 1) * rows)));
+}
+
+// A batch whose tiles outnumber the SMs at kIndependentRows rows (the CUDA
+// kernel then gives a warp four rows, one alone), at columns 16-byte loads
+// divide and not.
+inline constexpr Routing kBigBatch = {64, 2, 16, false};
+inline constexpr int kIndependentRows = 256;
+
+inline void ExpectPairsIndependentOfBatch(Backend& be, const UploadFn& upload) {
+  for (const int cols : {64, 37}) {
+    ExpectPairIndependentOfBatch(be, upload, kBigBatch, kIndependentRows, cols);
+  }
 }
 
 // MoeCombine of routed pairs, then of a shared expert's sigmoid gate over
