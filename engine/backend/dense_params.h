@@ -53,9 +53,6 @@ struct EmbedParams {
 // Over the first d columns of n rows (strides ldx, ldo; out may alias x):
 //   RmsNorm:   out = x / rms(x) * w                          (w may be null)
 //   LayerNorm: out = (x - mean) / sqrt(var + eps) * w + b    (w, b may be null)
-// With group > 0 the rows come in groups of `group` (a per-head norm over the
-// heads of each row of a wider matrix): row r is at (r / group) * ldgroup +
-// (r % group) * ldx in x, and likewise with ldo in out (NormRowAt).
 struct NormParams {
   const float* x = nullptr;
   int ldx = 0;
@@ -66,16 +63,7 @@ struct NormParams {
   float eps = 0.0f;
   float* out = nullptr;
   int ldo = 0;
-  int group = 0;
-  int ldgroup = 0;
 };
-
-// Where row r of a norm's x (ld = ldx) or out (ld = ldo) starts.
-SEQBOAT_HD int64_t NormRowAt(const NormParams& p, int r, int ld) {
-  if (p.group <= 0) return static_cast<int64_t>(r) * ld;
-  return static_cast<int64_t>(r / p.group) * p.ldgroup +
-         static_cast<int64_t>(r % p.group) * ld;
-}
 
 // A block's pre-norm folded into its input projection (GemmParams::norm):
 // with kind != kNone the GEMM's input is Norm(x) over x's w.cols columns,

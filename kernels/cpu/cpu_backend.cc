@@ -103,8 +103,8 @@ void CpuBackend::RmsNorm(const NormParams& p) {
   float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
-    const float* xi = x + NormRowAt(p, i, ldx);
-    float* oi = out + NormRowAt(p, i, ldo);
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float* oi = out + static_cast<int64_t>(i) * ldo;
     float sum_sq = 0.0f;
     for (int j = 0; j < d; ++j) sum_sq += xi[j] * xi[j];
     const float s = op_math::RmsScale(sum_sq, d, eps);
@@ -125,8 +125,8 @@ void CpuBackend::LayerNorm(const NormParams& p) {
   float* out = p.out;
 #pragma omp parallel for schedule(static) if (WorthThreads(int64_t{n} * d))
   for (int i = 0; i < n; ++i) {
-    const float* xi = x + NormRowAt(p, i, ldx);
-    float* oi = out + NormRowAt(p, i, ldo);
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float* oi = out + static_cast<int64_t>(i) * ldo;
     float sum = 0.0f;
     for (int j = 0; j < d; ++j) sum += xi[j];
     const float mean = sum / static_cast<float>(d);

@@ -86,35 +86,6 @@ TEST(DenseOpsTest, RmsNormAndGather) {
 
 // Rows in groups: two heads of width 2 in each of two rows of width 6
 // (columns 1-2 and 3-4), in place; columns 0 and 5 stay.
-TEST(DenseOpsTest, RmsNormPerHeadNormalisesEachHeadOfEachRow) {
-  auto be = MakeCpuBackend();
-  std::vector<float> x = {9, 3, 4, 1, 2, 9, 7, 0, 2, 6, 8, 7};
-  NormParams heads;
-  heads.x = x.data() + 1;
-  heads.ldx = 2;
-  heads.n = 4;
-  heads.d = 2;
-  heads.eps = 0.0f;
-  heads.out = x.data() + 1;
-  heads.ldo = 2;
-  heads.group = 2;
-  heads.ldgroup = 6;
-  be->RmsNorm(heads);
-  const float want[12] = {9,
-                          3 / std::sqrt(12.5f),
-                          4 / std::sqrt(12.5f),
-                          1 / std::sqrt(2.5f),
-                          2 / std::sqrt(2.5f),
-                          9,
-                          7,
-                          0,
-                          2 / std::sqrt(2.0f),
-                          6 / std::sqrt(50.0f),
-                          8 / std::sqrt(50.0f),
-                          7};
-  for (int i = 0; i < 12; ++i) EXPECT_NEAR(x[i], want[i], 1e-6) << i;
-}
-
 TEST(DenseOpsTest, RmsNormStridedTouchesOnlyItsColumnSlice) {
   auto be = MakeCpuBackend();
   // Two rows of width 4; normalise columns [1, 3) in place with a weight.

@@ -53,8 +53,8 @@ __global__ void EmbedKernel(EmbedParams p, Storage storage,
 template <NormKind kKind>
 __global__ void NormKernel(NormParams p, HalfRows out16) {
   JoinLaunchChain();
-  const float* xi = p.x + NormRowAt(p, blockIdx.x, p.ldx);
-  float* oi = p.out + NormRowAt(p, blockIdx.x, p.ldo);
+  const float* xi = p.x + static_cast<int64_t>(blockIdx.x) * p.ldx;
+  float* oi = p.out + static_cast<int64_t>(blockIdx.x) * p.ldo;
   float scale[1], mean[1];
   RowNormStats<1>(kKind, xi, p.ldx, p.d, p.eps, scale, mean);
   const float* b = kKind == NormKind::kLayer ? p.b : nullptr;
