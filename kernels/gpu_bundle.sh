@@ -29,7 +29,10 @@ for f in kernels/cuda/*_gpu_test.cc tests/gpu/*_gpu_test.cc; do
 done
 targets+=(//bench:cuda_decode_bench //bench:host_path_bench //server:seqboat_server
           //clients/load:seqboat_load)
-bazel build "${targets[@]}"
+# Linked against the kernel libraries rather than each carrying them: the
+# kernels are mostly device code that does not compress, and a static server
+# and benchmark would carry it twice more than the tests do.
+bazel build --dynamic_mode=fully "${targets[@]}"
 
 # bin/ and lib/ are staged here, then travel as one xz archive (the machine
 # that runs them limits how much can be carried).
@@ -57,6 +60,18 @@ for b in "${built[@]}"; do ldd "$b"; done |
 }
 cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib/"
 tar -C "$stage" -cJf "$out/payload.tar.xz" bin lib
+# A run carries at most 64 MiB: the working tree (tracked and untracked,
+# not ignored) and the bundle together. One that would not arrive is refused
+# here rather than on the GPU machine's clock.
+tree=$({ git ls-files -z; git ls-files -z -o --exclude-standard; } |
+  { du -cb --files0-from=- 2>/dev/null || true; } | tail -1 | cut -f1)
+bundle=$(du -cb "$out" | tail -1 | cut -f1)
+echo "bundle $((bundle >> 20)) MiB + working tree $((tree >> 20)) MiB" \
+  "of the 64 MiB a run carries"
+if ((tree + bundle > 62 * 1024 * 1024)); then
+  echo "too large to carry: leave something out of the bundle" >&2
+  exit 1
+fi
 
 cat > "$out/env.sh" <<'ENV'
 # Sourced by run.sh and extra.sh: unpacks the binaries once per machine and
