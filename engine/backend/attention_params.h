@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "engine/backend/half_rows.h"
 #include "engine/backend/segment.h"
 
 namespace seqboat {
@@ -56,6 +57,8 @@ struct SinkAttentionParams {
   const float* gate = nullptr;
   int ldgate = 0;
   float* out = nullptr;  // [n, H_q·d_h]; softmax in fp32, scale dims.scale
+  // A 16-bit copy of out for the o-projection (half_rows.h), or none.
+  HalfRows out16;
 };
 
 // Stores each segment's k, v rows that stay cached (sinks and the last W)

@@ -8,9 +8,10 @@
 //   n rows reads (kNone on the CPU backend, and on CUDA's GEMV and fp32
 //   paths).
 // - A layer sets a producer's out16 (MambaConvParams, MambaScanParams,
-//   GatedRmsNormParams, ActivateMulParams) to that format only, and hands the
-//   same rows to the GEMM as GemmParams::x16; a backend writes out16 only in
-//   formats its GemmInputFormat returns, so the CPU ignores the field.
+//   GatedRmsNormParams, ActivateMulParams, SinkAttentionParams) to that
+//   format only, and hands the same rows to the GEMM as GemmParams::x16; a
+//   backend writes out16 only in formats its GemmInputFormat returns, so
+//   the CPU ignores the field.
 // - The copy is each fp32 value rounded to nearest even, the conversion the
 //   GEMM would otherwise run, so results are the same bits either way.
 #ifndef SEQBOAT_ENGINE_BACKEND_HALF_ROWS_H_

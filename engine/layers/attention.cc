@@ -163,7 +163,7 @@ class Attention final : public Mixer {
   }
 
   int64_t ScratchFloatsPerRow() const override {
-    return d_model_ + ProjRows() + QDim();
+    return d_model_ + ProjRows() + QDim() + HalfInputFloatsPerRow(QDim());
   }
 
   void BindState(void* base, int64_t slot_stride) override {
@@ -201,13 +201,17 @@ class Attention final : public Mixer {
     Backend& be = *ctx.backend;
     const int n = ctx.n(), qd = QDim(), kd = KvDim();
     // The first n * d floats of scratch hold Forward's normed rows; then
-    // the stacked projection's rows [q | k | v | gate], then o.
+    // the stacked projection's rows [q | k | v | gate], then o, then o's
+    // 16-bit copy where the o-projection reads one (the CUDA backend's
+    // cuBLAS path), which the attention writes beside o.
     const int ld = ProjRows();
     float* q = ctx.scratch + static_cast<int64_t>(n) * d_model_;
     float* k = q + qd;
     float* v = k + kd;
     float* gate = v + kd;  // out_gate only
     float* o = q + static_cast<int64_t>(n) * ld;
+    const HalfRows o16 =
+        HalfInputAt(be, wo_, n, o + static_cast<int64_t>(n) * qd);
     GemmParams qkv = Projection(x, n, wqkv_, bqkv_, q);
     qkv.norm = norm;
     be.Gemm(qkv);
@@ -238,6 +242,7 @@ class Attention final : public Mixer {
       attend.ldgate = ld;
     }
     attend.out = o;
+    attend.out16 = o16;
     be.SinkAttention(attend);
     SinkAppendParams append;
     append.segs = ctx.segs();
@@ -252,7 +257,9 @@ class Attention final : public Mixer {
     append.norms.k_w = norms.k_w;
     append.norms.eps = norms.eps;
     be.SinkCacheAppend(append);
-    out_.Add(be, Projection(o, n, wo_, bo_, residual));
+    GemmParams o_proj = Projection(o, n, wo_, bo_, residual);
+    o_proj.x16 = o16;
+    out_.Add(be, o_proj);
     return absl::OkStatus();
   }
 

@@ -14,6 +14,7 @@
 
 #include "engine/backend/attention_math.h"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/half_rows.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace seqboat::cuda {
@@ -232,9 +233,11 @@ __global__ void __launch_bounds__(kThreads)
     const int h = h0 + j;
     if (work.splits == 1) {
       const int64_t col = static_cast<int64_t>(h) * d + elem;
+      float* o = p.out + row * out_stride + col;
       am::OnlineSoftmaxFinish(
           ll, &a, p.gate != nullptr ? p.gate + row * p.ldgate + col : nullptr,
-          1, p.out + row * out_stride + col);
+          1, o);
+      StoreHalf(p.out16, row, col, *o);
     } else {
       const int64_t pi =
           (static_cast<int64_t>(blockIdx.x) * p.dims.n_heads + h) *
@@ -278,6 +281,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     am::OnlineSoftmaxFinish(l, &a, gate != nullptr ? gate + elem : nullptr, 1,
                             out + elem);
+    StoreHalf(p.out16, row, col + elem, out[elem]);
   }
 }
 

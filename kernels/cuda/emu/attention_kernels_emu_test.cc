@@ -1,10 +1,14 @@
 // Sink + rolling-window attention kernels (kernels/attention_kernels.cu), run
 // on the CUDA emulation, equal the CPU backend's ops over successive steps:
 // outputs within a few ulp and the whole cache (counts, stored rows) byte for
-// byte after every step. Steps mix decode rows, prefill chunks longer than
-// the window (eviction inside the chunk) and zero-length padding segments on
-// a slot a real segment also uses; long windows split the keys over blocks
-// (partials plus the combine kernel) and wrap the ring.
+// byte after every step, and out's 16-bit copy out's bits rounded. Steps mix
+// decode rows, prefill chunks longer than the window (eviction inside the
+// chunk) and zero-length padding segments on a slot a real segment also uses;
+// long windows split the keys over blocks (partials plus the combine kernel)
+// and wrap the ring.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -31,10 +35,43 @@ constexpr float kTol = 1e-5f;
 
 // kernels/attention_ops.cc's launches, with its host planning
 // (attention_plan.h), on host memory: the "staged" copies are the host
-// arrays themselves.
+// arrays themselves. Every attention call also asks for out's 16-bit copy
+// (bf16 and fp16 in turn), and each of its values must be out's rounded to
+// nearest even, as ConvertRows would round it (half_rows.h).
 class AttentionEmulation : public EmulatedBackend {
  public:
   void SinkAttention(const SinkAttentionParams& p) override {
+    const HalfFormat format =
+        ++calls_ % 2 == 0 ? HalfFormat::kBf16 : HalfFormat::kF16;
+    int rows = 0;
+    for (int s = 0; s < p.nsegs; ++s) {
+      rows = std::max(rows, p.segs[s].start + p.segs[s].len);
+    }
+    const int width = p.dims.n_heads * p.dims.head_dim;
+    // 0xffff is a NaN in both formats: a value never written shows.
+    std::vector<uint16_t> copy(static_cast<size_t>(rows) * width, 0xffff);
+    SinkAttentionParams with_copy = p;
+    with_copy.out16.data = copy.data();
+    with_copy.out16.ld = width;
+    with_copy.out16.format = format;
+    Launch(with_copy);
+    for (int s = 0; s < p.nsegs; ++s) {
+      for (int64_t row = p.segs[s].start; row < p.segs[s].start + p.segs[s].len;
+           ++row) {
+        for (int c = 0; c < width; ++c) {
+          const float v = p.out[row * width + c];
+          const uint16_t want =
+              format == HalfFormat::kBf16
+                  ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
+                  : __half_as_ushort(__float2half_rn(v));
+          ASSERT_EQ(copy[row * width + c], want)
+              << "row " << row << " column " << c;
+        }
+      }
+    }
+  }
+
+  void Launch(const SinkAttentionParams& p) {
     const std::vector<cuda::SinkRow> items =
         cuda::SinkWorkItems(p.segs, p.nsegs);
     if (items.empty()) return;
@@ -70,6 +107,7 @@ class AttentionEmulation : public EmulatedBackend {
  private:
   int max_splits_ = 1;
   int decode_appends_ = 0, chunk_appends_ = 0;
+  int calls_ = 0;
 };
 
 using parity::SinkConfig;

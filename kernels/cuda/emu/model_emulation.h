@@ -1,13 +1,18 @@
-// The CUDA backend's dense, Mamba-1 and Mamba-2 ops on the emulation, each
-// dispatched as its op file dispatches (dense_emulation.h, mamba_ops.cc,
-// mamba2_ops.cc), every other op on the CPU backend: whole models on the
-// emulated kernels at any batch (cuBLAS: dense_emulation.h's stand-in),
-// with the 16-bit GEMM inputs that Mamba and dense layers ask for when
-// half_inputs is on.
+// The CUDA backend's dense, Mamba-1, Mamba-2 and attention ops on the
+// emulation, each dispatched as its op file dispatches (dense_emulation.h,
+// mamba_ops.cc, mamba2_ops.cc, attention_ops.cc), every other op on the CPU
+// backend: whole models on the emulated kernels at any batch (cuBLAS:
+// dense_emulation.h's stand-in), with the 16-bit GEMM inputs that Mamba,
+// dense and attention layers ask for when half_inputs is on.
 #ifndef SEQBOAT_KERNELS_CUDA_EMU_MODEL_EMULATION_H_
 #define SEQBOAT_KERNELS_CUDA_EMU_MODEL_EMULATION_H_
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "engine/backend/segment.h"
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/emu/dense_emulation.h"
 #include "kernels/cuda/mamba2_kernels.h"
 #include "kernels/cuda/mamba_kernels.h"
@@ -38,6 +43,31 @@ class ModelEmulation : public DenseEmulation {
       return;
     }
     cuda::LaunchMamba2Step(p, queue());
+  }
+  // The planning of attention_ops.cc on host memory, the split keys'
+  // workspace a vector of this call's.
+  void SinkAttention(const SinkAttentionParams& p) override {
+    const std::vector<cuda::SinkRow> items =
+        cuda::SinkWorkItems(p.segs, p.nsegs);
+    if (items.empty()) return;
+    int64_t workspace_floats = 0;
+    absl::StatusOr<cuda::SinkWork> work = cuda::PlanSinkAttentionWork(
+        p, items.data(), static_cast<int>(items.size()), &workspace_floats);
+    EXPECT_TRUE(work.ok()) << work.status();
+    if (!work.ok()) return;
+    std::vector<float> workspace(workspace_floats);
+    if (!workspace.empty()) work->workspace = workspace.data();
+    cuda::LaunchSinkAttention(p, *work, queue());
+  }
+  void SinkCacheAppend(const SinkAppendParams& p) override {
+    const std::vector<cuda::SinkRow> items =
+        cuda::SinkWorkItems(p.segs, p.nsegs);
+    if (items.empty()) return;
+    cuda::LaunchSinkCacheAppend(
+        p,
+        cuda::PlanSinkAppendWork(p.segs, p.nsegs, items.data(),
+                                 static_cast<int>(items.size())),
+        queue());
   }
 };
 
