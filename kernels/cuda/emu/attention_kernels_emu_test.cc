@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/emu/attention_emulation.h"
 #include "kernels/cuda/emu/emu_test_util.h"
 #include "kernels/cuda/testing/attention_cases.h"
 
@@ -72,18 +73,9 @@ class AttentionEmulation : public EmulatedBackend {
   }
 
   void Launch(const SinkAttentionParams& p) {
-    const std::vector<cuda::SinkRow> items =
-        cuda::SinkWorkItems(p.segs, p.nsegs);
-    if (items.empty()) return;
-    int64_t workspace_floats = 0;
-    absl::StatusOr<cuda::SinkWork> work = cuda::PlanSinkAttentionWork(
-        p, items.data(), static_cast<int>(items.size()), &workspace_floats);
-    ASSERT_TRUE(work.ok()) << work.status();
-    max_splits_ = std::max(max_splits_, work->splits);
-    // NaN: a partial the combine reads but no block wrote shows.
-    std::vector<float> workspace(workspace_floats, NAN);
-    if (!workspace.empty()) work->workspace = workspace.data();
-    cuda::LaunchSinkAttention(p, *work, nullptr);
+    const absl::StatusOr<int> splits = EmulateSinkAttention(p, nullptr);
+    ASSERT_TRUE(splits.ok()) << splits.status();
+    max_splits_ = std::max(max_splits_, *splits);
   }
 
   void SinkCacheAppend(const SinkAppendParams& p) override {

@@ -13,6 +13,7 @@
 #include "engine/backend/segment.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/emu/attention_emulation.h"
 #include "kernels/cuda/emu/dense_emulation.h"
 #include "kernels/cuda/mamba2_kernels.h"
 #include "kernels/cuda/mamba_kernels.h"
@@ -44,20 +45,9 @@ class ModelEmulation : public DenseEmulation {
     }
     cuda::LaunchMamba2Step(p, queue());
   }
-  // The planning of attention_ops.cc on host memory, the split keys'
-  // workspace a vector of this call's.
   void SinkAttention(const SinkAttentionParams& p) override {
-    const std::vector<cuda::SinkRow> items =
-        cuda::SinkWorkItems(p.segs, p.nsegs);
-    if (items.empty()) return;
-    int64_t workspace_floats = 0;
-    absl::StatusOr<cuda::SinkWork> work = cuda::PlanSinkAttentionWork(
-        p, items.data(), static_cast<int>(items.size()), &workspace_floats);
-    EXPECT_TRUE(work.ok()) << work.status();
-    if (!work.ok()) return;
-    std::vector<float> workspace(workspace_floats);
-    if (!workspace.empty()) work->workspace = workspace.data();
-    cuda::LaunchSinkAttention(p, *work, queue());
+    const absl::StatusOr<int> splits = EmulateSinkAttention(p, queue());
+    EXPECT_TRUE(splits.ok()) << splits.status();
   }
   void SinkCacheAppend(const SinkAppendParams& p) override {
     const std::vector<cuda::SinkRow> items =
